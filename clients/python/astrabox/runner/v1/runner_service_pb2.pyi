@@ -1,0 +1,215 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ConnectRequest(_message.Message):
+    __slots__ = ("hello", "output_batch", "command_ack", "heartbeat")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_BATCH_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ACK_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    output_batch: OutputBatch
+    command_ack: CommandAck
+    heartbeat: Heartbeat
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., output_batch: _Optional[_Union[OutputBatch, _Mapping]] = ..., command_ack: _Optional[_Union[CommandAck, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class ConnectResponse(_message.Message):
+    __slots__ = ("welcome", "output_ack", "command", "heartbeat_ack")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_ACK_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    output_ack: OutputAck
+    command: Command
+    heartbeat_ack: HeartbeatAck
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., output_ack: _Optional[_Union[OutputAck, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("agent_id", "enrollment_token", "drivers", "engines", "capacity", "sessions", "instance_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENROLLMENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DRIVERS_FIELD_NUMBER: _ClassVar[int]
+    ENGINES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    enrollment_token: str
+    drivers: _containers.RepeatedScalarFieldContainer[str]
+    engines: _containers.RepeatedScalarFieldContainer[str]
+    capacity: int
+    sessions: _containers.RepeatedCompositeFieldContainer[SessionCursor]
+    instance_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., enrollment_token: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., engines: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., instance_id: _Optional[str] = ...) -> None: ...
+
+class SessionCursor(_message.Message):
+    __slots__ = ("session_id", "output_seq")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    output_seq: int
+    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("lease", "committed", "heartbeat_interval_ms")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    lease: Lease
+    committed: _containers.RepeatedCompositeFieldContainer[SessionCursor]
+    heartbeat_interval_ms: int
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("generation", "expire_time")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, generation: _Optional[int] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class OutputBatch(_message.Message):
+    __slots__ = ("outputs",)
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    outputs: _containers.RepeatedCompositeFieldContainer[Output]
+    def __init__(self, outputs: _Optional[_Iterable[_Union[Output, _Mapping]]] = ...) -> None: ...
+
+class Output(_message.Message):
+    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_STARTED_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_START_FAILED_FIELD_NUMBER: _ClassVar[int]
+    TURN_ABORTED_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    output_seq: int
+    turn_id: str
+    produce_time: _timestamp_pb2.Timestamp
+    engine_message: EngineMessage
+    runtime_started: RuntimeStarted
+    runtime_start_failed: RuntimeStartFailed
+    turn_aborted: TurnAborted
+    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ...) -> None: ...
+
+class EngineMessage(_message.Message):
+    __slots__ = ("type_name", "payload_json")
+    TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    type_name: str
+    payload_json: str
+    def __init__(self, type_name: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class RuntimeStarted(_message.Message):
+    __slots__ = ("sandbox_id", "driver", "workspace", "sandbox_ms")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_MS_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    driver: str
+    workspace: str
+    sandbox_ms: int
+    def __init__(self, sandbox_id: _Optional[str] = ..., driver: _Optional[str] = ..., workspace: _Optional[str] = ..., sandbox_ms: _Optional[int] = ...) -> None: ...
+
+class RuntimeStartFailed(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class TurnAborted(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class OutputAck(_message.Message):
+    __slots__ = ("committed", "error", "error_session_id")
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    committed: _containers.RepeatedCompositeFieldContainer[SessionCursor]
+    error: _status_pb2.Status
+    error_session_id: str
+    def __init__(self, committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., error_session_id: _Optional[str] = ...) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime")
+    COMMAND_SEQ_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    START_RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_INPUT_FIELD_NUMBER: _ClassVar[int]
+    DESTROY_RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    command_seq: int
+    command_id: str
+    lease_generation: int
+    session_id: str
+    start_runtime: StartRuntime
+    deliver_input: DeliverInput
+    destroy_runtime: DestroyRuntime
+    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ...) -> None: ...
+
+class StartRuntime(_message.Message):
+    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id")
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    RESUME_ENGINE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    permission_mode: str
+    model: str
+    resume_engine_session_id: str
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ...) -> None: ...
+
+class DeliverInput(_message.Message):
+    __slots__ = ("turn_id", "text", "permission_mode")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    text: str
+    permission_mode: str
+    def __init__(self, turn_id: _Optional[str] = ..., text: _Optional[str] = ..., permission_mode: _Optional[str] = ...) -> None: ...
+
+class DestroyRuntime(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class CommandAck(_message.Message):
+    __slots__ = ("command_seq", "command_id", "error")
+    COMMAND_SEQ_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    command_seq: int
+    command_id: str
+    error: _status_pb2.Status
+    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("send_time",)
+    SEND_TIME_FIELD_NUMBER: _ClassVar[int]
+    send_time: _timestamp_pb2.Timestamp
+    def __init__(self, send_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class HeartbeatAck(_message.Message):
+    __slots__ = ("lease",)
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    lease: Lease
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,147 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
+    EVENT_KIND_SESSION_CREATED: _ClassVar[EventKind]
+    EVENT_KIND_STARTUP_REQUESTED: _ClassVar[EventKind]
+    EVENT_KIND_RUNTIME_READY: _ClassVar[EventKind]
+    EVENT_KIND_RUNTIME_FAILED: _ClassVar[EventKind]
+    EVENT_KIND_USER_MESSAGE_ACCEPTED: _ClassVar[EventKind]
+    EVENT_KIND_ENGINE_MESSAGE: _ClassVar[EventKind]
+    EVENT_KIND_TURN_COMPLETED: _ClassVar[EventKind]
+    EVENT_KIND_TURN_FAILED: _ClassVar[EventKind]
+    EVENT_KIND_SESSION_DELETED: _ClassVar[EventKind]
+EVENT_KIND_UNSPECIFIED: EventKind
+EVENT_KIND_SESSION_CREATED: EventKind
+EVENT_KIND_STARTUP_REQUESTED: EventKind
+EVENT_KIND_RUNTIME_READY: EventKind
+EVENT_KIND_RUNTIME_FAILED: EventKind
+EVENT_KIND_USER_MESSAGE_ACCEPTED: EventKind
+EVENT_KIND_ENGINE_MESSAGE: EventKind
+EVENT_KIND_TURN_COMPLETED: EventKind
+EVENT_KIND_TURN_FAILED: EventKind
+EVENT_KIND_SESSION_DELETED: EventKind
+
+class SessionEvent(_message.Message):
+    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SESSION_CREATED_FIELD_NUMBER: _ClassVar[int]
+    STARTUP_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_READY_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FAILED_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TURN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    TURN_FAILED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_DELETED_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    seq: int
+    time: _timestamp_pb2.Timestamp
+    turn_id: str
+    kind: EventKind
+    session_created: SessionCreated
+    startup_requested: StartupRequested
+    runtime_ready: RuntimeReady
+    runtime_failed: RuntimeFailed
+    user_message_accepted: UserMessageAccepted
+    engine_message: EngineMessage
+    turn_completed: TurnCompleted
+    turn_failed: TurnFailed
+    session_deleted: SessionDeleted
+    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ...) -> None: ...
+
+class SessionCreated(_message.Message):
+    __slots__ = ("engine", "permission_mode", "model", "request_id")
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    permission_mode: str
+    model: str
+    request_id: str
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class StartupRequested(_message.Message):
+    __slots__ = ("agent_id", "command_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    command_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., command_id: _Optional[str] = ...) -> None: ...
+
+class RuntimeReady(_message.Message):
+    __slots__ = ("sandbox_id", "driver", "workspace", "sandbox_ms")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_MS_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    driver: str
+    workspace: str
+    sandbox_ms: int
+    def __init__(self, sandbox_id: _Optional[str] = ..., driver: _Optional[str] = ..., workspace: _Optional[str] = ..., sandbox_ms: _Optional[int] = ...) -> None: ...
+
+class RuntimeFailed(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class UserMessageAccepted(_message.Message):
+    __slots__ = ("client_message_id", "text", "permission_mode")
+    CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    client_message_id: str
+    text: str
+    permission_mode: str
+    def __init__(self, client_message_id: _Optional[str] = ..., text: _Optional[str] = ..., permission_mode: _Optional[str] = ...) -> None: ...
+
+class EngineMessage(_message.Message):
+    __slots__ = ("type_name", "payload_json", "output_seq")
+    TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    type_name: str
+    payload_json: str
+    output_seq: int
+    def __init__(self, type_name: _Optional[str] = ..., payload_json: _Optional[str] = ..., output_seq: _Optional[int] = ...) -> None: ...
+
+class TurnCompleted(_message.Message):
+    __slots__ = ("subtype", "is_error", "duration_ms", "result")
+    SUBTYPE_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    subtype: str
+    is_error: bool
+    duration_ms: int
+    result: str
+    def __init__(self, subtype: _Optional[str] = ..., is_error: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., result: _Optional[str] = ...) -> None: ...
+
+class TurnFailed(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class SessionDeleted(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,5 @@
+"""Engine adapters: turn kernel commands into engine calls and engine output into events."""
+
+from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineOutput, EngineSession
+
+__all__ = ["EngineAdapter", "EngineConfig", "EngineError", "EngineOutput", "EngineSession"]
