@@ -1,0 +1,141 @@
+"""The durable outbox: every output the agent produced, until the control plane acknowledges it.
+
+Per session, outputs are numbered 1, 2, 3 … with no gaps. The numbering lives
+in its own cursor table, so trimming acknowledged outputs never makes it
+restart. Only an acknowledgement (`ack`) deletes; nothing else does. Rows are
+the serialized `runner.v1.Output` exactly as it will be sent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.state import Database
+
+# The `Output.body` oneof field for each body message type.
+_BODY_FIELDS: dict[str, str] = {
+    field.message_type.full_name: field.name for field in pb.Output.DESCRIPTOR.oneofs_by_name["body"].fields
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxCursor:
+    """What the outbox knows about one session's output sequence."""
+
+    session_id: str
+    # The newest output_seq ever assigned.
+    last_seq: int
+    # How many outputs are still waiting for an acknowledgement.
+    pending: int
+
+
+class Outbox:
+    """Append, read pending, trim on acknowledgement."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def on_append(self, listener: Callable[[], None]) -> None:
+        """Call `listener` on the event loop after any commit that may have appended."""
+        self._db.on_commit(listener)
+
+    async def append(self, session_id: str, turn_id: str, body: Message) -> int:
+        """Store one output; return its output_seq."""
+        return await self._db.write(lambda c: self.append_tx(c, session_id, turn_id, body))
+
+    def append_tx(self, c: sqlite3.Connection, session_id: str, turn_id: str, body: Message) -> int:
+        """`append` inside a caller's transaction."""
+        field = _BODY_FIELDS.get(body.DESCRIPTOR.full_name)
+        if field is None:
+            raise TypeError(f"{body.DESCRIPTOR.full_name} is not an Output body")
+        row = c.execute("SELECT last_seq FROM output_cursor WHERE session_id = ?", (session_id,)).fetchone()
+        seq = (row[0] if row else 0) + 1
+        produce_time = Timestamp()
+        produce_time.GetCurrentTime()
+        output = pb.Output(session_id=session_id, output_seq=seq, turn_id=turn_id, produce_time=produce_time)
+        getattr(output, field).CopyFrom(body)
+        c.execute(
+            "INSERT INTO outbox (session_id, output_seq, body) VALUES (?, ?, ?)",
+            (session_id, seq, output.SerializeToString()),
+        )
+        c.execute(
+            "INSERT INTO output_cursor (session_id, last_seq) VALUES (?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq",
+            (session_id, seq),
+        )
+        return seq
+
+    async def pending(
+        self, after: Mapping[str, int], limit: int, skip: Collection[str] = ()
+    ) -> list[pb.Output]:
+        """Up to `limit` stored outputs with output_seq above `after[session]`
+        (0 for a session not named), in the order they were appended; each
+        session's part is a contiguous run. Sessions in `skip` are left out."""
+
+        def read(c: sqlite3.Connection) -> list[pb.Output]:
+            sessions = [r[0] for r in c.execute("SELECT DISTINCT session_id FROM outbox")]
+            rows: list[tuple[int, bytes]] = []
+            for session_id in sessions:
+                if session_id in skip:
+                    continue
+                rows.extend(
+                    c.execute(
+                        "SELECT id, body FROM outbox WHERE session_id = ? AND output_seq > ?"
+                        " ORDER BY output_seq LIMIT ?",
+                        (session_id, after.get(session_id, 0), limit),
+                    )
+                )
+            rows.sort()
+            return [pb.Output.FromString(body) for _, body in rows[:limit]]
+
+        return await self._db.read(read)
+
+    async def ack(self, session_id: str, through_seq: int) -> int:
+        """Trim every output of the session at or below `through_seq`; return how many.
+
+        A cursor above anything assigned here (the agent lost its state, the
+        control plane did not) moves the numbering past it, so new outputs are
+        never mistaken for duplicates of committed ones."""
+
+        def tx(c: sqlite3.Connection) -> int:
+            trimmed = c.execute(
+                "DELETE FROM outbox WHERE session_id = ? AND output_seq <= ?", (session_id, through_seq)
+            ).rowcount
+            c.execute(
+                "INSERT INTO output_cursor (session_id, last_seq) VALUES (?, ?)"
+                " ON CONFLICT (session_id) DO UPDATE SET last_seq = MAX(last_seq, excluded.last_seq)",
+                (session_id, through_seq),
+            )
+            return trimmed
+
+        return await self._db.write(tx)
+
+    async def last_seq(self, session_id: str) -> int:
+        """The newest output_seq assigned for the session (0 if none ever was)."""
+        row = await self._db.read(
+            lambda c: c.execute("SELECT last_seq FROM output_cursor WHERE session_id = ?", (session_id,)).fetchone()
+        )
+        return row[0] if row else 0
+
+    async def cursors(self) -> list[OutboxCursor]:
+        """Every session that still has unacknowledged outputs."""
+        rows = await self._db.read(
+            lambda c: c.execute(
+                "SELECT o.session_id, k.last_seq, COUNT(*) FROM outbox o"
+                " JOIN output_cursor k ON k.session_id = o.session_id GROUP BY o.session_id"
+            ).fetchall()
+        )
+        return [OutboxCursor(session_id=r[0], last_seq=r[1], pending=r[2]) for r in rows]
+
+    async def first_pending_seq(self, session_id: str) -> int | None:
+        """The lowest output_seq still stored for the session, if any."""
+        row = await self._db.read(
+            lambda c: c.execute("SELECT MIN(output_seq) FROM outbox WHERE session_id = ?", (session_id,)).fetchone()
+        )
+        return row[0] if row else None

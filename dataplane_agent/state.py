@@ -1,0 +1,319 @@
+"""The agent's durable local state: one SQLite database in the state directory.
+
+`Database` owns the connection and the single worker thread every statement
+runs on (so the event loop never waits on the disk). `AgentState` owns the
+tables about what the agent holds: its sessions (sandbox, engine, the turn in
+flight), the command ids it has applied, the latest lease generation and small
+facts such as its own id. The output outbox lives in the same database
+(`dataplane_agent.outbox`) so that a command's effect, its outputs and the
+record that it was applied commit in one transaction.
+
+WAL with synchronous=FULL: a committed transaction survives SIGKILL and power
+loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+
+from dataplane_agent.errors import StateError
+from dataplane_agent.sandboxes.base import Sandbox
+
+T = TypeVar("T")
+
+# Applied command ids kept for idempotency; older ones are pruned (the control
+# plane never redelivers a command that far back).
+_APPLIED_COMMANDS_KEPT = 10_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id  TEXT    NOT NULL,
+    output_seq  INTEGER NOT NULL,
+    body        BLOB    NOT NULL,
+    UNIQUE (session_id, output_seq)
+);
+CREATE TABLE IF NOT EXISTS output_cursor (
+    session_id  TEXT PRIMARY KEY,
+    last_seq    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id        TEXT PRIMARY KEY,
+    engine            TEXT NOT NULL,
+    permission_mode   TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    engine_session_id TEXT NOT NULL,
+    sandbox_json      TEXT NOT NULL,
+    turn_id           TEXT NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS applied_commands (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    command_id  TEXT NOT NULL UNIQUE,
+    command_seq INTEGER NOT NULL,
+    code        INTEGER NOT NULL,
+    message     TEXT NOT NULL,
+    applied_at  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agent_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+class Database:
+    """One SQLite connection used from one dedicated worker thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-db")
+        self._conn: sqlite3.Connection | None = None
+        self._commit_listeners: list[Callable[[], None]] = []
+
+    @classmethod
+    async def open(cls, path: Path) -> Database:
+        db = cls(path)
+        try:
+            await db._submit(db._connect)
+        except (sqlite3.Error, OSError) as exc:
+            db._executor.shutdown(wait=False)
+            raise StateError(f"cannot open the agent state database {path}: {exc}") from exc
+        return db
+
+    def _connect(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.executescript(_SCHEMA)
+        self._conn = conn
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._submit(self._conn.close)
+            self._conn = None
+        self._executor.shutdown(wait=True)
+
+    def on_commit(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (on the event loop) after every committed write."""
+        self._commit_listeners.append(listener)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._submit(lambda: fn(self._connection()))
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one IMMEDIATE transaction; commit, or roll back if it raises."""
+
+        def transaction() -> T:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        result = await self._submit(transaction)
+        for listener in self._commit_listeners:
+            listener()
+        return result
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StateError("the agent state database is closed")
+        return self._conn
+
+    async def _submit(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session the agent holds."""
+
+    session_id: str
+    engine: str
+    permission_mode: str
+    model: str
+    engine_session_id: str
+    sandbox: Sandbox
+    # The turn that was running when last recorded; empty when idle.
+    turn_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandOutcome:
+    """How an applied command was acknowledged."""
+
+    command_seq: int
+    code: grpc.StatusCode
+    message: str
+
+
+class AgentState:
+    """Sessions held, commands applied, lease generation, agent facts.
+
+    Methods ending in `_tx` run inside a `Database.write` transaction so a
+    caller can combine them with outbox appends atomically.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # -- reads -------------------------------------------------------------
+
+    async def sessions(self) -> list[SessionRecord]:
+        rows = await self._db.read(lambda c: c.execute(_SELECT_SESSIONS + " ORDER BY session_id").fetchall())
+        return [_session_from_row(r) for r in rows]
+
+    async def session(self, session_id: str) -> SessionRecord | None:
+        row = await self._db.read(
+            lambda c: c.execute(_SELECT_SESSIONS + " WHERE session_id = ?", (session_id,)).fetchone()
+        )
+        return _session_from_row(row) if row else None
+
+    async def applied(self, command_id: str) -> CommandOutcome | None:
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT command_seq, code, message FROM applied_commands WHERE command_id = ?", (command_id,)
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return CommandOutcome(command_seq=row[0], code=_status_code(row[1]), message=row[2])
+
+    async def lease_generation(self) -> int:
+        return int(await self.meta("lease_generation") or 0)
+
+    async def meta(self, key: str) -> str | None:
+        row = await self._db.read(lambda c: c.execute("SELECT value FROM agent_meta WHERE key = ?", (key,)).fetchone())
+        return row[0] if row else None
+
+    # -- writes ------------------------------------------------------------
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self._db.write(lambda c: _set_meta(c, key, value))
+
+    async def raise_lease_generation(self, generation: int) -> int:
+        """Record `generation` if it is newer; return the current generation."""
+
+        def tx(c: sqlite3.Connection) -> int:
+            row = c.execute("SELECT value FROM agent_meta WHERE key = 'lease_generation'").fetchone()
+            current = int(row[0]) if row else 0
+            if generation > current:
+                _set_meta(c, "lease_generation", str(generation))
+                return generation
+            return current
+
+        return await self._db.write(tx)
+
+    def put_session_tx(self, c: sqlite3.Connection, record: SessionRecord) -> None:
+        c.execute(
+            "INSERT OR REPLACE INTO sessions"
+            " (session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.session_id,
+                record.engine,
+                record.permission_mode,
+                record.model,
+                record.engine_session_id,
+                _sandbox_to_json(record.sandbox),
+                record.turn_id,
+            ),
+        )
+
+    def delete_session_tx(self, c: sqlite3.Connection, session_id: str) -> None:
+        c.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+
+    def set_turn_tx(self, c: sqlite3.Connection, session_id: str, turn_id: str, permission_mode: str | None = None) -> None:
+        c.execute("UPDATE sessions SET turn_id = ? WHERE session_id = ?", (turn_id, session_id))
+        if permission_mode:
+            c.execute("UPDATE sessions SET permission_mode = ? WHERE session_id = ?", (permission_mode, session_id))
+
+    def set_engine_session_id_tx(self, c: sqlite3.Connection, session_id: str, engine_session_id: str) -> None:
+        c.execute(
+            "UPDATE sessions SET engine_session_id = ? WHERE session_id = ?", (engine_session_id, session_id)
+        )
+
+    def mark_applied_tx(
+        self,
+        c: sqlite3.Connection,
+        command_id: str,
+        command_seq: int,
+        code: grpc.StatusCode = grpc.StatusCode.OK,
+        message: str = "",
+    ) -> None:
+        cur = c.execute(
+            "INSERT OR IGNORE INTO applied_commands (command_id, command_seq, code, message, applied_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (command_id, command_seq, code.value[0], message, time.time()),
+        )
+        if cur.lastrowid and cur.lastrowid % 1000 == 0:
+            c.execute("DELETE FROM applied_commands WHERE seq <= ?", (cur.lastrowid - _APPLIED_COMMANDS_KEPT,))
+
+
+_SELECT_SESSIONS = (
+    "SELECT session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id FROM sessions"
+)
+
+
+def _session_from_row(row: tuple) -> SessionRecord:
+    return SessionRecord(
+        session_id=row[0],
+        engine=row[1],
+        permission_mode=row[2],
+        model=row[3],
+        engine_session_id=row[4],
+        sandbox=_sandbox_from_json(row[5]),
+        turn_id=row[6],
+    )
+
+
+def _sandbox_to_json(sandbox: Sandbox) -> str:
+    return json.dumps(
+        {
+            "sandbox_id": sandbox.sandbox_id,
+            "driver": sandbox.driver,
+            "session_id": sandbox.session_id,
+            "workspace": str(sandbox.workspace),
+            "inner_workspace": sandbox.inner_workspace,
+            "home": str(sandbox.home),
+        }
+    )
+
+
+def _sandbox_from_json(text: str) -> Sandbox:
+    d = json.loads(text)
+    return Sandbox(
+        sandbox_id=d["sandbox_id"],
+        driver=d["driver"],
+        session_id=d["session_id"],
+        workspace=Path(d["workspace"]),
+        inner_workspace=d["inner_workspace"],
+        home=Path(d["home"]),
+    )
+
+
+def _set_meta(c: sqlite3.Connection, key: str, value: str) -> None:
+    c.execute("INSERT OR REPLACE INTO agent_meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def _status_code(value: int) -> grpc.StatusCode:
+    for code in grpc.StatusCode:
+        if code.value[0] == value:
+            return code
+    return grpc.StatusCode.UNKNOWN
