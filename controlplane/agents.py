@@ -1,0 +1,162 @@
+"""Data-plane agents: their leases, placement, and the commands queued for them.
+
+Commands are rows in `agent_commands`, numbered per agent in the transaction
+that enqueues them, delivered in order until the agent acknowledges them.
+Whichever replica holds the agent's stream is woken through the live tail.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane.journal import JournalTransaction
+
+
+def agent_key(agent_id: str) -> str:
+    """The live-tail key that wakes the stream of `agent_id`."""
+    return f"agent:{agent_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentHello:
+    agent_id: str
+    instance_id: str
+    drivers: Sequence[str]
+    engines: Sequence[str]
+    capacity: int
+    # The newest output_seq the agent holds, per session.
+    sessions: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    generation: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedCommand:
+    command_seq: int
+    command_id: str
+    session_id: str
+    body: bytes  # a serialized runner.v1.Command without seq and lease
+
+
+class Agents:
+    def __init__(self, pool: asyncpg.Pool, lease_ttl: timedelta) -> None:
+        self._pool = pool
+        self._ttl = lease_ttl
+
+    async def register(self, hello: AgentHello) -> Lease:
+        """Grant a new lease; its generation fences commands of older streams."""
+        row = await self._pool.fetchrow(
+            "INSERT INTO agents (agent_id, generation, lease_expires_at, drivers, engines, capacity, instance_id)"
+            " VALUES ($1, 1, now() + $2, $3, $4, $5, $6)"
+            " ON CONFLICT (agent_id) DO UPDATE SET generation = agents.generation + 1,"
+            "  lease_expires_at = EXCLUDED.lease_expires_at, drivers = EXCLUDED.drivers,"
+            "  engines = EXCLUDED.engines, capacity = EXCLUDED.capacity,"
+            "  instance_id = EXCLUDED.instance_id, connected_at = now()"
+            " RETURNING generation, lease_expires_at",
+            hello.agent_id,
+            self._ttl,
+            list(hello.drivers),
+            list(hello.engines),
+            hello.capacity,
+            hello.instance_id,
+        )
+        return Lease(row["generation"], row["lease_expires_at"])
+
+    async def renew(self, agent_id: str, generation: int) -> Lease | None:
+        """Extend the lease; None when a newer stream of the agent superseded it."""
+        row = await self._pool.fetchrow(
+            "UPDATE agents SET lease_expires_at = now() + $3 WHERE agent_id = $1 AND generation = $2"
+            " RETURNING generation, lease_expires_at",
+            agent_id,
+            generation,
+            self._ttl,
+        )
+        return Lease(row["generation"], row["lease_expires_at"]) if row else None
+
+    async def release(self, agent_id: str, generation: int) -> None:
+        """Let the lease lapse now: the stream of this generation is gone."""
+        await self._pool.execute(
+            "UPDATE agents SET lease_expires_at = now() WHERE agent_id = $1 AND generation = $2",
+            agent_id,
+            generation,
+        )
+
+    async def pick_for(self, engine: str) -> str | None:
+        """The live agent that runs `engine` with the most free capacity."""
+        return await self._pool.fetchval(
+            "SELECT a.agent_id FROM agents a"
+            " LEFT JOIN sessions s ON s.agent_id = a.agent_id AND s.deleted_at IS NULL"
+            " WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines)"
+            " GROUP BY a.agent_id, a.capacity"
+            " HAVING count(s.session_id) < a.capacity"
+            " ORDER BY a.capacity - count(s.session_id) DESC, a.agent_id LIMIT 1",
+            engine,
+        )
+
+    async def committed_cursors(self, agent_id: str, named: Mapping[str, int]) -> dict[str, int]:
+        """Committed output_seq for every session the agent named or holds here."""
+        rows = await self._pool.fetch(
+            "SELECT session_id::text AS session_id, committed_output_seq FROM sessions"
+            " WHERE agent_id = $1 OR session_id::text = ANY($2::text[])",
+            agent_id,
+            list(named),
+        )
+        cursors = {session_id: 0 for session_id in named}
+        cursors.update({r["session_id"]: r["committed_output_seq"] for r in rows})
+        return cursors
+
+    async def enqueue(
+        self, tx: JournalTransaction, agent_id: str, session_id: str, command: runner_pb2.Command
+    ) -> str:
+        """Queue `command` for the agent inside `tx`; returns its command id."""
+        command_id = command.command_id or str(uuid.uuid4())
+        command_seq = await tx.conn.fetchval(
+            "UPDATE agents SET last_command_seq = last_command_seq + 1 WHERE agent_id = $1 RETURNING last_command_seq",
+            agent_id,
+        )
+        if command_seq is None:
+            raise LookupError(f"agent {agent_id} is not registered")
+        body = runner_pb2.Command()
+        body.CopyFrom(command)
+        body.command_id = command_id
+        body.session_id = session_id
+        await tx.conn.execute(
+            "INSERT INTO agent_commands (agent_id, command_seq, command_id, session_id, body)"
+            " VALUES ($1, $2, $3, $4, $5)",
+            agent_id,
+            command_seq,
+            command_id,
+            session_id,
+            body.SerializeToString(),
+        )
+        await tx.wake(agent_key(agent_id), command_seq)
+        return command_id
+
+    async def unacked(self, agent_id: str, after_seq: int, limit: int = 100) -> list[QueuedCommand]:
+        rows = await self._pool.fetch(
+            "SELECT command_seq, command_id, session_id::text AS session_id, body FROM agent_commands"
+            " WHERE agent_id = $1 AND acked_at IS NULL AND command_seq > $2 ORDER BY command_seq LIMIT $3",
+            agent_id,
+            after_seq,
+            limit,
+        )
+        return [QueuedCommand(r["command_seq"], r["command_id"], r["session_id"], bytes(r["body"])) for r in rows]
+
+    async def acknowledge(self, agent_id: str, command_seq: int, error: str) -> None:
+        await self._pool.execute(
+            "UPDATE agent_commands SET acked_at = now(), error = NULLIF($3, '')"
+            " WHERE agent_id = $1 AND command_seq = $2 AND acked_at IS NULL",
+            agent_id,
+            command_seq,
+            error,
+        )

@@ -1,0 +1,103 @@
+"""The client-facing SessionKernelService: protobuf in, domain calls, protobuf out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import structlog
+
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
+from controlplane.convert import event_to_proto, session_to_proto
+from controlplane.errors import KernelError, NotImplementedYet
+from controlplane.kernel import CreateSession, SendMessage, SessionKernel
+from controlplane.status import maps_errors, to_status
+
+log = structlog.get_logger(__name__)
+
+
+def _not_yet(rpc: str, what: str) -> NotImplementedYet:
+    return NotImplementedYet(f"{rpc} is not available yet: {what} arrive with the session-kernel milestone")
+
+
+class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
+    def __init__(self, kernel: SessionKernel) -> None:
+        self._kernel = kernel
+
+    @maps_errors
+    async def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext) -> pb.CreateSessionResponse:
+        record = await self._kernel.create_session(
+            CreateSession(
+                request_id=request.request_id,
+                engine=request.engine,
+                permission_mode=request.permission_mode,
+                model=request.model,
+                labels=dict(request.labels),
+            )
+        )
+        return pb.CreateSessionResponse(session=session_to_proto(record))
+
+    @maps_errors
+    async def GetSession(self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext) -> pb.GetSessionResponse:
+        return pb.GetSessionResponse(session=session_to_proto(await self._kernel.get_session(request.session_id)))
+
+    @maps_errors
+    async def ListSessions(self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
+        records, token = await self._kernel.list_sessions(request.page_size, request.page_token)
+        return pb.ListSessionsResponse(sessions=[session_to_proto(r) for r in records], next_page_token=token)
+
+    @maps_errors
+    async def SendMessage(self, request: pb.SendMessageRequest, context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
+        accepted = await self._kernel.send_message(
+            SendMessage(
+                session_id=request.session_id,
+                client_message_id=request.client_message_id,
+                text=request.text,
+                permission_mode=request.permission_mode,
+            )
+        )
+        return pb.SendMessageResponse(turn_id=accepted.turn_id, seq=accepted.seq)
+
+    async def WatchSessionEvents(
+        self, request: pb.WatchSessionEventsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.WatchSessionEventsResponse]:
+        try:
+            async for event in self._kernel.watch(request.session_id, request.after_seq):
+                yield pb.WatchSessionEventsResponse(event=event_to_proto(event))
+        except KernelError as error:
+            await context.abort_with_status(to_status(error))
+
+    @maps_errors
+    async def ListSessionEvents(
+        self, request: pb.ListSessionEventsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSessionEventsResponse:
+        events, token = await self._kernel.list_events(
+            request.session_id, request.after_seq, request.page_size, request.page_token
+        )
+        return pb.ListSessionEventsResponse(events=[event_to_proto(e) for e in events], next_page_token=token)
+
+    @maps_errors
+    async def InterruptTurn(self, request: pb.InterruptTurnRequest, context: grpc.aio.ServicerContext) -> pb.InterruptTurnResponse:
+        raise _not_yet("InterruptTurn", "interrupts")
+
+    @maps_errors
+    async def RespondToInteraction(
+        self, request: pb.RespondToInteractionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RespondToInteractionResponse:
+        raise _not_yet("RespondToInteraction", "interactions (tool approvals and questions)")
+
+    @maps_errors
+    async def SetPermissionMode(
+        self, request: pb.SetPermissionModeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SetPermissionModeResponse:
+        raise _not_yet("SetPermissionMode", "session-wide permission mode changes (use SendMessage.permission_mode per turn)")
+
+    @maps_errors
+    async def ArchiveSession(self, request: pb.ArchiveSessionRequest, context: grpc.aio.ServicerContext) -> pb.ArchiveSessionResponse:
+        raise _not_yet("ArchiveSession", "archiving")
+
+    @maps_errors
+    async def DeleteSession(self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext) -> pb.DeleteSessionResponse:
+        record = await self._kernel.delete_session(request.session_id, request.request_id)
+        return pb.DeleteSessionResponse(session=session_to_proto(record))

@@ -1,0 +1,31 @@
+"""Capability manifests of the engines the platform can run.
+
+The platform has no permission-mode vocabulary of its own: the modes come
+from the engine's SDK and requests are validated against them.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+
+from claude_agent_sdk.types import PermissionMode
+
+
+@dataclass(frozen=True, slots=True)
+class EngineManifest:
+    kind: str
+    permission_modes: tuple[str, ...]
+    default_permission_mode: str
+
+
+CLAUDE_CODE = EngineManifest(
+    kind="claude_code",
+    permission_modes=tuple(typing.get_args(PermissionMode)),
+    # Tools run inside the sandbox, which is the isolation boundary; interactive
+    # approval arrives with the session-kernel issue.
+    default_permission_mode="bypassPermissions",
+)
+
+MANIFESTS = {CLAUDE_CODE.kind: CLAUDE_CODE}
+DEFAULT_ENGINE = CLAUDE_CODE.kind

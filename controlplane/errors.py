@@ -1,0 +1,63 @@
+"""The control plane's domain errors.
+
+    KernelError
+    ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT / PAGE_TOKEN_INVALID
+    ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
+    ├── SessionBusy            FAILED_PRECONDITION  reason SESSION_BUSY
+    ├── SessionNotReady        FAILED_PRECONDITION  reason SESSION_NOT_READY
+    ├── RequestIdReused        ALREADY_EXISTS       reason REQUEST_ID_REUSED
+    ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
+    └── NotImplementedYet      UNIMPLEMENTED        reason NOT_IMPLEMENTED
+
+The mapping to gRPC status codes lives in one place, `controlplane.status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class KernelError(Exception):
+    """A request the kernel refused; the message is meant for the caller."""
+
+    reason = "INTERNAL"
+
+    def __init__(self, message: str, metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = dict(metadata or {})
+
+
+class InvalidArgument(KernelError):
+    reason = "INVALID_ARGUMENT"
+
+    def __init__(self, field: str, message: str, reason: str = "INVALID_ARGUMENT") -> None:
+        super().__init__(message, {"field": field})
+        self.reason = reason
+
+
+class SessionNotFound(KernelError):
+    reason = "SESSION_NOT_FOUND"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} does not exist", {"session_id": session_id})
+
+
+class SessionBusy(KernelError):
+    reason = "SESSION_BUSY"
+
+
+class SessionNotReady(KernelError):
+    reason = "SESSION_NOT_READY"
+
+
+class RequestIdReused(KernelError):
+    reason = "REQUEST_ID_REUSED"
+
+
+class NoAgentAvailable(KernelError):
+    reason = "NO_AGENT_AVAILABLE"
+
+
+class NotImplementedYet(KernelError):
+    reason = "NOT_IMPLEMENTED"

@@ -1,0 +1,171 @@
+"""The journal: every session's ordered, gap-free event log in PostgreSQL.
+
+Events are appended inside a `JournalTransaction`, which allocates `seq` from
+the session row in the same transaction as the insert (so the primary key
+`(session_id, seq)` can never see a gap or a duplicate) and tells the live
+tail about new events only after the transaction has committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from controlplane.live import LiveTail
+from controlplane.session import SessionRecord
+
+NOTIFY_CHANNEL = "astrabox_journal"
+
+
+class EventKind(enum.Enum):
+    SESSION_CREATED = "session_created"
+    STARTUP_REQUESTED = "startup_requested"
+    RUNTIME_READY = "runtime_ready"
+    RUNTIME_FAILED = "runtime_failed"
+    USER_MESSAGE_ACCEPTED = "user_message_accepted"
+    ENGINE_MESSAGE = "engine_message"
+    TURN_COMPLETED = "turn_completed"
+    TURN_FAILED = "turn_failed"
+    SESSION_DELETED = "session_deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event about to be journaled. `payload` is the kind's JSON data."""
+
+    kind: EventKind
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    turn_id: str = ""
+    output_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    session_id: str
+    seq: int
+    at: datetime
+    kind: EventKind
+    turn_id: str
+    payload: Mapping[str, Any]
+    output_seq: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> StoredEvent:
+        return cls(
+            session_id=str(row["session_id"]),
+            seq=row["seq"],
+            at=row["at"],
+            kind=EventKind(row["kind"]),
+            turn_id=row["turn_id"] or "",
+            payload=row["payload"],
+            output_seq=row["output_seq"],
+        )
+
+
+# Projection columns a transaction may set; anything else is a programming error.
+_SESSION_COLUMNS = frozenset(
+    {
+        "state",
+        "runtime_available",
+        "agent_id",
+        "current_turn_id",
+        "engine_session_id",
+        "failure_reason",
+        "committed_output_seq",
+        "permission_mode",
+        "deleted_at",
+    }
+)
+
+
+class JournalTransaction:
+    """One database transaction that may append events to several sessions."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+        self.wakes: dict[str, int] = {}
+
+    async def lock_session(self, session_id: str) -> asyncpg.Record | None:
+        """Lock the session row for the rest of the transaction and return it."""
+        return await self.conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
+
+    async def update_session(self, session_id: str, **columns: Any) -> None:
+        unknown = set(columns) - _SESSION_COLUMNS
+        if unknown:
+            raise ValueError(f"not a projection column: {sorted(unknown)}")
+        if "state" in columns and isinstance(columns["state"], enum.Enum):
+            columns["state"] = columns["state"].value
+        names = list(columns)
+        assignments = ", ".join(f"{name} = ${i + 2}" for i, name in enumerate(names))
+        await self.conn.execute(
+            f"UPDATE sessions SET {assignments}, updated_at = now() WHERE session_id = $1",
+            session_id,
+            *(columns[n] for n in names),
+        )
+
+    async def append(self, session_id: str, events: Sequence[NewEvent]) -> list[int]:
+        """Journal `events` in order; returns their seqs."""
+        if not events:
+            return []
+        last = await self.conn.fetchval(
+            "UPDATE sessions SET last_seq = last_seq + $2, updated_at = now()"
+            " WHERE session_id = $1 RETURNING last_seq",
+            session_id,
+            len(events),
+        )
+        if last is None:
+            raise LookupError(f"session {session_id} does not exist")
+        first = last - len(events) + 1
+        await self.conn.executemany(
+            "INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq)"
+            " VALUES ($1, $2, $3, $4, $5, $6)",
+            [
+                (session_id, first + i, e.kind.value, e.turn_id or None, dict(e.payload), e.output_seq)
+                for i, e in enumerate(events)
+            ],
+        )
+        await self.wake(session_id, last)
+        return list(range(first, last + 1))
+
+    async def wake(self, key: str, position: int) -> None:
+        """Wake whoever follows `key` (a session id, or `agent:<id>`) once this
+        transaction commits, on this replica and every other one."""
+        await self.conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, f"{key}|{position}")
+        self.wakes[key] = position
+
+
+class Journal:
+    """Appends and reads session journals."""
+
+    def __init__(self, pool: asyncpg.Pool, live: LiveTail) -> None:
+        self._pool = pool
+        self._live = live
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[JournalTransaction]:
+        """A transaction; its appends reach live watchers once it has committed."""
+        async with self._pool.acquire() as conn:
+            tx = JournalTransaction(conn)
+            async with conn.transaction():
+                yield tx
+        for key, position in tx.wakes.items():
+            self._live.publish(key, position)
+
+    async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
+        rows = await self._pool.fetch(
+            "SELECT * FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            session_id,
+            after_seq,
+            limit,
+        )
+        return [StoredEvent.from_row(r) for r in rows]
+
+    async def session(self, session_id: str) -> SessionRecord | None:
+        row = await self._pool.fetchrow("SELECT * FROM sessions WHERE session_id = $1", session_id)
+        return SessionRecord.from_row(row) if row else None

@@ -1,0 +1,185 @@
+"""The relay endpoint: RunnerService.Connect, one bidirectional stream per agent.
+
+On each stream three loops run together: the reader commits output batches
+and acknowledges them only after the journal commit, the command pump sends
+queued commands in command_seq order, and the writer owns the stream's
+write side. A slow database slows the reader, and gRPC flow control then
+slows the agent: nothing is dropped and nothing piles up in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import grpc
+import structlog
+from google.protobuf import timestamp_pb2
+
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
+from controlplane.agents import AgentHello, Agents, Lease, agent_key
+from controlplane.live import LiveTail
+from controlplane.outputs import OutputCommitter
+from controlplane.status import rpc_status_for
+
+log = structlog.get_logger(__name__)
+
+HELLO_TIMEOUT_SECONDS = 10.0
+COMMAND_POLL_SECONDS = 2.0
+WRITE_QUEUE_SIZE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class RelaySettings:
+    enrollment_token: str
+    heartbeat_interval: timedelta
+
+
+def _lease_proto(lease: Lease) -> runner_pb2.Lease:
+    expire = timestamp_pb2.Timestamp()
+    expire.FromDatetime(lease.expires_at)
+    return runner_pb2.Lease(generation=lease.generation, expire_time=expire)
+
+
+class RunnerServicer(runner_grpc.RunnerServiceServicer):
+    def __init__(self, agents: Agents, committer: OutputCommitter, live: LiveTail, settings: RelaySettings) -> None:
+        self._agents = agents
+        self._committer = committer
+        self._live = live
+        self._settings = settings
+
+    async def Connect(
+        self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest], context: grpc.aio.ServicerContext
+    ) -> None:
+        hello = await self._read_hello(request_iterator, context)
+        lease = await self._agents.register(hello)
+        bound = log.bind(agent_id=hello.agent_id, generation=lease.generation)
+        cursors = await self._agents.committed_cursors(hello.agent_id, hello.sessions)
+        await context.write(
+            runner_pb2.ConnectResponse(
+                welcome=runner_pb2.Welcome(
+                    lease=_lease_proto(lease),
+                    committed=[runner_pb2.SessionCursor(session_id=s, output_seq=n) for s, n in sorted(cursors.items())],
+                    heartbeat_interval_ms=int(self._settings.heartbeat_interval.total_seconds() * 1000),
+                )
+            )
+        )
+        bound.info("agent_connected", sessions=len(cursors), instance_id=hello.instance_id)
+        stream = _AgentStream(hello.agent_id, lease, self._agents, self._committer, self._live, bound)
+        try:
+            await stream.run(request_iterator, context)
+        finally:
+            await self._agents.release(hello.agent_id, lease.generation)
+            bound.info("agent_disconnected")
+
+    async def _read_hello(
+        self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest], context: grpc.aio.ServicerContext
+    ) -> AgentHello:
+        try:
+            first = await asyncio.wait_for(anext(request_iterator), HELLO_TIMEOUT_SECONDS)
+        except (TimeoutError, StopAsyncIteration):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message on a Connect stream must be Hello")
+        if first.WhichOneof("message") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message on a Connect stream must be Hello")
+        hello = first.hello
+        if not hmac.compare_digest(hello.enrollment_token.encode(), self._settings.enrollment_token.encode()):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the enrollment token is not valid for this control plane")
+        if not hello.agent_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.agent_id must not be empty")
+        return AgentHello(
+            agent_id=hello.agent_id,
+            instance_id=hello.instance_id,
+            drivers=list(hello.drivers),
+            engines=list(hello.engines),
+            capacity=hello.capacity or 1,
+            sessions={c.session_id: c.output_seq for c in hello.sessions},
+        )
+
+
+class _AgentStream:
+    """The loops of one accepted Connect stream."""
+
+    def __init__(
+        self, agent_id: str, lease: Lease, agents: Agents, committer: OutputCommitter, live: LiveTail, log: structlog.BoundLogger
+    ) -> None:
+        self._agent_id = agent_id
+        self._lease = lease
+        self._agents = agents
+        self._committer = committer
+        self._live = live
+        self._log = log
+        self._outgoing: asyncio.Queue[runner_pb2.ConnectResponse] = asyncio.Queue(WRITE_QUEUE_SIZE)
+
+    async def run(self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest], context: grpc.aio.ServicerContext) -> None:
+        tasks = [
+            asyncio.create_task(self._read(request_iterator), name="relay-read"),
+            asyncio.create_task(self._pump_commands(), name="relay-commands"),
+            asyncio.create_task(self._write(context), name="relay-write"),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    self._log.warning("relay_stream_failed", error=repr(task.exception()))
+        finally:
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _write(self, context: grpc.aio.ServicerContext) -> None:
+        while True:
+            await context.write(await self._outgoing.get())
+
+    async def _read(self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest]) -> None:
+        async for request in request_iterator:
+            kind = request.WhichOneof("message")
+            if kind == "output_batch":
+                await self._on_outputs(request.output_batch)
+            elif kind == "command_ack":
+                ack = request.command_ack
+                await self._agents.acknowledge(self._agent_id, ack.command_seq, ack.error.message if ack.HasField("error") else "")
+            elif kind == "heartbeat":
+                lease = await self._agents.renew(self._agent_id, self._lease.generation)
+                if lease is None:
+                    self._log.info("agent_superseded")
+                    return
+                self._lease = lease
+                await self._outgoing.put(runner_pb2.ConnectResponse(heartbeat_ack=runner_pb2.HeartbeatAck(lease=_lease_proto(lease))))
+            else:
+                self._log.warning("relay_unexpected_message", kind=kind)
+
+    async def _on_outputs(self, batch: runner_pb2.OutputBatch) -> None:
+        result = await self._committer.commit(self._agent_id, batch.outputs)
+        committed = [runner_pb2.SessionCursor(session_id=s, output_seq=n) for s, n in sorted(result.committed.items())]
+        await self._outgoing.put(runner_pb2.ConnectResponse(output_ack=runner_pb2.OutputAck(committed=committed)))
+        for session_id, gap in result.refused.items():
+            self._log.warning("output_gap", session_id=session_id, error=str(gap))
+            await self._outgoing.put(
+                runner_pb2.ConnectResponse(
+                    output_ack=runner_pb2.OutputAck(
+                        committed=[runner_pb2.SessionCursor(session_id=session_id, output_seq=gap.committed)],
+                        error=rpc_status_for(grpc.StatusCode.OUT_OF_RANGE, str(gap)),
+                        error_session_id=session_id,
+                    )
+                )
+            )
+
+    async def _pump_commands(self) -> None:
+        sent_through = 0
+        with self._live.subscribe(agent_key(self._agent_id)) as subscription:
+            while True:
+                queued = await self._agents.unacked(self._agent_id, sent_through)
+                for item in queued:
+                    command = runner_pb2.Command.FromString(item.body)
+                    command.command_seq = item.command_seq
+                    command.lease_generation = self._lease.generation
+                    await self._outgoing.put(runner_pb2.ConnectResponse(command=command))
+                    sent_through = item.command_seq
+                if not queued:
+                    await subscription.wait(COMMAND_POLL_SECONDS)

@@ -1,0 +1,84 @@
+"""The control plane's composition root: database, kernel, relay, gRPC server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2, session_kernel_service_pb2_grpc
+from controlplane.agents import Agents
+from controlplane.api import SessionKernelServicer
+from controlplane.database import create_pool, migrate
+from controlplane.journal import NOTIFY_CHANNEL, Journal
+from controlplane.kernel import SessionKernel
+from controlplane.live import LiveTail
+from controlplane.outputs import OutputCommitter
+from controlplane.relay import RelaySettings, RunnerServicer
+from controlplane.settings import ControlPlaneSettings
+
+log = structlog.get_logger(__name__)
+
+SERVICE_NAMES = (
+    session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"].full_name,
+    runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningControlPlane:
+    address: str
+    server: grpc.aio.Server
+    pool: asyncpg.Pool
+    kernel: SessionKernel
+
+
+@contextlib.asynccontextmanager
+async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlPlane]:
+    """Run the control plane until the context exits; yields its bound address."""
+    pool = await create_pool(settings.database_url)
+    try:
+        await migrate(pool)
+        live = LiveTail()
+        journal = Journal(pool, live)
+        agents = Agents(pool, settings.lease_ttl)
+        kernel = SessionKernel(pool, journal, agents, live)
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(SessionKernelServicer(kernel), server)
+        runner_service_pb2_grpc.add_RunnerServiceServicer_to_server(
+            RunnerServicer(
+                agents, OutputCommitter(journal), live,
+                RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
+            ),
+            server,
+        )
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        host, _, port = settings.listen.rpartition(":")
+        bound = server.add_insecure_port(f"{host}:{port}")
+        if bound == 0:
+            raise OSError(f"cannot listen on {settings.listen}")
+        await server.start()
+        for name in ("", *SERVICE_NAMES):
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        address = f"{host}:{bound}"
+        log.info("controlplane_listening", address=address)
+        async with asyncio.TaskGroup() as background:
+            follower = background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL))
+            try:
+                yield RunningControlPlane(address, server, pool, kernel)
+            finally:
+                follower.cancel()
+                await health_servicer.enter_graceful_shutdown()
+                await server.stop(grace=2)
+    finally:
+        await asyncio.wait_for(pool.close(), 10)

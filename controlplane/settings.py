@@ -1,0 +1,37 @@
+"""Control-plane settings: one frozen dataclass, from flags and environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlaneSettings:
+    # asyncpg DSN of the PostgreSQL database (ASTRABOX_DATABASE_URL).
+    database_url: str
+    # host:port to listen on; port 0 picks a free one (ASTRABOX_LISTEN, default 127.0.0.1:7233).
+    listen: str = "127.0.0.1:7233"
+    # Secret agents present in Hello (ASTRABOX_ENROLLMENT_TOKEN, default empty = any agent on loopback).
+    enrollment_token: str = ""
+    # How long an agent's lease lasts without a heartbeat.
+    lease_ttl: timedelta = timedelta(seconds=15)
+    # How often agents are asked to heartbeat.
+    heartbeat_interval: timedelta = timedelta(seconds=5)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--database-url", default=os.environ.get("ASTRABOX_DATABASE_URL", ""),
+                            help="PostgreSQL DSN (env ASTRABOX_DATABASE_URL)")
+        parser.add_argument("--listen", default=os.environ.get("ASTRABOX_LISTEN", cls.listen),
+                            help="host:port to serve gRPC on (env ASTRABOX_LISTEN, default %(default)s)")
+        parser.add_argument("--enrollment-token", default=os.environ.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
+                            help="token agents must present (env ASTRABOX_ENROLLMENT_TOKEN)")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, **overrides: object) -> ControlPlaneSettings:
+        values = {"database_url": args.database_url, "listen": args.listen, "enrollment_token": args.enrollment_token}
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
