@@ -1,0 +1,202 @@
+"""The offline model answers like the Anthropic Messages API and plays its scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import subprocess
+import sys
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from dataplane_agent.offline_model import OfflineModel
+from dataplane_agent.offline_model.scripts import HELLO_COMMAND
+
+BASH_TOOL = {"name": "Bash", "description": "Run a shell command", "input_schema": {"type": "object"}}
+
+
+def _http(base_url: str, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, str, str]:
+    url = urlsplit(base_url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    try:
+        payload = json.dumps(body).encode() if body is not None else None
+        connection.request(method, path, body=payload, headers={"content-type": "application/json", "x-api-key": "test"})
+        response = connection.getresponse()
+        return response.status, response.getheader("content-type", ""), response.read().decode()
+    finally:
+        connection.close()
+
+
+async def _call(model: OfflineModel, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, str, str]:
+    return await asyncio.to_thread(_http, model.base_url, method, path, body)
+
+
+def _request(messages: list[dict[str, Any]], stream: bool = False) -> dict[str, Any]:
+    return {"model": "claude-test", "max_tokens": 1024, "stream": stream, "tools": [BASH_TOOL], "messages": messages}
+
+
+def _assert_message(message: dict[str, Any]) -> None:
+    assert message["type"] == "message" and message["role"] == "assistant"
+    assert message["id"].startswith("msg_")
+    assert message["stop_reason"] in ("end_turn", "tool_use")
+    assert isinstance(message["usage"]["input_tokens"], int) and isinstance(message["usage"]["output_tokens"], int)
+    for block in message["content"]:
+        assert block["type"] in ("text", "tool_use")
+        if block["type"] == "tool_use":
+            assert block["id"].startswith("toolu_") and block["name"] == "Bash"
+            assert isinstance(block["input"]["command"], str)
+    assert (message["stop_reason"] == "tool_use") == any(b["type"] == "tool_use" for b in message["content"])
+
+
+def _assemble_stream(body: str) -> dict[str, Any]:
+    """Rebuild the message from its SSE events, checking the event grammar on the way."""
+    events = []
+    for chunk in body.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in chunk.splitlines())
+        data = json.loads(lines["data"])
+        assert lines["event"] == data["type"]
+        events.append(data)
+    kinds = [event["type"] for event in events]
+    assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+    message = dict(events[0]["message"])
+    assert message["content"] == [] and message["stop_reason"] is None
+    blocks: list[dict[str, Any]] = []
+    partial_json: dict[int, str] = {}
+    open_index = None
+    for event in events[1:-2]:
+        if event["type"] == "content_block_start":
+            assert open_index is None and event["index"] == len(blocks)
+            open_index = event["index"]
+            blocks.append(dict(event["content_block"]))
+        elif event["type"] == "content_block_delta":
+            assert event["index"] == open_index
+            delta = event["delta"]
+            if delta["type"] == "text_delta":
+                blocks[open_index]["text"] += delta["text"]
+            else:
+                assert delta["type"] == "input_json_delta"
+                partial_json[open_index] = partial_json.get(open_index, "") + delta["partial_json"]
+        else:
+            assert event["type"] == "content_block_stop" and event["index"] == open_index
+            open_index = None
+    for index, text in partial_json.items():
+        blocks[index]["input"] = json.loads(text)
+    message["content"] = blocks
+    message["stop_reason"] = events[-2]["delta"]["stop_reason"]
+    message["usage"] = {**message["usage"], **events[-2]["usage"]}
+    return message
+
+
+async def _converse(model: OfflineModel, prompt: str, tool_output: str, stream: bool = True, limit: int = 10) -> list[dict[str, Any]]:
+    """Play the client's side: answer every tool_use with `tool_output` until the model ends the turn."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    replies = []
+    for _ in range(limit):
+        status, content_type, body = await _call(model, "POST", "/v1/messages", _request(messages, stream=stream))
+        assert status == 200
+        reply = _assemble_stream(body) if stream else json.loads(body)
+        assert content_type.startswith("text/event-stream" if stream else "application/json")
+        _assert_message(reply)
+        replies.append(reply)
+        if reply["stop_reason"] == "end_turn":
+            return replies
+        messages.append({"role": "assistant", "content": reply["content"]})
+        tool_use = next(b for b in reply["content"] if b["type"] == "tool_use")
+        result = {"type": "tool_result", "tool_use_id": tool_use["id"], "content": tool_output}
+        messages.append({"role": "user", "content": [result]})
+    raise AssertionError("the model never ended the turn")
+
+
+def _commands(replies: list[dict[str, Any]]) -> list[str]:
+    return [b["input"]["command"] for r in replies for b in r["content"] if b["type"] == "tool_use"]
+
+
+def _final_text(replies: list[dict[str, Any]]) -> str:
+    return "".join(b["text"] for b in replies[-1]["content"] if b["type"] == "text")
+
+
+async def test_streaming_reply_is_a_valid_message_stream(offline_model: OfflineModel) -> None:
+    status, _, body = await _call(offline_model, "POST", "/v1/messages", _request([{"role": "user", "content": "hi"}], stream=True))
+    assert status == 200
+    message = _assemble_stream(body)
+    _assert_message(message)
+    assert message["stop_reason"] == "tool_use"
+    assert [b["type"] for b in message["content"]] == ["text", "tool_use"]
+    assert message["content"][1]["input"]["command"] == HELLO_COMMAND
+
+
+async def test_non_streaming_reply_is_a_valid_message(offline_model: OfflineModel) -> None:
+    status, content_type, body = await _call(offline_model, "POST", "/v1/messages", _request([{"role": "user", "content": "hi"}]))
+    assert status == 200 and content_type == "application/json"
+    message = json.loads(body)
+    _assert_message(message)
+    assert message["model"] == "claude-test"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_default_script_creates_hello_txt(offline_model: OfflineModel, stream: bool) -> None:
+    replies = await _converse(offline_model, "Say hello", "Hello from AstraBox", stream=stream)
+    assert _commands(replies) == [HELLO_COMMAND]
+    assert "hello.txt" in _final_text(replies) and "Hello from AstraBox" in _final_text(replies)
+
+
+async def test_run_script_runs_exactly_the_command_and_quotes_its_output(offline_model: OfflineModel) -> None:
+    replies = await _converse(offline_model, "Please do this.\nrun: ls -la | wc -l\nThanks", "42 lines of output")
+    assert _commands(replies) == ["ls -la | wc -l"]
+    assert "42 lines of output" in _final_text(replies)
+
+
+async def test_steps_script_runs_n_sequential_steps(offline_model: OfflineModel) -> None:
+    replies = await _converse(offline_model, "steps: 3", "ok")
+    assert _commands(replies) == [f"sleep 0.3; echo step {i}" for i in (1, 2, 3)]
+    assert _final_text(replies) == "Finished 3 steps."
+    tool_ids = [b["id"] for r in replies for b in r["content"] if b["type"] == "tool_use"]
+    assert len(set(tool_ids)) == 3
+
+
+async def test_a_new_prompt_restarts_the_script(offline_model: OfflineModel) -> None:
+    """Tool results from an earlier prompt do not count towards the newest one."""
+    earlier = [
+        {"role": "user", "content": "steps: 2"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "x"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "step 1"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "..."}]},
+        {"role": "user", "content": [{"type": "text", "text": "run: echo again"}]},
+    ]
+    status, _, body = await _call(offline_model, "POST", "/v1/messages", _request(earlier))
+    assert status == 200
+    assert _commands([json.loads(body)]) == ["echo again"]
+
+
+async def test_side_requests_and_unknown_paths(offline_model: OfflineModel) -> None:
+    title_request = {"model": "claude-haiku", "max_tokens": 50, "messages": [{"role": "user", "content": "Title for: make hello"}]}
+    status, _, body = await _call(offline_model, "POST", "/v1/messages", title_request)
+    side = json.loads(body)
+    assert status == 200 and side["stop_reason"] == "end_turn" and side["content"][0]["type"] == "text"
+
+    status, _, body = await _call(offline_model, "POST", "/v1/messages/count_tokens", _request([{"role": "user", "content": "hi"}]))
+    assert status == 200 and json.loads(body)["input_tokens"] > 0
+
+    status, _, body = await _call(offline_model, "GET", "/v1/nothing-here")
+    assert status == 404 and json.loads(body)["error"]["type"] == "not_found_error"
+
+    status, _, body = await _call(offline_model, "POST", "/v1/messages", {"model": "m", "messages": []})
+    assert status == 400 and json.loads(body)["type"] == "error"
+
+
+def test_module_runs_in_the_foreground_and_prints_its_url() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dataplane_agent.offline_model", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        base_url = process.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:")
+        status, _, body = _http(base_url, "POST", "/v1/messages", _request([{"role": "user", "content": "run: true"}]))
+        assert status == 200 and _commands([json.loads(body)]) == ["true"]
+    finally:
+        process.terminate()
+        assert process.wait(timeout=10) == 0
