@@ -1,0 +1,76 @@
+"""Fixtures shared by every test package.
+
+- `postgres_dsn` (session): a PostgreSQL server for the whole run.
+- `database_url` (function): a fresh, empty database on it for one test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from controlplane.embedded_postgres import EmbeddedPostgres, PostgresNotFoundError
+
+TEST_DATABASE_URL_ENV = "ASTRABOX_TEST_DATABASE_URL"
+
+
+@pytest_asyncio.fixture(scope="session")
+async def postgres_dsn() -> AsyncIterator[str]:
+    """DSN of a database on a PostgreSQL server shared by the whole test run.
+
+    $ASTRABOX_TEST_DATABASE_URL when set (its role must be allowed to create
+    databases); otherwise a throwaway embedded cluster in a temp dir, with
+    fsync off, removed at the end. It is shared: a test that stops or kills
+    PostgreSQL must start its own `EmbeddedPostgres`. Without PostgreSQL
+    installed, the tests that need it skip (and fail under CI, which must
+    install it).
+    """
+    if url := os.environ.get(TEST_DATABASE_URL_ENV):
+        yield url
+        return
+    data_dir = Path(tempfile.mkdtemp(prefix="astrabox-test-pg-"))
+    cluster = EmbeddedPostgres(data_dir, fast=True, settings={"max_connections": "200"})
+    try:
+        dsn = await cluster.start()
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            await cluster.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+        if not isinstance(exc, PostgresNotFoundError):
+            raise
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install PostgreSQL: {exc}")
+        pytest.skip(f"needs PostgreSQL: {exc}")
+    try:
+        yield dsn
+    finally:
+        await cluster.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest_asyncio.fixture
+async def database_url(postgres_dsn: str) -> AsyncIterator[str]:
+    """DSN of a new empty database (`test_<uuid>`) for one test, dropped after it."""
+    name = f"test_{uuid.uuid4().hex}"
+    admin = await asyncpg.connect(postgres_dsn, timeout=10)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"', timeout=60)
+    finally:
+        await admin.close(timeout=10)
+    yield urlsplit(postgres_dsn)._replace(path=f"/{name}").geturl()
+    admin = await asyncpg.connect(postgres_dsn, timeout=10)
+    try:
+        # FORCE: a connection the test leaked must not keep its database alive.
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', timeout=60)
+    finally:
+        await admin.close(timeout=10)
