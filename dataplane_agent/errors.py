@@ -24,12 +24,18 @@ class StateError(AgentError):
 
 
 class CommandRefused(AgentError):
-    """A command was refused without effect; acknowledged with this status."""
+    """A command was refused without effect; acknowledged with this status.
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    A `final` refusal is remembered under the command id, so a redelivery gets
+    the same answer; a non-final one (a destruction that could not be
+    confirmed) is tried again if the command is redelivered.
+    """
+
+    def __init__(self, code: grpc.StatusCode, message: str, *, final: bool = True) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.final = final
 
 
 class RelayError(AgentError):

@@ -71,9 +71,7 @@ class Outbox:
         )
         return seq
 
-    async def pending(
-        self, after: Mapping[str, int], limit: int, skip: Collection[str] = ()
-    ) -> list[pb.Output]:
+    async def pending(self, after: Mapping[str, int], limit: int, skip: Collection[str] = ()) -> list[pb.Output]:
         """Up to `limit` stored outputs with output_seq above `after[session]`
         (0 for a session not named), in the order they were appended; each
         session's part is a contiguous run. Sessions in `skip` are left out."""

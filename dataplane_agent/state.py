@@ -239,15 +239,15 @@ class AgentState:
     def delete_session_tx(self, c: sqlite3.Connection, session_id: str) -> None:
         c.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
 
-    def set_turn_tx(self, c: sqlite3.Connection, session_id: str, turn_id: str, permission_mode: str | None = None) -> None:
+    def set_turn_tx(
+        self, c: sqlite3.Connection, session_id: str, turn_id: str, permission_mode: str | None = None
+    ) -> None:
         c.execute("UPDATE sessions SET turn_id = ? WHERE session_id = ?", (turn_id, session_id))
         if permission_mode:
             c.execute("UPDATE sessions SET permission_mode = ? WHERE session_id = ?", (permission_mode, session_id))
 
     def set_engine_session_id_tx(self, c: sqlite3.Connection, session_id: str, engine_session_id: str) -> None:
-        c.execute(
-            "UPDATE sessions SET engine_session_id = ? WHERE session_id = ?", (engine_session_id, session_id)
-        )
+        c.execute("UPDATE sessions SET engine_session_id = ? WHERE session_id = ?", (engine_session_id, session_id))
 
     def mark_applied_tx(
         self,
