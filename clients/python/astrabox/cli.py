@@ -1,0 +1,144 @@
+"""The `astrabox` command.
+
+    astrabox up            control plane + one local agent (+ embedded PostgreSQL, + offline model)
+    astrabox demo          `up` in a scratch directory, one real session, then shut down
+    astrabox controlplane  the control-plane process
+    astrabox agent         the data-plane agent process
+    astrabox run PROMPT    create a session on a running stack and print its turn live
+    astrabox session …     list, show, print events of, or delete sessions
+
+Server subcommands import the server packages lazily, so the client works
+wherever only the client distribution is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from astrabox.client import AstraBoxClient, AstraBoxError
+from astrabox.render import render
+from astrabox.sessionkernel.v1 import session_pb2
+
+DEFAULT_TARGET = os.environ.get("ASTRABOX_TARGET", "127.0.0.1:7233")
+DEFAULT_PROMPT = "Create a file hello.txt in the workspace with a greeting, then show it."
+_TURN_END = ("turn_completed", "turn_failed")
+
+
+async def run_prompt(target: str, prompt: str, *, timeout: float, out=sys.stdout) -> tuple[int, session_pb2.Session]:
+    """Create a session, send `prompt`, print its events until the turn ends.
+
+    Returns the exit status (0 when the turn completed) and the session."""
+    async with AstraBoxClient.connect(target) as client:
+        session = await client.create_session()
+        print(f"session {session.session_id}", file=out, flush=True)
+        async with asyncio.timeout(timeout):
+            session = await client.wait_for_state(session.session_id, ["READY"], timeout=timeout)
+            accepted = await client.send_message(session.session_id, prompt)
+            async for event in client.watch(session.session_id):
+                for line in render(event):
+                    print(line, file=out, flush=True)
+                if event.turn_id == accepted.turn_id and event.WhichOneof("payload") in _TURN_END:
+                    ok = event.WhichOneof("payload") == "turn_completed" and not event.turn_completed.is_error
+                    return (0 if ok else 1), await client.get_session(session.session_id)
+    raise AssertionError("unreachable")
+
+
+async def _session_command(args: argparse.Namespace) -> int:
+    async with AstraBoxClient.connect(args.target) as client:
+        if args.action == "list":
+            async for session in client.iter_sessions():
+                state = session_pb2.SessionState.Name(session.state).removeprefix("SESSION_STATE_")
+                print(f"{session.session_id}  {state:<18} seq {session.last_seq:<6} agent {session.agent_id}")
+        elif args.action == "show":
+            print(await client.get_session(args.session_id))
+        elif args.action == "events":
+            async for event in (client.watch(args.session_id) if args.follow else client.iter_events(args.session_id)):
+                for line in render(event):
+                    print(line, flush=True)
+        elif args.action == "delete":
+            session = await client.delete_session(args.session_id)
+            print(f"deleted {session.session_id}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    status, _ = asyncio.run(run_prompt(args.target, args.prompt, timeout=args.timeout))
+    return status
+
+
+def _cmd_session(args: argparse.Namespace) -> int:
+    return asyncio.run(_session_command(args))
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from controlplane.stack import run_up
+
+    return asyncio.run(run_up(args))
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from controlplane.stack import run_demo
+
+    return asyncio.run(run_demo(args, DEFAULT_PROMPT if not args.prompt else args.prompt))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="astrabox", description="Run coding agents as durable sessions.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run the whole stack on this machine")
+    up.add_argument("--listen", default="127.0.0.1:7233", help="gRPC address (default %(default)s)")
+    up.add_argument("--database-url", default=os.environ.get("ASTRABOX_DATABASE_URL", ""),
+                    help="PostgreSQL DSN; without one an embedded PostgreSQL is started in --data-dir")
+    up.add_argument("--data-dir", default=os.path.expanduser("~/.astrabox"), help="state directory (default %(default)s)")
+    up.set_defaults(func=_cmd_up)
+
+    demo = sub.add_parser("demo", help="bring the stack up in a scratch directory, run one session, shut down")
+    demo.add_argument("prompt", nargs="?", default="", help="the prompt (default: create hello.txt)")
+    demo.add_argument("--timeout", type=float, default=300.0)
+    demo.set_defaults(func=_cmd_demo)
+
+    sub.add_parser("controlplane", help="run the control plane (see `astrabox controlplane --help`)", add_help=False)
+    sub.add_parser("agent", help="run a data-plane agent (see `astrabox agent --help`)", add_help=False)
+
+    run = sub.add_parser("run", help="run one prompt in a new session and print it live")
+    run.add_argument("prompt")
+    run.add_argument("--target", default=DEFAULT_TARGET, help="control plane address (env ASTRABOX_TARGET)")
+    run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
+    run.set_defaults(func=_cmd_run)
+
+    session = sub.add_parser("session", help="inspect sessions")
+    session.add_argument("--target", default=DEFAULT_TARGET)
+    actions = session.add_subparsers(dest="action", required=True)
+    actions.add_parser("list")
+    for name in ("show", "delete"):
+        actions.add_parser(name).add_argument("session_id")
+    events = actions.add_parser("events")
+    events.add_argument("session_id")
+    events.add_argument("--follow", "-f", action="store_true", help="keep following live events")
+    session.set_defaults(func=_cmd_session)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "controlplane":
+        from controlplane.main import main as controlplane_main
+
+        return controlplane_main(argv[1:])
+    if argv and argv[0] == "agent":
+        from dataplane_agent.main import main as agent_main
+
+        return agent_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        sys.exit(args.func(args))
+    except AstraBoxError as error:
+        sys.exit(f"astrabox: {error}")
+    except KeyboardInterrupt:
+        sys.exit(130)
+

@@ -1,0 +1,83 @@
+"""Readable one-line renderings of session events, for `astrabox run` and `astrabox session events`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from astrabox.sessionkernel.v1 import events_pb2
+
+_PREVIEW_LINES = 6
+
+
+def _preview(text: str, indent: str = "    ") -> str:
+    lines = text.rstrip("\n").splitlines() or [""]
+    shown = lines[:_PREVIEW_LINES]
+    more = f"\n{indent}… {len(lines) - _PREVIEW_LINES} more lines" if len(lines) > _PREVIEW_LINES else ""
+    return "\n".join(indent + line for line in shown) + more
+
+
+def _blocks(content: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(content, str):
+        yield {"type_name": "TextBlock", "text": content}
+    elif isinstance(content, list):
+        yield from (b for b in content if isinstance(b, dict))
+
+
+def _tool_result_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def _engine_lines(type_name: str, message: dict[str, Any]) -> Iterator[str]:
+    if type_name == "SystemMessage" and message.get("subtype") == "init":
+        data = message.get("data") or {}
+        yield f"● engine connected (model {data.get('model', '?')}, {len(data.get('tools') or [])} tools)"
+    elif type_name == "AssistantMessage":
+        for block in _blocks(message.get("content")):
+            if block.get("type_name") == "TextBlock" and block.get("text", "").strip():
+                yield f"◆ {block['text'].strip()}"
+            elif block.get("type_name") == "ToolUseBlock":
+                tool_input = block.get("input") or {}
+                shown = tool_input.get("command") if isinstance(tool_input, dict) and "command" in tool_input else json.dumps(tool_input)
+                yield f"⚙ {block.get('name', 'tool')}: {shown}"
+    elif type_name == "UserMessage":
+        for block in _blocks(message.get("content")):
+            if block.get("type_name") == "ToolResultBlock":
+                mark = "✗" if block.get("is_error") else "⎿"
+                yield f"  {mark} tool result:\n{_preview(_tool_result_text(block.get('content')))}"
+    elif type_name == "ResultMessage":
+        cost = message.get("total_cost_usd")
+        cost_text = f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""
+        yield f"● result: {message.get('subtype', '?')} after {message.get('num_turns', '?')} model turns{cost_text}"
+
+
+def render(event: events_pb2.SessionEvent) -> list[str]:
+    """Lines describing one event; empty for events not worth showing."""
+    kind = event.WhichOneof("payload")
+    prefix = f"[{event.seq:>4}] "
+    if kind == "session_created":
+        lines = [f"● session created ({event.session_created.engine}, mode {event.session_created.permission_mode})"]
+    elif kind == "startup_requested":
+        lines = [f"● placed on agent {event.startup_requested.agent_id}"]
+    elif kind == "runtime_ready":
+        ready = event.runtime_ready
+        lines = [f"● sandbox ready: {ready.driver} {ready.sandbox_id} ({ready.sandbox_ms} ms), workspace {ready.workspace}"]
+    elif kind == "runtime_failed":
+        lines = [f"✗ runtime failed: {event.runtime_failed.reason}"]
+    elif kind == "user_message_accepted":
+        lines = [f"> {event.user_message_accepted.text}"]
+    elif kind == "engine_message":
+        lines = list(_engine_lines(event.engine_message.type_name, json.loads(event.engine_message.payload_json or "{}")))
+    elif kind == "turn_completed":
+        done = event.turn_completed
+        lines = [f"✓ turn {'failed' if done.is_error else 'completed'} in {done.duration_ms / 1000:.1f} s"]
+    elif kind == "turn_failed":
+        lines = [f"✗ turn failed: {event.turn_failed.reason}"]
+    elif kind == "session_deleted":
+        lines = ["● session deleted"]
+    else:
+        lines = [f"● {events_pb2.EventKind.Name(event.kind)}"]
+    return [prefix + line for line in lines]

@@ -1,0 +1,3 @@
+from controlplane.main import main
+
+main()
