@@ -1,0 +1,358 @@
+"""A small async client for the AstraBox SessionKernelService.
+
+    async with AstraBoxClient.connect("127.0.0.1:7700", api_key=key) as client:
+        session = await client.create_session()
+        await client.wait_for_state(session.session_id, ["READY"], timeout=60)
+        await client.send_message(session.session_id, "Write a haiku")
+        async for event in client.watch(session.session_id):
+            print(event.seq, EventKind.Name(event.kind))
+
+Every failed RPC raises `AstraBoxError` (code, reason, message). `watch`
+survives server restarts and dropped streams: it resumes after the last event
+it delivered, so its caller sees every seq exactly once and in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+
+from astrabox.errors import AstraBoxError, SessionStateError
+from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grpc
+
+__all__ = ["AstraBoxClient", "AstraBoxError", "Backoff", "SessionStateError"]
+
+log = logging.getLogger(__name__)
+
+Session = session_pb2.Session
+SessionEvent = events_pb2.SessionEvent
+EventKind = events_pb2.EventKind
+SessionState = session_pb2.SessionState
+
+API_KEY_METADATA = "authorization"
+"""Metadata key that carries `Bearer <api key>`."""
+
+# Codes after which a watch is resumed rather than surfaced: the server or
+# the connection went away (a server shutting down cancels its streams).
+_RESUMABLE = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED}
+)
+_GIVE_UP_STATES = (SessionState.SESSION_STATE_FAILED, SessionState.SESSION_STATE_DELETED)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Bounded exponential backoff between reconnection attempts, in seconds."""
+
+    initial: float = 0.1
+    maximum: float = 5.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+    def delay(self, attempt: int) -> float:
+        """The pause before reconnection attempt `attempt` (0-based)."""
+        base = min(self.maximum, self.initial * self.multiplier ** min(attempt, 64))
+        return min(self.maximum, base * (1 + random.uniform(-self.jitter, self.jitter)))
+
+
+class AstraBoxClient:
+    """A connection to one AstraBox control plane.
+
+    Build it with `connect()`; use it as an async context manager, or call
+    `close()`. Calls other than `watch` fail after `timeout` seconds.
+    """
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        reconnect: Backoff = Backoff(),
+    ) -> None:
+        self._channel = channel
+        self._stub = api_grpc.SessionKernelServiceStub(channel)
+        self._metadata = ((API_KEY_METADATA, f"Bearer {api_key}"),) if api_key else ()
+        self._timeout = timeout
+        self._reconnect = reconnect
+
+    @classmethod
+    def connect(
+        cls,
+        target: str,
+        *,
+        api_key: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        timeout: float = 30.0,
+        reconnect: Backoff = Backoff(),
+        options: Collection[tuple[str, Any]] = (),
+    ) -> AstraBoxClient:
+        """A client for `target` ("host:port"); TLS when `credentials` are given.
+
+        The connection is made lazily by the first call. `await connect(...)`
+        works as well as `async with connect(...) as client`.
+        """
+        channel_options = [
+            # Let the channel itself come back as quickly as `reconnect` says.
+            ("grpc.initial_reconnect_backoff_ms", int(reconnect.initial * 1000)),
+            ("grpc.min_reconnect_backoff_ms", int(reconnect.initial * 1000)),
+            ("grpc.max_reconnect_backoff_ms", int(reconnect.maximum * 1000)),
+            *options,
+        ]
+        if credentials is None:
+            channel = grpc.aio.insecure_channel(target, options=channel_options)
+        else:
+            channel = grpc.aio.secure_channel(target, credentials, options=channel_options)
+        return cls(channel, api_key=api_key, timeout=timeout, reconnect=reconnect)
+
+    def __await__(self) -> Generator[Any, None, AstraBoxClient]:
+        async def itself() -> AstraBoxClient:
+            return self
+
+        return itself().__await__()
+
+    async def __aenter__(self) -> AstraBoxClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the connection; open watches end with an error."""
+        await self._channel.close()
+
+    # Sessions
+
+    async def create_session(self, request_id: str | None = None, **options: Any) -> Session:
+        """Creates a session (idempotent on `request_id`, a new uuid4 by default).
+
+        `options` are CreateSessionRequest fields: engine, permission_mode,
+        model, labels.
+        """
+        request = api.CreateSessionRequest(request_id=request_id or _new_id(), **options)
+        return (await self._unary(self._stub.CreateSession, request)).session
+
+    async def get_session(self, session_id: str) -> Session:
+        """Returns the session."""
+        return (await self._unary(self._stub.GetSession, api.GetSessionRequest(session_id=session_id))).session
+
+    async def list_sessions(self, page_size: int = 0, page_token: str = "") -> api.ListSessionsResponse:
+        """One page of sessions, newest first, and the token of the next page."""
+        request = api.ListSessionsRequest(page_size=page_size, page_token=page_token)
+        return await self._unary(self._stub.ListSessions, request)
+
+    async def iter_sessions(self, page_size: int = 0) -> AsyncIterator[Session]:
+        """Every session, newest first, fetching page after page."""
+        token = ""
+        while True:
+            page = await self.list_sessions(page_size=page_size, page_token=token)
+            for session in page.sessions:
+                yield session
+            if not (token := page.next_page_token):
+                return
+
+    async def interrupt_turn(self, session_id: str, request_id: str | None = None) -> Session:
+        """Asks the running turn to stop."""
+        request = api.InterruptTurnRequest(session_id=session_id, request_id=request_id or _new_id())
+        return (await self._unary(self._stub.InterruptTurn, request)).session
+
+    async def set_permission_mode(
+        self, session_id: str, permission_mode: str, request_id: str | None = None
+    ) -> Session:
+        """Changes the engine's permission mode for the following turns."""
+        request = api.SetPermissionModeRequest(
+            session_id=session_id, permission_mode=permission_mode, request_id=request_id or _new_id()
+        )
+        return (await self._unary(self._stub.SetPermissionMode, request)).session
+
+    async def archive_session(self, session_id: str, request_id: str | None = None) -> Session:
+        """Releases the session's sandbox; its history stays readable."""
+        request = api.ArchiveSessionRequest(session_id=session_id, request_id=request_id or _new_id())
+        return (await self._unary(self._stub.ArchiveSession, request)).session
+
+    async def delete_session(self, session_id: str, request_id: str | None = None) -> Session:
+        """Deletes the session and its sandbox."""
+        request = api.DeleteSessionRequest(session_id=session_id, request_id=request_id or _new_id())
+        return (await self._unary(self._stub.DeleteSession, request)).session
+
+    # Turns
+
+    async def send_message(
+        self,
+        session_id: str,
+        text: str,
+        client_message_id: str | None = None,
+        permission_mode: str = "",
+    ) -> api.SendMessageResponse:
+        """Sends a user message; the response names the turn it opened and its seq.
+
+        Idempotent on `client_message_id` (a new uuid4 by default).
+        """
+        request = api.SendMessageRequest(
+            session_id=session_id,
+            client_message_id=client_message_id or _new_id(),
+            text=text,
+            permission_mode=permission_mode,
+        )
+        return await self._unary(self._stub.SendMessage, request)
+
+    async def respond_to_interaction(
+        self,
+        session_id: str,
+        interaction_id: str,
+        *,
+        allow: bool = False,
+        updated_input_json: str = "",
+        deny: str | None = None,
+        answers: Mapping[str, str] | None = None,
+        request_id: str | None = None,
+    ) -> Session:
+        """Answers an interaction: exactly one of `allow=True`, `deny="why"`, `answers={...}`."""
+        if (allow, deny is not None, answers is not None).count(True) != 1:
+            raise ValueError("give exactly one of allow=True, deny=message or answers=mapping")
+        request = api.RespondToInteractionRequest(
+            session_id=session_id, interaction_id=interaction_id, request_id=request_id or _new_id()
+        )
+        if allow:
+            request.allow.updated_input_json = updated_input_json
+        elif deny is not None:
+            request.deny.message = deny
+        else:
+            request.answers.answers.update(answers or {})
+        return (await self._unary(self._stub.RespondToInteraction, request)).session
+
+    # Events
+
+    async def list_events(
+        self, session_id: str, after_seq: int = 0, page_size: int = 0, page_token: str = ""
+    ) -> api.ListSessionEventsResponse:
+        """One page of stored events after `after_seq` (or after `page_token`)."""
+        request = api.ListSessionEventsRequest(
+            session_id=session_id, after_seq=after_seq, page_size=page_size, page_token=page_token
+        )
+        return await self._unary(self._stub.ListSessionEvents, request)
+
+    async def iter_events(self, session_id: str, after_seq: int = 0, page_size: int = 0) -> AsyncIterator[SessionEvent]:
+        """Every event stored now after `after_seq`, page after page; then it ends."""
+        token = ""
+        while True:
+            page = await self.list_events(session_id, after_seq=after_seq, page_size=page_size, page_token=token)
+            for event in page.events:
+                yield event
+            if not (token := page.next_page_token):
+                return
+
+    async def watch(self, session_id: str, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
+        """Every event after `after_seq`, stored then live, each seq exactly once.
+
+        Runs until the caller stops iterating. A stream that fails with
+        UNAVAILABLE (server restarting, connection lost), is cancelled by the
+        server, ends, or skips a seq is re-opened after the last delivered
+        event, with bounded exponential backoff. Other errors raise
+        `AstraBoxError`.
+        """
+        last = after_seq
+        failures = 0
+        while True:
+            request = api.WatchSessionEventsRequest(session_id=session_id, after_seq=last)
+            call = self._stub.WatchSessionEvents(request, metadata=self._metadata)
+            try:
+                async for response in call:
+                    event = response.event
+                    if event.seq <= last:
+                        continue  # already delivered
+                    if event.seq != last + 1:
+                        log.warning("watch gap: expected seq %d, got %d; resuming", last + 1, event.seq)
+                        break
+                    last, failures = event.seq, 0
+                    yield event
+                else:
+                    log.info("watch stream of %s ended after seq %d; resuming", session_id, last)
+            except grpc.aio.AioRpcError as error:
+                if error.code() not in _RESUMABLE:
+                    raise AstraBoxError.from_rpc_error(error) from error
+                log.info("watch of %s interrupted after seq %d (%s); resuming", session_id, last, error.code().name)
+            finally:
+                call.cancel()
+            await asyncio.sleep(self._reconnect.delay(failures))
+            failures += 1
+
+    async def wait_for_state(
+        self,
+        session_id: str,
+        states: Collection[int | str] | int | str,
+        timeout: float = 60.0,
+        *,
+        poll_interval: float = 1.0,
+    ) -> Session:
+        """Waits until the session is in one of `states` and returns it.
+
+        States are SessionState values or names ("READY" or
+        "SESSION_STATE_READY"). The session is re-read whenever new events
+        arrive (and every `poll_interval` seconds). Raises `TimeoutError`
+        after `timeout` seconds, and `SessionStateError` when the session is
+        FAILED or DELETED and that is not one of `states`.
+        """
+        wanted = {_state_value(s) for s in ([states] if isinstance(states, int | str) else states)}
+        changed = asyncio.Event()
+        session = await self.get_session(session_id)
+
+        async def follow() -> None:
+            try:
+                async for _ in self.watch(session_id, after_seq=session.last_seq):
+                    changed.set()
+            except AstraBoxError as error:
+                log.debug("wait_for_state falls back to polling: %s", error)
+
+        follower = asyncio.create_task(follow())
+        try:
+            async with asyncio.timeout(timeout):
+                while session.state not in wanted:
+                    if session.state in _GIVE_UP_STATES:
+                        raise SessionStateError(
+                            f"session {session_id} is {SessionState.Name(session.state)}"
+                            + (f": {session.failure_reason}" if session.failure_reason else ""),
+                            session=session,
+                        )
+                    changed.clear()
+                    try:
+                        await asyncio.wait_for(changed.wait(), poll_interval)
+                    except TimeoutError:
+                        pass
+                    session = await self.get_session(session_id)
+                return session
+        except TimeoutError:
+            raise TimeoutError(
+                f"session {session_id} still {SessionState.Name(session.state)} after {timeout}s"
+            ) from None
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+
+    async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
+        try:
+            return await method(request, timeout=self._timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as error:
+            raise AstraBoxError.from_rpc_error(error) from error
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _state_value(state: int | str) -> int:
+    if isinstance(state, int):
+        return state
+    name = state.upper()
+    return SessionState.Value(name if name.startswith("SESSION_STATE_") else f"SESSION_STATE_{name}")

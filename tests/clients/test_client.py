@@ -1,0 +1,231 @@
+"""AstraBoxClient against real in-process gRPC servers on 127.0.0.1.
+
+The servicer below implements only what each test needs; its watch streams
+misbehave on purpose (abort, end, skip, repeat, die with the server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from astrabox.client import AstraBoxClient, Backoff
+from astrabox.errors import AstraBoxError, SessionStateError
+from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grpc
+
+SID = "3b0c4a52-0000-4000-8000-000000000001"
+FAST = Backoff(initial=0.01, maximum=0.05)
+State = session_pb2.SessionState
+
+# One watch stream's behaviour: given the request's after_seq, the seqs to
+# send and what to do then: "abort" (UNAVAILABLE), "end", or "hang".
+StreamPlan = Callable[[int], tuple[list[int], str]]
+
+
+def event(seq: int) -> events_pb2.SessionEvent:
+    return events_pb2.SessionEvent(session_id=SID, seq=seq)
+
+
+async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, reason: str, message: str, **md: str) -> None:
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="astrabox.dev", metadata=md))
+    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    await context.abort_with_status(rpc_status.to_status(status))
+
+
+class Kernel(api_grpc.SessionKernelServiceServicer):
+    def __init__(self, plans: list[StreamPlan] | None = None) -> None:
+        self.plans = plans or []
+        self.watch_requests: list[int] = []
+        self.requests: list[tuple[Any, dict[str, str]]] = []
+        self.states: list[int] = [State.SESSION_STATE_READY]
+        self.sessions = [session_pb2.Session(session_id=f"s{i}") for i in range(5)]
+
+    async def WatchSessionEvents(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        self.watch_requests.append(request.after_seq)
+        if request.session_id != SID:
+            await abort(context, grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", "no such session")
+        plan = self.plans[min(len(self.watch_requests), len(self.plans)) - 1]
+        seqs, then = plan(request.after_seq)
+        for seq in seqs:
+            yield api.WatchSessionEventsResponse(event=event(seq))
+        if then == "abort":
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
+        elif then == "hang":
+            await asyncio.Event().wait()
+
+    async def GetSession(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if request.session_id == "busy":
+            await abort(context, grpc.StatusCode.FAILED_PRECONDITION, "SESSION_BUSY", "a turn is running", turn_id="t1")
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        return api.GetSessionResponse(
+            session=session_pb2.Session(session_id=request.session_id, state=state, failure_reason="no sandbox")
+        )
+
+    async def CreateSession(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self.requests.append((request, dict(context.invocation_metadata() or ())))
+        return api.CreateSessionResponse(session=session_pb2.Session(session_id=SID, request_id=request.request_id))
+
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self.requests.append((request, dict(context.invocation_metadata() or ())))
+        return api.SendMessageResponse(turn_id="t1", seq=7)
+
+    async def ListSessions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        start = int(request.page_token or 0)
+        end = start + request.page_size
+        token = str(end) if end < len(self.sessions) else ""
+        return api.ListSessionsResponse(sessions=self.sessions[start:end], next_page_token=token)
+
+
+Serve = Callable[..., Awaitable[tuple[grpc.aio.Server, int]]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """Starts a server for a servicer on a given port (or a free one); all are stopped after the test."""
+    servers: list[grpc.aio.Server] = []
+
+    async def start(servicer: Kernel, port: int = 0) -> tuple[grpc.aio.Server, int]:
+        server = grpc.aio.server()
+        api_grpc.add_SessionKernelServiceServicer_to_server(servicer, server)
+        bound = server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        servers.append(server)
+        return server, bound
+
+    yield start
+    for server in servers:
+        await server.stop(None)
+
+
+async def take(events: AsyncIterator[events_pb2.SessionEvent], n: int) -> list[int]:
+    seqs: list[int] = []
+    async with asyncio.timeout(10):
+        async for ev in events:
+            seqs.append(ev.seq)
+            if len(seqs) == n:
+                break
+    return seqs
+
+
+async def test_watch_yields_each_seq_once_across_unavailable_aborts(serve: Serve) -> None:
+    # Each stream repeats the last delivered event, sends three new ones, then aborts.
+    kernel = Kernel([lambda after: ([*range(max(after, 1), after + 4)], "abort")])
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
+        assert await take(client.watch(SID), 20) == list(range(1, 21))
+    assert kernel.watch_requests[:7] == [0, 3, 6, 9, 12, 15, 18]
+
+
+async def test_watch_resumes_after_a_gap_and_after_a_stream_that_ends(serve: Serve) -> None:
+    kernel = Kernel([
+        lambda after: ([1, 2, 4, 5], "hang"),  # seq 3 is missing
+        lambda after: ([3, 4, 5], "end"),
+        lambda after: ([6], "hang"),
+    ])  # fmt: skip
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
+        assert await take(client.watch(SID), 6) == [1, 2, 3, 4, 5, 6]
+    assert kernel.watch_requests == [0, 2, 5]
+
+
+async def test_watch_continues_across_a_server_restart_on_the_same_port(serve: Serve) -> None:
+    first = Kernel([lambda after: ([*range(after + 1, 6)], "hang")])
+    server, port = await serve(first)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
+        watch = client.watch(SID, after_seq=1)
+        assert await take(watch, 4) == [2, 3, 4, 5]
+        await server.stop(None)
+        await asyncio.sleep(0.1)  # the client retries against a closed port meanwhile
+        second = Kernel([lambda after: ([*range(after + 1, 9)], "hang")])
+        await serve(second, port)
+        assert await take(watch, 3) == [6, 7, 8]
+        await watch.aclose()
+    assert second.watch_requests == [5]
+
+
+async def test_watch_raises_errors_that_resuming_cannot_fix(serve: Serve) -> None:
+    _, port = await serve(Kernel())
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
+        with pytest.raises(AstraBoxError) as raised:
+            await take(client.watch("gone"), 1)
+    assert raised.value.code == grpc.StatusCode.NOT_FOUND
+    assert raised.value.reason == "SESSION_NOT_FOUND"
+
+
+async def test_errors_carry_code_reason_and_message_from_error_info(serve: Serve) -> None:
+    _, port = await serve(Kernel())
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}") as client:
+        with pytest.raises(AstraBoxError) as raised:
+            await client.get_session("busy")
+    error = raised.value
+    assert (error.code, error.reason, error.message) == (
+        grpc.StatusCode.FAILED_PRECONDITION, "SESSION_BUSY", "a turn is running"
+    )
+    assert (error.domain, error.metadata) == ("astrabox.dev", {"turn_id": "t1"})
+
+
+async def test_an_unreachable_server_is_an_error_without_a_reason(serve: Serve) -> None:
+    server, port = await serve(Kernel())
+    await server.stop(None)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", timeout=5) as client:
+        with pytest.raises(AstraBoxError) as raised:
+            await client.get_session(SID)
+    assert raised.value.code == grpc.StatusCode.UNAVAILABLE and raised.value.reason == ""
+
+
+async def test_ids_default_to_uuid4_and_the_api_key_is_sent(serve: Serve) -> None:
+    kernel = Kernel()
+    _, port = await serve(kernel)
+    client = await AstraBoxClient.connect(f"127.0.0.1:{port}", api_key="k-123")
+    try:
+        session = await client.create_session(engine="claude_code", labels={"team": "a"})
+        await client.create_session("my-request")
+        sent = await client.send_message(SID, "hello")
+    finally:
+        await client.close()
+    (create, metadata), (explicit, _), (message, _) = kernel.requests
+    assert uuid.UUID(create.request_id).version == 4 and session.request_id == create.request_id
+    assert (create.engine, dict(create.labels)) == ("claude_code", {"team": "a"})
+    assert explicit.request_id == "my-request"
+    assert uuid.UUID(message.client_message_id).version == 4 and message.text == "hello"
+    assert (sent.turn_id, sent.seq) == ("t1", 7)
+    assert metadata["authorization"] == "Bearer k-123"
+
+
+async def test_iter_sessions_walks_every_page(serve: Serve) -> None:
+    kernel = Kernel()
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}") as client:
+        ids = [s.session_id async for s in client.iter_sessions(page_size=2)]
+    assert ids == ["s0", "s1", "s2", "s3", "s4"]
+
+
+async def test_wait_for_state_returns_once_the_session_gets_there(serve: Serve) -> None:
+    kernel = Kernel([lambda after: ([after + 1], "hang")])
+    kernel.states = [State.SESSION_STATE_CREATING, State.SESSION_STATE_READY]
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}") as client:
+        # A new event makes it look again long before the next poll.
+        session = await client.wait_for_state(
+            SID, ["READY", State.SESSION_STATE_RUNNING], timeout=5, poll_interval=60
+        )
+        assert session.state == State.SESSION_STATE_READY
+
+        kernel.states = [State.SESSION_STATE_CREATING]
+        with pytest.raises(TimeoutError, match="CREATING"):
+            await client.wait_for_state(SID, "READY", timeout=0.2, poll_interval=0.05)
+
+        kernel.states = [State.SESSION_STATE_FAILED]
+        with pytest.raises(SessionStateError, match="FAILED: no sandbox"):
+            await client.wait_for_state(SID, "READY", timeout=5)
