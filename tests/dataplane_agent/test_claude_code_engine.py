@@ -1,0 +1,184 @@
+"""The claude_code adapter: the real bundled CLI, in a real bubblewrap sandbox, driven by the
+real ClaudeSDKClient against the offline model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dataplane_agent.engines.base import EngineConfig, EngineError, EngineOutput
+from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter
+from dataplane_agent.offline_model import OfflineModel
+from dataplane_agent.offline_model.scripts import HELLO_COMMAND
+from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
+from dataplane_agent.sandboxes.local import LocalSandboxDriver
+
+pytestmark = pytest.mark.e2e
+
+API_KEY = "sk-offline-test-key-0123456789"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def driver(sandbox_root: Path, bwrap: str) -> LocalSandboxDriver:
+    if not BUNDLED_CLI.is_file():
+        pytest.skip("claude-agent-sdk has no bundled CLI on this platform")
+    return LocalSandboxDriver(sandbox_root, bwrap=bwrap)
+
+
+@pytest.fixture
+async def sandbox(driver: LocalSandboxDriver) -> Sandbox:
+    return await driver.create(SandboxSpec(session_id="engine-test", agent_id="agent-1"))
+
+
+def _config(model: OfflineModel, resume: str = "") -> EngineConfig:
+    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": API_KEY}
+    return EngineConfig(permission_mode="bypassPermissions", resume_engine_session_id=resume, env=env)
+
+
+async def _turn(adapter: ClaudeCodeAdapter, sandbox: Sandbox, driver: LocalSandboxDriver, config: EngineConfig, text: str) -> tuple[list[EngineOutput], str]:
+    session = await adapter.start(sandbox, driver, config)
+    try:
+        outputs = [output async for output in session.run_turn(text)]
+        return outputs, session.engine_session_id
+    finally:
+        await session.close()
+
+
+def _blocks(outputs: list[EngineOutput], type_name: str, block: str) -> list[dict]:
+    return [b for o in outputs if o.type_name == type_name for b in o.payload["content"] if isinstance(b, dict) and b["type_name"] == block]
+
+
+async def test_default_script_runs_bash_in_the_sandbox_and_resumes(
+    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    adapter = ClaudeCodeAdapter()
+
+    outputs, engine_session_id = await _turn(adapter, sandbox, driver, _config(offline_model), "Say hello")
+
+    assert (sandbox.workspace / "hello.txt").read_text() == "Hello from AstraBox\n"
+    assert [b["input"]["command"] for b in _blocks(outputs, "AssistantMessage", "ToolUseBlock")] == [HELLO_COMMAND]
+    results = _blocks(outputs, "UserMessage", "ToolResultBlock")
+    assert len(results) == 1 and "Hello from AstraBox" in str(results[0]["content"]) and not results[0]["is_error"]
+    result = outputs[-1]
+    assert result.ends_turn and [o.ends_turn for o in outputs].count(True) == 1
+    assert result.payload["is_error"] is False and "hello.txt" in result.payload["result"]
+    assert engine_session_id and engine_session_id == result.payload["session_id"]
+    init = next(o for o in outputs if o.type_name == "SystemMessage" and o.payload["subtype"] == "init")
+    assert init.payload["data"]["cwd"] == sandbox.inner_workspace
+    for output in outputs:  # verbatim and JSON-ready
+        assert json.loads(json.dumps(output.payload, allow_nan=False)) == output.payload
+
+    # A new engine session (a new CLI process) resumes the conversation from the sandbox's home.
+    outputs, resumed_id = await _turn(adapter, sandbox, driver, _config(offline_model, resume=engine_session_id), "run: cat hello.txt")
+
+    assert outputs[-1].ends_turn and outputs[-1].payload["is_error"] is False
+    assert "Hello from AstraBox" in outputs[-1].payload["result"]
+    assert resumed_id
+    last_request = [r for r in offline_model.received if r.path == "/v1/messages"][-1]
+    history = json.dumps(last_request.body["messages"])
+    assert "Say hello" in history and HELLO_COMMAND.replace("\\", "\\\\") in history  # the first turn came back
+
+
+async def test_the_agent_environment_stays_out_of_the_sandbox(
+    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASTRABOX_AGENT_SECRET", "agent-only-secret")
+
+    outputs, _ = await _turn(ClaudeCodeAdapter(), sandbox, driver, _config(offline_model), f"run: env; ls {REPO}")
+
+    tool_output = str(_blocks(outputs, "UserMessage", "ToolResultBlock")[0]["content"])
+    assert "ANTHROPIC_BASE_URL=" + offline_model.base_url in tool_output
+    assert "HOME=/home/agent" in tool_output
+    assert "agent-only-secret" not in tool_output and "ASTRABOX_AGENT_SECRET" not in tool_output
+    assert f"cannot access '{REPO}': No such file or directory" in tool_output  # the agent's own code
+
+
+async def test_a_multi_step_turn_streams_every_step(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    outputs, _ = await _turn(ClaudeCodeAdapter(), sandbox, driver, _config(offline_model), "steps: 2")
+
+    assert [str(b["content"]) for b in _blocks(outputs, "UserMessage", "ToolResultBlock")] == ["step 1", "step 2"]
+    assert outputs[-1].payload["result"] == "Finished 2 steps."
+
+
+async def test_a_cli_that_fails_gives_a_readable_error_without_the_key(
+    tmp_path: Path, offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    broken = tmp_path / "cli" / "claude"
+    broken.parent.mkdir()
+    broken.write_text('#!/bin/sh\necho "refusing key $ANTHROPIC_API_KEY" >&2\nexit 3\n')
+    broken.chmod(0o755)
+
+    with pytest.raises(EngineError) as raised:
+        await ClaudeCodeAdapter(cli_path=broken, connect_timeout=30).start(sandbox, driver, _config(offline_model))
+
+    message = str(raised.value)
+    assert "exit code 3" in message and "refusing key" in message
+    assert API_KEY not in message
+
+
+async def test_a_missing_cli_is_an_engine_error(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    with pytest.raises(EngineError, match="not found"):
+        await ClaudeCodeAdapter(cli_path=Path("/nonexistent/claude")).start(sandbox, driver, _config(offline_model))
+
+
+async def test_a_cli_that_never_answers_times_out(
+    tmp_path: Path, offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    silent = tmp_path / "cli" / "claude"
+    silent.parent.mkdir()
+    silent.write_text("#!/bin/sh\nexec cat > /dev/null\n")
+    silent.chmod(0o755)
+
+    with pytest.raises(EngineError, match="did not start within 1s"):
+        await ClaudeCodeAdapter(cli_path=silent, connect_timeout=1).start(sandbox, driver, _config(offline_model))
+
+
+def test_sdk_messages_keep_every_field_and_nested_type_names() -> None:
+    from claude_agent_sdk import AssistantMessage, RateLimitEvent, RateLimitInfo, ServerToolUseBlock, TextBlock, ToolUseBlock
+
+    from dataplane_agent.engines.sdk_messages import message_payload
+
+    message = AssistantMessage(
+        content=[
+            TextBlock(text="hi"),
+            ToolUseBlock(id="toolu_1", name="Bash", input={"command": "ls"}),
+            ServerToolUseBlock(id="srv_1", name="web_search", input={"query": "q"}),
+        ],
+        model="m",
+        usage={"input_tokens": 3, "ratio": float("nan")},
+    )
+    payload = message_payload(message)
+
+    assert [b["type_name"] for b in payload["content"]] == ["TextBlock", "ToolUseBlock", "ServerToolUseBlock"]
+    assert payload["content"][1] == {"type_name": "ToolUseBlock", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+    assert set(payload) == set(AssistantMessage.__dataclass_fields__)
+    assert payload["usage"] == {"input_tokens": 3, "ratio": "nan"}
+    json.dumps(payload, allow_nan=False)
+
+    event = RateLimitEvent(rate_limit_info=RateLimitInfo(status="allowed", raw={"a": 1}), uuid="u", session_id="s")
+    assert message_payload(event)["rate_limit_info"] == {
+        "type_name": "RateLimitInfo", "status": "allowed", "resets_at": None, "rate_limit_type": None, "utilization": None,
+        "overage_status": None, "overage_resets_at": None, "overage_disabled_reason": None, "raw": {"a": 1},
+    }  # fmt: skip
+
+
+async def test_turns_follow_one_another_in_one_session(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    try:
+        finals = []
+        for prompt in ("run: echo first", "run: echo second"):
+            async for output in session.run_turn(prompt):
+                if output.ends_turn:
+                    finals.append(output.payload["result"])
+                    break  # a caller may stop at the Result; the next turn must still work
+        with pytest.raises(EngineError, match="already running"):
+            async for _ in session.run_turn("run: echo third"):
+                async for _ in session.run_turn("run: echo fourth"):
+                    pass
+    finally:
+        await session.close()
+
+    assert "first" in finals[0] and "second" in finals[1]
