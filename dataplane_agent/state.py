@@ -207,6 +207,10 @@ class AgentState:
     async def set_meta(self, key: str, value: str) -> None:
         await self._db.write(lambda c: _set_meta(c, key, value))
 
+    async def set_lease_generation(self, generation: int) -> None:
+        """Record the generation of the lease the agent now holds."""
+        await self._db.write(lambda c: _set_meta(c, "lease_generation", str(generation)))
+
     async def raise_lease_generation(self, generation: int) -> int:
         """Record `generation` if it is newer; return the current generation."""
 

@@ -1,0 +1,283 @@
+"""The agent's end of `RunnerService.Connect`: one stream to the control plane, redialled forever.
+
+Per stream: Hello (every held session with its newest output_seq) → Welcome
+(lease, committed cursor per session) → then concurrently
+- send every stored output after the committed cursors, ≤ `batch_size` per
+  OutputBatch, with at most `window` outputs unacknowledged (the outbox on
+  disk is the buffer; nothing is held in memory beyond the window);
+- trim the outbox with every committed cursor; on a negative acknowledgement
+  resend the session from its committed cursor;
+- hand commands to the applier and send its CommandAcks;
+- send Heartbeat every `heartbeat_interval_ms`.
+A stream that fails, ends, or stays silent for three heartbeat intervals is
+torn down and redialled with capped exponential backoff and jitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import grpc
+import structlog
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from astrabox.runner.v1 import runner_service_pb2 as pb
+from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
+from dataplane_agent.errors import RelayError, StreamRejected
+from dataplane_agent.outbox import Outbox
+from dataplane_agent.state import AgentState
+
+log = structlog.get_logger(__name__)
+
+
+class CommandSink(Protocol):
+    """Where commands go (implemented by `commands.CommandApplier`)."""
+
+    def submit(self, command: pb.Command, reply: Callable[[pb.CommandAck], None]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RelayConfig:
+    """Who the agent is and how it talks to the control plane."""
+
+    target: str
+    agent_id: str
+    enrollment_token: str
+    instance_id: str
+    drivers: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
+    capacity: int = 0
+    batch_size: int = 64
+    window: int = 512
+    # Seconds.
+    connect_timeout: float = 10.0
+    write_timeout: float = 30.0
+    heartbeat_interval: float = 10.0  # until Welcome says otherwise
+    backoff_initial: float = 0.2
+    backoff_max: float = 15.0
+
+
+@dataclass(eq=False)
+class _Stream:
+    """What one Connect stream knows; dropped with the stream."""
+
+    call: grpc.aio.StreamStreamCall
+    out: asyncio.Queue[pb.ConnectRequest] = field(default_factory=asyncio.Queue)
+    committed: dict[str, int] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
+    heartbeat_interval: float = 10.0
+    # Sessions refused again and again without progress: since when, and paused until when.
+    refused_since: dict[str, float] = field(default_factory=dict)
+    paused_until: dict[str, float] = field(default_factory=dict)
+
+    def unacknowledged(self) -> int:
+        return sum(max(0, seq - self.committed.get(sid, 0)) for sid, seq in self.sent.items())
+
+    def send_after(self) -> dict[str, int]:
+        keys = self.sent.keys() | self.committed.keys()
+        return {sid: max(self.sent.get(sid, 0), self.committed.get(sid, 0)) for sid in keys}
+
+    def send(self, message: pb.ConnectRequest) -> None:
+        # Unbounded by type, bounded in practice: outputs by the window, acks by commands received.
+        self.out.put_nowait(message)
+
+
+class RelayClient:
+    """Keeps one Connect stream to the control plane and moves outputs, commands and acks over it."""
+
+    def __init__(self, config: RelayConfig, *, state: AgentState, outbox: Outbox, commands: CommandSink) -> None:
+        self._config = config
+        self._state = state
+        self._outbox = outbox
+        self._commands = commands
+        self._stream: _Stream | None = None
+        self._wake = asyncio.Event()
+        outbox.on_append(self._wake.set)
+        self.streams_opened = 0
+
+    async def run(self) -> None:
+        """Connect, and reconnect after every failure, until cancelled."""
+        failures = 0
+        while True:
+            welcomed_before = self.streams_opened
+            try:
+                await self._run_stream()
+            except Exception as exc:
+                log.warning("relay_stream_failed", target=self._config.target, error=_describe(exc))
+            else:
+                log.warning("relay_stream_ended", target=self._config.target)
+            failures = 1 if self.streams_opened > welcomed_before else failures + 1
+            ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** (failures - 1))
+            await asyncio.sleep(random.uniform(ceiling / 2, ceiling))
+
+    def _reply(self, ack: pb.CommandAck) -> None:
+        stream = self._stream
+        if stream is None:
+            # Unacknowledged: the control plane redelivers it and it is acknowledged again.
+            log.info("command_ack_deferred", command_id=ack.command_id)
+            return
+        stream.send(pb.ConnectRequest(command_ack=ack))
+
+    # -- one stream ----------------------------------------------------------
+
+    async def _run_stream(self) -> None:
+        cfg = self._config
+        async with grpc.aio.insecure_channel(cfg.target) as channel:
+            call = pb_grpc.RunnerServiceStub(channel).Connect()
+            try:
+                stream = await self._handshake(call)
+                self._stream = stream
+                self._wake.set()
+                async with asyncio.TaskGroup() as tasks:
+                    tasks.create_task(self._receive(stream))
+                    tasks.create_task(self._write(stream))
+                    tasks.create_task(self._send_outputs(stream))
+                    tasks.create_task(self._heartbeat(stream))
+            finally:
+                self._stream = None
+                call.cancel()
+
+    async def _handshake(self, call: grpc.aio.StreamStreamCall) -> _Stream:
+        cfg = self._config
+        hello = pb.Hello(
+            agent_id=cfg.agent_id,
+            enrollment_token=cfg.enrollment_token,
+            drivers=cfg.drivers,
+            engines=cfg.engines,
+            capacity=cfg.capacity,
+            sessions=await self._held_cursors(),
+            instance_id=cfg.instance_id,
+        )
+        async with asyncio.timeout(cfg.connect_timeout):
+            await call.write(pb.ConnectRequest(hello=hello))
+            first = await call.read()
+        if first is grpc.aio.EOF or first.WhichOneof("message") != "welcome":
+            raise StreamRejected("the control plane did not answer Hello with Welcome")
+        welcome = first.welcome
+        previous = await self._state.lease_generation()
+        if welcome.lease.generation < previous:
+            log.warning("lease_generation_went_back", generation=welcome.lease.generation, previous=previous)
+        await self._state.set_lease_generation(welcome.lease.generation)
+        stream = _Stream(call=call)
+        if welcome.heartbeat_interval_ms > 0:
+            stream.heartbeat_interval = welcome.heartbeat_interval_ms / 1000
+        else:
+            stream.heartbeat_interval = cfg.heartbeat_interval
+        for cursor in welcome.committed:
+            stream.committed[cursor.session_id] = cursor.output_seq
+            await self._outbox.ack(cursor.session_id, cursor.output_seq)
+            first_pending = await self._outbox.first_pending_seq(cursor.session_id)
+            if first_pending is not None and first_pending > cursor.output_seq + 1:
+                log.error(
+                    "outbox_gap",
+                    session_id=cursor.session_id,
+                    committed=cursor.output_seq,
+                    first_pending=first_pending,
+                )
+        self.streams_opened += 1
+        log.info(
+            "relay_connected",
+            target=cfg.target,
+            lease_generation=welcome.lease.generation,
+            sessions=len(welcome.committed),
+        )
+        return stream
+
+    async def _held_cursors(self) -> list[pb.SessionCursor]:
+        session_ids = {r.session_id for r in await self._state.sessions()}
+        session_ids |= {c.session_id for c in await self._outbox.cursors()}
+        return [
+            pb.SessionCursor(session_id=sid, output_seq=await self._outbox.last_seq(sid)) for sid in sorted(session_ids)
+        ]
+
+    async def _receive(self, stream: _Stream) -> None:
+        while True:
+            # Any message counts as a sign of life; the control plane answers every Heartbeat.
+            async with asyncio.timeout(3 * stream.heartbeat_interval + self._config.write_timeout / 3):
+                message = await stream.call.read()
+            if message is grpc.aio.EOF:
+                raise RelayError("the control plane ended the stream")
+            kind = message.WhichOneof("message")
+            if kind == "output_ack":
+                await self._on_output_ack(stream, message.output_ack)
+            elif kind == "command":
+                self._commands.submit(message.command, self._reply)
+            elif kind == "heartbeat_ack":
+                if message.heartbeat_ack.lease.generation:
+                    await self._state.raise_lease_generation(message.heartbeat_ack.lease.generation)
+            else:
+                log.warning("relay_unexpected_message", kind=kind)
+
+    async def _on_output_ack(self, stream: _Stream, ack: pb.OutputAck) -> None:
+        for cursor in ack.committed:
+            if cursor.output_seq > stream.committed.get(cursor.session_id, 0):
+                stream.committed[cursor.session_id] = cursor.output_seq
+                stream.refused_since.pop(cursor.session_id, None)
+                await self._outbox.ack(cursor.session_id, cursor.output_seq)
+        if ack.HasField("error"):
+            sessions = [ack.error_session_id] if ack.error_session_id else list(stream.sent)
+            now = time.monotonic()
+            for sid in sessions:
+                stream.sent[sid] = stream.committed.get(sid, 0)
+                # Resend at once the first time; when refusals continue without progress, wait as
+                # long as the session has been stuck (capped), so a lasting gap cannot spin.
+                since = stream.refused_since.setdefault(sid, now)
+                stream.paused_until[sid] = now + min(self._config.backoff_max, now - since)
+                log.warning(
+                    "output_refused",
+                    session_id=sid,
+                    code=ack.error.code,
+                    message=ack.error.message,
+                    resend_after=stream.committed.get(sid, 0),
+                )
+        self._wake.set()
+
+    async def _send_outputs(self, stream: _Stream) -> None:
+        cfg = self._config
+        while True:
+            self._wake.clear()
+            now = time.monotonic()
+            paused = {sid for sid, until in stream.paused_until.items() if until > now}
+            room = cfg.window - stream.unacknowledged()
+            if room > 0:
+                outputs = await self._outbox.pending(stream.send_after(), min(cfg.batch_size, room), skip=paused)
+                if outputs:
+                    for output in outputs:
+                        stream.sent[output.session_id] = output.output_seq
+                    stream.send(pb.ConnectRequest(output_batch=pb.OutputBatch(outputs=outputs)))
+                    continue
+            # Wait for an append, an acknowledgement, or the end of a pause.
+            wait = min((stream.paused_until[sid] - now for sid in paused), default=None)
+            try:
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    async def _write(self, stream: _Stream) -> None:
+        while True:
+            message = await stream.out.get()
+            async with asyncio.timeout(self._config.write_timeout):
+                await stream.call.write(message)
+
+    async def _heartbeat(self, stream: _Stream) -> None:
+        while True:
+            await asyncio.sleep(stream.heartbeat_interval)
+            sent = Timestamp()
+            sent.GetCurrentTime()
+            stream.send(pb.ConnectRequest(heartbeat=pb.Heartbeat(send_time=sent)))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}"
