@@ -154,7 +154,11 @@ class RelayClient:
             instance_id=cfg.instance_id,
         )
         async with asyncio.timeout(cfg.connect_timeout):
-            await call.write(pb.ConnectRequest(hello=hello))
+            try:
+                await call.write(pb.ConnectRequest(hello=hello))
+            except asyncio.InvalidStateError:
+                # The call already failed (no server, refused); its status says why.
+                raise RelayError(f"{(await call.code()).name}: {await call.details()}") from None
             first = await call.read()
         if first is grpc.aio.EOF or first.WhichOneof("message") != "welcome":
             raise StreamRejected("the control plane did not answer Hello with Welcome")
@@ -197,8 +201,9 @@ class RelayClient:
 
     async def _receive(self, stream: _Stream) -> None:
         while True:
-            # Any message counts as a sign of life; the control plane answers every Heartbeat.
-            async with asyncio.timeout(3 * stream.heartbeat_interval + self._config.write_timeout / 3):
+            # Any message is a sign of life, and the control plane answers every Heartbeat: a stream
+            # silent for three heartbeat intervals (plus slack) is dead even if TCP has not noticed.
+            async with asyncio.timeout(3 * stream.heartbeat_interval + 5.0):
                 message = await stream.call.read()
             if message is grpc.aio.EOF:
                 raise RelayError("the control plane ended the stream")

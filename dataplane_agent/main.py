@@ -1,0 +1,204 @@
+"""The agent's composition root: wires state, outbox, driver, engines, model, commands and relay.
+
+`run_agent(settings)` runs until cancelled or `stop` is set (embeddable, as
+`astrabox up` does); `main(argv)` is the process entry point with logging and
+SIGTERM/SIGINT handling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import re
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+
+import structlog
+
+from dataplane_agent.commands import CommandApplier
+from dataplane_agent.engines.base import EngineAdapter
+from dataplane_agent.errors import AgentError
+from dataplane_agent.outbox import Outbox
+from dataplane_agent.relay import RelayClient, RelayConfig
+from dataplane_agent.runtimes import Runtimes, model_env
+from dataplane_agent.sandboxes.base import SandboxDriver, SandboxError
+from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
+from dataplane_agent.state import AgentState, Database
+
+log = structlog.get_logger(__name__)
+
+_PROBE_TIMEOUT = 60.0
+# The offline model accepts any key; the CLI insists on having one.
+_OFFLINE_MODEL_KEY = "astrabox-offline-model"
+
+
+async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = None) -> None:
+    """Run the agent until cancelled or until `stop` is set."""
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(settings.state_dir / "agent.lock"):
+        db = await Database.open(settings.state_dir / "agent.db")
+        try:
+            await _run(settings, db, stop or asyncio.Event())
+        finally:
+            await db.close()
+
+
+async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> None:
+    state, outbox = AgentState(db), Outbox(db)
+    agent_id = settings.agent_id or await _stable_agent_id(state)
+    structlog.contextvars.bind_contextvars(agent_id=agent_id)
+    driver = _make_driver(settings)
+    try:
+        await asyncio.wait_for(driver.probe(), _PROBE_TIMEOUT)
+    except (SandboxError, TimeoutError) as exc:
+        raise AgentError(f"the {settings.driver} sandbox driver cannot run here: {exc or 'probe timed out'}") from exc
+    engines = _make_engines(settings)
+    async with _model(settings) as (base_url, api_key):
+        runtimes = Runtimes(
+            agent_id=agent_id,
+            db=db,
+            state=state,
+            outbox=outbox,
+            driver=driver,
+            engines=engines,
+            model_env=model_env(base_url, api_key),
+        )
+        applier = CommandApplier(db, state, runtimes)
+        relay = RelayClient(
+            RelayConfig(
+                target=settings.controlplane,
+                agent_id=agent_id,
+                enrollment_token=settings.enrollment_token,
+                instance_id=uuid.uuid4().hex,
+                drivers=(driver.name,),
+                engines=tuple(sorted(engines)),
+                capacity=settings.capacity,
+            ),
+            state=state,
+            outbox=outbox,
+            commands=applier,
+        )
+        await runtimes.recover()
+        async with asyncio.TaskGroup() as tasks:
+            loops = [tasks.create_task(runtimes.run()), tasks.create_task(applier.run())]
+            await runtimes.wait_running()
+            await applier.wait_running()
+            loops.append(tasks.create_task(relay.run()))
+            log.info(
+                "agent_started",
+                controlplane=settings.controlplane,
+                driver=driver.name,
+                engines=sorted(engines),
+                state_dir=str(settings.state_dir),
+                offline_model=settings.uses_offline_model,
+            )
+            await stop.wait()
+            log.info("agent_stopping")
+            for task in reversed(loops):  # relay first, engines last
+                task.cancel()
+    log.info("agent_stopped")
+
+
+async def _stable_agent_id(state: AgentState) -> str:
+    agent_id = await state.meta("agent_id")
+    if not agent_id:
+        host = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-") or "host"
+        agent_id = f"{host}-{uuid.uuid4().hex[:8]}"
+        await state.set_meta("agent_id", agent_id)
+    return agent_id
+
+
+def _make_driver(settings: AgentSettings) -> SandboxDriver:
+    if settings.driver == "local":
+        from dataplane_agent.sandboxes.local import LocalSandboxDriver
+
+        return LocalSandboxDriver(settings.state_dir / "sandboxes")
+    raise AgentError(f"unknown sandbox driver {settings.driver!r} (this agent has: local)")
+
+
+def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:
+    from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
+
+    adapter = ClaudeCodeAdapter(cli_path=Path(settings.claude_cli) if settings.claude_cli else None)
+    return {adapter.kind: adapter}
+
+
+@contextlib.asynccontextmanager
+async def _model(settings: AgentSettings) -> AsyncIterator[tuple[str, str]]:
+    """The model base URL and key the engine gets; serves the offline model when none is configured."""
+    if not settings.uses_offline_model:
+        if not settings.api_key:
+            log.warning("model_key_missing", base_url=settings.model_base_url)
+        yield settings.model_base_url or ANTHROPIC_API_URL, settings.api_key
+        return
+    from dataplane_agent.offline_model import OfflineModel
+
+    model = OfflineModel()
+    await model.start("127.0.0.1", 0)
+    try:
+        yield model.base_url, _OFFLINE_MODEL_KEY
+    finally:
+        await model.stop()
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """One agent per state directory: two would hand out the same output sequence numbers."""
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AgentError(f"another agent is using the state directory {lock_path.parent}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def configure_logging(log_format: str = "auto", level: str = "info") -> None:
+    """structlog to stdout: JSON in production, readable on a terminal."""
+    console = log_format == "console" or (log_format == "auto" and sys.stdout.isatty())
+    rendering: list[structlog.typing.Processor] = (
+        [structlog.dev.ConsoleRenderer()]
+        if console
+        else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *rendering,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        cache_logger_on_first_use=True,
+    )
+
+
+async def _serve(settings: AgentSettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await run_agent(settings, stop=stop)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = AgentSettings.from_args(argv)
+    configure_logging(settings.log_format, settings.log_level)
+    try:
+        asyncio.run(_serve(settings))
+    except AgentError as exc:
+        log.error("agent_failed", error=str(exc))
+        sys.exit(f"astrabox agent: {exc}")

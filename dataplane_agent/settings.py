@@ -1,0 +1,138 @@
+"""The agent's settings: one frozen dataclass, read from flags over environment variables over defaults.
+
+| setting          | flag                 | environment                 | default                   |
+|------------------|----------------------|-----------------------------|---------------------------|
+| controlplane     | --controlplane       | ASTRABOX_CONTROLPLANE       | 127.0.0.1:7233            |
+| agent_id         | --agent-id           | ASTRABOX_AGENT_ID           | stable id kept in state   |
+| enrollment_token | (env only)           | ASTRABOX_ENROLLMENT_TOKEN   | empty                     |
+| state_dir        | --state-dir          | ASTRABOX_AGENT_STATE_DIR    | ~/.astrabox/agent         |
+| driver           | --driver             | ASTRABOX_SANDBOX_DRIVER     | local                     |
+| capacity         | --capacity           | ASTRABOX_AGENT_CAPACITY     | 8                         |
+| model_base_url   | --model-base-url     | ASTRABOX_MODEL_BASE_URL     | built-in offline model *  |
+| api_key          | (env only)           | ANTHROPIC_API_KEY           | empty                     |
+| claude_cli       | --claude-cli         | ASTRABOX_CLAUDE_CLI         | the SDK's bundled CLI     |
+| log_format       | --log-format         | ASTRABOX_LOG_FORMAT         | auto (console on a tty)   |
+| log_level        | --log-level          | ASTRABOX_LOG_LEVEL          | info                      |
+
+* With neither a model base URL nor an API key the agent serves the offline
+model on loopback; with only a key it uses https://api.anthropic.com.
+Secrets are read from the environment only, so they never show in `ps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
+DEFAULT_STATE_DIR = "~/.astrabox/agent"
+DEFAULT_CAPACITY = 8
+ANTHROPIC_API_URL = "https://api.anthropic.com"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Everything the agent process is configured with."""
+
+    controlplane: str = DEFAULT_CONTROLPLANE
+    # Empty: a stable id generated once and kept in the state directory.
+    agent_id: str = ""
+    enrollment_token: str = field(default="", repr=False)
+    state_dir: Path = field(default_factory=lambda: Path(DEFAULT_STATE_DIR).expanduser())
+    driver: str = "local"
+    capacity: int = DEFAULT_CAPACITY
+    # Empty with no api_key: the built-in offline model.
+    model_base_url: str = ""
+    api_key: str = field(default="", repr=False)
+    # Empty: the Claude Code CLI bundled with claude-agent-sdk.
+    claude_cli: str = ""
+    log_format: str = "auto"
+    log_level: str = "info"
+
+    @property
+    def uses_offline_model(self) -> bool:
+        return not self.model_base_url and not self.api_key
+
+    @classmethod
+    def from_args(cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> AgentSettings:
+        env = os.environ if environ is None else environ
+        args = build_parser(env).parse_args(argv)
+        return cls(
+            controlplane=args.controlplane,
+            agent_id=args.agent_id,
+            enrollment_token=env.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
+            state_dir=Path(args.state_dir).expanduser(),
+            driver=args.driver,
+            capacity=args.capacity,
+            model_base_url=args.model_base_url,
+            api_key=env.get("ANTHROPIC_API_KEY", ""),
+            claude_cli=args.claude_cli,
+            log_format=args.log_format,
+            log_level=args.log_level,
+        )
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="astrabox agent",
+        description=(
+            "The AstraBox data-plane agent: dials the control plane, runs sandboxes and engine sessions, "
+            "and relays their output. Secrets come from the environment: ASTRABOX_ENROLLMENT_TOKEN, "
+            "ANTHROPIC_API_KEY."
+        ),
+    )
+    parser.add_argument(
+        "--controlplane",
+        default=env.get("ASTRABOX_CONTROLPLANE", DEFAULT_CONTROLPLANE),
+        help="control plane gRPC address, host:port (env ASTRABOX_CONTROLPLANE; default %(default)s)",
+    )
+    parser.add_argument(
+        "--agent-id",
+        default=env.get("ASTRABOX_AGENT_ID", ""),
+        help="agent identity (env ASTRABOX_AGENT_ID; default: a stable id generated once in the state dir)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=env.get("ASTRABOX_AGENT_STATE_DIR", DEFAULT_STATE_DIR),
+        help="durable outbox, sessions and sandboxes (env ASTRABOX_AGENT_STATE_DIR; default %(default)s)",
+    )
+    parser.add_argument(
+        "--driver",
+        default=env.get("ASTRABOX_SANDBOX_DRIVER", "local"),
+        help="sandbox driver (env ASTRABOX_SANDBOX_DRIVER; default %(default)s)",
+    )
+    parser.add_argument(
+        "--capacity",
+        type=int,
+        default=int(env.get("ASTRABOX_AGENT_CAPACITY", DEFAULT_CAPACITY)),
+        help="sessions this agent accepts (env ASTRABOX_AGENT_CAPACITY; default %(default)s)",
+    )
+    parser.add_argument(
+        "--model-base-url",
+        default=env.get("ASTRABOX_MODEL_BASE_URL", ""),
+        help=(
+            "Anthropic-compatible base URL for the engine (env ASTRABOX_MODEL_BASE_URL; default: the built-in "
+            f"offline model when ANTHROPIC_API_KEY is unset, else {ANTHROPIC_API_URL})"
+        ),
+    )
+    parser.add_argument(
+        "--claude-cli",
+        default=env.get("ASTRABOX_CLAUDE_CLI", ""),
+        help="path of the Claude Code CLI (env ASTRABOX_CLAUDE_CLI; default: the CLI bundled with the SDK)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("auto", "json", "console"),
+        default=env.get("ASTRABOX_LOG_FORMAT", "auto"),
+        help="log format (env ASTRABOX_LOG_FORMAT; default %(default)s: console on a terminal, else JSON)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=env.get("ASTRABOX_LOG_LEVEL", "info"),
+        help="log level (env ASTRABOX_LOG_LEVEL; default %(default)s)",
+    )
+    return parser
