@@ -112,7 +112,7 @@ class RelayClient:
             else:
                 log.warning("relay_stream_ended", target=self._config.target)
             failures = 1 if self.streams_opened > welcomed_before else failures + 1
-            ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** (failures - 1))
+            ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** min(failures - 1, 30))
             await asyncio.sleep(random.uniform(ceiling / 2, ceiling))
 
     def _reply(self, ack: pb.CommandAck) -> None:
