@@ -1,0 +1,3 @@
+"""Fault tests share the real-process stack."""
+
+from tests.support.stack import client, stack  # noqa: F401 - fixtures

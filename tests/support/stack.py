@@ -1,0 +1,53 @@
+"""A real stack for end-to-end and fault tests: PostgreSQL, control plane and agent as separate processes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from astrabox.client import AstraBoxClient
+from tests.support.processes import Process, start_agent, start_controlplane
+
+
+@dataclass
+class Stack:
+    address: str
+    controlplane: Process
+    agent_state: Path
+    log_dir: Path
+    agents: list[Process] = field(default_factory=list)
+
+    @property
+    def agent(self) -> Process:
+        return self.agents[-1]
+
+    def start_agent(self) -> Process:
+        self.agents.append(start_agent(self.address, self.agent_state, self.log_dir))
+        return self.agent
+
+    def stop(self) -> None:
+        for process in [*self.agents, self.controlplane]:
+            process.stop()
+
+
+@pytest.fixture
+def stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    controlplane, address = start_controlplane(database_url, log_dir)
+    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir)
+    try:
+        stack.start_agent()
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest_asyncio.fixture
+async def client(stack: Stack) -> AsyncIterator[AstraBoxClient]:
+    async with AstraBoxClient.connect(stack.address) as client:
+        yield client
