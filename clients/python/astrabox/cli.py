@@ -19,6 +19,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+# gRPC core's informational chatter (fork handlers) is noise on a terminal.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.render import render
 from astrabox.sessionkernel.v1 import session_pb2
