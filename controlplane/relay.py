@@ -60,6 +60,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         lease = await self._agents.register(hello)
         bound = log.bind(agent_id=hello.agent_id, generation=lease.generation)
         cursors = await self._agents.committed_cursors(hello.agent_id, hello.sessions)
+        await self._agents.mark_held_runtimes(hello.agent_id, list(hello.sessions))
         await context.write(
             runner_pb2.ConnectResponse(
                 welcome=runner_pb2.Welcome(

@@ -73,11 +73,15 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         address = f"{host}:{bound}"
         log.info("controlplane_listening", address=address)
         async with asyncio.TaskGroup() as background:
-            follower = background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL))
+            loops = [
+                background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
+                background.create_task(agents.watch_leases(settings.lease_ttl.total_seconds() / 3)),
+            ]
             try:
                 yield RunningControlPlane(address, server, pool, kernel)
             finally:
-                follower.cancel()
+                for loop in loops:
+                    loop.cancel()
                 await health_servicer.enter_graceful_shutdown()
                 await server.stop(grace=2)
     finally:

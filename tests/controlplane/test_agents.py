@@ -1,0 +1,41 @@
+"""Agent leases: a lapsed lease makes its sessions' runtimes unavailable; a
+reconnecting agent that still holds them makes them available again."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from controlplane.agents import AgentHello, Agents
+from controlplane.kernel import CreateSession, SessionKernel
+
+
+async def test_lapsed_lease_marks_runtime_unavailable_until_the_agent_returns(plane):
+    agents = Agents(plane.pool, timedelta(milliseconds=300))
+    kernel = SessionKernel(plane.pool, plane.journal, agents, plane.live)
+    hello = AgentHello("agent-1", "i1", ["local"], ["claude_code"], 4, {})
+    await agents.register(hello)
+    session = await kernel.create_session(CreateSession(request_id="lease"))
+    await plane.runtime_started(session.session_id)
+    assert (await kernel.get_session(session.session_id)).runtime_available
+
+    assert await agents.mark_lapsed_runtimes() == 0  # the lease is still live
+    await asyncio.sleep(0.5)
+    assert await agents.mark_lapsed_runtimes() == 1
+    assert not (await kernel.get_session(session.session_id)).runtime_available
+    assert await agents.pick_for("claude_code") is None  # nowhere to place new sessions
+
+    lease = await agents.register(hello)
+    assert lease.generation == 2
+    await agents.mark_held_runtimes("agent-1", [session.session_id])
+    assert (await kernel.get_session(session.session_id)).runtime_available
+
+
+async def test_renewal_is_fenced_by_generation(plane):
+    agents = Agents(plane.pool, timedelta(seconds=30))
+    hello = AgentHello("agent-1", "i1", ["local"], ["claude_code"], 4, {})
+    old = await agents.register(hello)
+    new = await agents.register(hello)
+    assert await agents.renew("agent-1", old.generation) is None
+    renewed = await agents.renew("agent-1", new.generation)
+    assert renewed is not None and renewed.expires_at >= new.expires_at
