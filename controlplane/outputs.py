@@ -63,7 +63,11 @@ class OutputCommitter:
                     refused[session_id] = gap
                     committed[session_id] = gap.committed
                 except LookupError:
-                    log.warning("output_for_unknown_session", session_id=session_id, agent_id=agent_id)
+                    # Nowhere to journal them: acknowledge so the agent stops resending.
+                    dropped = max(o.output_seq for o in by_session[session_id])
+                    log.warning("output_for_unknown_session", session_id=session_id, agent_id=agent_id,
+                                through_output_seq=dropped)
+                    committed[session_id] = dropped
         return CommitResult(committed, refused)
 
     async def _commit_session(self, tx: JournalTransaction, session_id: str, outputs: list[runner_pb2.Output]) -> int:

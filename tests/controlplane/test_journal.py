@@ -114,3 +114,11 @@ async def test_runtime_failure_and_aborted_turns_update_the_projection(plane):
     assert session.state is SessionState.READY and session.failure_reason == "agent restarted"
     last = (await plane.journal.read(session_id, 0, 100))[-1]
     assert (last.kind, last.turn_id) == (EventKind.TURN_FAILED, turn_id)
+
+
+async def test_outputs_of_an_unknown_session_are_acknowledged_not_stored(plane):
+    stranger = "8c3e2a38-7f8b-4f7e-9d7b-9a0b6e0f0e0e"
+    outcome = await plane.committer.commit("agent-1", [engine_output(stranger, 1, "AssistantMessage", {}),
+                                                       engine_output(stranger, 2, "AssistantMessage", {})])
+    assert outcome.committed == {stranger: 2} and not outcome.refused
+    assert await plane.pool.fetchval("SELECT count(*) FROM events") == 0
