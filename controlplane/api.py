@@ -101,3 +101,9 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
     async def DeleteSession(self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext) -> pb.DeleteSessionResponse:
         record = await self._kernel.delete_session(request.session_id, request.request_id)
         return pb.DeleteSessionResponse(session=session_to_proto(record))
+
+    @maps_errors
+    async def StopBackgroundTask(
+        self, request: pb.StopBackgroundTaskRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StopBackgroundTaskResponse:
+        raise _not_yet("StopBackgroundTask", "background-task control")

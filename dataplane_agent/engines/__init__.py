@@ -1,5 +1,25 @@
 """Engine adapters: turn kernel commands into engine calls and engine output into events."""
 
-from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineOutput, EngineSession
+from dataplane_agent.engines.base import (
+    EngineAdapter,
+    EngineConfig,
+    EngineError,
+    EngineManifest,
+    EngineOutput,
+    EngineSession,
+    InteractionBroker,
+    ToolDecision,
+    ToolRequest,
+)
 
-__all__ = ["EngineAdapter", "EngineConfig", "EngineError", "EngineOutput", "EngineSession"]
+__all__ = [
+    "EngineAdapter",
+    "EngineConfig",
+    "EngineError",
+    "EngineManifest",
+    "EngineOutput",
+    "EngineSession",
+    "InteractionBroker",
+    "ToolDecision",
+    "ToolRequest",
+]

@@ -1,4 +1,12 @@
-"""The engine adapter contract."""
+"""The engine adapter contract.
+
+An engine session is one engine process in one sandbox. It has a single output
+stream (`outputs()`) carrying every SDK message in order, whether it belongs
+to a user turn, a turn the engine started on its own, or background-task
+lifecycle after a turn's result; the agent's runtime decides which turn an
+output belongs to. Tool approvals reach a human through the
+`InteractionBroker` given at start.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +38,35 @@ class EngineOutput:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolRequest:
+    """The engine asks whether it may use a tool (Claude's can_use_tool).
+
+    `AskUserQuestion` arrives here too; its answers go back as an allow whose
+    updated input carries them."""
+
+    interaction_id: str
+    tool_name: str
+    input: dict[str, Any]
+    tool_use_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDecision:
+    allow: bool
+    # For allow: replacement tool input; None keeps the original.
+    updated_input: dict[str, Any] | None = None
+    # For deny: what the engine is told.
+    message: str = ""
+    # For deny: also stop the turn (used when the turn is being interrupted).
+    interrupt: bool = False
+
+
+class InteractionBroker(Protocol):
+    async def ask(self, request: ToolRequest) -> ToolDecision:
+        """Park until a human answers or the turn is settled otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
 class EngineConfig:
     """How to start an engine session."""
 
@@ -37,8 +74,24 @@ class EngineConfig:
     model: str = ""
     # The engine's own conversation id to resume; empty starts a new one.
     resume_engine_session_id: str = ""
+    # The engine's transcript of that conversation, restored into the sandbox
+    # before resuming (a new sandbox has none); empty when the sandbox has it.
+    transcript: bytes = b""
     # Variables the CLI needs (model base URL, key, telemetry switches).
     env: Mapping[str, str] = field(default_factory=dict)
+    # Where tool approvals and questions go; None lets the permission mode decide alone.
+    interactions: InteractionBroker | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineManifest:
+    """What an engine can do, declared by its adapter."""
+
+    kind: str
+    permission_modes: tuple[str, ...]
+    supports_interactions: bool
+    supports_background_tasks: bool
+    supports_server_info: bool
 
 
 class EngineSession(Protocol):
@@ -48,9 +101,24 @@ class EngineSession(Protocol):
     def engine_session_id(self) -> str:
         """The engine's conversation id, empty until the engine reported it."""
 
-    def run_turn(self, text: str, permission_mode: str = "") -> AsyncIterator[EngineOutput]:
-        """Send one user message; yield every SDK message up to and including
-        the turn's ResultMessage."""
+    def outputs(self) -> AsyncIterator[EngineOutput]:
+        """Every SDK message, in order, until the engine process ends."""
+
+    async def send(self, text: str, permission_mode: str = "") -> None:
+        """Give the engine a user message; its turn's outputs follow on `outputs()`."""
+
+    async def interrupt(self) -> None:
+        """Ask the engine to stop the running turn (it ends with a ResultMessage)."""
+
+    async def set_permission_mode(self, mode: str) -> None: ...
+
+    async def stop_task(self, task_id: str) -> None: ...
+
+    async def server_info(self) -> dict[str, Any] | None:
+        """The engine's server info (slash commands …), if the manifest says it has one."""
+
+    async def transcript(self) -> bytes:
+        """The engine's transcript of the current conversation, for a snapshot."""
 
     async def close(self) -> None:
         """Disconnect and stop the engine's process."""
@@ -60,6 +128,7 @@ class EngineAdapter(Protocol):
     """Starts engine sessions of one kind."""
 
     kind: str
+    manifest: EngineManifest
 
     async def start(self, sandbox: Sandbox, driver: SandboxDriver, config: EngineConfig) -> EngineSession:
-        """Start the engine's CLI inside `sandbox` and connect to it."""
+        """Start the engine's CLI inside `sandbox` (restoring `config.transcript`) and connect to it."""

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'astrabox/runner/v1/runner_service.proto\x12\x12\x61strabox.runner.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xeb\x01\n\x0e\x43onnectRequest\x12*\n\x05hello\x18\x01 \x01(\x0b\x32\x19.astrabox.runner.v1.HelloH\x00\x12\x37\n\x0coutput_batch\x18\x02 \x01(\x0b\x32\x1f.astrabox.runner.v1.OutputBatchH\x00\x12\x35\n\x0b\x63ommand_ack\x18\x03 \x01(\x0b\x32\x1e.astrabox.runner.v1.CommandAckH\x00\x12\x32\n\theartbeat\x18\x04 \x01(\x0b\x32\x1d.astrabox.runner.v1.HeartbeatH\x00\x42\t\n\x07message\"\xec\x01\n\x0f\x43onnectResponse\x12.\n\x07welcome\x18\x01 \x01(\x0b\x32\x1b.astrabox.runner.v1.WelcomeH\x00\x12\x33\n\noutput_ack\x18\x02 \x01(\x0b\x32\x1d.astrabox.runner.v1.OutputAckH\x00\x12.\n\x07\x63ommand\x18\x03 \x01(\x0b\x32\x1b.astrabox.runner.v1.CommandH\x00\x12\x39\n\rheartbeat_ack\x18\x04 \x01(\x0b\x32 .astrabox.runner.v1.HeartbeatAckH\x00\x42\t\n\x07message\"\xb1\x01\n\x05Hello\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x18\n\x10\x65nrollment_token\x18\x02 \x01(\t\x12\x0f\n\x07\x64rivers\x18\x03 \x03(\t\x12\x0f\n\x07\x65ngines\x18\x04 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x05 \x01(\x05\x12\x33\n\x08sessions\x18\x06 \x03(\x0b\x32!.astrabox.runner.v1.SessionCursor\x12\x13\n\x0binstance_id\x18\x07 \x01(\t\"7\n\rSessionCursor\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\noutput_seq\x18\x02 \x01(\x03\"\x88\x01\n\x07Welcome\x12(\n\x05lease\x18\x01 \x01(\x0b\x32\x19.astrabox.runner.v1.Lease\x12\x34\n\tcommitted\x18\x02 \x03(\x0b\x32!.astrabox.runner.v1.SessionCursor\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x03\"L\n\x05Lease\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12/\n\x0b\x65xpire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\":\n\x0bOutputBatch\x12+\n\x07outputs\x18\x01 \x03(\x0b\x32\x1a.astrabox.runner.v1.Output\"\xf8\x02\n\x06Output\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\noutput_seq\x18\x02 \x01(\x03\x12\x0f\n\x07turn_id\x18\x03 \x01(\t\x12\x30\n\x0cproduce_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12;\n\x0e\x65ngine_message\x18\n \x01(\x0b\x32!.astrabox.runner.v1.EngineMessageH\x00\x12=\n\x0fruntime_started\x18\x0b \x01(\x0b\x32\".astrabox.runner.v1.RuntimeStartedH\x00\x12\x46\n\x14runtime_start_failed\x18\x0c \x01(\x0b\x32&.astrabox.runner.v1.RuntimeStartFailedH\x00\x12\x37\n\x0cturn_aborted\x18\r \x01(\x0b\x32\x1f.astrabox.runner.v1.TurnAbortedH\x00\x42\x06\n\x04\x62ody\"8\n\rEngineMessage\x12\x11\n\ttype_name\x18\x01 \x01(\t\x12\x14\n\x0cpayload_json\x18\x02 \x01(\t\"[\n\x0eRuntimeStarted\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64river\x18\x02 \x01(\t\x12\x11\n\tworkspace\x18\x03 \x01(\t\x12\x12\n\nsandbox_ms\x18\x04 \x01(\x03\"$\n\x12RuntimeStartFailed\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x1d\n\x0bTurnAborted\x12\x0e\n\x06reason\x18\x01 \x01(\t\"~\n\tOutputAck\x12\x34\n\tcommitted\x18\x01 \x03(\x0b\x32!.astrabox.runner.v1.SessionCursor\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\x12\x18\n\x10\x65rror_session_id\x18\x03 \x01(\t\"\x9d\x02\n\x07\x43ommand\x12\x13\n\x0b\x63ommand_seq\x18\x01 \x01(\x03\x12\x12\n\ncommand_id\x18\x02 \x01(\t\x12\x18\n\x10lease_generation\x18\x03 \x01(\x03\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12\x39\n\rstart_runtime\x18\n \x01(\x0b\x32 .astrabox.runner.v1.StartRuntimeH\x00\x12\x39\n\rdeliver_input\x18\x0b \x01(\x0b\x32 .astrabox.runner.v1.DeliverInputH\x00\x12=\n\x0f\x64\x65stroy_runtime\x18\x0c \x01(\x0b\x32\".astrabox.runner.v1.DestroyRuntimeH\x00\x42\x06\n\x04\x62ody\"h\n\x0cStartRuntime\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12 \n\x18resume_engine_session_id\x18\x04 \x01(\t\"F\n\x0c\x44\x65liverInput\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x03 \x01(\t\" \n\x0e\x44\x65stroyRuntime\x12\x0e\n\x06reason\x18\x01 \x01(\t\"X\n\nCommandAck\x12\x13\n\x0b\x63ommand_seq\x18\x01 \x01(\x03\x12\x12\n\ncommand_id\x18\x02 \x01(\t\x12!\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x12.google.rpc.Status\":\n\tHeartbeat\x12-\n\tsend_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\x0cHeartbeatAck\x12(\n\x05lease\x18\x01 \x01(\x0b\x32\x19.astrabox.runner.v1.Lease2g\n\rRunnerService\x12V\n\x07\x43onnect\x12\".astrabox.runner.v1.ConnectRequest\x1a#.astrabox.runner.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'astrabox/runner/v1/runner_service.proto\x12\x12\x61strabox.runner.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xeb\x01\n\x0e\x43onnectRequest\x12*\n\x05hello\x18\x01 \x01(\x0b\x32\x19.astrabox.runner.v1.HelloH\x00\x12\x37\n\x0coutput_batch\x18\x02 \x01(\x0b\x32\x1f.astrabox.runner.v1.OutputBatchH\x00\x12\x35\n\x0b\x63ommand_ack\x18\x03 \x01(\x0b\x32\x1e.astrabox.runner.v1.CommandAckH\x00\x12\x32\n\theartbeat\x18\x04 \x01(\x0b\x32\x1d.astrabox.runner.v1.HeartbeatH\x00\x42\t\n\x07message\"\xec\x01\n\x0f\x43onnectResponse\x12.\n\x07welcome\x18\x01 \x01(\x0b\x32\x1b.astrabox.runner.v1.WelcomeH\x00\x12\x33\n\noutput_ack\x18\x02 \x01(\x0b\x32\x1d.astrabox.runner.v1.OutputAckH\x00\x12.\n\x07\x63ommand\x18\x03 \x01(\x0b\x32\x1b.astrabox.runner.v1.CommandH\x00\x12\x39\n\rheartbeat_ack\x18\x04 \x01(\x0b\x32 .astrabox.runner.v1.HeartbeatAckH\x00\x42\t\n\x07message\"\xb1\x01\n\x05Hello\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x18\n\x10\x65nrollment_token\x18\x02 \x01(\t\x12\x0f\n\x07\x64rivers\x18\x03 \x03(\t\x12\x0f\n\x07\x65ngines\x18\x04 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x05 \x01(\x05\x12\x33\n\x08sessions\x18\x06 \x03(\x0b\x32!.astrabox.runner.v1.SessionCursor\x12\x13\n\x0binstance_id\x18\x07 \x01(\t\"7\n\rSessionCursor\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\noutput_seq\x18\x02 \x01(\x03\"\x88\x01\n\x07Welcome\x12(\n\x05lease\x18\x01 \x01(\x0b\x32\x19.astrabox.runner.v1.Lease\x12\x34\n\tcommitted\x18\x02 \x03(\x0b\x32!.astrabox.runner.v1.SessionCursor\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x03\"L\n\x05Lease\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12/\n\x0b\x65xpire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\":\n\x0bOutputBatch\x12+\n\x07outputs\x18\x01 \x03(\x0b\x32\x1a.astrabox.runner.v1.Output\"\xf9\x06\n\x06Output\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\noutput_seq\x18\x02 \x01(\x03\x12\x0f\n\x07turn_id\x18\x03 \x01(\t\x12\x30\n\x0cproduce_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12;\n\x0e\x65ngine_message\x18\n \x01(\x0b\x32!.astrabox.runner.v1.EngineMessageH\x00\x12=\n\x0fruntime_started\x18\x0b \x01(\x0b\x32\".astrabox.runner.v1.RuntimeStartedH\x00\x12\x46\n\x14runtime_start_failed\x18\x0c \x01(\x0b\x32&.astrabox.runner.v1.RuntimeStartFailedH\x00\x12\x37\n\x0cturn_aborted\x18\r \x01(\x0b\x32\x1f.astrabox.runner.v1.TurnAbortedH\x00\x12I\n\x15interaction_requested\x18\x0e \x01(\x0b\x32(.astrabox.runner.v1.InteractionRequestedH\x00\x12?\n\x10turn_interrupted\x18\x0f \x01(\x0b\x32#.astrabox.runner.v1.TurnInterruptedH\x00\x12;\n\x0einput_consumed\x18\x10 \x01(\x0b\x32!.astrabox.runner.v1.InputConsumedH\x00\x12\x39\n\rstartup_phase\x18\x11 \x01(\x0b\x32 .astrabox.runner.v1.StartupPhaseH\x00\x12\x35\n\x0b\x65ngine_info\x18\x12 \x01(\x0b\x32\x1e.astrabox.runner.v1.EngineInfoH\x00\x12\x45\n\x13transcript_snapshot\x18\x13 \x01(\x0b\x32&.astrabox.runner.v1.TranscriptSnapshotH\x00\x12\x44\n\x13\x65ngine_turn_started\x18\x14 \x01(\x0b\x32%.astrabox.runner.v1.EngineTurnStartedH\x00\x12\x37\n\x0cruntime_lost\x18\x15 \x01(\x0b\x32\x1f.astrabox.runner.v1.RuntimeLostH\x00\x42\x06\n\x04\x62ody\"j\n\x14InteractionRequested\x12\x16\n\x0einteraction_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x12\n\ninput_json\x18\x03 \x01(\t\x12\x13\n\x0btool_use_id\x18\x04 \x01(\t\"!\n\x0fTurnInterrupted\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x0f\n\rInputConsumed\"2\n\x0cStartupPhase\x12\r\n\x05phase\x18\x01 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x03\"&\n\nEngineInfo\x12\x18\n\x10server_info_json\x18\x01 \x01(\t\"@\n\x12TranscriptSnapshot\x12\x19\n\x11\x65ngine_session_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"#\n\x11\x45ngineTurnStarted\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x1d\n\x0bRuntimeLost\x12\x0e\n\x06reason\x18\x01 \x01(\t\"8\n\rEngineMessage\x12\x11\n\ttype_name\x18\x01 \x01(\t\x12\x14\n\x0cpayload_json\x18\x02 \x01(\t\"[\n\x0eRuntimeStarted\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64river\x18\x02 \x01(\t\x12\x11\n\tworkspace\x18\x03 \x01(\t\x12\x12\n\nsandbox_ms\x18\x04 \x01(\x03\"$\n\x12RuntimeStartFailed\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x1d\n\x0bTurnAborted\x12\x0e\n\x06reason\x18\x01 \x01(\t\"~\n\tOutputAck\x12\x34\n\tcommitted\x18\x01 \x03(\x0b\x32!.astrabox.runner.v1.SessionCursor\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\x12\x18\n\x10\x65rror_session_id\x18\x03 \x01(\t\"\x98\x04\n\x07\x43ommand\x12\x13\n\x0b\x63ommand_seq\x18\x01 \x01(\x03\x12\x12\n\ncommand_id\x18\x02 \x01(\t\x12\x18\n\x10lease_generation\x18\x03 \x01(\x03\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12\x39\n\rstart_runtime\x18\n \x01(\x0b\x32 .astrabox.runner.v1.StartRuntimeH\x00\x12\x39\n\rdeliver_input\x18\x0b \x01(\x0b\x32 .astrabox.runner.v1.DeliverInputH\x00\x12=\n\x0f\x64\x65stroy_runtime\x18\x0c \x01(\x0b\x32\".astrabox.runner.v1.DestroyRuntimeH\x00\x12\x43\n\x12\x61nswer_interaction\x18\r \x01(\x0b\x32%.astrabox.runner.v1.AnswerInteractionH\x00\x12;\n\x0einterrupt_turn\x18\x0e \x01(\x0b\x32!.astrabox.runner.v1.InterruptTurnH\x00\x12\x44\n\x13set_permission_mode\x18\x0f \x01(\x0b\x32%.astrabox.runner.v1.SetPermissionModeH\x00\x12\x31\n\tstop_task\x18\x10 \x01(\x0b\x32\x1c.astrabox.runner.v1.StopTaskH\x00\x42\x06\n\x04\x62ody\"\xef\x01\n\x11\x41nswerInteraction\x12\x16\n\x0einteraction_id\x18\x01 \x01(\t\x12<\n\x05\x61llow\x18\x02 \x01(\x0b\x32+.astrabox.runner.v1.AnswerInteraction.AllowH\x00\x12:\n\x04\x64\x65ny\x18\x03 \x01(\x0b\x32*.astrabox.runner.v1.AnswerInteraction.DenyH\x00\x1a#\n\x05\x41llow\x12\x1a\n\x12updated_input_json\x18\x01 \x01(\t\x1a\x17\n\x04\x44\x65ny\x12\x0f\n\x07message\x18\x01 \x01(\tB\n\n\x08\x64\x65\x63ision\"5\n\rInterruptTurn\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x02 \x01(\x03\",\n\x11SetPermissionMode\x12\x17\n\x0fpermission_mode\x18\x01 \x01(\t\"\x1b\n\x08StopTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"|\n\x0cStartRuntime\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12 \n\x18resume_engine_session_id\x18\x04 \x01(\t\x12\x12\n\ntranscript\x18\x05 \x01(\x0c\"F\n\x0c\x44\x65liverInput\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x03 \x01(\t\" \n\x0e\x44\x65stroyRuntime\x12\x0e\n\x06reason\x18\x01 \x01(\t\"X\n\nCommandAck\x12\x13\n\x0b\x63ommand_seq\x18\x01 \x01(\x03\x12\x12\n\ncommand_id\x18\x02 \x01(\t\x12!\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x12.google.rpc.Status\":\n\tHeartbeat\x12-\n\tsend_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\x0cHeartbeatAck\x12(\n\x05lease\x18\x01 \x01(\x0b\x32\x19.astrabox.runner.v1.Lease2g\n\rRunnerService\x12V\n\x07\x43onnect\x12\".astrabox.runner.v1.ConnectRequest\x1a#.astrabox.runner.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,31 +48,59 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OUTPUTBATCH']._serialized_start=1052
   _globals['_OUTPUTBATCH']._serialized_end=1110
   _globals['_OUTPUT']._serialized_start=1113
-  _globals['_OUTPUT']._serialized_end=1489
-  _globals['_ENGINEMESSAGE']._serialized_start=1491
-  _globals['_ENGINEMESSAGE']._serialized_end=1547
-  _globals['_RUNTIMESTARTED']._serialized_start=1549
-  _globals['_RUNTIMESTARTED']._serialized_end=1640
-  _globals['_RUNTIMESTARTFAILED']._serialized_start=1642
-  _globals['_RUNTIMESTARTFAILED']._serialized_end=1678
-  _globals['_TURNABORTED']._serialized_start=1680
-  _globals['_TURNABORTED']._serialized_end=1709
-  _globals['_OUTPUTACK']._serialized_start=1711
-  _globals['_OUTPUTACK']._serialized_end=1837
-  _globals['_COMMAND']._serialized_start=1840
-  _globals['_COMMAND']._serialized_end=2125
-  _globals['_STARTRUNTIME']._serialized_start=2127
-  _globals['_STARTRUNTIME']._serialized_end=2231
-  _globals['_DELIVERINPUT']._serialized_start=2233
-  _globals['_DELIVERINPUT']._serialized_end=2303
-  _globals['_DESTROYRUNTIME']._serialized_start=2305
-  _globals['_DESTROYRUNTIME']._serialized_end=2337
-  _globals['_COMMANDACK']._serialized_start=2339
-  _globals['_COMMANDACK']._serialized_end=2427
-  _globals['_HEARTBEAT']._serialized_start=2429
-  _globals['_HEARTBEAT']._serialized_end=2487
-  _globals['_HEARTBEATACK']._serialized_start=2489
-  _globals['_HEARTBEATACK']._serialized_end=2545
-  _globals['_RUNNERSERVICE']._serialized_start=2547
-  _globals['_RUNNERSERVICE']._serialized_end=2650
+  _globals['_OUTPUT']._serialized_end=2002
+  _globals['_INTERACTIONREQUESTED']._serialized_start=2004
+  _globals['_INTERACTIONREQUESTED']._serialized_end=2110
+  _globals['_TURNINTERRUPTED']._serialized_start=2112
+  _globals['_TURNINTERRUPTED']._serialized_end=2145
+  _globals['_INPUTCONSUMED']._serialized_start=2147
+  _globals['_INPUTCONSUMED']._serialized_end=2162
+  _globals['_STARTUPPHASE']._serialized_start=2164
+  _globals['_STARTUPPHASE']._serialized_end=2214
+  _globals['_ENGINEINFO']._serialized_start=2216
+  _globals['_ENGINEINFO']._serialized_end=2254
+  _globals['_TRANSCRIPTSNAPSHOT']._serialized_start=2256
+  _globals['_TRANSCRIPTSNAPSHOT']._serialized_end=2320
+  _globals['_ENGINETURNSTARTED']._serialized_start=2322
+  _globals['_ENGINETURNSTARTED']._serialized_end=2357
+  _globals['_RUNTIMELOST']._serialized_start=2359
+  _globals['_RUNTIMELOST']._serialized_end=2388
+  _globals['_ENGINEMESSAGE']._serialized_start=2390
+  _globals['_ENGINEMESSAGE']._serialized_end=2446
+  _globals['_RUNTIMESTARTED']._serialized_start=2448
+  _globals['_RUNTIMESTARTED']._serialized_end=2539
+  _globals['_RUNTIMESTARTFAILED']._serialized_start=2541
+  _globals['_RUNTIMESTARTFAILED']._serialized_end=2577
+  _globals['_TURNABORTED']._serialized_start=2579
+  _globals['_TURNABORTED']._serialized_end=2608
+  _globals['_OUTPUTACK']._serialized_start=2610
+  _globals['_OUTPUTACK']._serialized_end=2736
+  _globals['_COMMAND']._serialized_start=2739
+  _globals['_COMMAND']._serialized_end=3275
+  _globals['_ANSWERINTERACTION']._serialized_start=3278
+  _globals['_ANSWERINTERACTION']._serialized_end=3517
+  _globals['_ANSWERINTERACTION_ALLOW']._serialized_start=3445
+  _globals['_ANSWERINTERACTION_ALLOW']._serialized_end=3480
+  _globals['_ANSWERINTERACTION_DENY']._serialized_start=3482
+  _globals['_ANSWERINTERACTION_DENY']._serialized_end=3505
+  _globals['_INTERRUPTTURN']._serialized_start=3519
+  _globals['_INTERRUPTTURN']._serialized_end=3572
+  _globals['_SETPERMISSIONMODE']._serialized_start=3574
+  _globals['_SETPERMISSIONMODE']._serialized_end=3618
+  _globals['_STOPTASK']._serialized_start=3620
+  _globals['_STOPTASK']._serialized_end=3647
+  _globals['_STARTRUNTIME']._serialized_start=3649
+  _globals['_STARTRUNTIME']._serialized_end=3773
+  _globals['_DELIVERINPUT']._serialized_start=3775
+  _globals['_DELIVERINPUT']._serialized_end=3845
+  _globals['_DESTROYRUNTIME']._serialized_start=3847
+  _globals['_DESTROYRUNTIME']._serialized_end=3879
+  _globals['_COMMANDACK']._serialized_start=3881
+  _globals['_COMMANDACK']._serialized_end=3969
+  _globals['_HEARTBEAT']._serialized_start=3971
+  _globals['_HEARTBEAT']._serialized_end=4029
+  _globals['_HEARTBEATACK']._serialized_start=4031
+  _globals['_HEARTBEATACK']._serialized_end=4087
+  _globals['_RUNNERSERVICE']._serialized_start=4089
+  _globals['_RUNNERSERVICE']._serialized_end=4192
 # @@protoc_insertion_point(module_scope)

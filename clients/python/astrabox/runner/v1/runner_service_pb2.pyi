@@ -85,7 +85,7 @@ class OutputBatch(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[Output, _Mapping]]] = ...) -> None: ...
 
 class Output(_message.Message):
-    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted")
+    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,14 @@ class Output(_message.Message):
     RUNTIME_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_START_FAILED_FIELD_NUMBER: _ClassVar[int]
     TURN_ABORTED_FIELD_NUMBER: _ClassVar[int]
+    INTERACTION_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    TURN_INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
+    INPUT_CONSUMED_FIELD_NUMBER: _ClassVar[int]
+    STARTUP_PHASE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_INFO_FIELD_NUMBER: _ClassVar[int]
+    TRANSCRIPT_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_TURN_STARTED_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_LOST_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     output_seq: int
     turn_id: str
@@ -102,7 +110,71 @@ class Output(_message.Message):
     runtime_started: RuntimeStarted
     runtime_start_failed: RuntimeStartFailed
     turn_aborted: TurnAborted
-    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ...) -> None: ...
+    interaction_requested: InteractionRequested
+    turn_interrupted: TurnInterrupted
+    input_consumed: InputConsumed
+    startup_phase: StartupPhase
+    engine_info: EngineInfo
+    transcript_snapshot: TranscriptSnapshot
+    engine_turn_started: EngineTurnStarted
+    runtime_lost: RuntimeLost
+    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ...) -> None: ...
+
+class InteractionRequested(_message.Message):
+    __slots__ = ("interaction_id", "tool_name", "input_json", "tool_use_id")
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    interaction_id: str
+    tool_name: str
+    input_json: str
+    tool_use_id: str
+    def __init__(self, interaction_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_json: _Optional[str] = ..., tool_use_id: _Optional[str] = ...) -> None: ...
+
+class TurnInterrupted(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class InputConsumed(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StartupPhase(_message.Message):
+    __slots__ = ("phase", "duration_ms")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    duration_ms: int
+    def __init__(self, phase: _Optional[str] = ..., duration_ms: _Optional[int] = ...) -> None: ...
+
+class EngineInfo(_message.Message):
+    __slots__ = ("server_info_json",)
+    SERVER_INFO_JSON_FIELD_NUMBER: _ClassVar[int]
+    server_info_json: str
+    def __init__(self, server_info_json: _Optional[str] = ...) -> None: ...
+
+class TranscriptSnapshot(_message.Message):
+    __slots__ = ("engine_session_id", "content")
+    ENGINE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    engine_session_id: str
+    content: bytes
+    def __init__(self, engine_session_id: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
+
+class EngineTurnStarted(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class RuntimeLost(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class EngineMessage(_message.Message):
     __slots__ = ("type_name", "payload_json")
@@ -147,7 +219,7 @@ class OutputAck(_message.Message):
     def __init__(self, committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., error_session_id: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime")
+    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task")
     COMMAND_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_GENERATION_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +227,10 @@ class Command(_message.Message):
     START_RUNTIME_FIELD_NUMBER: _ClassVar[int]
     DELIVER_INPUT_FIELD_NUMBER: _ClassVar[int]
     DESTROY_RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_INTERACTION_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPT_TURN_FIELD_NUMBER: _ClassVar[int]
+    SET_PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    STOP_TASK_FIELD_NUMBER: _ClassVar[int]
     command_seq: int
     command_id: str
     lease_generation: int
@@ -162,19 +238,65 @@ class Command(_message.Message):
     start_runtime: StartRuntime
     deliver_input: DeliverInput
     destroy_runtime: DestroyRuntime
-    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ...) -> None: ...
+    answer_interaction: AnswerInteraction
+    interrupt_turn: InterruptTurn
+    set_permission_mode: SetPermissionMode
+    stop_task: StopTask
+    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ...) -> None: ...
+
+class AnswerInteraction(_message.Message):
+    __slots__ = ("interaction_id", "allow", "deny")
+    class Allow(_message.Message):
+        __slots__ = ("updated_input_json",)
+        UPDATED_INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+        updated_input_json: str
+        def __init__(self, updated_input_json: _Optional[str] = ...) -> None: ...
+    class Deny(_message.Message):
+        __slots__ = ("message",)
+        MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        message: str
+        def __init__(self, message: _Optional[str] = ...) -> None: ...
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    DENY_FIELD_NUMBER: _ClassVar[int]
+    interaction_id: str
+    allow: AnswerInteraction.Allow
+    deny: AnswerInteraction.Deny
+    def __init__(self, interaction_id: _Optional[str] = ..., allow: _Optional[_Union[AnswerInteraction.Allow, _Mapping]] = ..., deny: _Optional[_Union[AnswerInteraction.Deny, _Mapping]] = ...) -> None: ...
+
+class InterruptTurn(_message.Message):
+    __slots__ = ("turn_id", "deadline_ms")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    deadline_ms: int
+    def __init__(self, turn_id: _Optional[str] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+
+class SetPermissionMode(_message.Message):
+    __slots__ = ("permission_mode",)
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    permission_mode: str
+    def __init__(self, permission_mode: _Optional[str] = ...) -> None: ...
+
+class StopTask(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class StartRuntime(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id")
+    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     RESUME_ENGINE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSCRIPT_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
     resume_engine_session_id: str
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ...) -> None: ...
+    transcript: bytes
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ...) -> None: ...
 
 class DeliverInput(_message.Message):
     __slots__ = ("turn_id", "text", "permission_mode")

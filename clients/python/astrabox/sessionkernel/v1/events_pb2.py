@@ -22,36 +22,67 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from astrabox.sessionkernel.v1 import session_pb2 as astrabox_dot_sessionkernel_dot_v1_dot_session__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&astrabox/sessionkernel/v1/events.proto\x12\x19\x61strabox.sessionkernel.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x06\n\x0cSessionEvent\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07turn_id\x18\x04 \x01(\t\x12\x32\n\x04kind\x18\x05 \x01(\x0e\x32$.astrabox.sessionkernel.v1.EventKind\x12\x44\n\x0fsession_created\x18\n \x01(\x0b\x32).astrabox.sessionkernel.v1.SessionCreatedH\x00\x12H\n\x11startup_requested\x18\x0b \x01(\x0b\x32+.astrabox.sessionkernel.v1.StartupRequestedH\x00\x12@\n\rruntime_ready\x18\x0c \x01(\x0b\x32\'.astrabox.sessionkernel.v1.RuntimeReadyH\x00\x12\x42\n\x0eruntime_failed\x18\r \x01(\x0b\x32(.astrabox.sessionkernel.v1.RuntimeFailedH\x00\x12O\n\x15user_message_accepted\x18\x0e \x01(\x0b\x32..astrabox.sessionkernel.v1.UserMessageAcceptedH\x00\x12\x42\n\x0e\x65ngine_message\x18\x0f \x01(\x0b\x32(.astrabox.sessionkernel.v1.EngineMessageH\x00\x12\x42\n\x0eturn_completed\x18\x10 \x01(\x0b\x32(.astrabox.sessionkernel.v1.TurnCompletedH\x00\x12<\n\x0bturn_failed\x18\x11 \x01(\x0b\x32%.astrabox.sessionkernel.v1.TurnFailedH\x00\x12\x44\n\x0fsession_deleted\x18\x12 \x01(\x0b\x32).astrabox.sessionkernel.v1.SessionDeletedH\x00\x42\t\n\x07payload\"\\\n\x0eSessionCreated\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"8\n\x10StartupRequested\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\ncommand_id\x18\x02 \x01(\t\"Y\n\x0cRuntimeReady\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64river\x18\x02 \x01(\t\x12\x11\n\tworkspace\x18\x03 \x01(\t\x12\x12\n\nsandbox_ms\x18\x04 \x01(\x03\"\x1f\n\rRuntimeFailed\x12\x0e\n\x06reason\x18\x01 \x01(\t\"W\n\x13UserMessageAccepted\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x03 \x01(\t\"L\n\rEngineMessage\x12\x11\n\ttype_name\x18\x01 \x01(\t\x12\x14\n\x0cpayload_json\x18\x02 \x01(\t\x12\x12\n\noutput_seq\x18\x03 \x01(\x03\"W\n\rTurnCompleted\x12\x0f\n\x07subtype\x18\x01 \x01(\t\x12\x10\n\x08is_error\x18\x02 \x01(\x08\x12\x13\n\x0b\x64uration_ms\x18\x03 \x01(\x03\x12\x0e\n\x06result\x18\x04 \x01(\t\"\x1c\n\nTurnFailed\x12\x0e\n\x06reason\x18\x01 \x01(\t\"$\n\x0eSessionDeleted\x12\x12\n\nrequest_id\x18\x01 \x01(\t*\xc6\x02\n\tEventKind\x12\x1a\n\x16\x45VENT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45VENT_KIND_SESSION_CREATED\x10\x01\x12 \n\x1c\x45VENT_KIND_STARTUP_REQUESTED\x10\x02\x12\x1c\n\x18\x45VENT_KIND_RUNTIME_READY\x10\x03\x12\x1d\n\x19\x45VENT_KIND_RUNTIME_FAILED\x10\x04\x12$\n EVENT_KIND_USER_MESSAGE_ACCEPTED\x10\x05\x12\x1d\n\x19\x45VENT_KIND_ENGINE_MESSAGE\x10\x06\x12\x1d\n\x19\x45VENT_KIND_TURN_COMPLETED\x10\x07\x12\x1a\n\x16\x45VENT_KIND_TURN_FAILED\x10\x08\x12\x1e\n\x1a\x45VENT_KIND_SESSION_DELETED\x10\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&astrabox/sessionkernel/v1/events.proto\x12\x19\x61strabox.sessionkernel.v1\x1a\'astrabox/sessionkernel/v1/session.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\r\n\x0cSessionEvent\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07turn_id\x18\x04 \x01(\t\x12\x32\n\x04kind\x18\x05 \x01(\x0e\x32$.astrabox.sessionkernel.v1.EventKind\x12\x44\n\x0fsession_created\x18\n \x01(\x0b\x32).astrabox.sessionkernel.v1.SessionCreatedH\x00\x12H\n\x11startup_requested\x18\x0b \x01(\x0b\x32+.astrabox.sessionkernel.v1.StartupRequestedH\x00\x12@\n\rruntime_ready\x18\x0c \x01(\x0b\x32\'.astrabox.sessionkernel.v1.RuntimeReadyH\x00\x12\x42\n\x0eruntime_failed\x18\r \x01(\x0b\x32(.astrabox.sessionkernel.v1.RuntimeFailedH\x00\x12O\n\x15user_message_accepted\x18\x0e \x01(\x0b\x32..astrabox.sessionkernel.v1.UserMessageAcceptedH\x00\x12\x42\n\x0e\x65ngine_message\x18\x0f \x01(\x0b\x32(.astrabox.sessionkernel.v1.EngineMessageH\x00\x12\x42\n\x0eturn_completed\x18\x10 \x01(\x0b\x32(.astrabox.sessionkernel.v1.TurnCompletedH\x00\x12<\n\x0bturn_failed\x18\x11 \x01(\x0b\x32%.astrabox.sessionkernel.v1.TurnFailedH\x00\x12\x44\n\x0fsession_deleted\x18\x12 \x01(\x0b\x32).astrabox.sessionkernel.v1.SessionDeletedH\x00\x12P\n\x15interaction_requested\x18\x13 \x01(\x0b\x32/.astrabox.sessionkernel.v1.InteractionRequestedH\x00\x12N\n\x14interaction_answered\x18\x14 \x01(\x0b\x32..astrabox.sessionkernel.v1.InteractionAnsweredH\x00\x12J\n\x12interaction_closed\x18\x15 \x01(\x0b\x32,.astrabox.sessionkernel.v1.InteractionClosedH\x00\x12L\n\x13interrupt_requested\x18\x16 \x01(\x0b\x32-.astrabox.sessionkernel.v1.InterruptRequestedH\x00\x12\x46\n\x10turn_interrupted\x18\x17 \x01(\x0b\x32*.astrabox.sessionkernel.v1.TurnInterruptedH\x00\x12\x44\n\x0finput_delivered\x18\x18 \x01(\x0b\x32).astrabox.sessionkernel.v1.InputDeliveredH\x00\x12S\n\x17permission_mode_changed\x18\x19 \x01(\x0b\x32\x30.astrabox.sessionkernel.v1.PermissionModeChangedH\x00\x12\x46\n\x10session_archived\x18\x1a \x01(\x0b\x32*.astrabox.sessionkernel.v1.SessionArchivedH\x00\x12@\n\rstartup_phase\x18\x1b \x01(\x0b\x32\'.astrabox.sessionkernel.v1.StartupPhaseH\x00\x12>\n\x0cruntime_lost\x18\x1c \x01(\x0b\x32&.astrabox.sessionkernel.v1.RuntimeLostH\x00\x12K\n\x13task_stop_requested\x18\x1d \x01(\x0b\x32,.astrabox.sessionkernel.v1.TaskStopRequestedH\x00\x12<\n\x0b\x65ngine_info\x18\x1e \x01(\x0b\x32%.astrabox.sessionkernel.v1.EngineInfoH\x00\x12K\n\x13\x65ngine_turn_started\x18\x1f \x01(\x0b\x32,.astrabox.sessionkernel.v1.EngineTurnStartedH\x00\x42\t\n\x07payload\"\\\n\x0eSessionCreated\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"8\n\x10StartupRequested\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\ncommand_id\x18\x02 \x01(\t\"Y\n\x0cRuntimeReady\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64river\x18\x02 \x01(\t\x12\x11\n\tworkspace\x18\x03 \x01(\t\x12\x12\n\nsandbox_ms\x18\x04 \x01(\x03\"\x1f\n\rRuntimeFailed\x12\x0e\n\x06reason\x18\x01 \x01(\t\"W\n\x13UserMessageAccepted\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x03 \x01(\t\"L\n\rEngineMessage\x12\x11\n\ttype_name\x18\x01 \x01(\t\x12\x14\n\x0cpayload_json\x18\x02 \x01(\t\x12\x12\n\noutput_seq\x18\x03 \x01(\x03\"W\n\rTurnCompleted\x12\x0f\n\x07subtype\x18\x01 \x01(\t\x12\x10\n\x08is_error\x18\x02 \x01(\x08\x12\x13\n\x0b\x64uration_ms\x18\x03 \x01(\x03\x12\x0e\n\x06result\x18\x04 \x01(\t\"\x1c\n\nTurnFailed\x12\x0e\n\x06reason\x18\x01 \x01(\t\"$\n\x0eSessionDeleted\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"S\n\x14InteractionRequested\x12;\n\x0binteraction\x18\x01 \x01(\x0b\x32&.astrabox.sessionkernel.v1.Interaction\"\xfe\x01\n\x13InteractionAnswered\x12\x16\n\x0einteraction_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x03 \x01(\t\x12\x1a\n\x12updated_input_json\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x12L\n\x07\x61nswers\x18\x06 \x03(\x0b\x32;.astrabox.sessionkernel.v1.InteractionAnswered.AnswersEntry\x1a.\n\x0c\x41nswersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x11InteractionClosed\x12\x16\n\x0einteraction_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"(\n\x12InterruptRequested\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"!\n\x0fTurnInterrupted\x12\x0e\n\x06reason\x18\x01 \x01(\t\"&\n\x0eInputDelivered\x12\x14\n\x0c\x61\x63\x63\x65pted_seq\x18\x01 \x01(\x03\"f\n\x15PermissionModeChanged\x12\x17\n\x0fpermission_mode\x18\x01 \x01(\t\x12 \n\x18previous_permission_mode\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"%\n\x0fSessionArchived\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"2\n\x0cStartupPhase\x12\r\n\x05phase\x18\x01 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x03\"\x1d\n\x0bRuntimeLost\x12\x0e\n\x06reason\x18\x01 \x01(\t\"8\n\x11TaskStopRequested\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\">\n\nEngineInfo\x12\x16\n\x0eslash_commands\x18\x01 \x03(\t\x12\x18\n\x10server_info_json\x18\x02 \x01(\t\"#\n\x11\x45ngineTurnStarted\x12\x0e\n\x06reason\x18\x01 \x01(\t*\x81\x06\n\tEventKind\x12\x1a\n\x16\x45VENT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45VENT_KIND_SESSION_CREATED\x10\x01\x12 \n\x1c\x45VENT_KIND_STARTUP_REQUESTED\x10\x02\x12\x1c\n\x18\x45VENT_KIND_RUNTIME_READY\x10\x03\x12\x1d\n\x19\x45VENT_KIND_RUNTIME_FAILED\x10\x04\x12$\n EVENT_KIND_USER_MESSAGE_ACCEPTED\x10\x05\x12\x1d\n\x19\x45VENT_KIND_ENGINE_MESSAGE\x10\x06\x12\x1d\n\x19\x45VENT_KIND_TURN_COMPLETED\x10\x07\x12\x1a\n\x16\x45VENT_KIND_TURN_FAILED\x10\x08\x12\x1e\n\x1a\x45VENT_KIND_SESSION_DELETED\x10\t\x12$\n EVENT_KIND_INTERACTION_REQUESTED\x10\n\x12#\n\x1f\x45VENT_KIND_INTERACTION_ANSWERED\x10\x0b\x12!\n\x1d\x45VENT_KIND_INTERACTION_CLOSED\x10\x0c\x12\"\n\x1e\x45VENT_KIND_INTERRUPT_REQUESTED\x10\r\x12\x1f\n\x1b\x45VENT_KIND_TURN_INTERRUPTED\x10\x0e\x12\x1e\n\x1a\x45VENT_KIND_INPUT_DELIVERED\x10\x0f\x12&\n\"EVENT_KIND_PERMISSION_MODE_CHANGED\x10\x10\x12\x1f\n\x1b\x45VENT_KIND_SESSION_ARCHIVED\x10\x11\x12\x1c\n\x18\x45VENT_KIND_STARTUP_PHASE\x10\x12\x12\x1b\n\x17\x45VENT_KIND_RUNTIME_LOST\x10\x13\x12\"\n\x1e\x45VENT_KIND_TASK_STOP_REQUESTED\x10\x14\x12\x1a\n\x16\x45VENT_KIND_ENGINE_INFO\x10\x15\x12\"\n\x1e\x45VENT_KIND_ENGINE_TURN_STARTED\x10\x16\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'astrabox.sessionkernel.v1.events_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EVENTKIND']._serialized_start=1502
-  _globals['_EVENTKIND']._serialized_end=1828
-  _globals['_SESSIONEVENT']._serialized_start=103
-  _globals['_SESSIONEVENT']._serialized_end=899
-  _globals['_SESSIONCREATED']._serialized_start=901
-  _globals['_SESSIONCREATED']._serialized_end=993
-  _globals['_STARTUPREQUESTED']._serialized_start=995
-  _globals['_STARTUPREQUESTED']._serialized_end=1051
-  _globals['_RUNTIMEREADY']._serialized_start=1053
-  _globals['_RUNTIMEREADY']._serialized_end=1142
-  _globals['_RUNTIMEFAILED']._serialized_start=1144
-  _globals['_RUNTIMEFAILED']._serialized_end=1175
-  _globals['_USERMESSAGEACCEPTED']._serialized_start=1177
-  _globals['_USERMESSAGEACCEPTED']._serialized_end=1264
-  _globals['_ENGINEMESSAGE']._serialized_start=1266
-  _globals['_ENGINEMESSAGE']._serialized_end=1342
-  _globals['_TURNCOMPLETED']._serialized_start=1344
-  _globals['_TURNCOMPLETED']._serialized_end=1431
-  _globals['_TURNFAILED']._serialized_start=1433
-  _globals['_TURNFAILED']._serialized_end=1461
-  _globals['_SESSIONDELETED']._serialized_start=1463
-  _globals['_SESSIONDELETED']._serialized_end=1499
+  _globals['_INTERACTIONANSWERED_ANSWERSENTRY']._loaded_options = None
+  _globals['_INTERACTIONANSWERED_ANSWERSENTRY']._serialized_options = b'8\001'
+  _globals['_EVENTKIND']._serialized_start=3409
+  _globals['_EVENTKIND']._serialized_end=4178
+  _globals['_SESSIONEVENT']._serialized_start=144
+  _globals['_SESSIONEVENT']._serialized_end=1901
+  _globals['_SESSIONCREATED']._serialized_start=1903
+  _globals['_SESSIONCREATED']._serialized_end=1995
+  _globals['_STARTUPREQUESTED']._serialized_start=1997
+  _globals['_STARTUPREQUESTED']._serialized_end=2053
+  _globals['_RUNTIMEREADY']._serialized_start=2055
+  _globals['_RUNTIMEREADY']._serialized_end=2144
+  _globals['_RUNTIMEFAILED']._serialized_start=2146
+  _globals['_RUNTIMEFAILED']._serialized_end=2177
+  _globals['_USERMESSAGEACCEPTED']._serialized_start=2179
+  _globals['_USERMESSAGEACCEPTED']._serialized_end=2266
+  _globals['_ENGINEMESSAGE']._serialized_start=2268
+  _globals['_ENGINEMESSAGE']._serialized_end=2344
+  _globals['_TURNCOMPLETED']._serialized_start=2346
+  _globals['_TURNCOMPLETED']._serialized_end=2433
+  _globals['_TURNFAILED']._serialized_start=2435
+  _globals['_TURNFAILED']._serialized_end=2463
+  _globals['_SESSIONDELETED']._serialized_start=2465
+  _globals['_SESSIONDELETED']._serialized_end=2501
+  _globals['_INTERACTIONREQUESTED']._serialized_start=2503
+  _globals['_INTERACTIONREQUESTED']._serialized_end=2586
+  _globals['_INTERACTIONANSWERED']._serialized_start=2589
+  _globals['_INTERACTIONANSWERED']._serialized_end=2843
+  _globals['_INTERACTIONANSWERED_ANSWERSENTRY']._serialized_start=2797
+  _globals['_INTERACTIONANSWERED_ANSWERSENTRY']._serialized_end=2843
+  _globals['_INTERACTIONCLOSED']._serialized_start=2845
+  _globals['_INTERACTIONCLOSED']._serialized_end=2904
+  _globals['_INTERRUPTREQUESTED']._serialized_start=2906
+  _globals['_INTERRUPTREQUESTED']._serialized_end=2946
+  _globals['_TURNINTERRUPTED']._serialized_start=2948
+  _globals['_TURNINTERRUPTED']._serialized_end=2981
+  _globals['_INPUTDELIVERED']._serialized_start=2983
+  _globals['_INPUTDELIVERED']._serialized_end=3021
+  _globals['_PERMISSIONMODECHANGED']._serialized_start=3023
+  _globals['_PERMISSIONMODECHANGED']._serialized_end=3125
+  _globals['_SESSIONARCHIVED']._serialized_start=3127
+  _globals['_SESSIONARCHIVED']._serialized_end=3164
+  _globals['_STARTUPPHASE']._serialized_start=3166
+  _globals['_STARTUPPHASE']._serialized_end=3216
+  _globals['_RUNTIMELOST']._serialized_start=3218
+  _globals['_RUNTIMELOST']._serialized_end=3247
+  _globals['_TASKSTOPREQUESTED']._serialized_start=3249
+  _globals['_TASKSTOPREQUESTED']._serialized_end=3305
+  _globals['_ENGINEINFO']._serialized_start=3307
+  _globals['_ENGINEINFO']._serialized_end=3369
+  _globals['_ENGINETURNSTARTED']._serialized_start=3371
+  _globals['_ENGINETURNSTARTED']._serialized_end=3406
 # @@protoc_insertion_point(module_scope)

@@ -1,10 +1,12 @@
 import datetime
 
+from astrabox.sessionkernel.v1 import session_pb2 as _session_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -21,6 +23,19 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_TURN_COMPLETED: _ClassVar[EventKind]
     EVENT_KIND_TURN_FAILED: _ClassVar[EventKind]
     EVENT_KIND_SESSION_DELETED: _ClassVar[EventKind]
+    EVENT_KIND_INTERACTION_REQUESTED: _ClassVar[EventKind]
+    EVENT_KIND_INTERACTION_ANSWERED: _ClassVar[EventKind]
+    EVENT_KIND_INTERACTION_CLOSED: _ClassVar[EventKind]
+    EVENT_KIND_INTERRUPT_REQUESTED: _ClassVar[EventKind]
+    EVENT_KIND_TURN_INTERRUPTED: _ClassVar[EventKind]
+    EVENT_KIND_INPUT_DELIVERED: _ClassVar[EventKind]
+    EVENT_KIND_PERMISSION_MODE_CHANGED: _ClassVar[EventKind]
+    EVENT_KIND_SESSION_ARCHIVED: _ClassVar[EventKind]
+    EVENT_KIND_STARTUP_PHASE: _ClassVar[EventKind]
+    EVENT_KIND_RUNTIME_LOST: _ClassVar[EventKind]
+    EVENT_KIND_TASK_STOP_REQUESTED: _ClassVar[EventKind]
+    EVENT_KIND_ENGINE_INFO: _ClassVar[EventKind]
+    EVENT_KIND_ENGINE_TURN_STARTED: _ClassVar[EventKind]
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_SESSION_CREATED: EventKind
 EVENT_KIND_STARTUP_REQUESTED: EventKind
@@ -31,9 +46,22 @@ EVENT_KIND_ENGINE_MESSAGE: EventKind
 EVENT_KIND_TURN_COMPLETED: EventKind
 EVENT_KIND_TURN_FAILED: EventKind
 EVENT_KIND_SESSION_DELETED: EventKind
+EVENT_KIND_INTERACTION_REQUESTED: EventKind
+EVENT_KIND_INTERACTION_ANSWERED: EventKind
+EVENT_KIND_INTERACTION_CLOSED: EventKind
+EVENT_KIND_INTERRUPT_REQUESTED: EventKind
+EVENT_KIND_TURN_INTERRUPTED: EventKind
+EVENT_KIND_INPUT_DELIVERED: EventKind
+EVENT_KIND_PERMISSION_MODE_CHANGED: EventKind
+EVENT_KIND_SESSION_ARCHIVED: EventKind
+EVENT_KIND_STARTUP_PHASE: EventKind
+EVENT_KIND_RUNTIME_LOST: EventKind
+EVENT_KIND_TASK_STOP_REQUESTED: EventKind
+EVENT_KIND_ENGINE_INFO: EventKind
+EVENT_KIND_ENGINE_TURN_STARTED: EventKind
 
 class SessionEvent(_message.Message):
-    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted")
+    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +76,19 @@ class SessionEvent(_message.Message):
     TURN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     TURN_FAILED_FIELD_NUMBER: _ClassVar[int]
     SESSION_DELETED_FIELD_NUMBER: _ClassVar[int]
+    INTERACTION_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    INTERACTION_ANSWERED_FIELD_NUMBER: _ClassVar[int]
+    INTERACTION_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPT_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    TURN_INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
+    INPUT_DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    STARTUP_PHASE_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_LOST_FIELD_NUMBER: _ClassVar[int]
+    TASK_STOP_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_INFO_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_TURN_STARTED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     seq: int
     time: _timestamp_pb2.Timestamp
@@ -62,7 +103,20 @@ class SessionEvent(_message.Message):
     turn_completed: TurnCompleted
     turn_failed: TurnFailed
     session_deleted: SessionDeleted
-    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ...) -> None: ...
+    interaction_requested: InteractionRequested
+    interaction_answered: InteractionAnswered
+    interaction_closed: InteractionClosed
+    interrupt_requested: InterruptRequested
+    turn_interrupted: TurnInterrupted
+    input_delivered: InputDelivered
+    permission_mode_changed: PermissionModeChanged
+    session_archived: SessionArchived
+    startup_phase: StartupPhase
+    runtime_lost: RuntimeLost
+    task_stop_requested: TaskStopRequested
+    engine_info: EngineInfo
+    engine_turn_started: EngineTurnStarted
+    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ...) -> None: ...
 
 class SessionCreated(_message.Message):
     __slots__ = ("engine", "permission_mode", "model", "request_id")
@@ -145,3 +199,110 @@ class SessionDeleted(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class InteractionRequested(_message.Message):
+    __slots__ = ("interaction",)
+    INTERACTION_FIELD_NUMBER: _ClassVar[int]
+    interaction: _session_pb2.Interaction
+    def __init__(self, interaction: _Optional[_Union[_session_pb2.Interaction, _Mapping]] = ...) -> None: ...
+
+class InteractionAnswered(_message.Message):
+    __slots__ = ("interaction_id", "request_id", "decision", "updated_input_json", "message", "answers")
+    class AnswersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    interaction_id: str
+    request_id: str
+    decision: str
+    updated_input_json: str
+    message: str
+    answers: _containers.ScalarMap[str, str]
+    def __init__(self, interaction_id: _Optional[str] = ..., request_id: _Optional[str] = ..., decision: _Optional[str] = ..., updated_input_json: _Optional[str] = ..., message: _Optional[str] = ..., answers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class InteractionClosed(_message.Message):
+    __slots__ = ("interaction_id", "reason")
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    interaction_id: str
+    reason: str
+    def __init__(self, interaction_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class InterruptRequested(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class TurnInterrupted(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class InputDelivered(_message.Message):
+    __slots__ = ("accepted_seq",)
+    ACCEPTED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    accepted_seq: int
+    def __init__(self, accepted_seq: _Optional[int] = ...) -> None: ...
+
+class PermissionModeChanged(_message.Message):
+    __slots__ = ("permission_mode", "previous_permission_mode", "request_id")
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    permission_mode: str
+    previous_permission_mode: str
+    request_id: str
+    def __init__(self, permission_mode: _Optional[str] = ..., previous_permission_mode: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class SessionArchived(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class StartupPhase(_message.Message):
+    __slots__ = ("phase", "duration_ms")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    duration_ms: int
+    def __init__(self, phase: _Optional[str] = ..., duration_ms: _Optional[int] = ...) -> None: ...
+
+class RuntimeLost(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class TaskStopRequested(_message.Message):
+    __slots__ = ("task_id", "request_id")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    request_id: str
+    def __init__(self, task_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class EngineInfo(_message.Message):
+    __slots__ = ("slash_commands", "server_info_json")
+    SLASH_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_INFO_JSON_FIELD_NUMBER: _ClassVar[int]
+    slash_commands: _containers.RepeatedScalarFieldContainer[str]
+    server_info_json: str
+    def __init__(self, slash_commands: _Optional[_Iterable[str]] = ..., server_info_json: _Optional[str] = ...) -> None: ...
+
+class EngineTurnStarted(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...

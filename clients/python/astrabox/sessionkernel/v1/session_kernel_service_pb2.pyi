@@ -221,3 +221,19 @@ class DeleteSessionResponse(_message.Message):
     SESSION_FIELD_NUMBER: _ClassVar[int]
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
+
+class StopBackgroundTaskRequest(_message.Message):
+    __slots__ = ("session_id", "task_id", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    task_id: str
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., task_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class StopBackgroundTaskResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...

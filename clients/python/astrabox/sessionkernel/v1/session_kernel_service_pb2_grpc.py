@@ -104,6 +104,11 @@ class SessionKernelServiceStub:
                 request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DeleteSessionRequest.SerializeToString,
                 response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DeleteSessionResponse.FromString,
                 _registered_method=True)
+        self.StopBackgroundTask = channel.unary_unary(
+                '/astrabox.sessionkernel.v1.SessionKernelService/StopBackgroundTask',
+                request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.SerializeToString,
+                response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.FromString,
+                _registered_method=True)
 
 
 class SessionKernelServiceServicer:
@@ -204,6 +209,13 @@ class SessionKernelServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StopBackgroundTask(self, request, context):
+        """Asks the engine to stop one of the session's background tasks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionKernelServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -261,6 +273,11 @@ def add_SessionKernelServiceServicer_to_server(servicer, server):
                     servicer.DeleteSession,
                     request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DeleteSessionRequest.FromString,
                     response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'StopBackgroundTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopBackgroundTask,
+                    request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.FromString,
+                    response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -575,6 +592,33 @@ class SessionKernelService:
             '/astrabox.sessionkernel.v1.SessionKernelService/DeleteSession',
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DeleteSessionRequest.SerializeToString,
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StopBackgroundTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.sessionkernel.v1.SessionKernelService/StopBackgroundTask',
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.SerializeToString,
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.FromString,
             options,
             channel_credentials,
             insecure,

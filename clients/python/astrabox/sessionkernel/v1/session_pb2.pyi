@@ -5,7 +5,7 @@ from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -21,6 +21,12 @@ class SessionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SESSION_STATE_ARCHIVED: _ClassVar[SessionState]
     SESSION_STATE_DELETED: _ClassVar[SessionState]
     SESSION_STATE_FAILED: _ClassVar[SessionState]
+
+class InteractionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INTERACTION_KIND_UNSPECIFIED: _ClassVar[InteractionKind]
+    INTERACTION_KIND_TOOL_APPROVAL: _ClassVar[InteractionKind]
+    INTERACTION_KIND_QUESTION: _ClassVar[InteractionKind]
 SESSION_STATE_UNSPECIFIED: SessionState
 SESSION_STATE_CREATING: SessionState
 SESSION_STATE_READY: SessionState
@@ -30,9 +36,12 @@ SESSION_STATE_INTERRUPTING: SessionState
 SESSION_STATE_ARCHIVED: SessionState
 SESSION_STATE_DELETED: SessionState
 SESSION_STATE_FAILED: SessionState
+INTERACTION_KIND_UNSPECIFIED: InteractionKind
+INTERACTION_KIND_TOOL_APPROVAL: InteractionKind
+INTERACTION_KIND_QUESTION: InteractionKind
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels")
+    __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels", "pending_interaction", "background_tasks", "capabilities", "slash_commands", "queued_turn_ids")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +64,11 @@ class Session(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_INTERACTION_FIELD_NUMBER: _ClassVar[int]
+    BACKGROUND_TASKS_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    SLASH_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_TURN_IDS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     state: SessionState
     runtime_available: bool
@@ -70,4 +84,65 @@ class Session(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     request_id: str
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., runtime_available: _Optional[bool] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., last_seq: _Optional[int] = ..., current_turn_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., engine_session_id: _Optional[str] = ..., failure_reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    pending_interaction: Interaction
+    background_tasks: _containers.RepeatedCompositeFieldContainer[BackgroundTask]
+    capabilities: EngineCapabilities
+    slash_commands: _containers.RepeatedScalarFieldContainer[str]
+    queued_turn_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., runtime_available: _Optional[bool] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., last_seq: _Optional[int] = ..., current_turn_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., engine_session_id: _Optional[str] = ..., failure_reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., pending_interaction: _Optional[_Union[Interaction, _Mapping]] = ..., background_tasks: _Optional[_Iterable[_Union[BackgroundTask, _Mapping]]] = ..., capabilities: _Optional[_Union[EngineCapabilities, _Mapping]] = ..., slash_commands: _Optional[_Iterable[str]] = ..., queued_turn_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Interaction(_message.Message):
+    __slots__ = ("interaction_id", "kind", "turn_id", "tool_name", "input_json", "tool_use_id", "questions", "requested_seq")
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    interaction_id: str
+    kind: InteractionKind
+    turn_id: str
+    tool_name: str
+    input_json: str
+    tool_use_id: str
+    questions: _containers.RepeatedCompositeFieldContainer[Question]
+    requested_seq: int
+    def __init__(self, interaction_id: _Optional[str] = ..., kind: _Optional[_Union[InteractionKind, str]] = ..., turn_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_json: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., requested_seq: _Optional[int] = ...) -> None: ...
+
+class Question(_message.Message):
+    __slots__ = ("question", "header", "options", "multi_select")
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    MULTI_SELECT_FIELD_NUMBER: _ClassVar[int]
+    question: str
+    header: str
+    options: _containers.RepeatedScalarFieldContainer[str]
+    multi_select: bool
+    def __init__(self, question: _Optional[str] = ..., header: _Optional[str] = ..., options: _Optional[_Iterable[str]] = ..., multi_select: _Optional[bool] = ...) -> None: ...
+
+class BackgroundTask(_message.Message):
+    __slots__ = ("task_id", "description", "started_seq")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    STARTED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    description: str
+    started_seq: int
+    def __init__(self, task_id: _Optional[str] = ..., description: _Optional[str] = ..., started_seq: _Optional[int] = ...) -> None: ...
+
+class EngineCapabilities(_message.Message):
+    __slots__ = ("engine", "permission_modes", "supports_interactions", "supports_background_tasks", "supports_server_info")
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODES_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_INTERACTIONS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_BACKGROUND_TASKS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    permission_modes: _containers.RepeatedScalarFieldContainer[str]
+    supports_interactions: bool
+    supports_background_tasks: bool
+    supports_server_info: bool
+    def __init__(self, engine: _Optional[str] = ..., permission_modes: _Optional[_Iterable[str]] = ..., supports_interactions: _Optional[bool] = ..., supports_background_tasks: _Optional[bool] = ..., supports_server_info: _Optional[bool] = ...) -> None: ...
