@@ -285,18 +285,20 @@ class StopTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class StartRuntime(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript")
+    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     RESUME_ENGINE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSCRIPT_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
     resume_engine_session_id: str
     transcript: bytes
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ...) -> None: ...
+    committed_output_seq: int
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ...) -> None: ...
 
 class DeliverInput(_message.Message):
     __slots__ = ("turn_id", "text", "permission_mode")
