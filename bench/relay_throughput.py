@@ -1,0 +1,257 @@
+"""Relay throughput: engine-message outputs per second from the agent's outbox into the journal.
+
+One process runs a real control plane (`controlplane.server.serve`) on a fresh
+embedded PostgreSQL and, as its only agent, the agent's real `Outbox` (SQLite)
+and `RelayClient`, with a stand-in for the command applier that answers
+StartRuntime with RuntimeStarted. Sessions are created through the client API,
+so they exist and are placed on this agent. Then, per round, in rotating order:
+
+  relay backlog  the relay is stopped, M outputs are stored in the outbox, the
+                 relay is started: time until every output is journaled (the
+                 sessions' committed_output_seq) and acknowledged (outbox empty)
+  relay live     the relay runs while a producer stores M outputs, --append-batch
+                 per SQLite transaction (the agent stores one per transaction)
+  baseline       the same outputs committed straight through the control
+                 plane's own `OutputCommitter.commit`, in batches of the relay's
+                 batch size, one after another: no gRPC, no outbox
+
+Outputs go round-robin to --sessions sessions. Prints the median outputs/s of
+the rounds per mode, the relay/baseline ratio and this process's peak RSS.
+Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import datetime
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from _common import embedded_postgres, peak_rss_mb, percentile, revision
+from astrabox.client import AstraBoxClient
+from astrabox.runner.v1 import runner_service_pb2 as pb
+from controlplane import logs
+from controlplane.outputs import OutputCommitter
+from controlplane.server import serve
+from controlplane.settings import ControlPlaneSettings
+from dataplane_agent.outbox import Outbox
+from dataplane_agent.relay import RelayClient, RelayConfig
+from dataplane_agent.state import AgentState, Database
+
+# The relay's OutputBatch size (a field default); the baseline commits batches of the same size.
+BATCH_SIZE = next(f.default for f in dataclasses.fields(RelayConfig) if f.name == "batch_size")
+
+
+class StartRuntimeSink:
+    """Stands in for the command applier: StartRuntime -> RuntimeStarted output; every command acknowledged."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+        self._tasks: set[asyncio.Task] = set()
+
+    def submit(self, command: pb.Command, reply) -> None:
+        async def apply() -> None:
+            if command.WhichOneof("body") == "start_runtime":
+                started = pb.RuntimeStarted(sandbox_id="bench", driver="local")
+                await self._outbox.append(command.session_id, "", started)
+            reply(pb.CommandAck(command_seq=command.command_seq, command_id=command.command_id))
+
+        task = asyncio.create_task(apply())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def engine_message(payload_bytes: int, i: int) -> pb.EngineMessage:
+    """An AssistantMessage shaped as the agent relays it (`sdk_messages.message_payload`)."""
+    text = (f"output {i} " + "lorem ipsum " * payload_bytes)[:payload_bytes]
+    payload = {
+        "content": [{"type_name": "TextBlock", "text": text}],
+        "model": "claude-offline", "parent_tool_use_id": None, "error": None, "usage": None,
+        "message_id": f"msg_{i:08d}", "stop_reason": None, "session_id": "bench", "uuid": str(uuid.uuid4()),
+    }
+    return pb.EngineMessage(type_name="AssistantMessage", payload_json=json.dumps(payload))
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, pool, address: str, db: Database) -> None:
+        self.args, self.pool, self.address, self.db = args, pool, address, db
+        self.state, self.outbox = AgentState(db), Outbox(db)
+        self.relay: asyncio.Task | None = None
+        self.committer: OutputCommitter | None = None  # the control plane's own, seen at its first commit
+        self.turn_id = str(uuid.uuid4())
+        self.batches: list[int] = []  # outputs per OutputCommitter.commit call, in the current phase
+        self.appended_s = 0.0  # how long the live producer took to store its outputs
+        original = OutputCommitter.commit
+
+        async def counting_commit(committer: OutputCommitter, agent_id: str, outputs) -> object:
+            self.committer = self.committer or committer
+            self.batches.append(len(outputs))
+            return await original(committer, agent_id, outputs)
+
+        # Observes the relay's batches (and borrows its committer for the baseline); behaviour unchanged.
+        OutputCommitter.commit = counting_commit
+
+    def start_relay(self) -> RelayClient:
+        config = RelayConfig(target=self.address, agent_id="bench-agent", enrollment_token="", capacity=10_000,
+                             instance_id=uuid.uuid4().hex, drivers=("local",), engines=("claude_code",))
+        client = RelayClient(config, state=self.state, outbox=self.outbox, commands=StartRuntimeSink(self.outbox))
+        self.relay = asyncio.create_task(client.run())
+        return client
+
+    async def stop_relay(self) -> None:
+        assert self.relay is not None
+        self.relay.cancel()
+        await asyncio.gather(self.relay, return_exceptions=True)
+        self.relay = None
+
+    async def committed(self, sessions: list[str]) -> int:
+        return await self.pool.fetchval("SELECT coalesce(sum(committed_output_seq), 0) FROM sessions"
+                                        " WHERE session_id = ANY($1::uuid[])", sessions)
+
+    async def journaled(self, sessions: list[str]) -> int:
+        return await self.pool.fetchval("SELECT count(*) FROM events WHERE kind = 'engine_message'"
+                                        " AND session_id = ANY($1::uuid[])", sessions)
+
+    async def outbox_size(self) -> int:
+        return await self.db.read(lambda c: c.execute("SELECT count(*) FROM outbox").fetchone()[0])
+
+    async def drained(self, sessions: list[str], target: int) -> None:
+        """Until `target` outputs of `sessions` are journaled and the outbox is empty."""
+        async with asyncio.timeout(self.args.timeout):
+            while await self.committed(sessions) < target:
+                await asyncio.sleep(0.01)
+            while await self.outbox_size():
+                await asyncio.sleep(0.005)
+
+    def plan(self, sessions: list[str]) -> list[tuple[str, str, pb.EngineMessage]]:
+        """(session_id, turn_id, body) of each output, round-robin over the sessions."""
+        size = self.args.payload_bytes
+        return [(sessions[i % len(sessions)], self.turn_id, engine_message(size, i)) for i in range(self.args.outputs)]
+
+    async def append(self, plan: list[tuple[str, str, pb.EngineMessage]], per_tx: int) -> None:
+        for start in range(0, len(plan), per_tx):
+            chunk = plan[start:start + per_tx]
+            await self.db.write(lambda c, chunk=chunk: [self.outbox.append_tx(c, *item) for item in chunk])
+
+    async def backlog(self, sessions: list[str]) -> float:
+        target = await self.committed(sessions) + self.args.outputs
+        plan = self.plan(sessions)
+        await self.stop_relay()
+        await self.append(plan, per_tx=1000)
+        start = time.perf_counter()
+        self.start_relay()
+        await self.drained(sessions, target)
+        return time.perf_counter() - start
+
+    async def live(self, sessions: list[str]) -> float:
+        target = await self.committed(sessions) + self.args.outputs
+        plan = self.plan(sessions)
+        start = time.perf_counter()
+        await self.append(plan, per_tx=self.args.append_batch)
+        self.appended_s = time.perf_counter() - start
+        await self.drained(sessions, target)
+        return time.perf_counter() - start
+
+    async def baseline(self, sessions: list[str]) -> float:
+        cursors = dict(await self.pool.fetch(
+            "SELECT session_id::text, committed_output_seq FROM sessions WHERE session_id = ANY($1::uuid[])", sessions))
+        outputs = []
+        for session_id, _, message in self.plan(sessions):
+            cursors[session_id] += 1
+            outputs.append(pb.Output(session_id=session_id, output_seq=cursors[session_id], turn_id=self.turn_id,
+                                     engine_message=message))
+            outputs[-1].produce_time.GetCurrentTime()
+        assert self.committer is not None, "the relay has committed nothing yet"
+        start = time.perf_counter()
+        for i in range(0, len(outputs), BATCH_SIZE):
+            result = await self.committer.commit("bench-agent", outputs[i:i + BATCH_SIZE])
+            assert not result.refused, result.refused
+        return time.perf_counter() - start
+
+
+async def bench(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="astrabox-bench-relay-"))
+    try:
+        async with embedded_postgres(args.fast_postgres) as dsn:
+            settings = ControlPlaneSettings(database_url=dsn, listen="127.0.0.1:0")
+            async with serve(settings) as controlplane:
+                db = await Database.open(work / "agent.db")
+                try:
+                    await run(Bench(args, controlplane.pool, controlplane.address, db))
+                finally:
+                    await db.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def run(b: Bench) -> None:
+    args = b.args
+    relay = b.start_relay()
+    async with asyncio.timeout(30):
+        while not relay.streams_opened:
+            await asyncio.sleep(0.01)
+    modes = {"baseline": b.baseline, "relay backlog": b.backlog, "relay live": b.live}
+    async with AstraBoxClient.connect(b.address) as client:
+        sessions = {mode: [(await client.create_session()).session_id for _ in range(args.sessions)] for mode in modes}
+    await b.drained([s for group in sessions.values() for s in group], len(modes) * args.sessions)  # RuntimeStarted
+    rss_before = peak_rss_mb()
+
+    rates: dict[str, list[float]] = {mode: [] for mode in modes}
+    batch_means: dict[str, list[float]] = {mode: [] for mode in modes}
+    appended: list[float] = []
+    names = list(modes)
+    for r in range(args.rounds):
+        for mode in names[r % len(names):] + names[:r % len(names)]:
+            count_before = await b.journaled(sessions[mode])
+            b.batches.clear()
+            seconds = await modes[mode](sessions[mode])
+            batch_means[mode].append(sum(b.batches) / len(b.batches))
+            journaled = await b.journaled(sessions[mode]) - count_before
+            assert journaled == args.outputs, (mode, journaled)
+            rates[mode].append(args.outputs / seconds)
+            if mode == "relay live":
+                appended.append(args.outputs / b.appended_s)
+            print(f"round {r + 1} {mode:<14} {args.outputs / seconds:9.0f} outputs/s ({seconds:.2f} s, "
+                  f"{len(b.batches)} commits of {batch_means[mode][-1]:.1f} outputs on average)", file=sys.stderr)
+    await b.stop_relay()
+
+    now = datetime.datetime.now().astimezone()
+    postgres = "fast (fsync off)" if args.fast_postgres else "durable"
+    print(f"relay_throughput  {now:%Y-%m-%d %H:%M %Z}  {revision()}  outputs={args.outputs} sessions={args.sessions}"
+          f" rounds={args.rounds} payload={args.payload_bytes}B batch={BATCH_SIZE} append-batch={args.append_batch}"
+          f" postgres={postgres}")
+    for mode, values in rates.items():
+        rounds = ", ".join(f"{v:.0f}" for v in values)
+        print(f"  {mode:<30} median {percentile(values, 50):9.0f} outputs/s   "
+              f"{percentile(batch_means[mode], 50):5.1f} outputs/commit   (rounds: {rounds})")
+    print(f"  {'  live producer append rate':<30} median {percentile(appended, 50):9.0f} outputs/s")
+    base = percentile(rates["baseline"], 50)
+    for mode in ("relay backlog", "relay live"):
+        print(f"  {mode} / baseline = {percentile(rates[mode], 50) / base:.2f}")
+    print(f"  peak RSS of this process: {rss_before:.0f} MB after setup, {peak_rss_mb():.0f} MB at the end")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--outputs", type=int, default=20_000, help="outputs per mode and round (default %(default)s)")
+    parser.add_argument("--sessions", type=int, default=4, help="sessions per mode (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; the median is reported (default %(default)s)")
+    parser.add_argument("--payload-bytes", type=int, default=200, help="text per message (default %(default)s)")
+    parser.add_argument("--append-batch", type=int, default=1, help="outputs per outbox transaction in live mode "
+                        "(default %(default)s, as the agent does)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per phase (default %(default)s)")
+    parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
+    args = parser.parse_args()
+    logs.configure(json_logs=True, level="warning")
+    asyncio.run(bench(args))
+
+
+if __name__ == "__main__":
+    main()
