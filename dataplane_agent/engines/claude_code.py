@@ -4,6 +4,10 @@ The SDK runs in the agent; the CLI (and so every tool it runs) runs inside the
 sandbox, reached through the driver's launcher, which the SDK spawns as its
 `cli_path`. The SDK hands the CLI the agent's whole environment; the launcher
 replaces it with exactly the variables built here.
+
+One reader task per session drains the SDK's message stream into a bounded
+queue that `outputs()` serves, so messages the CLI sends between turns
+(background-task lifecycle, a turn it starts on its own) are never lost.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import re
+import typing
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,15 +25,33 @@ from typing import Any
 
 import claude_agent_sdk
 import structlog
-from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ClaudeSDKError, ResultMessage, SystemMessage
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    ClaudeSDKError,
+    PermissionMode,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ResultMessage,
+    SystemMessage,
+    ToolPermissionContext,
+)
 
-from dataplane_agent.engines.base import EngineConfig, EngineError, EngineOutput
+from dataplane_agent.engines.base import EngineConfig, EngineError, EngineManifest, EngineOutput, InteractionBroker, ToolRequest
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError
 
 log = structlog.get_logger(__name__)
 
 BUNDLED_CLI = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+
+MANIFEST = EngineManifest(
+    kind="claude_code",
+    permission_modes=typing.get_args(PermissionMode),
+    supports_interactions=True,
+    supports_background_tasks=True,
+    supports_server_info=True,
+)
 
 # What the CLI needs to stay quiet and offline-friendly. IS_SANDBOX tells it that it runs in a
 # deliberate sandbox: without it, it refuses bypassPermissions when the sandbox user is root.
@@ -45,6 +70,8 @@ _SDK_ENV = {
 }
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 _STDERR_LINES = 40
+_OUTPUT_BUFFER = 1024
+_DEFAULT_DENIAL = "The user denied this tool use."
 
 
 def cli_environment(config_env: Mapping[str, str]) -> dict[str, str]:
@@ -52,26 +79,43 @@ def cli_environment(config_env: Mapping[str, str]) -> dict[str, str]:
     return {**_CLI_ENV, **_SDK_ENV, **config_env}
 
 
+def transcript_path(sandbox: Sandbox, engine_session_id: str) -> Path:
+    """Where the CLI keeps a conversation's transcript, as a host path.
+
+    The CLI files it under its config directory (`~/.claude`) by project, the
+    project being its working directory with every non-alphanumeric character
+    turned into `-` (`/workspace` → `-workspace`).
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", engine_session_id):
+        raise EngineError(f"{engine_session_id!r} is not a Claude Code session id")
+    project = re.sub(r"[^A-Za-z0-9]", "-", sandbox.inner_workspace)
+    return sandbox.home / ".claude" / "projects" / project / f"{engine_session_id}.jsonl"
+
+
 class ClaudeCodeAdapter:
     """Starts Claude Code engine sessions through the real claude-agent-sdk."""
 
-    kind = "claude_code"
+    kind = MANIFEST.kind
+    manifest = MANIFEST
 
     def __init__(
         self,
         cli_path: Path | None = None,
         *,
         connect_timeout: float = 90.0,
-        message_timeout: float = 600.0,
         control_timeout: float = 30.0,
         close_timeout: float = 30.0,
     ) -> None:
         self._cli_path = Path(cli_path) if cli_path is not None else BUNDLED_CLI
-        self._timeouts = _Timeouts(connect_timeout, message_timeout, control_timeout, close_timeout)
+        self._timeouts = _Timeouts(connect_timeout, control_timeout, close_timeout)
 
     async def start(self, sandbox: Sandbox, driver: SandboxDriver, config: EngineConfig) -> ClaudeCodeSession:
         if not self._cli_path.is_file():
             raise EngineError(f"the Claude Code CLI was not found at {self._cli_path}")
+        if config.permission_mode and config.permission_mode not in MANIFEST.permission_modes:
+            raise EngineError(f"unknown permission mode {config.permission_mode!r}; valid: {', '.join(MANIFEST.permission_modes)}")
+        if config.transcript:
+            await _restore_transcript(sandbox, config)
         env = cli_environment(config.env)
         redactor = _Redactor(value for name, value in env.items() if _looks_secret(name))
         try:
@@ -79,6 +123,7 @@ class ClaudeCodeAdapter:
         except SandboxError as error:
             raise EngineError(redactor(f"cannot prepare the CLI in sandbox {sandbox.sandbox_id}: {error}")) from error
         stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        session_log = log.bind(sandbox_id=sandbox.sandbox_id)
         options = ClaudeAgentOptions(
             cli_path=launcher,
             # The SDK starts the launcher in this directory on the host; the launcher enters the
@@ -88,119 +133,194 @@ class ClaudeCodeAdapter:
             permission_mode=config.permission_mode or None,  # type: ignore[arg-type]
             model=config.model or None,
             resume=config.resume_engine_session_id or None,
+            # The SDK switches the CLI's permission prompts to its control channel when this is set.
+            can_use_tool=_ToolGate(config.interactions, session_log) if config.interactions is not None else None,
             stderr=stderr_tail.append,
         )
-        session = ClaudeCodeSession(ClaudeSDKClient(options), self._timeouts, redactor, stderr_tail, sandbox.sandbox_id)
-        await session.connect(config.permission_mode)
+        session = ClaudeCodeSession(
+            ClaudeSDKClient(options),
+            sandbox,
+            self._timeouts,
+            _Failures(redactor, stderr_tail, session_log),
+            permission_mode=config.permission_mode,
+            engine_session_id=config.resume_engine_session_id,
+        )
+        await session.connect()
         return session
 
 
 class ClaudeCodeSession:
-    """One connected Claude Code CLI; turns run one at a time."""
+    """One connected Claude Code CLI.
+
+    `outputs()` has one consumer; `send`, `interrupt` and the other commands
+    may be called from other tasks while it is being read.
+    """
 
     def __init__(
         self,
         client: ClaudeSDKClient,
+        sandbox: Sandbox,
         timeouts: _Timeouts,
-        redactor: _Redactor,
-        stderr_tail: collections.deque[str],
-        sandbox_id: str,
+        failures: _Failures,
+        *,
+        permission_mode: str,
+        engine_session_id: str,
     ) -> None:
         self._client = client
+        self._sandbox = sandbox
         self._timeouts = timeouts
-        self._redact = redactor
-        self._stderr = stderr_tail
-        self._log = log.bind(sandbox_id=sandbox_id)
-        self._engine_session_id = ""
-        self._permission_mode = ""
-        self._current_turn: object | None = None
-        self._connected = False
-        self._unfinished_turn = False
+        self._failures = failures
+        self._log = failures.log
+        self._permission_mode = permission_mode
+        self._engine_session_id = engine_session_id
+        self._queue: asyncio.Queue[EngineOutput | _End] = asyncio.Queue(maxsize=_OUTPUT_BUFFER)
+        self._reader: asyncio.Task[None] | None = None
+        self._ended: _End | None = None
+        self._commands = asyncio.Lock()
+        self._turn: object | None = None
+        self._closed = False
 
     @property
     def engine_session_id(self) -> str:
         return self._engine_session_id
 
-    async def connect(self, permission_mode: str) -> None:
+    @property
+    def permission_mode(self) -> str:
+        return self._permission_mode
+
+    async def connect(self) -> None:
         started = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(self._timeouts.connect):
                 await self._client.connect()
         except TimeoutError:
             await self.close()
-            raise EngineError(self._failure(f"the CLI did not start within {self._timeouts.connect:.0f}s")) from None
+            raise EngineError(self._failures.describe(f"the CLI did not start within {self._timeouts.connect:.0f}s")) from None
         except (ClaudeSDKError, OSError) as error:
             await self.close()
-            raise EngineError(self._failure(f"the CLI could not start: {error}")) from error
-        self._connected = True
-        self._permission_mode = permission_mode
+            raise EngineError(self._failures.describe(f"the CLI could not start: {error}")) from error
+        self._reader = asyncio.create_task(self._read(), name=f"claude-code-reader-{self._sandbox.sandbox_id}")
         self._log.debug("engine_connected", seconds=round(asyncio.get_running_loop().time() - started, 3))
 
-    async def run_turn(self, text: str, permission_mode: str = "") -> AsyncIterator[EngineOutput]:
-        if self._current_turn is not None:
-            raise EngineError("a turn is already running in this engine session")
-        if not self._connected:
-            raise EngineError("the engine session is closed")
-        if self._unfinished_turn:
-            # Its remaining messages would be taken for this turn's: the caller must close and resume.
-            raise EngineError("the previous turn did not finish; close this engine session and resume")
-        turn = self._current_turn = object()
-        self._unfinished_turn = True
-        messages: AsyncIterator[Any] | None = None
-        try:
-            await self._send(text, permission_mode)
-            messages = aiter(self._client.receive_response())
-            while True:
-                try:
-                    async with asyncio.timeout(self._timeouts.message):
-                        message = await anext(messages)
-                except StopAsyncIteration:
-                    raise EngineError(self._failure("the CLI stopped before finishing the turn")) from None
-                except TimeoutError:
-                    silence = f"{self._timeouts.message:.0f}s"
-                    raise EngineError(self._failure(f"the CLI sent nothing for {silence} during a turn")) from None
-                self._note_session_id(message)
-                output = EngineOutput(type_name=type(message).__name__, payload=message_payload(message))
-                if isinstance(message, ResultMessage):
-                    # Settled before the last yield: a caller may stop iterating at the Result.
-                    self._unfinished_turn = False
-                    self._current_turn = None
-                    with contextlib.suppress(Exception):
-                        await messages.aclose()  # type: ignore[attr-defined]
-                    messages = None
-                    yield output
-                    return
-                yield output
-        except EngineError:
-            raise
-        except Exception as error:  # the SDK raises its own errors and, for some CLI failures, bare Exception
-            raise EngineError(self._failure(f"the turn failed: {error}")) from error
-        finally:
-            if self._current_turn is turn:
-                self._current_turn = None
-            if messages is not None:
-                with contextlib.suppress(Exception):
-                    await messages.aclose()  # type: ignore[attr-defined]
+    async def outputs(self) -> AsyncIterator[EngineOutput]:
+        while True:
+            if self._ended is not None and self._queue.empty():
+                item: EngineOutput | _End = self._ended
+            else:
+                item = await self._queue.get()
+            if isinstance(item, _End):
+                self._ended = item
+                if item.error is not None:
+                    raise EngineError(item.error)
+                return
+            yield item
 
-    async def _send(self, text: str, permission_mode: str) -> None:
+    async def send(self, text: str, permission_mode: str = "") -> None:
+        async with self._command("take the message"):
+            if permission_mode and permission_mode != self._permission_mode:
+                await self._client.set_permission_mode(permission_mode)  # type: ignore[arg-type]
+                self._permission_mode = permission_mode
+            await self._client.query(text)
+
+    async def interrupt(self) -> None:
+        async with self._command("acknowledge the interrupt"):
+            await self._client.interrupt()
+
+    async def set_permission_mode(self, mode: str) -> None:
+        if mode not in MANIFEST.permission_modes:
+            raise EngineError(f"unknown permission mode {mode!r}; valid: {', '.join(MANIFEST.permission_modes)}")
+        async with self._command("switch the permission mode"):
+            await self._client.set_permission_mode(mode)  # type: ignore[arg-type]
+            self._permission_mode = mode
+
+    async def stop_task(self, task_id: str) -> None:
+        async with self._command(f"stop task {task_id}"):
+            await self._client.stop_task(task_id)
+
+    async def server_info(self) -> dict[str, Any] | None:
+        async with self._command("report its server info"):
+            info = await self._client.get_server_info()
+        return dict(info) if info is not None else None
+
+    async def transcript(self) -> bytes:
+        if not self._engine_session_id:
+            return b""
+        path = transcript_path(self._sandbox, self._engine_session_id)
         try:
             async with asyncio.timeout(self._timeouts.control):
-                if permission_mode and permission_mode != self._permission_mode:
-                    await self._client.set_permission_mode(permission_mode)  # type: ignore[arg-type]
-                    self._permission_mode = permission_mode
-                await self._client.query(text)
-        except TimeoutError:
-            raise EngineError(self._failure(f"the CLI did not take the message within {self._timeouts.control:.0f}s")) from None
+                return await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            return b""
+        except (OSError, TimeoutError) as error:
+            raise EngineError(f"cannot read the transcript {path}: {error!r}") from error
 
     async def close(self) -> None:
-        self._connected = False
+        self._closed = True
         try:
             async with asyncio.timeout(self._timeouts.close):
                 await self._client.disconnect()
         except TimeoutError:
             self._log.warning("engine_close_timed_out", seconds=self._timeouts.close)
         except Exception as error:  # closing must not fail the caller; the process is gone or going
-            self._log.warning("engine_close_failed", error=self._redact(str(error)))
+            self._log.warning("engine_close_failed", error=self._failures.redact(str(error)))
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        self._ended = self._ended or _End()
+
+    async def run_turn(self, text: str, permission_mode: str = "") -> AsyncIterator[EngineOutput]:
+        """Send `text` and yield outputs through the next Result: a one-turn-at-a-time convenience."""
+        if self._turn is not None:
+            raise EngineError("a turn is already running in this engine session")
+        turn = self._turn = object()
+        try:
+            await self.send(text, permission_mode)
+            async with contextlib.aclosing(self.outputs()) as outputs:
+                async for output in outputs:
+                    if output.ends_turn:
+                        # Settled before the last yield: a caller may stop iterating at the Result.
+                        self._turn = None
+                        yield output
+                        return
+                    yield output
+            raise EngineError(self._failures.describe("the CLI stopped before finishing the turn"))
+        finally:
+            if self._turn is turn:  # a generator abandoned at its Result is finalized later, maybe mid-turn
+                self._turn = None
+
+    @contextlib.asynccontextmanager
+    async def _command(self, what: str) -> AsyncIterator[None]:
+        if self._closed or self._ended is not None:
+            raise EngineError("the engine session is closed")
+        try:
+            async with asyncio.timeout(self._timeouts.control):
+                async with self._commands:
+                    yield
+        except TimeoutError:
+            raise EngineError(self._failures.describe(f"the CLI did not {what} within {self._timeouts.control:.0f}s")) from None
+        except EngineError:
+            raise
+        except Exception as error:  # the SDK raises its own errors and, for control failures, bare Exception
+            raise EngineError(self._failures.describe(f"the CLI did not {what}: {error}")) from error
+
+    async def _read(self) -> None:
+        end = _End()
+        try:
+            async for message in self._client.receive_messages():
+                self._note_session_id(message)
+                await self._queue.put(EngineOutput(type_name=type(message).__name__, payload=message_payload(message)))
+            if not self._closed:
+                self._log.info("engine_process_ended")
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # whatever ended the stream, the reader reports it rather than dying silently
+            if not self._closed:
+                end = _End(self._failures.describe(f"the CLI stopped: {error}"))
+        finally:
+            self._ended = end
+            with contextlib.suppress(asyncio.QueueFull):
+                self._queue.put_nowait(end)  # wakes a waiting consumer; a full queue is drained first
 
     def _note_session_id(self, message: object) -> None:
         session_id: Any = None
@@ -212,21 +332,81 @@ class ClaudeCodeSession:
             self._engine_session_id = session_id
             self._log.debug("engine_session_id", engine_session_id=session_id)
 
-    def _failure(self, what: str) -> str:
-        message = what
-        if self._stderr:
-            message += "; CLI stderr: " + " | ".join(self._stderr)
-        message = self._redact(message)
-        self._log.warning("engine_failed", error=message)
-        return message
+
+class _ToolGate:
+    """The SDK's `can_use_tool`: every approval (and AskUserQuestion) goes to the broker as a ToolRequest."""
+
+    def __init__(self, broker: InteractionBroker, session_log: Any) -> None:
+        self._broker = broker
+        self._log = session_log
+
+    async def __call__(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        request = ToolRequest(
+            interaction_id=str(uuid.uuid4()), tool_name=tool_name, input=dict(tool_input), tool_use_id=context.tool_use_id or ""
+        )
+        self._log.debug("engine_asks", interaction_id=request.interaction_id, tool_name=tool_name)
+        decision = await self._broker.ask(request)
+        if decision.allow:
+            return PermissionResultAllow(updated_input=decision.updated_input)
+        return PermissionResultDeny(message=decision.message or _DEFAULT_DENIAL, interrupt=decision.interrupt)
+
+
+async def _restore_transcript(sandbox: Sandbox, config: EngineConfig) -> None:
+    """Put a stored transcript where the CLI will look for it when resuming.
+
+    A transcript already in the sandbox is the CLI's own and at least as new, so it is kept."""
+    if not config.resume_engine_session_id:
+        raise EngineError("a transcript can only be restored to resume its conversation: no engine session id was given")
+    path = transcript_path(sandbox, config.resume_engine_session_id)
+
+    def write() -> bool:
+        if path.exists():
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".restoring")
+        temporary.write_bytes(config.transcript)
+        temporary.chmod(0o600)
+        temporary.replace(path)
+        return True
+
+    try:
+        restored = await asyncio.to_thread(write)
+    except OSError as error:
+        raise EngineError(f"cannot restore the transcript into sandbox {sandbox.sandbox_id}: {error}") from error
+    log.debug("transcript_restored" if restored else "transcript_kept", sandbox_id=sandbox.sandbox_id, bytes=len(config.transcript))
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    """The reader is done: the CLI's stream ended, with `error` if it failed."""
+
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class _Timeouts:
     connect: float
-    message: float  # the longest silence allowed during a turn (a tool may run that long)
     control: float
     close: float
+
+
+class _Failures:
+    """Turns what went wrong into an error message: the CLI's stderr tail appended, secrets blanked."""
+
+    def __init__(self, redact: _Redactor, stderr_tail: collections.deque[str], session_log: Any) -> None:
+        self.redact = redact
+        self.log = session_log
+        self._stderr = stderr_tail
+
+    def describe(self, what: str) -> str:
+        message = what
+        if self._stderr:
+            message += "; CLI stderr: " + " | ".join(self._stderr)
+        message = self.redact(message)
+        self.log.warning("engine_failed", error=message)
+        return message
 
 
 class _Redactor:

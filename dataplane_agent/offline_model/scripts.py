@@ -1,21 +1,29 @@
-"""The offline model's script table: what it answers, decided from the conversation alone.
+r"""The offline model's script table: what it answers, decided from the conversation alone.
 
 The model is stateless. "The prompt" is the newest user message holding real
-text (not only tool results); the number of tool results after it tells how
-far the script has got.
+text (not only tool results); the tool results after it tell how far the
+script has got. The first row whose marker the prompt holds wins.
 
-| prompt contains   | replies                                                              |
-|-------------------|----------------------------------------------------------------------|
-| `run: <command>`  | Bash `<command>`, then a text quoting its output                     |
-| `steps: N`        | N replies, each Bash `sleep 0.3; echo step <i>`, then "Finished N steps." |
-| anything else     | Bash writing and reading hello.txt, then a text saying what it holds |
+| prompt contains        | replies                                                                   |
+|------------------------|---------------------------------------------------------------------------|
+| `run: <command>`       | Bash `<command>`, then a text quoting its output                          |
+| `steps: N`             | N replies, each Bash `sleep 0.3; echo step <i>`, then "Finished N steps."  |
+| `sleep: N`             | Bash `sleep N; echo slept` (a long tool, to interrupt), then its output    |
+| `ask: <question>? A\|B` | AskUserQuestion with options A, B; then "You chose: <answer>."           |
+| `background: <command>` | Bash `<command>` in the background, then "Started in the background."   |
+| a task notification    | "Background task finished: <the CLI's summary>" (the CLI's own message)  |
+| anything else          | Bash writing and reading hello.txt, then a text saying what it holds      |
+
+When the newest tool result is an error (the user denied the tool, or the
+tool failed), every script stops there with "The command was denied: …" or
+"The command failed: …".
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 HELLO_COMMAND = "printf 'Hello from AstraBox\\n' > hello.txt && cat hello.txt"
@@ -23,19 +31,45 @@ HELLO_CONTENT = "Hello from AstraBox\n"
 
 _RUN = re.compile(r"^\s*run:\s*(?P<command>.+?)\s*$", re.MULTILINE)
 _STEPS = re.compile(r"^\s*steps:\s*(?P<count>\d+)\s*$", re.MULTILINE)
+_SLEEP = re.compile(r"^\s*sleep:\s*(?P<seconds>\d+(?:\.\d+)?)\s*$", re.MULTILINE)
+_ASK = re.compile(r"^\s*ask:\s*(?P<question>.+?\?)\s*(?P<options>.+?)\s*$", re.MULTILINE)
+_BACKGROUND = re.compile(r"^\s*background:\s*(?P<command>.+?)\s*$", re.MULTILINE)
+# How the CLI tells the model that a background task ended (a user message of its own).
+_TASK_NOTIFICATION = re.compile(r"<task-notification>(?P<body>.*?)</task-notification>", re.DOTALL)
+_SUMMARY = re.compile(r"<summary>(?P<summary>.*?)</summary>", re.DOTALL)
+# What the CLI puts in the tool result of a tool the user refused.
+_DENIAL_MARKERS = ("denied", "rejected", "doesn't want", "permission")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    name: str
+    input: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """One assistant reply: some text and, optionally, one Bash command to run."""
+    """One assistant reply: some text and, optionally, one tool call."""
 
     text: str
-    command: str | None = None
-    description: str = ""
+    tool: ToolCall | None = None
 
     @property
     def stop_reason(self) -> str:
-        return "tool_use" if self.command is not None else "end_turn"
+        return "tool_use" if self.tool is not None else "end_turn"
+
+    @property
+    def command(self) -> str | None:
+        """The Bash command this reply runs, if it runs one."""
+        if self.tool is None or self.tool.name != "Bash":
+            return None
+        return str(self.tool.input["command"])
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    text: str
+    is_error: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,44 +77,110 @@ class Conversation:
     """Where a conversation stands, as far as the scripts care."""
 
     prompt: str
-    # Text of every tool result after the prompt, oldest first.
-    tool_results: tuple[str, ...]
+    # Every tool result after the prompt, oldest first.
+    tool_results: tuple[ToolResult, ...] = field(default_factory=tuple)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(result.text for result in self.tool_results)
+
+
+def bash(command: str, description: str, *, background: bool = False) -> ToolCall:
+    tool_input: dict[str, Any] = {"command": command, "description": description}
+    if background:
+        tool_input["run_in_background"] = True
+    return ToolCall("Bash", tool_input)
 
 
 def reply_for(messages: Sequence[Mapping[str, Any]]) -> Reply:
     """The scripted reply to a Messages API conversation."""
     conversation = read_conversation(messages)
-    if match := _RUN.search(conversation.prompt):
-        return _run_script(match["command"], conversation.tool_results)
-    if match := _STEPS.search(conversation.prompt):
-        return _steps_script(int(match["count"]), conversation.tool_results)
-    return _hello_script(conversation.tool_results)
+    if conversation.tool_results and conversation.tool_results[-1].is_error:
+        return _refused(conversation.tool_results[-1].text)
+    if match := _TASK_NOTIFICATION.search(conversation.prompt):
+        return _task_finished(match["body"])
+    for pattern, script in _SCRIPTS:
+        if match := pattern.search(conversation.prompt):
+            return script(match, conversation)
+    return _hello_script(conversation)
 
 
-def _run_script(command: str, results: tuple[str, ...]) -> Reply:
-    if not results:
-        return Reply(f"I'll run `{command}`.", command=command, description="Run the requested command")
-    return Reply(f"The command `{command}` printed:\n{results[-1].rstrip()}")
+def _run_script(match: re.Match[str], conversation: Conversation) -> Reply:
+    command = match["command"]
+    if not conversation.tool_results:
+        return Reply(f"I'll run `{command}`.", bash(command, "Run the requested command"))
+    return Reply(f"The command `{command}` printed:\n{conversation.outputs[-1].rstrip()}")
 
 
-def _steps_script(count: int, results: tuple[str, ...]) -> Reply:
-    done = len(results)
+def _steps_script(match: re.Match[str], conversation: Conversation) -> Reply:
+    count, done = int(match["count"]), len(conversation.tool_results)
     if done < count:
         step = done + 1
-        return Reply(f"Step {step} of {count}.", command=f"sleep 0.3; echo step {step}", description=f"Step {step}")
+        return Reply(f"Step {step} of {count}.", bash(f"sleep 0.3; echo step {step}", f"Step {step}"))
     return Reply(f"Finished {count} steps.")
 
 
-def _hello_script(results: tuple[str, ...]) -> Reply:
-    if not results:
-        return Reply("I'll create hello.txt in the workspace.", command=HELLO_COMMAND, description="Create hello.txt")
-    return Reply(f"I created hello.txt; it contains: {results[-1].strip()}")
+def _sleep_script(match: re.Match[str], conversation: Conversation) -> Reply:
+    seconds = match["seconds"]
+    if not conversation.tool_results:
+        return Reply(f"I'll sleep for {seconds}s.", bash(f"sleep {seconds}; echo slept", f"Sleep {seconds} seconds"))
+    return Reply(f"Done sleeping: {conversation.outputs[-1].strip()}")
+
+
+def _ask_script(match: re.Match[str], conversation: Conversation) -> Reply:
+    question = match["question"].strip()
+    if not conversation.tool_results:
+        options = [{"label": label.strip(), "description": f"Choose {label.strip()}"} for label in match["options"].split("|")]
+        ask = {"questions": [{"question": question, "header": "Question", "options": options, "multiSelect": False}]}
+        return Reply("I need to ask you something.", ToolCall("AskUserQuestion", ask))
+    return Reply(f"You chose: {answer_in(conversation.outputs[-1], question)}.")
+
+
+def _background_script(match: re.Match[str], conversation: Conversation) -> Reply:
+    command = match["command"]
+    if not conversation.tool_results:
+        return Reply(f"I'll run `{command}` in the background.", bash(command, "Run in the background", background=True))
+    return Reply("Started in the background.")
+
+
+def _hello_script(conversation: Conversation) -> Reply:
+    if not conversation.tool_results:
+        return Reply("I'll create hello.txt in the workspace.", bash(HELLO_COMMAND, "Create hello.txt"))
+    return Reply(f"I created hello.txt; it contains: {conversation.outputs[-1].strip()}")
+
+
+def _task_finished(notification: str) -> Reply:
+    summary = match["summary"].strip() if (match := _SUMMARY.search(notification)) else notification.strip()
+    return Reply(f"Background task finished: {summary}")
+
+
+def _refused(result: str) -> Reply:
+    message = result.strip()
+    if any(marker in message.lower() for marker in _DENIAL_MARKERS):
+        return Reply(f"The command was denied: {message}")
+    return Reply(f"The command failed: {message}")
+
+
+_SCRIPTS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], Conversation], Reply]], ...] = (
+    (_RUN, _run_script),
+    (_STEPS, _steps_script),
+    (_SLEEP, _sleep_script),
+    (_ASK, _ask_script),
+    (_BACKGROUND, _background_script),
+)
+
+
+def answer_in(tool_result: str, question: str) -> str:
+    """The answer to `question` in an AskUserQuestion result (`"<question>"="<answer>"`), else the whole result."""
+    if match := re.search(re.escape(f'"{question}"="') + r'(?P<answer>[^"]*)"', tool_result):
+        return match["answer"]
+    return tool_result.strip()
 
 
 def read_conversation(messages: Sequence[Mapping[str, Any]]) -> Conversation:
     """Find the prompt and the tool results that followed it."""
     prompt = ""
-    results: list[str] = []
+    results: list[ToolResult] = []
     for message in messages:
         if message.get("role") != "user":
             continue
@@ -91,12 +191,12 @@ def read_conversation(messages: Sequence[Mapping[str, Any]]) -> Conversation:
     return Conversation(prompt=prompt, tool_results=tuple(results))
 
 
-def _split_content(content: Any) -> tuple[str, list[str]]:
-    """A user message's own text, and the text of each tool result in it."""
+def _split_content(content: Any) -> tuple[str, list[ToolResult]]:
+    """A user message's own text, and each tool result in it."""
     if isinstance(content, str):
         return content, []
     texts: list[str] = []
-    results: list[str] = []
+    results: list[ToolResult] = []
     for block in content or ():
         if not isinstance(block, Mapping):
             continue
@@ -106,7 +206,7 @@ def _split_content(content: Any) -> tuple[str, list[str]]:
             if not text.lstrip().startswith("<system-reminder>"):
                 texts.append(text)
         elif block.get("type") == "tool_result":
-            results.append(_flatten(block.get("content")))
+            results.append(ToolResult(_flatten(block.get("content")), bool(block.get("is_error"))))
     return "\n".join(texts), results
 
 

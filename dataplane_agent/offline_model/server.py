@@ -159,6 +159,7 @@ class OfflineModel:
             model=body.get("model"),
             stream=bool(body.get("stream")),
             stop_reason=reply.stop_reason,
+            tool=reply.tool.name if reply.tool else None,
             command=reply.command,
         )
         if body.get("stream"):
@@ -174,11 +175,8 @@ class OfflineModel:
 
     def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}]
-        if reply.command is not None:
-            tool_input: dict[str, Any] = {"command": reply.command}
-            if reply.description:
-                tool_input["description"] = reply.description
-            content.append({"type": "tool_use", "id": self._new_id("toolu"), "name": "Bash", "input": tool_input})
+        if reply.tool is not None:
+            content.append({"type": "tool_use", "id": self._new_id("toolu"), "name": reply.tool.name, "input": reply.tool.input})
         output_tokens = max(1, len(json.dumps(content)) // 4)
         return {
             "id": self._new_id("msg"),
