@@ -10,7 +10,9 @@
   applied commits in the same transaction as its effect.
 
 Commands of one session apply one at a time in arrival order; different
-sessions proceed concurrently. `submit` runs `apply` in the applier's own
+sessions proceed concurrently. No operation waits for a turn: a DeliverInput
+is applied once the input is queued, an InterruptTurn once the engine was
+asked to stop, so an answer or an interrupt is never stuck behind a turn. `submit` runs `apply` in the applier's own
 TaskGroup and hands the acknowledgement to a callback (the relay's current
 stream), so a slow sandbox start never holds up the stream.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
@@ -27,9 +30,9 @@ import structlog
 from google.rpc import status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.engines.base import ToolDecision
 from dataplane_agent.errors import CommandRefused
-from dataplane_agent.runtimes import Receipt
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState, Database, Receipt
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +49,16 @@ class RuntimeOps(Protocol):
     async def deliver_input(self, session_id: str, req: pb.DeliverInput, receipt: Receipt) -> None: ...
 
     async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> None: ...
+
+    async def answer_interaction(
+        self, session_id: str, interaction_id: str, decision: ToolDecision, receipt: Receipt
+    ) -> None: ...
+
+    async def interrupt_turn(self, session_id: str, req: pb.InterruptTurn, receipt: Receipt) -> None: ...
+
+    async def set_permission_mode(self, session_id: str, req: pb.SetPermissionMode, receipt: Receipt) -> None: ...
+
+    async def stop_task(self, session_id: str, req: pb.StopTask, receipt: Receipt) -> None: ...
 
 
 class CommandApplier:
@@ -137,6 +150,24 @@ class CommandApplier:
             await self._runtimes.deliver_input(command.session_id, command.deliver_input, receipt)
         elif kind == "destroy_runtime":
             await self._runtimes.destroy_runtime(command.session_id, command.destroy_runtime, receipt)
+        elif kind == "answer_interaction":
+            answer = command.answer_interaction
+            if not answer.interaction_id:
+                raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "AnswerInteraction needs an interaction_id")
+            decision = tool_decision(answer)
+            await self._runtimes.answer_interaction(command.session_id, answer.interaction_id, decision, receipt)
+        elif kind == "interrupt_turn":
+            if not command.interrupt_turn.turn_id:
+                raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "InterruptTurn needs a turn_id")
+            await self._runtimes.interrupt_turn(command.session_id, command.interrupt_turn, receipt)
+        elif kind == "set_permission_mode":
+            if not command.set_permission_mode.permission_mode:
+                raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "SetPermissionMode needs a permission_mode")
+            await self._runtimes.set_permission_mode(command.session_id, command.set_permission_mode, receipt)
+        elif kind == "stop_task":
+            if not command.stop_task.task_id:
+                raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "StopTask needs a task_id")
+            await self._runtimes.stop_task(command.session_id, command.stop_task, receipt)
         else:
             raise CommandRefused(grpc.StatusCode.UNIMPLEMENTED, f"this agent does not know command kind {kind!r}")
 
@@ -156,6 +187,28 @@ class CommandApplier:
             if self._session_users[session_id] == 0:
                 del self._session_users[session_id]
                 del self._session_locks[session_id]
+
+
+DEFAULT_DENY_MESSAGE = "The user denied this tool use."
+
+
+def tool_decision(answer: pb.AnswerInteraction) -> ToolDecision:
+    """The engine-side decision an AnswerInteraction carries; INVALID_ARGUMENT when it carries none."""
+    decision = answer.WhichOneof("decision")
+    if decision == "allow":
+        text = answer.allow.updated_input_json
+        if not text:
+            return ToolDecision(allow=True)
+        try:
+            updated = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, f"updated_input_json is not JSON: {exc}") from exc
+        if not isinstance(updated, dict):
+            raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "updated_input_json must be a JSON object")
+        return ToolDecision(allow=True, updated_input=updated)
+    if decision == "deny":
+        return ToolDecision(allow=False, message=answer.deny.message or DEFAULT_DENY_MESSAGE)
+    raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "AnswerInteraction needs an allow or a deny")
 
 
 def _ack(command: pb.Command, code: grpc.StatusCode, message: str) -> pb.CommandAck:

@@ -30,6 +30,7 @@ from dataplane_agent.runtimes import Runtimes, model_env
 from dataplane_agent.sandboxes.base import SandboxDriver, SandboxError
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database
+from dataplane_agent.transcripts import TranscriptStore
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +69,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             driver=driver,
             engines=engines,
             model_env=model_env(base_url, api_key),
+            transcripts=TranscriptStore(settings.state_dir / "transcripts"),
         )
         applier = CommandApplier(db, state, runtimes)
         relay = RelayClient(

@@ -71,26 +71,37 @@ class Outbox:
         )
         return seq
 
-    async def pending(self, after: Mapping[str, int], limit: int, skip: Collection[str] = ()) -> list[pb.Output]:
+    async def pending(
+        self, after: Mapping[str, int], limit: int, skip: Collection[str] = (), max_bytes: int | None = None
+    ) -> list[pb.Output]:
         """Up to `limit` stored outputs with output_seq above `after[session]`
         (0 for a session not named), in the order they were appended; each
-        session's part is a contiguous run. Sessions in `skip` are left out."""
+        session's part is a contiguous run. Sessions in `skip` are left out.
+        With `max_bytes`, outputs stop before their serialized sizes exceed
+        it (the first one is always included, however large)."""
 
         def read(c: sqlite3.Connection) -> list[pb.Output]:
             sessions = [r[0] for r in c.execute("SELECT DISTINCT session_id FROM outbox")]
-            rows: list[tuple[int, bytes]] = []
+            rows: list[tuple[int, int]] = []
             for session_id in sessions:
                 if session_id in skip:
                     continue
                 rows.extend(
                     c.execute(
-                        "SELECT id, body FROM outbox WHERE session_id = ? AND output_seq > ?"
+                        "SELECT id, length(body) FROM outbox WHERE session_id = ? AND output_seq > ?"
                         " ORDER BY output_seq LIMIT ?",
                         (session_id, after.get(session_id, 0), limit),
                     )
                 )
             rows.sort()
-            return [pb.Output.FromString(body) for _, body in rows[:limit]]
+            chosen, total = [], 0
+            for row_id, size in rows[:limit]:
+                total += size
+                if chosen and max_bytes is not None and total > max_bytes:
+                    break
+                chosen.append(row_id)
+            bodies = [c.execute("SELECT body FROM outbox WHERE id = ?", (row_id,)).fetchone()[0] for row_id in chosen]
+            return [pb.Output.FromString(body) for body in bodies]
 
         return await self._db.read(read)
 

@@ -2,8 +2,8 @@
 
 Per stream: Hello (every held session with its newest output_seq) → Welcome
 (lease, committed cursor per session) → then concurrently
-- send every stored output after the committed cursors, ≤ `batch_size` per
-  OutputBatch, with at most `window` outputs unacknowledged (the outbox on
+- send every stored output after the committed cursors, ≤ `batch_size` and
+  ≤ `max_batch_bytes` per OutputBatch, with at most `window` outputs unacknowledged (the outbox on
   disk is the buffer; nothing is held in memory beyond the window);
 - trim the outbox with every committed cursor; on a negative acknowledgement
   resend the session from its committed cursor;
@@ -53,6 +53,10 @@ class RelayConfig:
     engines: tuple[str, ...] = ()
     capacity: int = 0
     batch_size: int = 64
+    # Bytes of outputs per OutputBatch; one larger output travels alone.
+    max_batch_bytes: int = 3 * 1024 * 1024
+    # The largest gRPC message the agent sends or accepts (a transcript snapshot can be large).
+    max_message_bytes: int = 64 * 1024 * 1024
     window: int = 512
     # Seconds.
     connect_timeout: float = 10.0
@@ -127,7 +131,11 @@ class RelayClient:
 
     async def _run_stream(self) -> None:
         cfg = self._config
-        async with grpc.aio.insecure_channel(cfg.target) as channel:
+        options = [
+            ("grpc.max_send_message_length", cfg.max_message_bytes),
+            ("grpc.max_receive_message_length", cfg.max_message_bytes),
+        ]
+        async with grpc.aio.insecure_channel(cfg.target, options=options) as channel:
             call = pb_grpc.RunnerServiceStub(channel).Connect()
             try:
                 stream = await self._handshake(call)
@@ -250,7 +258,9 @@ class RelayClient:
             paused = {sid for sid, until in stream.paused_until.items() if until > now}
             room = cfg.window - stream.unacknowledged()
             if room > 0:
-                outputs = await self._outbox.pending(stream.send_after(), min(cfg.batch_size, room), skip=paused)
+                outputs = await self._outbox.pending(
+                    stream.send_after(), min(cfg.batch_size, room), skip=paused, max_bytes=cfg.max_batch_bytes
+                )
                 if outputs:
                     for output in outputs:
                         stream.sent[output.session_id] = output.output_seq

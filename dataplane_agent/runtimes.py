@@ -1,40 +1,48 @@
 """Session runtimes on this agent: a sandbox plus a connected engine session.
 
-`Runtimes` starts and destroys runtimes and runs turns, turning everything
-that happens into outputs in the durable outbox. Each operation that applies a
-command takes a `receipt`: a transaction step recording that the command was
-applied, committed together with the operation's effect and outputs, so a
-redelivered command can never have a second effect.
+`Runtimes` applies the control plane's commands to the sessions this agent
+holds: it starts runtimes (reporting each startup phase), hands inputs,
+answers, interrupts, permission modes and task stops to the session's
+`SessionTurns`, restarts an engine lazily (resuming its conversation) and
+recovers a session whose sandbox was lost, and destroys runtimes. Each
+operation takes a `receipt`: a transaction step recording that the command
+was applied, committed with the operation's effect, so a redelivered command
+never has a second effect.
 
-Turn tasks live in a TaskGroup owned by `run()`. A turn cancelled by shutdown
-stays recorded as in flight; `recover()` at the next start reports it aborted.
+Engine readers, input pumps and interrupt deadlines live in a TaskGroup owned
+by `run()`. Whatever a shutdown leaves open stays recorded; `recover()` at the
+next start settles it as aborted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import grpc
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineOutput, EngineSession
+from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused
 from dataplane_agent.outbox import Outbox
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
-from dataplane_agent.state import AgentState, Database, SessionRecord
+from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
+from dataplane_agent.transcripts import TranscriptStore
+from dataplane_agent.turns import Input, SessionTurns, TurnLimits, close_quietly, describe
 
 log = structlog.get_logger(__name__)
 
-Receipt = Callable[[sqlite3.Connection], None]
+__all__ = ["RESTART_ABORT_REASON", "Receipt", "RuntimeTimeouts", "Runtimes", "model_env"]
 
 RESTART_ABORT_REASON = "the data-plane agent restarted while the turn was running"
+RESTART_QUEUED_REASON = "the data-plane agent restarted before the engine took the message"
+NO_MANIFEST_REASON = "contract violation: the engine declared no capability manifest"
+WORKSPACE_GONE_REASON = "the sandbox's workspace is gone"
 
 
 def model_env(base_url: str, api_key: str) -> dict[str, str]:
@@ -51,13 +59,12 @@ def model_env(base_url: str, api_key: str) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class RuntimeTimeouts:
-    """Deadlines, in seconds, for every transitional step."""
+    """Deadlines, in seconds, for the runtime's transitional steps."""
 
     create_sandbox: float = 120.0
     start_engine: float = 120.0
-    close_engine: float = 15.0
     destroy_sandbox: float = 60.0
-    cancel_turn: float = 15.0
+    server_info: float = 30.0
 
 
 class Runtimes:
@@ -73,7 +80,9 @@ class Runtimes:
         driver: SandboxDriver,
         engines: Mapping[str, EngineAdapter],
         model_env: Mapping[str, str],
+        transcripts: TranscriptStore,
         timeouts: RuntimeTimeouts = RuntimeTimeouts(),
+        limits: TurnLimits = TurnLimits(),
     ) -> None:
         self._agent_id = agent_id
         self._db = db
@@ -82,25 +91,38 @@ class Runtimes:
         self._driver = driver
         self._adapters = dict(engines)
         self._model_env = dict(model_env)
+        self._transcripts = transcripts
         self._timeouts = timeouts
-        self._engines: dict[str, EngineSession] = {}
-        self._turns: dict[str, asyncio.Task[None]] = {}
+        self._limits = limits
+        self._sessions: dict[str, SessionTurns] = {}
         self._tasks: asyncio.TaskGroup | None = None
         self._running = asyncio.Event()
 
     # -- lifecycle -----------------------------------------------------------
 
     async def recover(self) -> None:
-        """Report every turn the previous agent process left running as aborted."""
+        """Settle as aborted every turn and queued input the previous agent process left open."""
         for record in await self._state.sessions():
-            if record.turn_id:
-                await self._db.write(
-                    lambda c, r=record: self._abort_tx(c, r.session_id, r.turn_id, RESTART_ABORT_REASON)
-                )
-                log.warning("turn_aborted_by_restart", session_id=record.session_id, turn_id=record.turn_id)
+            sid = record.session_id
+            queued = await self._state.queued_turns(sid)
+            parked = await self._state.pending_interactions(sid)
+            if not (record.turn_id or queued or parked):
+                continue
+
+            def tx(c: sqlite3.Connection, turn_id: str = record.turn_id, queued: list[str] = queued) -> None:
+                if turn_id:
+                    self._outbox.append_tx(c, sid, turn_id, pb.TurnAborted(reason=RESTART_ABORT_REASON))
+                    self._state.set_turn_tx(c, sid, "")
+                for queued_turn in queued:
+                    self._outbox.append_tx(c, sid, queued_turn, pb.TurnAborted(reason=RESTART_QUEUED_REASON))
+                    self._state.unqueue_input_tx(c, sid, queued_turn)
+                self._state.remove_interactions_tx(c, sid)
+
+            await self._db.write(tx)
+            log.warning("turns_aborted_by_restart", session_id=sid, turn_id=record.turn_id, queued=len(queued))
 
     async def run(self) -> None:
-        """Own the turn tasks until cancelled; then close every engine session."""
+        """Own the engine readers, input pumps and deadlines until cancelled; then close every engine."""
         try:
             async with asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
@@ -109,8 +131,8 @@ class Runtimes:
         finally:
             self._tasks = None
             self._running.clear()
-            for session_id in list(self._engines):
-                await self._close_engine(session_id)
+            for turns in list(self._sessions.values()):
+                await turns.shutdown()
 
     async def wait_running(self) -> None:
         await self._running.wait()
@@ -118,73 +140,137 @@ class Runtimes:
     # -- commands ------------------------------------------------------------
 
     async def start_runtime(self, session_id: str, req: pb.StartRuntime, receipt: Receipt) -> None:
-        """Create the sandbox, start the engine, record the session; report either outcome."""
-        bound = log.bind(session_id=session_id)
+        """Create the sandbox, start the engine, record the session; report the phases and the outcome."""
+        if req.committed_output_seq:
+            # The session may have run elsewhere: number this agent's outputs after what is committed.
+            await self._outbox.ack(session_id, req.committed_output_seq)
         existing = await self._state.session(session_id)
-        if existing is not None and (session_id in self._engines or session_id in self._turns):
+        turns = self._sessions.get(session_id)
+        if existing is not None and turns is not None and turns.engine is not None:
             # Already up: report it again rather than tear down a working runtime.
             await self._db.write(lambda c: self._started_tx(c, existing, 0, receipt))
             return
         adapter = self._adapters.get(req.engine)
         if adapter is None:
             available = ", ".join(sorted(self._adapters)) or "none"
-            await self._start_failed(
-                session_id, f"engine {req.engine!r} is not available on this agent (available: {available})", receipt
-            )
+            reason = f"engine {req.engine!r} is not available on this agent (available: {available})"
+            await self._start_failed(session_id, reason, receipt)
+            return
+        manifest = getattr(adapter, "manifest", None)
+        if manifest is None:
+            await self._start_failed(session_id, f"{NO_MANIFEST_REASON} ({req.engine})", receipt)
             return
         resume = req.resume_engine_session_id or (existing.engine_session_id if existing else "")
         began = time.monotonic()
         try:
             sandbox = await asyncio.wait_for(self._driver.create(self._spec(session_id)), self._timeouts.create_sandbox)
         except Exception as exc:  # every failure becomes a readable RuntimeStartFailed
-            await self._start_failed(session_id, f"could not create the sandbox: {_describe(exc)}", receipt)
+            await self._start_failed(session_id, f"could not create the sandbox: {describe(exc)}", receipt)
             return
-        sandbox_ms = int((time.monotonic() - began) * 1000)
+        sandbox_ms = _ms_since(began)
+        await self._phase(session_id, "sandbox_created", sandbox_ms)
+        if req.transcript:
+            await self._transcripts.save(session_id, req.transcript)
+        turns = self._turns(session_id, resume)
         config = EngineConfig(
-            permission_mode=req.permission_mode, model=req.model, resume_engine_session_id=resume, env=self._model_env
+            permission_mode=req.permission_mode,
+            model=req.model,
+            resume_engine_session_id=resume,
+            transcript=req.transcript,
+            env=self._model_env,
+            interactions=turns,
         )
+        connecting = time.monotonic()
         try:
             engine = await asyncio.wait_for(adapter.start(sandbox, self._driver, config), self._timeouts.start_engine)
         except Exception as exc:
             if existing is None:
+                self._sessions.pop(session_id, None)
                 await self._destroy_sandbox(sandbox)
-            await self._start_failed(session_id, f"could not start the {req.engine} engine: {_describe(exc)}", receipt)
+            await self._start_failed(session_id, f"could not start the {req.engine} engine: {describe(exc)}", receipt)
             return
-        record = SessionRecord(
-            session_id=session_id,
-            engine=req.engine,
-            permission_mode=req.permission_mode,
-            model=req.model,
-            engine_session_id=engine.engine_session_id or resume,
-            sandbox=sandbox,
-        )
         try:
-            await self._db.write(lambda c: self._started_tx(c, record, sandbox_ms, receipt))
+            await self._phase(session_id, "engine_connected", _ms_since(connecting))
+            if manifest.supports_server_info:
+                await self._report_server_info(session_id, engine)
+            record = SessionRecord(
+                session_id=session_id,
+                engine=req.engine,
+                permission_mode=req.permission_mode,
+                model=req.model,
+                engine_session_id=engine.engine_session_id or resume,
+                sandbox=sandbox,
+            )
+            ready = pb.StartupPhase(phase="ready", duration_ms=_ms_since(began))
+            await self._db.write(
+                lambda c: (
+                    self._outbox.append_tx(c, session_id, "", ready),
+                    self._started_tx(c, record, sandbox_ms, receipt),
+                )
+            )
         except BaseException:
-            await asyncio.shield(_close_quietly(engine, self._timeouts.close_engine))
+            await asyncio.shield(close_quietly(engine, self._limits.close_engine))
             raise
-        self._engines[session_id] = engine
-        bound.info("runtime_started", sandbox_id=sandbox.sandbox_id, sandbox_ms=sandbox_ms)
+        turns.attach(engine)
+        log.info("runtime_started", session_id=session_id, sandbox_id=sandbox.sandbox_id, sandbox_ms=sandbox_ms)
 
     async def deliver_input(self, session_id: str, req: pb.DeliverInput, receipt: Receipt) -> None:
-        """Record the turn as in flight and start running it."""
-        record = await self._state.session(session_id)
-        if record is None:
-            raise CommandRefused(grpc.StatusCode.NOT_FOUND, f"session {session_id} has no runtime on this agent")
+        """Queue the input for the engine; it is sent once the session's previous turn is settled."""
+        record = await self._held(session_id)
         if not req.turn_id:
             raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "DeliverInput needs a turn_id")
-        running = self._turns.get(session_id)
-        if running is not None and not running.done():
-            raise CommandRefused(
-                grpc.StatusCode.FAILED_PRECONDITION, f"session {session_id} is still running turn {record.turn_id}"
-            )
-        if self._tasks is None:
-            raise CommandRefused(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
+        turns = self._turns(session_id, record.engine_session_id)
+        if turns.knows_turn(req.turn_id):
+            await self._db.write(receipt)  # the same turn delivered again: it is already on its way
+            return
+        await self._db.write(lambda c: (self._state.queue_input_tx(c, session_id, req.turn_id), receipt(c)))
+        turns.enqueue(Input(turn_id=req.turn_id, text=req.text, permission_mode=req.permission_mode))
+
+    async def answer_interaction(
+        self, session_id: str, interaction_id: str, decision: ToolDecision, receipt: Receipt
+    ) -> None:
+        """Resolve a parked interaction; an unknown or already answered one has no effect."""
+        turns = self._sessions.get(session_id)
+        if turns is None:
+            await self._db.write(receipt)
+            return
+        await turns.answer(interaction_id, decision, receipt)
+
+    async def interrupt_turn(self, session_id: str, req: pb.InterruptTurn, receipt: Receipt) -> None:
+        """Interrupt the named turn if it is running or waiting; otherwise nothing happens."""
+        turns = self._sessions.get(session_id)
+        if turns is not None:
+            await turns.interrupt(req.turn_id, req.deadline_ms / 1000)
+        await self._db.write(receipt)
+
+    async def set_permission_mode(self, session_id: str, req: pb.SetPermissionMode, receipt: Receipt) -> None:
+        """Change the running engine's mode and remember it for the next engine start."""
+        await self._held(session_id)
+        turns = self._sessions.get(session_id)
+        if turns is not None:
+            try:
+                await turns.set_permission_mode(req.permission_mode)
+            except Exception as exc:
+                raise CommandRefused(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"the engine refused the mode change: {describe(exc)}"
+                ) from exc
         await self._db.write(
-            lambda c: (self._state.set_turn_tx(c, session_id, req.turn_id, req.permission_mode), receipt(c))
+            lambda c: (self._state.set_permission_mode_tx(c, session_id, req.permission_mode), receipt(c))
         )
-        record = replace(record, turn_id=req.turn_id, permission_mode=req.permission_mode or record.permission_mode)
-        self._turns[session_id] = self._tasks.create_task(self._run_turn(record, req.text, req.permission_mode))
+
+    async def stop_task(self, session_id: str, req: pb.StopTask, receipt: Receipt) -> None:
+        """Stop a background task; without a running engine there is none to stop."""
+        await self._held(session_id)
+        turns = self._sessions.get(session_id)
+        try:
+            stopped = turns is not None and await turns.stop_task(req.task_id)
+        except Exception as exc:
+            raise CommandRefused(
+                grpc.StatusCode.FAILED_PRECONDITION, f"the engine could not stop task {req.task_id}: {describe(exc)}"
+            ) from exc
+        if not stopped:
+            log.info("stop_task_without_engine", session_id=session_id, task_id=req.task_id)
+        await self._db.write(receipt)
 
     async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> None:
         """Stop the engine and destroy the sandbox; forget the session only when destruction is confirmed."""
@@ -193,32 +279,21 @@ class Runtimes:
         if record is None:
             await self._db.write(receipt)  # nothing held: already destroyed
             return
-        turn = self._turns.get(session_id)
-        if turn is not None:
-            turn.cancel()
-            await asyncio.wait([turn], timeout=self._timeouts.cancel_turn)
-            record = await self._state.session(session_id) or record
-        await self._close_engine(session_id)
+        reason = f"the runtime was destroyed ({req.reason})" if req.reason else "the runtime was destroyed"
+        turns = self._sessions.get(session_id)
+        if turns is not None:
+            await turns.close(reason)
         try:
             verdict = await asyncio.wait_for(self._driver.destroy(record.sandbox), self._timeouts.destroy_sandbox)
         except Exception as exc:
-            bound.warning("sandbox_destroy_failed", error=_describe(exc))
+            bound.warning("sandbox_destroy_failed", error=describe(exc))
             verdict = DestroyVerdict.UNCONFIRMED
-        reason = f"the runtime was destroyed ({req.reason})" if req.reason else "the runtime was destroyed"
-        turn_id = record.turn_id
         if verdict is DestroyVerdict.CONFIRMED:
-
-            def forget(c: sqlite3.Connection) -> None:
-                if turn_id:
-                    self._abort_tx(c, session_id, turn_id, reason)
-                self._state.delete_session_tx(c, session_id)
-                receipt(c)
-
-            await self._db.write(forget)
+            await self._db.write(lambda c: (self._state.delete_session_tx(c, session_id), receipt(c)))
+            self._sessions.pop(session_id, None)
+            await self._transcripts.forget(session_id)
             bound.info("runtime_destroyed", sandbox_id=record.sandbox.sandbox_id)
             return
-        if turn_id:
-            await self._db.write(lambda c: self._abort_tx(c, session_id, turn_id, reason))
         code = grpc.StatusCode.FAILED_PRECONDITION if verdict is DestroyVerdict.REFUSED else grpc.StatusCode.UNAVAILABLE
         raise CommandRefused(
             code,
@@ -226,63 +301,77 @@ class Runtimes:
             final=False,
         )
 
-    # -- turns ---------------------------------------------------------------
+    # -- engine (re)starts ---------------------------------------------------
 
-    async def _run_turn(self, record: SessionRecord, text: str, permission_mode: str) -> None:
-        session_id, turn_id = record.session_id, record.turn_id
-        bound = log.bind(session_id=session_id, turn_id=turn_id)
-        known_engine_session_id = record.engine_session_id
-        try:
-            engine = self._engines.get(session_id) or await self._restart_engine(record)
-            outputs = engine.run_turn(text, permission_mode)
-            ended = False
-            try:
-                async for output in outputs:
-                    engine_session_id = engine.engine_session_id
-                    changed_id = engine_session_id if engine_session_id != known_engine_session_id else ""
-                    await self._db.write(
-                        functools.partial(self._engine_output_tx, session_id, turn_id, output, changed_id)
-                    )
-                    known_engine_session_id = engine_session_id or known_engine_session_id
-                    if output.ends_turn:
-                        ended = True
-                        break
-            finally:
-                aclose = getattr(outputs, "aclose", None)
-                if aclose is not None:
-                    await aclose()
-            if not ended:
-                await self._abort(session_id, turn_id, "the engine ended the turn without a result")
-            bound.info("turn_finished", result=ended)
-        except Exception as exc:
-            bound.warning("turn_failed", error=_describe(exc))
-            await self._close_engine(session_id)
-            await self._abort(session_id, turn_id, f"the engine failed during the turn: {_describe(exc)}")
-        finally:
-            self._turns.pop(session_id, None)
-
-    async def _restart_engine(self, record: SessionRecord) -> EngineSession:
-        """Bring a held session's engine back (after an agent restart), resuming its conversation."""
+    async def _restart_engine(self, session_id: str) -> EngineSession:
+        """Bring a held session's engine back, resuming its conversation; recover a lost sandbox first."""
+        record = await self._state.session(session_id)
+        turns = self._sessions.get(session_id)
+        if record is None or turns is None:
+            raise EngineError(f"session {session_id} is no longer held by this agent")
         adapter = self._adapters.get(record.engine)
         if adapter is None:
             raise EngineError(f"engine {record.engine!r} is not available on this agent")
-        sandbox = await asyncio.wait_for(
-            self._driver.create(self._spec(record.session_id)), self._timeouts.create_sandbox
-        )
-        if sandbox != record.sandbox:
-            await self._db.write(lambda c: self._state.put_session_tx(c, replace(record, sandbox=sandbox)))
+        if not turns.lost_reason and not record.sandbox.workspace.exists():
+            turns.lost_reason = WORKSPACE_GONE_REASON
+        lost = turns.lost_reason
+        if lost:
+            await self._outbox.append(session_id, "", pb.RuntimeLost(reason=lost))
+            log.warning("runtime_lost", session_id=session_id, reason=lost)
+        began = time.monotonic()
+        sandbox = await asyncio.wait_for(self._driver.create(self._spec(session_id)), self._timeouts.create_sandbox)
+        sandbox_ms = _ms_since(began)
         config = EngineConfig(
             permission_mode=record.permission_mode,
             model=record.model,
             resume_engine_session_id=record.engine_session_id,
+            transcript=await self._transcripts.load(session_id) if lost else b"",
             env=self._model_env,
+            interactions=turns,
         )
         engine = await asyncio.wait_for(adapter.start(sandbox, self._driver, config), self._timeouts.start_engine)
-        self._engines[record.session_id] = engine
-        log.info("engine_resumed", session_id=record.session_id, engine_session_id=record.engine_session_id)
+        try:
+
+            def tx(c: sqlite3.Connection) -> None:
+                self._state.set_sandbox_tx(c, session_id, sandbox)
+                if lost:
+                    self._outbox.append_tx(c, session_id, "", _runtime_started(sandbox, sandbox_ms))
+
+            await self._db.write(tx)
+        except BaseException:
+            await asyncio.shield(close_quietly(engine, self._limits.close_engine))
+            raise
+        log.info(
+            "engine_resumed", session_id=session_id, engine_session_id=record.engine_session_id, recovered=bool(lost)
+        )
         return engine
 
     # -- helpers -------------------------------------------------------------
+
+    async def _held(self, session_id: str) -> SessionRecord:
+        record = await self._state.session(session_id)
+        if record is None:
+            raise CommandRefused(grpc.StatusCode.NOT_FOUND, f"session {session_id} has no runtime on this agent")
+        return record
+
+    def _turns(self, session_id: str, engine_session_id: str) -> SessionTurns:
+        turns = self._sessions.get(session_id)
+        if turns is not None:
+            return turns
+        if self._tasks is None:
+            raise CommandRefused(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down", final=False)
+        turns = self._sessions[session_id] = SessionTurns(
+            session_id,
+            db=self._db,
+            state=self._state,
+            outbox=self._outbox,
+            transcripts=self._transcripts,
+            tasks=self._tasks,
+            start_engine=lambda: self._restart_engine(session_id),
+            limits=self._limits,
+            engine_session_id=engine_session_id,
+        )
+        return turns
 
     def _spec(self, session_id: str) -> SandboxSpec:
         return SandboxSpec(
@@ -291,25 +380,22 @@ class Runtimes:
             labels={"astrabox.session_id": session_id, "astrabox.agent_id": self._agent_id},
         )
 
-    def _engine_output_tx(
-        self, session_id: str, turn_id: str, output: EngineOutput, new_engine_session_id: str, c: sqlite3.Connection
-    ) -> None:
-        body = pb.EngineMessage(type_name=output.type_name, payload_json=json.dumps(output.payload, default=str))
-        self._outbox.append_tx(c, session_id, turn_id, body)
-        if new_engine_session_id:
-            self._state.set_engine_session_id_tx(c, session_id, new_engine_session_id)
-        if output.ends_turn:
-            self._state.set_turn_tx(c, session_id, "")
+    async def _phase(self, session_id: str, phase: str, duration_ms: int) -> None:
+        await self._outbox.append(session_id, "", pb.StartupPhase(phase=phase, duration_ms=duration_ms))
+
+    async def _report_server_info(self, session_id: str, engine: EngineSession) -> None:
+        try:
+            info = await asyncio.wait_for(engine.server_info(), self._timeouts.server_info)
+        except Exception as exc:  # the runtime works without it; only the slash commands are unknown
+            log.warning("server_info_unavailable", session_id=session_id, error=describe(exc))
+            return
+        if info is not None:
+            body = pb.EngineInfo(server_info_json=json.dumps(info, default=str))
+            await self._outbox.append(session_id, "", body)
 
     def _started_tx(self, c: sqlite3.Connection, record: SessionRecord, sandbox_ms: int, receipt: Receipt) -> None:
         self._state.put_session_tx(c, record)
-        started = pb.RuntimeStarted(
-            sandbox_id=record.sandbox.sandbox_id,
-            driver=record.sandbox.driver,
-            workspace=str(record.sandbox.workspace),
-            sandbox_ms=sandbox_ms,
-        )
-        self._outbox.append_tx(c, record.session_id, "", started)
+        self._outbox.append_tx(c, record.session_id, "", _runtime_started(record.sandbox, sandbox_ms))
         receipt(c)
 
     async def _start_failed(self, session_id: str, reason: str, receipt: Receipt) -> None:
@@ -318,37 +404,21 @@ class Runtimes:
             lambda c: (self._outbox.append_tx(c, session_id, "", pb.RuntimeStartFailed(reason=reason)), receipt(c))
         )
 
-    def _abort_tx(self, c: sqlite3.Connection, session_id: str, turn_id: str, reason: str) -> None:
-        self._outbox.append_tx(c, session_id, turn_id, pb.TurnAborted(reason=reason))
-        self._state.set_turn_tx(c, session_id, "")
-
-    async def _abort(self, session_id: str, turn_id: str, reason: str) -> None:
-        await self._db.write(lambda c: self._abort_tx(c, session_id, turn_id, reason))
-
-    async def _close_engine(self, session_id: str) -> None:
-        engine = self._engines.pop(session_id, None)
-        if engine is not None:
-            await _close_quietly(engine, self._timeouts.close_engine)
-
     async def _destroy_sandbox(self, sandbox: Sandbox) -> None:
         try:
             verdict = await asyncio.wait_for(self._driver.destroy(sandbox), self._timeouts.destroy_sandbox)
         except Exception as exc:
-            log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=_describe(exc))
+            log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=describe(exc))
             return
         if verdict is not DestroyVerdict.CONFIRMED:
             log.warning("sandbox_destroy_unconfirmed", sandbox_id=sandbox.sandbox_id, verdict=verdict.value)
 
 
-async def _close_quietly(engine: EngineSession, timeout: float) -> None:
-    try:
-        await asyncio.wait_for(engine.close(), timeout)
-    except Exception as exc:
-        log.warning("engine_close_failed", error=_describe(exc))
+def _runtime_started(sandbox: Sandbox, sandbox_ms: int) -> pb.RuntimeStarted:
+    return pb.RuntimeStarted(
+        sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, workspace=str(sandbox.workspace), sandbox_ms=sandbox_ms
+    )
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _ms_since(began: float) -> int:
+    return int((time.monotonic() - began) * 1000)

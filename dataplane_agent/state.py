@@ -3,8 +3,10 @@
 `Database` owns the connection and the single worker thread every statement
 runs on (so the event loop never waits on the disk). `AgentState` owns the
 tables about what the agent holds: its sessions (sandbox, engine, the turn in
-flight), the command ids it has applied, the latest lease generation and small
-facts such as its own id. The output outbox lives in the same database
+flight), the inputs queued behind that turn, the interactions a turn is parked
+on, the command ids it has applied, the latest lease generation and small
+facts such as its own id. Queued inputs and pending interactions are recorded
+so that a restarted agent can settle what the previous process left open. The output outbox lives in the same database
 (`dataplane_agent.outbox`) so that a command's effect, its outputs and the
 record that it was applied commit in one transaction.
 
@@ -30,6 +32,9 @@ from dataplane_agent.errors import StateError
 from dataplane_agent.sandboxes.base import Sandbox
 
 T = TypeVar("T")
+
+# A step of a write transaction, such as the record that a command was applied.
+Receipt = Callable[[sqlite3.Connection], None]
 
 # Applied command ids kept for idempotency; older ones are pruned (the control
 # plane never redelivers a command that far back).
@@ -64,6 +69,20 @@ CREATE TABLE IF NOT EXISTS applied_commands (
     message     TEXT NOT NULL,
     applied_at  REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS queued_inputs (
+    position    INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id  TEXT NOT NULL,
+    turn_id     TEXT NOT NULL,
+    UNIQUE (session_id, turn_id)
+);
+CREATE TABLE IF NOT EXISTS interactions (
+    interaction_id TEXT PRIMARY KEY,
+    session_id     TEXT NOT NULL,
+    turn_id        TEXT NOT NULL,
+    tool_name      TEXT NOT NULL,
+    tool_use_id    TEXT NOT NULL,
+    asked_at       REAL NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agent_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -155,6 +174,17 @@ class SessionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingInteraction:
+    """A question a turn is parked on, as recorded."""
+
+    interaction_id: str
+    session_id: str
+    turn_id: str
+    tool_name: str
+    tool_use_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class CommandOutcome:
     """How an applied command was acknowledged."""
 
@@ -184,6 +214,25 @@ class AgentState:
             lambda c: c.execute(_SELECT_SESSIONS + " WHERE session_id = ?", (session_id,)).fetchone()
         )
         return _session_from_row(row) if row else None
+
+    async def queued_turns(self, session_id: str) -> list[str]:
+        """The turn ids of inputs accepted but not yet given to the engine, oldest first."""
+        rows = await self._db.read(
+            lambda c: c.execute(
+                "SELECT turn_id FROM queued_inputs WHERE session_id = ? ORDER BY position", (session_id,)
+            ).fetchall()
+        )
+        return [r[0] for r in rows]
+
+    async def pending_interactions(self, session_id: str) -> list[PendingInteraction]:
+        rows = await self._db.read(
+            lambda c: c.execute(
+                "SELECT interaction_id, session_id, turn_id, tool_name, tool_use_id FROM interactions"
+                " WHERE session_id = ? ORDER BY asked_at",
+                (session_id,),
+            ).fetchall()
+        )
+        return [PendingInteraction(*r) for r in rows]
 
     async def applied(self, command_id: str) -> CommandOutcome | None:
         row = await self._db.read(
@@ -242,6 +291,39 @@ class AgentState:
 
     def delete_session_tx(self, c: sqlite3.Connection, session_id: str) -> None:
         c.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+        c.execute("DELETE FROM queued_inputs WHERE session_id = ?", (session_id,))
+        c.execute("DELETE FROM interactions WHERE session_id = ?", (session_id,))
+
+    def queue_input_tx(self, c: sqlite3.Connection, session_id: str, turn_id: str) -> None:
+        c.execute("INSERT OR IGNORE INTO queued_inputs (session_id, turn_id) VALUES (?, ?)", (session_id, turn_id))
+
+    def unqueue_input_tx(self, c: sqlite3.Connection, session_id: str, turn_id: str) -> None:
+        c.execute("DELETE FROM queued_inputs WHERE session_id = ? AND turn_id = ?", (session_id, turn_id))
+
+    def add_interaction_tx(self, c: sqlite3.Connection, interaction: PendingInteraction) -> None:
+        c.execute(
+            "INSERT OR REPLACE INTO interactions"
+            " (interaction_id, session_id, turn_id, tool_name, tool_use_id, asked_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                interaction.interaction_id,
+                interaction.session_id,
+                interaction.turn_id,
+                interaction.tool_name,
+                interaction.tool_use_id,
+                time.time(),
+            ),
+        )
+
+    def remove_interactions_tx(
+        self, c: sqlite3.Connection, session_id: str, *, turn_id: str = "", interaction_id: str = ""
+    ) -> None:
+        """Forget one interaction, every interaction of a turn, or (naming neither) all of the session's."""
+        query, args = "DELETE FROM interactions WHERE session_id = ?", [session_id]
+        if turn_id:
+            query, args = query + " AND turn_id = ?", [*args, turn_id]
+        if interaction_id:
+            query, args = query + " AND interaction_id = ?", [*args, interaction_id]
+        c.execute(query, args)
 
     def set_turn_tx(
         self, c: sqlite3.Connection, session_id: str, turn_id: str, permission_mode: str | None = None
@@ -249,6 +331,12 @@ class AgentState:
         c.execute("UPDATE sessions SET turn_id = ? WHERE session_id = ?", (turn_id, session_id))
         if permission_mode:
             c.execute("UPDATE sessions SET permission_mode = ? WHERE session_id = ?", (permission_mode, session_id))
+
+    def set_permission_mode_tx(self, c: sqlite3.Connection, session_id: str, permission_mode: str) -> None:
+        c.execute("UPDATE sessions SET permission_mode = ? WHERE session_id = ?", (permission_mode, session_id))
+
+    def set_sandbox_tx(self, c: sqlite3.Connection, session_id: str, sandbox: Sandbox) -> None:
+        c.execute("UPDATE sessions SET sandbox_json = ? WHERE session_id = ?", (_sandbox_to_json(sandbox), session_id))
 
     def set_engine_session_id_tx(self, c: sqlite3.Connection, session_id: str, engine_session_id: str) -> None:
         c.execute("UPDATE sessions SET engine_session_id = ? WHERE session_id = ?", (engine_session_id, session_id))

@@ -135,3 +135,26 @@ async def test_append_rejects_a_message_that_is_not_an_output_body(tmp_path: Pat
         await outbox.append("s-1", "", pb.Heartbeat())
     assert await outbox.last_seq("s-1") == 0
     await db.close()
+
+
+async def test_pending_stops_at_max_bytes_but_always_returns_the_first_output(tmp_path: Path) -> None:
+    db, outbox = await _open(tmp_path / "agent.db")
+    try:
+        big = pb.TranscriptSnapshot(engine_session_id="e", content=b"x" * 5000)
+        await outbox.append("s-a", "t-1", big)
+        for n in range(3):
+            await outbox.append("s-a", "t-1", _message(n))
+            await outbox.append("s-b", "t-1", _message(n))
+        alone = await outbox.pending({}, limit=64, max_bytes=1000)
+        assert [(o.session_id, o.output_seq) for o in alone] == [("s-a", 1)]
+        assert alone[0].transcript_snapshot.content == b"x" * 5000
+        rest = await outbox.pending({"s-a": 1}, limit=64, max_bytes=200)
+        # Each session's part is still a contiguous run from its cursor.
+        assert 0 < len(rest) < 6
+        for session in ("s-a", "s-b"):
+            seqs = [o.output_seq for o in rest if o.session_id == session]
+            start = 2 if session == "s-a" else 1
+            assert seqs == list(range(start, start + len(seqs)))
+        assert len(await outbox.pending({"s-a": 1}, limit=64)) == 6
+    finally:
+        await db.close()

@@ -1,265 +1,173 @@
-"""Runtimes and command application with small in-test engine and sandbox implementations."""
+"""Runtimes and command application: startup, turns, destruction, restart, idempotence."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.commands import CommandApplier
-from dataplane_agent.engines.base import EngineConfig, EngineError, EngineOutput
-from dataplane_agent.outbox import Outbox
-from dataplane_agent.runtimes import RESTART_ABORT_REASON, Runtimes, model_env
-from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.runtimes import NO_MANIFEST_REASON, RESTART_ABORT_REASON, RESTART_QUEUED_REASON
+from dataplane_agent.sandboxes.base import DestroyVerdict
+from tests.dataplane_agent.fakes import (
+    MODEL_ENV,
+    STARTED,
+    Ask,
+    DirectorySandboxDriver,
+    Forever,
+    Raise,
+    ScriptedEngine,
+    assistant,
+    deliver,
+    init,
+    kinds,
+    result_turn,
+    running_agent,
+    start,
+)
 
 
-class DirectorySandboxDriver:
-    """Sandboxes are directories under `root`; no isolation."""
-
-    name = "fake"
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.created: list[str] = []
-        self.destroyed: list[str] = []
-        self.verdict = DestroyVerdict.CONFIRMED
-
-    async def probe(self) -> None:
-        return None
-
-    async def create(self, spec: SandboxSpec) -> Sandbox:
-        base = self.root / spec.session_id
-        (base / "workspace").mkdir(parents=True, exist_ok=True)
-        (base / "home").mkdir(parents=True, exist_ok=True)
-        self.created.append(spec.session_id)
-        return Sandbox(
-            sandbox_id=f"sb-{spec.session_id}",
-            driver=self.name,
-            session_id=spec.session_id,
-            workspace=base / "workspace",
-            inner_workspace="/workspace",
-            home=base / "home",
-        )
-
-    async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
-        raise NotImplementedError
-
-    async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
-        self.destroyed.append(sandbox.sandbox_id)
-        if self.verdict is DestroyVerdict.CONFIRMED:
-            (self.root / sandbox.session_id / "workspace").rmdir()
-        return self.verdict
-
-
-@dataclass
-class ScriptedEngineSession:
-    """Yields one scripted turn per run_turn call."""
-
-    adapter: ScriptedEngine
-    config: EngineConfig
-    engine_session_id: str = ""
-    closed: bool = False
-    turns: list[str] = field(default_factory=list)
-
-    async def run_turn(self, text: str, permission_mode: str = "") -> AsyncIterator[EngineOutput]:
-        self.turns.append(text)
-        for output in self.adapter.script:
-            if output.type_name == "BLOCK":
-                await asyncio.Event().wait()
-            if output.type_name == "RAISE":
-                raise EngineError(output.payload["message"])
-            if output.type_name == "SystemMessage":
-                self.engine_session_id = output.payload.get("session_id", self.engine_session_id)
-            await asyncio.sleep(0)
-            yield output
-
-    async def close(self) -> None:
-        self.closed = True
-
-
-class ScriptedEngine:
-    """An engine adapter whose sessions replay `script` on every turn.
-
-    Pseudo type names: "BLOCK" waits forever, "RAISE" raises EngineError."""
-
-    kind = "fake"
-
-    def __init__(self, script: Sequence[EngineOutput] = (), fail_start: str = "") -> None:
-        self.script = list(script)
-        self.fail_start = fail_start
-        self.sessions: list[ScriptedEngineSession] = []
-
-    async def start(self, sandbox: Sandbox, driver: SandboxDriver, config: EngineConfig) -> ScriptedEngineSession:
-        if self.fail_start:
-            raise EngineError(self.fail_start)
-        session = ScriptedEngineSession(self, config, engine_session_id=config.resume_engine_session_id)
-        self.sessions.append(session)
-        return session
-
-
-def result_script(session_id: str = "eng-1") -> list[EngineOutput]:
-    return [
-        EngineOutput("SystemMessage", {"subtype": "init", "session_id": session_id}),
-        EngineOutput("AssistantMessage", {"content": [{"type": "text", "text": "hello"}], "model": "m"}),
-        EngineOutput("ResultMessage", {"subtype": "success", "is_error": False, "session_id": session_id}),
-    ]
-
-
-# -- harness -------------------------------------------------------------------
-
-MODEL_ENV = model_env("http://127.0.0.1:9", "sk-test")
-
-
-@dataclass
-class Agent:
-    db: Database
-    state: AgentState
-    outbox: Outbox
-    runtimes: Runtimes
-    applier: CommandApplier
-    lease: int = 1
-    seq: int = 0
-
-    async def command(self, session_id: str, command_id: str = "", lease: int | None = None, **body) -> pb.CommandAck:
-        self.seq += 1
-        command = pb.Command(
-            command_seq=self.seq,
-            command_id=command_id or f"cmd-{uuid.uuid4().hex[:12]}",
-            lease_generation=self.lease if lease is None else lease,
-            session_id=session_id,
-            **body,
-        )
-        return await self.applier.apply(command)
-
-    async def outputs(self, session_id: str) -> list[pb.Output]:
-        return [o for o in await self.outbox.pending({}, limit=1000) if o.session_id == session_id]
-
-    async def wait_outputs(self, session_id: str, count: int) -> list[pb.Output]:
-        async with asyncio.timeout(5):
-            while len(found := await self.outputs(session_id)) < count:
-                await asyncio.sleep(0.01)
-        return found
-
-
-@contextlib.asynccontextmanager
-async def running_agent(path: Path, engine: ScriptedEngine, driver: DirectorySandboxDriver) -> AsyncIterator[Agent]:
-    db = await Database.open(path / "agent.db")
-    state = AgentState(db)
-    outbox = Outbox(db)
-    await state.raise_lease_generation(1)
-    runtimes = Runtimes(
-        agent_id="agent-1",
-        db=db,
-        state=state,
-        outbox=outbox,
-        driver=driver,
-        engines={engine.kind: engine},
-        model_env=MODEL_ENV,
-    )
-    applier = CommandApplier(db, state, runtimes)
-    await runtimes.recover()
-    loops = [asyncio.create_task(runtimes.run()), asyncio.create_task(applier.run())]
-    await runtimes.wait_running()
-    await applier.wait_running()
-    try:
-        yield Agent(db, state, outbox, runtimes, applier)
-    finally:
-        for task in loops:
-            task.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
-        await db.close()
-
-
-def start(engine: str = "fake") -> dict:
-    return {"start_runtime": pb.StartRuntime(engine=engine, permission_mode="default", model="m-1")}
-
-
-def deliver(turn_id: str, text: str = "hi") -> dict:
-    return {"deliver_input": pb.DeliverInput(turn_id=turn_id, text=text, permission_mode="acceptEdits")}
-
-
-def kinds(outputs: list[pb.Output]) -> list[str]:
-    return [o.engine_message.type_name if o.HasField("engine_message") else o.WhichOneof("body") for o in outputs]
-
-
-# -- tests -----------------------------------------------------------------------
-
-
-async def test_start_runtime_reports_runtime_started_and_gives_the_engine_the_model_env(tmp_path: Path) -> None:
-    engine, driver = ScriptedEngine(result_script()), DirectorySandboxDriver(tmp_path / "sandboxes")
+async def test_start_runtime_reports_its_phases_engine_info_and_runtime_started(tmp_path: Path) -> None:
+    info = {"commands": [{"name": "compact"}, {"name": "review"}], "output_style": "default"}
+    engine = ScriptedEngine(result_turn(), server_info=info)
+    driver = DirectorySandboxDriver(tmp_path / "sandboxes")
     async with running_agent(tmp_path, engine, driver) as agent:
         ack = await agent.command("s-1", **start())
         assert not ack.HasField("error")
-        [started] = await agent.outputs("s-1")
-        assert started.output_seq == 1 and started.turn_id == ""
-        assert started.runtime_started.sandbox_id == "sb-s-1"
-        assert started.runtime_started.workspace == str(tmp_path / "sandboxes" / "s-1" / "workspace")
-        config = engine.sessions[0].config
+        outputs = await agent.outputs("s-1")
+        assert kinds(outputs) == ["startup_phase", "startup_phase", "engine_info", "startup_phase", "runtime_started"]
+        assert [o.startup_phase.phase for o in outputs if o.HasField("startup_phase")] == [
+            "sandbox_created",
+            "engine_connected",
+            "ready",
+        ]
+        assert all(o.turn_id == "" for o in outputs)
+        assert [o.output_seq for o in outputs] == [1, 2, 3, 4, 5]
+        assert json.loads(outputs[2].engine_info.server_info_json) == info
+        started = outputs[-1].runtime_started
+        assert started.sandbox_id == "sb-s-1-1"
+        assert started.workspace == str(tmp_path / "sandboxes" / "s-1" / "workspace")
+        config = engine.last.config
         assert (config.permission_mode, config.model) == ("default", "m-1")
         assert dict(config.env) == MODEL_ENV
-        assert config.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+        assert config.interactions is not None
         assert [r.session_id for r in await agent.state.sessions()] == ["s-1"]
 
 
-async def test_deliver_input_relays_every_engine_message_in_order_ending_with_the_result(tmp_path: Path) -> None:
-    engine, driver = ScriptedEngine(result_script("eng-42")), DirectorySandboxDriver(tmp_path / "sandboxes")
+async def test_an_engine_without_a_manifest_fails_the_start_as_a_contract_violation(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine(result_turn(), manifest=None), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        ack = await agent.command("s-1", **start())
+        assert not ack.HasField("error")
+        [failed] = await agent.outputs("s-1")
+        assert NO_MANIFEST_REASON in failed.runtime_start_failed.reason
+        assert "contract violation: the engine declared no capability manifest" in failed.runtime_start_failed.reason
+        assert engine.sessions == [] and driver.created == []
+        assert await agent.state.sessions() == []
+
+
+async def test_start_with_a_transcript_restores_the_conversation_in_the_new_sandbox(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine(result_turn("eng-old")), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start(resume_engine_session_id="eng-old", transcript=b'{"turn": 1}\n'))
+        config = engine.last.config
+        assert (config.resume_engine_session_id, config.transcript) == ("eng-old", b'{"turn": 1}\n')
+        assert await agent.transcripts.load("s-1") == b'{"turn": 1}\n'
+        assert (await agent.state.session("s-1")).engine_session_id == "eng-old"
+
+
+async def test_start_numbers_outputs_after_the_committed_output_seq(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine(result_turn()), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start(committed_output_seq=40))
+        assert [o.output_seq for o in await agent.outputs("s-1")] == [41, 42, 43, 44]
+
+
+async def test_deliver_input_relays_the_turn_ending_with_the_result_and_a_transcript_snapshot(tmp_path: Path) -> None:
+    engine = ScriptedEngine(result_turn("eng-42"), transcript=b'{"type": "user"}\n')
+    driver = DirectorySandboxDriver(tmp_path / "sandboxes")
     async with running_agent(tmp_path, engine, driver) as agent:
         await agent.command("s-1", **start())
         ack = await agent.command("s-1", **deliver("t-1", "write a poem"))
         assert not ack.HasField("error")
-        outputs = await agent.wait_outputs("s-1", 4)
-        assert kinds(outputs) == ["runtime_started", "SystemMessage", "AssistantMessage", "ResultMessage"]
-        assert [o.output_seq for o in outputs] == [1, 2, 3, 4]
-        assert all(o.turn_id == "t-1" for o in outputs[1:])
-        assert json.loads(outputs[2].engine_message.payload_json) == result_script()[1].payload
-        assert engine.sessions[0].turns == ["write a poem"]
-        [record] = await agent.state.sessions()
-        assert record.turn_id == "" and record.engine_session_id == "eng-42"
+        outputs = (await agent.wait_for("s-1", "transcript_snapshot"))[len(STARTED) :]
+        assert kinds(outputs) == [
+            "input_consumed",
+            "SystemMessage",
+            "AssistantMessage",
+            "ResultMessage",
+            "transcript_snapshot",
+        ]
+        assert all(o.turn_id == "t-1" for o in outputs)
+        assert json.loads(outputs[2].engine_message.payload_json) == assistant().payload
+        assert outputs[-1].transcript_snapshot.engine_session_id == "eng-42"
+        assert outputs[-1].transcript_snapshot.content == b'{"type": "user"}\n'
+        assert await agent.transcripts.load("s-1") == b'{"type": "user"}\n'
+        assert engine.last.sent == [("write a poem", "acceptEdits")]
+        record = await agent.state.session("s-1")
+        assert (record.turn_id, record.engine_session_id, record.permission_mode) == ("", "eng-42", "acceptEdits")
         # The session is free for the next turn.
         await agent.command("s-1", **deliver("t-2"))
-        assert kinds(await agent.wait_outputs("s-1", 7))[-1] == "ResultMessage"
+        outputs = await agent.wait_for("s-1", "transcript_snapshot", 2)
+        assert [o.turn_id for o in outputs[-5:]] == ["t-2"] * 5
+
+
+async def test_a_large_transcript_is_kept_locally_but_not_sent(tmp_path: Path) -> None:
+    from dataplane_agent.turns import TurnLimits
+
+    engine = ScriptedEngine(result_turn(), transcript=b"x" * 2048)
+    driver = DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver, TurnLimits(transcript_cap=1024)) as agent:
+        await agent.command("s-1", **start())
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "ResultMessage")
+        await agent.command("s-1", **deliver("t-2"))
+        outputs = await agent.wait_for("s-1", "ResultMessage", 2)
+        assert "transcript_snapshot" not in kinds(outputs)
+        assert await agent.transcripts.load("s-1") == b"x" * 2048
 
 
 async def test_a_turn_in_flight_at_a_crash_is_aborted_at_start_and_the_next_turn_resumes(tmp_path: Path) -> None:
-    blocking = ScriptedEngine([EngineOutput("SystemMessage", {"session_id": "eng-7"}), EngineOutput("BLOCK", {})])
+    blocking = ScriptedEngine([init("eng-7"), Ask("Bash", {"command": "ls"}), Forever()])
     driver = DirectorySandboxDriver(tmp_path / "sandboxes")
     async with running_agent(tmp_path, blocking, driver) as agent:
         await agent.command("s-1", **start())
         await agent.command("s-1", **deliver("t-1"))
-        await agent.wait_outputs("s-1", 2)
-    # The process "died" with t-1 running; a new agent opens the same state.
-    engine = ScriptedEngine(result_script("eng-7"))
+        await agent.command("s-1", **deliver("t-2"))  # queued behind t-1
+        await agent.wait_for("s-1", "interaction_requested")
+        assert len(await agent.state.pending_interactions("s-1")) == 1
+    # The process "died" with t-1 parked and t-2 queued; a new agent opens the same state.
+    engine = ScriptedEngine(result_turn("eng-7"))
     async with running_agent(tmp_path, engine, driver) as agent:
         outputs = await agent.outputs("s-1")
-        assert kinds(outputs) == ["runtime_started", "SystemMessage", "turn_aborted"]
-        assert outputs[-1].turn_id == "t-1" and outputs[-1].output_seq == 3
-        assert outputs[-1].turn_aborted.reason == RESTART_ABORT_REASON
-        await agent.command("s-1", **deliver("t-2"))
-        outputs = await agent.wait_outputs("s-1", 6)
-        assert kinds(outputs)[-1] == "ResultMessage"
-        assert engine.sessions[0].config.resume_engine_session_id == "eng-7"
+        assert kinds(outputs)[-2:] == ["turn_aborted", "turn_aborted"]
+        assert [(o.turn_id, o.turn_aborted.reason) for o in outputs[-2:]] == [
+            ("t-1", RESTART_ABORT_REASON),
+            ("t-2", RESTART_QUEUED_REASON),
+        ]
+        assert await agent.state.pending_interactions("s-1") == []
+        assert await agent.state.queued_turns("s-1") == []
+        await agent.command("s-1", **deliver("t-3"))
+        outputs = await agent.wait_for("s-1", "ResultMessage")
+        assert [o.turn_id for o in outputs[-4:]] == ["t-3"] * 4
+        assert engine.last.config.resume_engine_session_id == "eng-7"
+        assert engine.last.config.transcript == b""  # the sandbox still has it
+        seen = len(await agent.outputs("s-1"))
     async with running_agent(tmp_path, engine, driver) as agent:
-        assert len(await agent.outputs("s-1")) == 6  # nothing aborted twice
+        assert len(await agent.outputs("s-1")) == seen  # nothing aborted twice
 
 
 async def test_an_engine_failure_mid_turn_aborts_the_turn_with_the_reason(tmp_path: Path) -> None:
-    script = [EngineOutput("AssistantMessage", {"n": 1}), EngineOutput("RAISE", {"message": "CLI exited with 1"})]
-    engine, driver = ScriptedEngine(script), DirectorySandboxDriver(tmp_path / "sandboxes")
+    engine = ScriptedEngine([assistant(), Raise("CLI exited with 1")])
+    driver = DirectorySandboxDriver(tmp_path / "sandboxes")
     async with running_agent(tmp_path, engine, driver) as agent:
         await agent.command("s-1", **start())
         await agent.command("s-1", **deliver("t-1"))
-        outputs = await agent.wait_outputs("s-1", 3)
-        assert kinds(outputs) == ["runtime_started", "AssistantMessage", "turn_aborted"]
+        outputs = (await agent.wait_for("s-1", "turn_aborted"))[len(STARTED) :]
+        assert kinds(outputs) == ["input_consumed", "AssistantMessage", "turn_aborted"]
         assert "CLI exited with 1" in outputs[-1].turn_aborted.reason
-        assert engine.sessions[0].closed
+        assert engine.last.closed
         assert (await agent.state.session("s-1")).turn_id == ""
 
 
@@ -268,28 +176,29 @@ async def test_a_failed_engine_start_reports_runtime_start_failed_and_removes_th
     async with running_agent(tmp_path, engine, driver) as agent:
         ack = await agent.command("s-1", **start())
         assert not ack.HasField("error")
-        [failed] = await agent.outputs("s-1")
-        assert "no CLI found" in failed.runtime_start_failed.reason
-        assert driver.destroyed == ["sb-s-1"]
+        outputs = await agent.outputs("s-1")
+        assert kinds(outputs) == ["startup_phase", "runtime_start_failed"]
+        assert "no CLI found" in outputs[-1].runtime_start_failed.reason
+        assert driver.destroyed == ["sb-s-1-1"]
         assert await agent.state.sessions() == []
-        [unknown] = [await agent.command("s-2", **start("nope"))]
+        unknown = await agent.command("s-2", **start("nope"))
         assert "'nope' is not available" in (await agent.outputs("s-2"))[0].runtime_start_failed.reason
         assert not unknown.HasField("error")
 
 
 async def test_redelivered_command_has_no_second_effect_and_stale_lease_is_refused(tmp_path: Path) -> None:
-    engine, driver = ScriptedEngine(result_script()), DirectorySandboxDriver(tmp_path / "sandboxes")
+    engine, driver = ScriptedEngine(result_turn()), DirectorySandboxDriver(tmp_path / "sandboxes")
     async with running_agent(tmp_path, engine, driver) as agent:
         first = await agent.command("s-1", command_id="c-start", **start())
         again = await agent.command("s-1", command_id="c-start", **start())
         assert first.command_id == again.command_id == "c-start"
         assert not again.HasField("error")
-        assert len(await agent.outputs("s-1")) == 1 and len(engine.sessions) == 1
+        assert len(await agent.outputs("s-1")) == len(STARTED) and len(engine.sessions) == 1
 
         await agent.state.raise_lease_generation(5)
         stale = await agent.command("s-1", command_id="c-old", lease=4, **deliver("t-1"))
         assert stale.error.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
-        assert engine.sessions[0].turns == []
+        assert engine.last.sent == []
         # An applied command keeps its answer even when redelivered under an old lease.
         assert not (await agent.command("s-1", command_id="c-start", lease=1, **start())).HasField("error")
 
@@ -297,10 +206,24 @@ async def test_redelivered_command_has_no_second_effect_and_stale_lease_is_refus
         assert missing.error.code == grpc.StatusCode.NOT_FOUND.value[0]
 
 
-async def test_destroy_forgets_the_session_only_when_destruction_is_confirmed(tmp_path: Path) -> None:
-    engine, driver = ScriptedEngine(result_script()), DirectorySandboxDriver(tmp_path / "sandboxes")
+async def test_the_same_turn_delivered_twice_runs_once(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine([init(), assistant(), Forever()]), DirectorySandboxDriver(tmp_path / "sandboxes")
     async with running_agent(tmp_path, engine, driver) as agent:
         await agent.command("s-1", **start())
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "AssistantMessage")
+        again = await agent.command("s-1", **deliver("t-1"))  # a second command id for the same turn
+        assert not again.HasField("error")
+        assert engine.last.sent == [("hi", "acceptEdits")]
+        assert kinds(await agent.outputs("s-1")).count("input_consumed") == 1
+
+
+async def test_destroy_forgets_the_session_only_when_destruction_is_confirmed(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine(result_turn(), transcript=b"t"), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start())
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "transcript_snapshot")
         driver.verdict = DestroyVerdict.UNCONFIRMED
         refused = await agent.command("s-1", **{"destroy_runtime": pb.DestroyRuntime(reason="archived")})
         assert refused.error.code == grpc.StatusCode.UNAVAILABLE.value[0]
@@ -309,18 +232,45 @@ async def test_destroy_forgets_the_session_only_when_destruction_is_confirmed(tm
         done = await agent.command("s-1", **{"destroy_runtime": pb.DestroyRuntime(reason="archived")})
         assert not done.HasField("error")
         assert await agent.state.sessions() == []
-        assert engine.sessions[0].closed
+        assert engine.last.closed
         assert not (tmp_path / "sandboxes" / "s-1" / "workspace").exists()
+        assert await agent.transcripts.load("s-1") == b""
 
 
-async def test_destroy_during_a_turn_aborts_the_turn(tmp_path: Path) -> None:
-    engine = ScriptedEngine([EngineOutput("AssistantMessage", {}), EngineOutput("BLOCK", {})])
+async def test_destroy_during_a_turn_aborts_it_and_the_queued_inputs(tmp_path: Path) -> None:
+    engine = ScriptedEngine([assistant(), Forever()])
     driver = DirectorySandboxDriver(tmp_path / "sandboxes")
     async with running_agent(tmp_path, engine, driver) as agent:
         await agent.command("s-1", **start())
         await agent.command("s-1", **deliver("t-1"))
-        await agent.wait_outputs("s-1", 2)
+        await agent.command("s-1", **deliver("t-2"))
+        await agent.wait_for("s-1", "AssistantMessage")
         await agent.command("s-1", **{"destroy_runtime": pb.DestroyRuntime(reason="deleted")})
-        outputs = await agent.outputs("s-1")
-        assert kinds(outputs) == ["runtime_started", "AssistantMessage", "turn_aborted"]
-        assert outputs[-1].turn_id == "t-1" and "destroyed" in outputs[-1].turn_aborted.reason
+        outputs = (await agent.outputs("s-1"))[len(STARTED) :]
+        assert kinds(outputs) == ["input_consumed", "AssistantMessage", "turn_aborted", "turn_aborted"]
+        assert [o.turn_id for o in outputs[-2:]] == ["t-1", "t-2"]
+        assert all("destroyed (deleted)" in o.turn_aborted.reason for o in outputs[-2:])
+        assert engine.last.sent == [("hi", "acceptEdits")]
+
+
+async def test_permission_mode_and_stop_task_reach_the_engine_and_the_mode_is_remembered(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine(result_turn()), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start())
+        ack = await agent.command("s-1", **{"set_permission_mode": pb.SetPermissionMode(permission_mode="plan")})
+        assert not ack.HasField("error")
+        ack = await agent.command("s-1", **{"stop_task": pb.StopTask(task_id="task-9")})
+        assert not ack.HasField("error")
+        assert (engine.last.modes, engine.last.stopped_tasks) == (["plan"], ["task-9"])
+        assert (await agent.state.session("s-1")).permission_mode == "plan"
+        bad = await agent.command("s-1", **{"set_permission_mode": pb.SetPermissionMode()})
+        assert bad.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        missing = await agent.command("s-9", **{"stop_task": pb.StopTask(task_id="task-9")})
+        assert missing.error.code == grpc.StatusCode.NOT_FOUND.value[0]
+    # After a restart the remembered mode starts the engine.
+    async with running_agent(tmp_path, engine, driver) as agent:
+        ack = await agent.command("s-1", **{"stop_task": pb.StopTask(task_id="task-9")})
+        assert not ack.HasField("error")  # no engine runs, so neither does the task
+        await agent.command("s-1", **deliver("t-1", permission_mode=""))
+        await agent.wait_for("s-1", "ResultMessage")
+        assert engine.last.config.permission_mode == "plan"
