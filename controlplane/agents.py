@@ -7,19 +7,15 @@ Whichever replica holds the agent's stream is woken through the live tail.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
-import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.journal import JournalTransaction
-
-log = structlog.get_logger(__name__)
 
 
 def agent_key(agent_id: str) -> str:
@@ -87,23 +83,6 @@ class Agents:
         )
         return Lease(row["generation"], row["lease_expires_at"]) if row else None
 
-    async def release(self, agent_id: str, generation: int) -> None:
-        """Let the lease lapse now: the stream of this generation is gone."""
-        await self._pool.execute(
-            "UPDATE agents SET lease_expires_at = now() WHERE agent_id = $1 AND generation = $2",
-            agent_id,
-            generation,
-        )
-
-    async def mark_lapsed_runtimes(self) -> int:
-        """Sessions on agents whose lease lapsed lose `runtime_available`; returns how many."""
-        result = await self._pool.execute(
-            "UPDATE sessions SET runtime_available = false, updated_at = now()"
-            " WHERE runtime_available AND deleted_at IS NULL AND agent_id IN"
-            "  (SELECT agent_id FROM agents WHERE lease_expires_at < now())"
-        )
-        return int(result.split()[-1])
-
     async def mark_held_runtimes(self, agent_id: str, session_ids: Sequence[str]) -> None:
         """An agent that reconnected still holds these sessions' runtimes."""
         await self._pool.execute(
@@ -113,18 +92,6 @@ class Agents:
             agent_id,
             list(session_ids),
         )
-
-    async def watch_leases(self, interval: float) -> None:
-        """Until cancelled: mark runtimes unavailable once their agent's lease lapses."""
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                lapsed = await self.mark_lapsed_runtimes()
-            except (OSError, asyncpg.PostgresError) as error:
-                log.warning("lease_sweep_failed", error=str(error))
-                continue
-            if lapsed:
-                log.info("runtimes_unavailable", sessions=lapsed)
 
     async def pick_for(self, engine: str) -> str | None:
         """The live agent that runs `engine` with the most free capacity."""

@@ -8,22 +8,35 @@ import grpc
 import structlog
 
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
+from astrabox.sessionkernel.v1 import session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from controlplane.convert import event_to_proto, session_to_proto
-from controlplane.errors import KernelError, NotImplementedYet
-from controlplane.kernel import CreateSession, SendMessage, SessionKernel
+from controlplane.conversation import Answer, Conversation, SendMessage
+from controlplane.errors import InvalidArgument, KernelError
+from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.status import maps_errors, to_status
 
 log = structlog.get_logger(__name__)
 
 
-def _not_yet(rpc: str, what: str) -> NotImplementedYet:
-    return NotImplementedYet(f"{rpc} is not available yet: {what} arrive with the session-kernel milestone")
+def _answer(request: pb.RespondToInteractionRequest) -> Answer:
+    which = request.WhichOneof("answer")
+    if which == "allow":
+        return Answer("allow", updated_input_json=request.allow.updated_input_json)
+    if which == "deny":
+        return Answer("deny", message=request.deny.message)
+    if which == "answers":
+        return Answer("answers", answers=dict(request.answers.answers))
+    raise InvalidArgument("answer", "set one of allow, deny or answers")
 
 
 class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
-    def __init__(self, kernel: SessionKernel) -> None:
+    def __init__(self, kernel: SessionKernel, conversation: Conversation) -> None:
         self._kernel = kernel
+        self._conversation = conversation
+
+    async def _session(self, session_id: str) -> session_pb2.Session:
+        return session_to_proto(await self._kernel.get_session(session_id))
 
     @maps_errors
     async def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext) -> pb.CreateSessionResponse:
@@ -40,7 +53,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
 
     @maps_errors
     async def GetSession(self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext) -> pb.GetSessionResponse:
-        return pb.GetSessionResponse(session=session_to_proto(await self._kernel.get_session(request.session_id)))
+        return pb.GetSessionResponse(session=await self._session(request.session_id))
 
     @maps_errors
     async def ListSessions(self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
@@ -49,7 +62,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
 
     @maps_errors
     async def SendMessage(self, request: pb.SendMessageRequest, context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
-        accepted = await self._kernel.send_message(
+        accepted = await self._conversation.send_message(
             SendMessage(
                 session_id=request.session_id,
                 client_message_id=request.client_message_id,
@@ -79,23 +92,27 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
 
     @maps_errors
     async def InterruptTurn(self, request: pb.InterruptTurnRequest, context: grpc.aio.ServicerContext) -> pb.InterruptTurnResponse:
-        raise _not_yet("InterruptTurn", "interrupts")
+        await self._conversation.interrupt(request.session_id, request.request_id)
+        return pb.InterruptTurnResponse(session=await self._session(request.session_id))
 
     @maps_errors
     async def RespondToInteraction(
         self, request: pb.RespondToInteractionRequest, context: grpc.aio.ServicerContext
     ) -> pb.RespondToInteractionResponse:
-        raise _not_yet("RespondToInteraction", "interactions (tool approvals and questions)")
+        await self._conversation.respond(request.session_id, request.interaction_id, request.request_id, _answer(request))
+        return pb.RespondToInteractionResponse(session=await self._session(request.session_id))
 
     @maps_errors
     async def SetPermissionMode(
         self, request: pb.SetPermissionModeRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetPermissionModeResponse:
-        raise _not_yet("SetPermissionMode", "session-wide permission mode changes (use SendMessage.permission_mode per turn)")
+        await self._conversation.set_permission_mode(request.session_id, request.permission_mode, request.request_id)
+        return pb.SetPermissionModeResponse(session=await self._session(request.session_id))
 
     @maps_errors
     async def ArchiveSession(self, request: pb.ArchiveSessionRequest, context: grpc.aio.ServicerContext) -> pb.ArchiveSessionResponse:
-        raise _not_yet("ArchiveSession", "archiving")
+        record = await self._kernel.archive_session(request.session_id, request.request_id)
+        return pb.ArchiveSessionResponse(session=session_to_proto(record))
 
     @maps_errors
     async def DeleteSession(self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext) -> pb.DeleteSessionResponse:
@@ -106,4 +123,5 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
     async def StopBackgroundTask(
         self, request: pb.StopBackgroundTaskRequest, context: grpc.aio.ServicerContext
     ) -> pb.StopBackgroundTaskResponse:
-        raise _not_yet("StopBackgroundTask", "background-task control")
+        await self._conversation.stop_background_task(request.session_id, request.task_id, request.request_id)
+        return pb.StopBackgroundTaskResponse(session=await self._session(request.session_id))

@@ -8,11 +8,13 @@ from datetime import datetime
 from google.protobuf import json_format, timestamp_pb2
 
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+from controlplane.engines import MANIFESTS
 from controlplane.journal import EventKind, StoredEvent
-from controlplane.session import SessionRecord, SessionState
+from controlplane.session import InteractionKind, InteractionRecord, SessionRecord, SessionState, questions_of
 
 _STATES = {state: session_pb2.SessionState.Value(f"SESSION_STATE_{state.name}") for state in SessionState}
 _KINDS = {kind: events_pb2.EventKind.Value(f"EVENT_KIND_{kind.name}") for kind in EventKind}
+_INTERACTION_KINDS = {k: session_pb2.InteractionKind.Value(f"INTERACTION_KIND_{k.name}") for k in InteractionKind}
 # The SessionEvent oneof field (and its message type) for each kind.
 _PAYLOAD_FIELDS = {kind: kind.value for kind in EventKind}
 
@@ -40,6 +42,43 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         update_time=timestamp(record.updated_at),
         request_id=record.request_id,
         labels=dict(record.labels),
+        pending_interaction=interaction_to_proto(record.pending_interaction) if record.pending_interaction else None,
+        background_tasks=[
+            session_pb2.BackgroundTask(task_id=t.task_id, description=t.description, started_seq=t.started_seq)
+            for t in record.background_tasks
+        ],
+        capabilities=_capabilities(record.engine),
+        slash_commands=list(record.slash_commands),
+        queued_turn_ids=list(record.queued_turn_ids),
+    )
+
+
+def _capabilities(engine: str) -> session_pb2.EngineCapabilities | None:
+    manifest = MANIFESTS.get(engine)
+    if manifest is None:
+        return None
+    return session_pb2.EngineCapabilities(
+        engine=manifest.kind,
+        permission_modes=list(manifest.permission_modes),
+        supports_interactions=manifest.supports_interactions,
+        supports_background_tasks=manifest.supports_background_tasks,
+        supports_server_info=manifest.supports_server_info,
+    )
+
+
+def interaction_to_proto(record: InteractionRecord) -> session_pb2.Interaction:
+    questions = []
+    if record.kind is InteractionKind.QUESTION:
+        questions = [session_pb2.Question(**q) for q in questions_of(record.input)]
+    return session_pb2.Interaction(
+        interaction_id=record.interaction_id,
+        kind=_INTERACTION_KINDS[record.kind],
+        turn_id=record.turn_id,
+        tool_name=record.tool_name,
+        input_json=json.dumps(record.input),
+        tool_use_id=record.tool_use_id,
+        questions=questions,
+        requested_seq=record.requested_seq,
     )
 
 
@@ -56,6 +95,18 @@ def event_to_proto(event: StoredEvent) -> events_pb2.SessionEvent:
         target.type_name = event.payload["type_name"]
         target.payload_json = json.dumps(event.payload["message"], separators=(",", ":"))
         target.output_seq = event.output_seq or 0
+    elif event.kind is EventKind.INTERACTION_REQUESTED:
+        interaction = dict(event.payload["interaction"])
+        target.interaction.CopyFrom(session_pb2.Interaction(
+            interaction_id=interaction["interaction_id"],
+            kind=_INTERACTION_KINDS[InteractionKind(interaction["kind"])],
+            turn_id=interaction["turn_id"],
+            tool_name=interaction["tool_name"],
+            input_json=interaction["input_json"],
+            tool_use_id=interaction["tool_use_id"],
+            questions=[session_pb2.Question(**q) for q in interaction["questions"]],
+            requested_seq=event.seq,
+        ))
     else:
         json_format.ParseDict(dict(event.payload), target, ignore_unknown_fields=True)
     target.SetInParent()

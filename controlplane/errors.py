@@ -3,6 +3,9 @@
     KernelError
     ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT / PAGE_TOKEN_INVALID
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
+    ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
+    ├── TaskNotFound           NOT_FOUND            reason TASK_NOT_FOUND
+    ├── InteractionNotPending  FAILED_PRECONDITION  reason INTERACTION_NOT_PENDING
     ├── SessionBusy            FAILED_PRECONDITION  reason SESSION_BUSY
     ├── SessionNotReady        FAILED_PRECONDITION  reason SESSION_NOT_READY
     ├── RequestIdReused        ALREADY_EXISTS       reason REQUEST_ID_REUSED
@@ -41,6 +44,18 @@ class SessionNotFound(KernelError):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id} does not exist", {"session_id": session_id})
+
+
+class InteractionNotFound(KernelError):
+    reason = "INTERACTION_NOT_FOUND"
+
+
+class TaskNotFound(KernelError):
+    reason = "TASK_NOT_FOUND"
+
+
+class InteractionNotPending(KernelError):
+    reason = "INTERACTION_NOT_PENDING"
 
 
 class SessionBusy(KernelError):

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 
 from controlplane.live import LiveTail
-from controlplane.session import SessionRecord
+from controlplane.session import VIEW_SQL, SessionRecord
 
 NOTIFY_CHANNEL = "astrabox_journal"
 
@@ -33,6 +33,19 @@ class EventKind(enum.Enum):
     TURN_COMPLETED = "turn_completed"
     TURN_FAILED = "turn_failed"
     SESSION_DELETED = "session_deleted"
+    INTERACTION_REQUESTED = "interaction_requested"
+    INTERACTION_ANSWERED = "interaction_answered"
+    INTERACTION_CLOSED = "interaction_closed"
+    INTERRUPT_REQUESTED = "interrupt_requested"
+    TURN_INTERRUPTED = "turn_interrupted"
+    INPUT_DELIVERED = "input_delivered"
+    PERMISSION_MODE_CHANGED = "permission_mode_changed"
+    SESSION_ARCHIVED = "session_archived"
+    STARTUP_PHASE = "startup_phase"
+    RUNTIME_LOST = "runtime_lost"
+    TASK_STOP_REQUESTED = "task_stop_requested"
+    ENGINE_INFO = "engine_info"
+    ENGINE_TURN_STARTED = "engine_turn_started"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +93,9 @@ _SESSION_COLUMNS = frozenset(
         "committed_output_seq",
         "permission_mode",
         "deleted_at",
+        "sandbox_id",
+        "slash_commands",
+        "interrupt_deadline",
     }
 )
 
@@ -167,5 +183,6 @@ class Journal:
         return [StoredEvent.from_row(r) for r in rows]
 
     async def session(self, session_id: str) -> SessionRecord | None:
-        row = await self._pool.fetchrow("SELECT * FROM sessions WHERE session_id = $1", session_id)
+        """The session with its pending interaction, open tasks and queue."""
+        row = await self._pool.fetchrow(VIEW_SQL + " WHERE s.session_id = $1", session_id)
         return SessionRecord.from_row(row) if row else None

@@ -8,8 +8,8 @@ transaction. Retries with the same idempotency key return the same outcome.
 from __future__ import annotations
 
 import asyncio
+import time
 import base64
-import hashlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -20,20 +20,14 @@ import asyncpg
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import validation
+from controlplane import requests, validation
 from controlplane.agents import Agents
 from controlplane.engines import DEFAULT_ENGINE
-from controlplane.errors import (
-    InvalidArgument,
-    NoAgentAvailable,
-    RequestIdReused,
-    SessionBusy,
-    SessionNotFound,
-    SessionNotReady,
-)
+from controlplane.errors import InvalidArgument, NoAgentAvailable, RequestIdReused, SessionNotFound
 from controlplane.journal import EventKind, Journal, NewEvent, StoredEvent
 from controlplane.live import LiveTail
-from controlplane.session import SessionRecord, SessionState
+from controlplane.session import VIEW_SQL, SessionRecord, SessionState
+from controlplane.turns import TurnOutcome, Turns
 
 log = structlog.get_logger(__name__)
 
@@ -51,24 +45,6 @@ class CreateSession:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class SendMessage:
-    session_id: str
-    client_message_id: str
-    text: str
-    permission_mode: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class AcceptedMessage:
-    turn_id: str
-    seq: int
-
-
-def _fingerprint(**fields: object) -> str:
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-
-
 def _encode_token(data: dict[str, object]) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
 
@@ -84,8 +60,9 @@ def _decode_token(token: str) -> dict[str, object]:
 
 
 class SessionKernel:
-    def __init__(self, pool: asyncpg.Pool, journal: Journal, agents: Agents, live: LiveTail) -> None:
+    def __init__(self, pool: asyncpg.Pool, journal: Journal, agents: Agents, turns: Turns, live: LiveTail) -> None:
         self._pool = pool
+        self._turns = turns
         self._journal = journal
         self._agents = agents
         self._live = live
@@ -94,13 +71,15 @@ class SessionKernel:
         validation.client_id("request_id", request.request_id)
         manifest = validation.engine(request.engine or DEFAULT_ENGINE)
         mode = validation.permission_mode(manifest, request.permission_mode or manifest.default_permission_mode)
-        fingerprint = _fingerprint(
+        fingerprint = requests.fingerprint(
             engine=manifest.kind, permission_mode=mode, model=request.model, labels=dict(request.labels)
         )
         existing = await self._by_request_id(request.request_id, fingerprint)
         if existing:
             return existing
+        placing = time.monotonic()
         agent_id = await self._agents.pick_for(manifest.kind)
+        placed_ms = int((time.monotonic() - placing) * 1000)
         if agent_id is None:
             raise NoAgentAvailable(f"no connected data-plane agent can run {manifest.kind}; start one with `astrabox agent`")
         session_id = str(uuid.uuid4())
@@ -137,6 +116,7 @@ class SessionKernel:
                              "request_id": request.request_id},
                         ),
                         NewEvent(EventKind.STARTUP_REQUESTED, {"agent_id": agent_id, "command_id": command_id}),
+                        NewEvent(EventKind.STARTUP_PHASE, {"phase": "placed", "duration_ms": placed_ms}),
                     ],
                 )
         if inserted is None:  # a concurrent retry won the insert
@@ -144,7 +124,7 @@ class SessionKernel:
             assert existing is not None
             return existing
         log.info("session_created", session_id=session_id, agent_id=agent_id)
-        return await self.get_session(session_id)
+        return await self._view(session_id)
 
     async def _by_request_id(self, request_id: str, fingerprint: str) -> SessionRecord | None:
         row = await self._pool.fetchrow("SELECT * FROM sessions WHERE request_id = $1", request_id)
@@ -155,7 +135,7 @@ class SessionKernel:
                 f"request_id {request_id!r} was already used to create a different session",
                 {"request_id": request_id, "session_id": str(row["session_id"])},
             )
-        return SessionRecord.from_row(row)
+        return await self._view(str(row["session_id"]))
 
     async def get_session(self, session_id: str) -> SessionRecord:
         session_id = validation.session_id(session_id)
@@ -173,14 +153,14 @@ class SessionKernel:
             except (KeyError, ValueError):
                 raise InvalidArgument("page_token", "page_token is not one this server issued", "PAGE_TOKEN_INVALID") from None
             rows = await self._pool.fetch(
-                "SELECT * FROM sessions WHERE deleted_at IS NULL AND (created_at, session_id) < ($1, $2::uuid)"
-                " ORDER BY created_at DESC, session_id DESC LIMIT $3",
+                VIEW_SQL + " WHERE s.deleted_at IS NULL AND (s.created_at, s.session_id) < ($1, $2::uuid)"
+                " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $3",
                 *before,
                 size + 1,
             )
         else:
             rows = await self._pool.fetch(
-                "SELECT * FROM sessions WHERE deleted_at IS NULL ORDER BY created_at DESC, session_id DESC LIMIT $1",
+                VIEW_SQL + " WHERE s.deleted_at IS NULL ORDER BY s.created_at DESC, s.session_id DESC LIMIT $1",
                 size + 1,
             )
         records = [SessionRecord.from_row(r) for r in rows[:size]]
@@ -190,100 +170,45 @@ class SessionKernel:
             next_token = _encode_token({"t": last.created_at.isoformat(), "id": last.session_id})
         return records, next_token
 
-    async def send_message(self, request: SendMessage) -> AcceptedMessage:
-        session_id = validation.session_id(request.session_id)
-        validation.client_id("client_message_id", request.client_message_id)
-        validation.message_text(request.text)
-        async with self._journal.transaction() as tx:
-            row = await tx.lock_session(session_id)
-            if row is None or row["state"] == SessionState.DELETED.value:
-                raise SessionNotFound(session_id)
-            session = SessionRecord.from_row(row)
-            mode = session.permission_mode
-            if request.permission_mode:
-                mode = validation.permission_mode(validation.engine(session.engine), request.permission_mode)
-            fingerprint = _fingerprint(text=request.text, permission_mode=request.permission_mode)
-            previous = await tx.conn.fetchrow(
-                "SELECT turn_id, accepted_seq, fingerprint FROM turns WHERE session_id = $1 AND client_message_id = $2",
-                session_id,
-                request.client_message_id,
-            )
-            if previous is not None:
-                if previous["fingerprint"] != fingerprint:
-                    raise RequestIdReused(
-                        f"client_message_id {request.client_message_id!r} was already used for a different message",
-                        {"client_message_id": request.client_message_id, "turn_id": previous["turn_id"]},
-                    )
-                return AcceptedMessage(previous["turn_id"], previous["accepted_seq"])
-            self._check_accepts_messages(session)
-            turn_id = str(uuid.uuid4())
-            (seq,) = await tx.append(
-                session_id,
-                [
-                    NewEvent(
-                        EventKind.USER_MESSAGE_ACCEPTED,
-                        {"client_message_id": request.client_message_id, "text": request.text, "permission_mode": mode},
-                        turn_id=turn_id,
-                    )
-                ],
-            )
-            await tx.conn.execute(
-                "INSERT INTO turns (session_id, turn_id, client_message_id, fingerprint, accepted_seq)"
-                " VALUES ($1, $2, $3, $4, $5)",
-                session_id,
-                turn_id,
-                request.client_message_id,
-                fingerprint,
-                seq,
-            )
-            await tx.update_session(session_id, state=SessionState.RUNNING, current_turn_id=turn_id, failure_reason="")
-            await self._agents.enqueue(
-                tx,
-                session.agent_id,
-                session_id,
-                runner_pb2.Command(
-                    deliver_input=runner_pb2.DeliverInput(turn_id=turn_id, text=request.text, permission_mode=mode)
-                ),
-            )
-        log.info("message_accepted", session_id=session_id, turn_id=turn_id, seq=seq)
-        return AcceptedMessage(turn_id, seq)
-
-    @staticmethod
-    def _check_accepts_messages(session: SessionRecord) -> None:
-        if session.state in (SessionState.RUNNING, SessionState.WAITING_FOR_INPUT, SessionState.INTERRUPTING):
-            raise SessionBusy(
-                f"session {session.session_id} is running turn {session.current_turn_id}; "
-                "wait for it to finish before sending another message",
-                {"session_id": session.session_id, "turn_id": session.current_turn_id},
-            )
-        if session.state is not SessionState.READY:
-            detail = f": {session.failure_reason}" if session.failure_reason else ""
-            raise SessionNotReady(
-                f"session {session.session_id} is {session.state.value} and cannot take messages{detail}",
-                {"session_id": session.session_id, "state": session.state.value},
-            )
-
     async def delete_session(self, session_id: str, request_id: str) -> SessionRecord:
+        """Destroy the sandbox and hide the session. Idempotent."""
+        return await self._release(session_id, request_id, SessionState.DELETED)
+
+    async def archive_session(self, session_id: str, request_id: str) -> SessionRecord:
+        """Release the sandbox; the history stays readable. Idempotent."""
+        return await self._release(session_id, request_id, SessionState.ARCHIVED)
+
+    async def _release(self, session_id: str, request_id: str, final: SessionState) -> SessionRecord:
         session_id = validation.session_id(session_id)
         if request_id:
             validation.client_id("request_id", request_id)
+        verb = "deleted" if final is SessionState.DELETED else "archived"
         async with self._journal.transaction() as tx:
             row = await tx.lock_session(session_id)
-            if row is None:
+            if row is None or (row["state"] == SessionState.DELETED.value and final is SessionState.ARCHIVED):
                 raise SessionNotFound(session_id)
             session = SessionRecord.from_row(row)
-            if session.state is not SessionState.DELETED:
-                await tx.append(session_id, [NewEvent(EventKind.SESSION_DELETED, {"request_id": request_id})])
-                await tx.update_session(
-                    session_id, state=SessionState.DELETED, runtime_available=False, current_turn_id=None,
-                    deleted_at=datetime.now().astimezone(),
+            if session.state in (final, SessionState.DELETED):
+                return await self._view(session_id)
+            reason = f"the session was {verb}"
+            await self._turns.fail_all_queued(tx, session_id, reason)
+            if session.current_turn_id:
+                await self._turns.settle(tx, session_id, session.current_turn_id, TurnOutcome.FAILED, reason)
+            kind = EventKind.SESSION_DELETED if final is SessionState.DELETED else EventKind.SESSION_ARCHIVED
+            await tx.append(session_id, [NewEvent(kind, {"request_id": request_id})])
+            await tx.update_session(
+                session_id, state=final, runtime_available=False, current_turn_id=None,
+                **({"deleted_at": datetime.now().astimezone()} if final is SessionState.DELETED else {}),
+            )
+            if session.agent_id and session.state is not SessionState.ARCHIVED:
+                await self._agents.enqueue(
+                    tx, session.agent_id, session_id,
+                    runner_pb2.Command(destroy_runtime=runner_pb2.DestroyRuntime(reason=reason)),
                 )
-                if session.agent_id:
-                    await self._agents.enqueue(
-                        tx, session.agent_id, session_id,
-                        runner_pb2.Command(destroy_runtime=runner_pb2.DestroyRuntime(reason="session deleted")),
-                    )
-        log.info("session_deleted", session_id=session_id)
+        log.info("session_released", session_id=session_id, state=final.value)
+        return await self._view(session_id)
+
+    async def _view(self, session_id: str) -> SessionRecord:
         record = await self._journal.session(session_id)
         assert record is not None
         return record

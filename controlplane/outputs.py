@@ -3,8 +3,10 @@
 Per session, outputs carry a contiguous output_seq. Outputs at or below the
 session's committed_output_seq are duplicates (a resend after a reconnect)
 and are skipped; an output beyond committed + 1 is a gap, refused as a whole
-for that session. Engine messages are journaled verbatim; the projection
-(state, current turn, engine session id) is updated in the same transaction.
+for that session. Engine messages are journaled verbatim; each output's
+projection change (state, turn, interaction, tasks) happens in the same
+transaction, guarded by the current turn so a late output of a turn that was
+already settled cannot overwrite newer state.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent
-from controlplane.session import SessionState
+from controlplane.session import InteractionKind, SessionState, questions_of
+from controlplane.turns import TurnOutcome, Turns
 
 log = structlog.get_logger(__name__)
+
+# Task statuses after which a background task is over (the SDK's TERMINAL_TASK_STATUSES).
+_TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "stopped", "killed"})
 
 
 class OutputGap(Exception):
@@ -45,8 +51,9 @@ class CommitResult:
 
 
 class OutputCommitter:
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, turns: Turns) -> None:
         self._journal = journal
+        self._turns = turns
 
     async def commit(self, agent_id: str, outputs: Sequence[runner_pb2.Output]) -> CommitResult:
         """Journal a batch in one transaction; returns what is now committed."""
@@ -57,26 +64,27 @@ class OutputCommitter:
         refused: dict[str, OutputGap] = {}
         async with self._journal.transaction() as tx:
             for session_id in sorted(by_session):  # a fixed lock order avoids deadlocks
+                batch = sorted(by_session[session_id], key=lambda o: o.output_seq)
                 try:
-                    committed[session_id] = await self._commit_session(tx, session_id, by_session[session_id])
+                    committed[session_id] = await self._commit_session(tx, agent_id, session_id, batch)
                 except OutputGap as gap:
                     refused[session_id] = gap
                     committed[session_id] = gap.committed
-                except LookupError:
-                    # Nowhere to journal them: acknowledge so the agent stops resending.
-                    dropped = max(o.output_seq for o in by_session[session_id])
-                    log.warning("output_for_unknown_session", session_id=session_id, agent_id=agent_id,
-                                through_output_seq=dropped)
-                    committed[session_id] = dropped
         return CommitResult(committed, refused)
 
-    async def _commit_session(self, tx: JournalTransaction, session_id: str, outputs: list[runner_pb2.Output]) -> int:
+    async def _commit_session(
+        self, tx: JournalTransaction, agent_id: str, session_id: str, outputs: list[runner_pb2.Output]
+    ) -> int:
         row = await tx.lock_session(session_id)
-        if row is None:
-            raise LookupError(session_id)
+        last_offered = outputs[-1].output_seq
+        if row is None or row["state"] == SessionState.DELETED.value or row["agent_id"] != agent_id:
+            # Nowhere to journal them (unknown or deleted session, or one placed
+            # on another agent since): acknowledge so the agent stops resending.
+            log.warning("outputs_dropped", session_id=session_id, agent_id=agent_id, through_output_seq=last_offered)
+            return last_offered
         cursor = row["committed_output_seq"]
         fresh = []
-        for output in sorted(outputs, key=lambda o: o.output_seq):
+        for output in outputs:
             if output.output_seq <= cursor:
                 continue  # already journaled: a resend
             if output.output_seq != cursor + 1:
@@ -85,82 +93,216 @@ class OutputCommitter:
             cursor = output.output_seq
         if not fresh:
             return cursor
-        state = _Projection(dict(row))
-        events: list[NewEvent] = []
+        applier = _Applier(tx, self._turns, session_id)
         for output in fresh:
-            events.extend(state.apply(output))
-        if state.deleted:
-            # A deleted session keeps its journal closed; its outputs are acknowledged and dropped.
-            await tx.update_session(session_id, committed_output_seq=cursor)
-            return cursor
-        await tx.append(session_id, events)
-        await tx.update_session(session_id, committed_output_seq=cursor, **state.changes)
+            await applier.apply(output)
+        await applier.flush()
+        await tx.update_session(session_id, committed_output_seq=cursor)
         return cursor
 
 
-class _Projection:
-    """Folds outputs into journal events and the session columns they change."""
+class _Applier:
+    """Turns one session's outputs into journal events and projection changes.
 
-    def __init__(self, row: dict[str, Any]) -> None:
-        self.deleted = row["state"] == SessionState.DELETED.value
-        self.changes: dict[str, Any] = {}
+    Plain engine messages are buffered and appended together; an output that
+    changes the projection flushes the buffer first, so event order is kept."""
 
-    def apply(self, output: runner_pb2.Output) -> list[NewEvent]:
+    def __init__(self, tx: JournalTransaction, turns: Turns, session_id: str) -> None:
+        self._tx = tx
+        self._turns = turns
+        self._session_id = session_id
+        self._pending: list[NewEvent] = []
+
+    async def flush(self) -> list[int]:
+        events, self._pending = self._pending, []
+        return await self._tx.append(self._session_id, events)
+
+    async def _journal_now(self, event: NewEvent) -> int:
+        self._pending.append(event)
+        return (await self.flush())[-1]
+
+    async def _current(self) -> dict[str, Any]:
+        return dict(await self._tx.lock_session(self._session_id))
+
+    async def apply(self, output: runner_pb2.Output) -> None:
         body = output.WhichOneof("body")
-        turn_id = output.turn_id
-        if body == "engine_message":
-            return self._engine_message(output)
-        if body == "runtime_started":
-            started = output.runtime_started
-            self.changes.update(state=SessionState.READY, runtime_available=True, failure_reason="")
-            payload = {"sandbox_id": started.sandbox_id, "driver": started.driver,
-                       "workspace": started.workspace, "sandbox_ms": started.sandbox_ms}
-            return [NewEvent(EventKind.RUNTIME_READY, payload, output_seq=output.output_seq)]
-        if body == "runtime_start_failed":
-            reason = output.runtime_start_failed.reason
-            self.changes.update(state=SessionState.FAILED, runtime_available=False, failure_reason=reason)
-            return [NewEvent(EventKind.RUNTIME_FAILED, {"reason": reason}, output_seq=output.output_seq)]
-        if body == "turn_aborted":
-            reason = output.turn_aborted.reason
-            self.changes.update(state=SessionState.READY, current_turn_id=None, failure_reason=reason)
-            return [NewEvent(EventKind.TURN_FAILED, {"reason": reason}, turn_id=turn_id, output_seq=output.output_seq)]
-        raise ValueError(f"output {output.output_seq} of session {output.session_id} has no body")
+        handler = getattr(self, f"_on_{body}", None)
+        if handler is None:
+            raise ValueError(f"output {output.output_seq} of session {output.session_id} has no known body ({body})")
+        await handler(output, getattr(output, body))
 
-    def _engine_message(self, output: runner_pb2.Output) -> list[NewEvent]:
-        message = output.engine_message
+    async def _on_engine_message(self, output: runner_pb2.Output, message: runner_pb2.EngineMessage) -> None:
         data = json.loads(message.payload_json or "{}")
-        events = [
-            NewEvent(
-                EventKind.ENGINE_MESSAGE,
-                {"type_name": message.type_name, "message": data},
-                turn_id=output.turn_id,
-                output_seq=output.output_seq,
+        event = NewEvent(EventKind.ENGINE_MESSAGE, {"type_name": message.type_name, "message": data},
+                         turn_id=output.turn_id, output_seq=output.output_seq)
+        type_name = message.type_name
+        task_id = str(data.get("task_id") or "")
+        if type_name == "ResultMessage":
+            await self._journal_now(event)
+            if data.get("session_id"):
+                await self._tx.update_session(self._session_id, engine_session_id=str(data["session_id"]))
+            await self._turn_result(output.turn_id, data)
+        elif type_name == "SystemMessage" and data.get("subtype") == "init":
+            await self._journal_now(event)
+            engine_session_id = (data.get("data") or {}).get("session_id")
+            if engine_session_id:
+                await self._tx.update_session(self._session_id, engine_session_id=str(engine_session_id))
+        elif type_name == "TaskStartedMessage" and task_id:
+            seq = await self._journal_now(event)
+            await self._tx.conn.execute(
+                "INSERT INTO background_tasks (session_id, task_id, description, started_seq) VALUES ($1, $2, $3, $4)"
+                " ON CONFLICT DO NOTHING",
+                self._session_id, task_id, str(data.get("description") or ""), seq,
             )
-        ]
-        engine_session_id = _engine_session_id(message.type_name, data)
-        if engine_session_id:
-            self.changes["engine_session_id"] = engine_session_id
-        if message.type_name == "ResultMessage":
-            self.changes.update(state=SessionState.READY, current_turn_id=None)
-            events.append(
-                NewEvent(
-                    EventKind.TURN_COMPLETED,
-                    {
-                        "subtype": str(data.get("subtype", "")),
-                        "is_error": bool(data.get("is_error", False)),
-                        "duration_ms": int(data.get("duration_ms") or 0),
-                        "result": str(data.get("result") or ""),
-                    },
-                    turn_id=output.turn_id,
+        elif type_name in ("TaskNotificationMessage", "TaskUpdatedMessage") and task_id:
+            await self._journal_now(event)
+            status = data.get("status") or (data.get("patch") or {}).get("status")
+            if status in _TERMINAL_TASK_STATUSES:
+                await self._tx.conn.execute(
+                    "UPDATE background_tasks SET state = 'closed' WHERE session_id = $1 AND task_id = $2",
+                    self._session_id, task_id,
                 )
-            )
-        return events
+        else:
+            self._pending.append(event)
+
+    async def _turn_result(self, turn_id: str, data: dict[str, Any]) -> None:
+        session = await self._current()
+        if session["current_turn_id"] != turn_id:
+            return  # the turn was settled already (lease lapse, deletion)
+        if session["state"] == SessionState.INTERRUPTING.value:
+            await self._turns.settle(self._tx, self._session_id, turn_id, TurnOutcome.INTERRUPTED,
+                                     "the engine stopped the turn")
+            return
+        await self._journal_now(NewEvent(
+            EventKind.TURN_COMPLETED,
+            {"subtype": str(data.get("subtype", "")), "is_error": bool(data.get("is_error", False)),
+             "duration_ms": int(data.get("duration_ms") or 0), "result": str(data.get("result") or "")},
+            turn_id=turn_id,
+        ))
+        await self._turns.settle(self._tx, self._session_id, turn_id, TurnOutcome.COMPLETED)
+
+    async def _on_runtime_started(self, output: runner_pb2.Output, started: runner_pb2.RuntimeStarted) -> None:
+        await self._journal_now(NewEvent(
+            EventKind.RUNTIME_READY,
+            {"sandbox_id": started.sandbox_id, "driver": started.driver, "workspace": started.workspace,
+             "sandbox_ms": started.sandbox_ms},
+            output_seq=output.output_seq,
+        ))
+        session = await self._current()
+        changes: dict[str, Any] = {"runtime_available": True, "sandbox_id": started.sandbox_id}
+        if session["state"] == SessionState.CREATING.value:
+            changes.update(state=SessionState.READY, failure_reason="")
+        await self._tx.update_session(self._session_id, **changes)
+        await self._turns.dispatch_next(self._tx, self._session_id)
+
+    async def _on_runtime_start_failed(self, output: runner_pb2.Output, failed: runner_pb2.RuntimeStartFailed) -> None:
+        await self._journal_now(NewEvent(EventKind.RUNTIME_FAILED, {"reason": failed.reason}, output_seq=output.output_seq))
+        session = await self._current()
+        if session["state"] == SessionState.CREATING.value:
+            await self._tx.update_session(self._session_id, state=SessionState.FAILED, runtime_available=False,
+                                          failure_reason=failed.reason)
+            return
+        # A recovery failed: the message waiting for the runtime cannot run.
+        await self._tx.update_session(self._session_id, runtime_available=False)
+        if session["current_turn_id"]:
+            await self._turns.settle(self._tx, self._session_id, session["current_turn_id"], TurnOutcome.FAILED,
+                                     f"the runtime could not be started again: {failed.reason}")
+
+    async def _on_turn_aborted(self, output: runner_pb2.Output, aborted: runner_pb2.TurnAborted) -> None:
+        await self.flush()
+        settled = await self._turns.settle(self._tx, self._session_id, output.turn_id, TurnOutcome.FAILED,
+                                           aborted.reason, output.output_seq)
+        if not settled:
+            log.info("late_turn_output", session_id=self._session_id, turn_id=output.turn_id, kind="turn_aborted")
+
+    async def _on_turn_interrupted(self, output: runner_pb2.Output, interrupted: runner_pb2.TurnInterrupted) -> None:
+        await self.flush()
+        settled = await self._turns.settle(self._tx, self._session_id, output.turn_id, TurnOutcome.INTERRUPTED,
+                                           interrupted.reason, output.output_seq)
+        if not settled:
+            log.info("late_turn_output", session_id=self._session_id, turn_id=output.turn_id, kind="turn_interrupted")
+
+    async def _on_interaction_requested(
+        self, output: runner_pb2.Output, requested: runner_pb2.InteractionRequested
+    ) -> None:
+        try:
+            tool_input = json.loads(requested.input_json or "{}")
+        except ValueError:
+            tool_input = {"unparsed": requested.input_json}
+        kind = InteractionKind.for_tool(requested.tool_name)
+        interaction = {
+            "interaction_id": requested.interaction_id, "kind": kind.value, "turn_id": output.turn_id,
+            "tool_name": requested.tool_name, "input_json": requested.input_json, "tool_use_id": requested.tool_use_id,
+            "questions": questions_of(tool_input) if kind is InteractionKind.QUESTION else [],
+        }
+        seq = await self._journal_now(NewEvent(EventKind.INTERACTION_REQUESTED, {"interaction": interaction},
+                                               turn_id=output.turn_id, output_seq=output.output_seq))
+        session = await self._current()
+        if session["current_turn_id"] != output.turn_id:
+            return
+        await self._turns.close_interaction(self._tx, self._session_id, "superseded by a newer interaction")
+        await self._tx.conn.execute(
+            "INSERT INTO interactions (interaction_id, session_id, turn_id, kind, tool_name, input, tool_use_id,"
+            " requested_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+            requested.interaction_id, self._session_id, output.turn_id, kind.value, requested.tool_name,
+            tool_input if isinstance(tool_input, dict) else {"value": tool_input}, requested.tool_use_id, seq,
+        )
+        if session["state"] == SessionState.RUNNING.value:
+            await self._tx.update_session(self._session_id, state=SessionState.WAITING_FOR_INPUT)
+
+    async def _on_input_consumed(self, output: runner_pb2.Output, consumed: runner_pb2.InputConsumed) -> None:
+        accepted = await self._tx.conn.fetchval(
+            "SELECT accepted_seq FROM turns WHERE session_id = $1 AND turn_id = $2", self._session_id, output.turn_id
+        )
+        self._pending.append(NewEvent(EventKind.INPUT_DELIVERED, {"accepted_seq": accepted or 0},
+                                      turn_id=output.turn_id, output_seq=output.output_seq))
+
+    async def _on_startup_phase(self, output: runner_pb2.Output, phase: runner_pb2.StartupPhase) -> None:
+        self._pending.append(NewEvent(EventKind.STARTUP_PHASE, {"phase": phase.phase, "duration_ms": phase.duration_ms},
+                                      output_seq=output.output_seq))
+
+    async def _on_engine_info(self, output: runner_pb2.Output, info: runner_pb2.EngineInfo) -> None:
+        try:
+            server_info = json.loads(info.server_info_json or "{}")
+        except ValueError:
+            server_info = {}
+        commands = _slash_commands(server_info)
+        await self._journal_now(NewEvent(EventKind.ENGINE_INFO,
+                                         {"slash_commands": commands, "server_info_json": info.server_info_json},
+                                         output_seq=output.output_seq))
+        await self._tx.update_session(self._session_id, slash_commands=commands)
+
+    async def _on_transcript_snapshot(self, output: runner_pb2.Output, snapshot: runner_pb2.TranscriptSnapshot) -> None:
+        # Engine state, not conversation history: kept beside the journal, not in it.
+        await self._tx.conn.execute(
+            "INSERT INTO engine_transcripts (session_id, engine_session_id, content) VALUES ($1, $2, $3)"
+            " ON CONFLICT (session_id) DO UPDATE SET engine_session_id = EXCLUDED.engine_session_id,"
+            " content = EXCLUDED.content, updated_at = now()",
+            self._session_id, snapshot.engine_session_id, snapshot.content,
+        )
+
+    async def _on_engine_turn_started(self, output: runner_pb2.Output, started: runner_pb2.EngineTurnStarted) -> None:
+        await self._journal_now(NewEvent(EventKind.ENGINE_TURN_STARTED, {"reason": started.reason},
+                                         turn_id=output.turn_id, output_seq=output.output_seq))
+        session = await self._current()
+        accepted = await self._tx.conn.fetchval("SELECT last_seq FROM sessions WHERE session_id = $1", self._session_id)
+        await self._tx.conn.execute(
+            "INSERT INTO turns (session_id, turn_id, accepted_seq, state, origin) VALUES ($1, $2, $3, $4, 'engine')"
+            " ON CONFLICT DO NOTHING",
+            self._session_id, output.turn_id, accepted, "running" if not session["current_turn_id"] else "detached",
+        )
+        if session["state"] == SessionState.READY.value and not session["current_turn_id"]:
+            await self._tx.update_session(self._session_id, state=SessionState.RUNNING, current_turn_id=output.turn_id)
+
+    async def _on_runtime_lost(self, output: runner_pb2.Output, lost: runner_pb2.RuntimeLost) -> None:
+        self._pending.append(NewEvent(EventKind.RUNTIME_LOST, {"reason": lost.reason}, output_seq=output.output_seq))
 
 
-def _engine_session_id(type_name: str, data: dict[str, Any]) -> str:
-    if type_name == "ResultMessage":
-        return str(data.get("session_id") or "")
-    if type_name == "SystemMessage" and data.get("subtype") == "init":
-        inner = data.get("data") or {}
-        return str(inner.get("session_id") or "")
-    return ""
+def _slash_commands(server_info: Any) -> list[str]:
+    commands = server_info.get("commands") if isinstance(server_info, dict) else None
+    names = []
+    for command in commands if isinstance(commands, list) else []:
+        name = command.get("name") if isinstance(command, dict) else command
+        if name:
+            names.append(str(name))
+    return names

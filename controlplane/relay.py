@@ -75,7 +75,8 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         try:
             await stream.run(request_iterator, context)
         finally:
-            await self._agents.release(hello.agent_id, lease.generation)
+            # The lease runs its course: an agent that reconnects within it
+            # (a restart, a network blip) keeps its sessions' runtimes.
             bound.info("agent_disconnected")
 
     async def _read_hello(

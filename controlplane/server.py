@@ -17,6 +17,8 @@ from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2, session_kernel_service_pb2_grpc
 from controlplane.agents import Agents
 from controlplane.api import SessionKernelServicer
+from controlplane.conversation import Conversation
+from controlplane.deadlines import DeadlineSweeper
 from controlplane.database import create_pool, migrate
 from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
@@ -24,6 +26,7 @@ from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.relay import RelaySettings, RunnerServicer
 from controlplane.settings import ControlPlaneSettings
+from controlplane.turns import Turns
 
 log = structlog.get_logger(__name__)
 
@@ -50,12 +53,17 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         live = LiveTail()
         journal = Journal(pool, live)
         agents = Agents(pool, settings.lease_ttl)
-        kernel = SessionKernel(pool, journal, agents, live)
+        turns = Turns(agents)
+        kernel = SessionKernel(pool, journal, agents, turns, live)
+        conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
+        sweeper = DeadlineSweeper(pool, journal, turns, settings.startup_deadline)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(SessionKernelServicer(kernel), server)
+        session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(
+            SessionKernelServicer(kernel, conversation), server
+        )
         runner_service_pb2_grpc.add_RunnerServiceServicer_to_server(
             RunnerServicer(
-                agents, OutputCommitter(journal), live,
+                agents, OutputCommitter(journal, turns), live,
                 RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
             ),
             server,
@@ -75,7 +83,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         async with asyncio.TaskGroup() as background:
             loops = [
                 background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
-                background.create_task(agents.watch_leases(settings.lease_ttl.total_seconds() / 3)),
+                background.create_task(sweeper.run(settings.sweep_interval.total_seconds())),
             ]
             try:
                 yield RunningControlPlane(address, server, pool, kernel)

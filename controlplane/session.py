@@ -1,9 +1,9 @@
-"""The session projection: its states and the record read from the sessions table."""
+"""The session projection: its states and what GetSession shows of it."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,63 @@ class SessionState(enum.Enum):
     ARCHIVED = "archived"
     DELETED = "deleted"
     FAILED = "failed"
+
+    @property
+    def busy(self) -> bool:
+        """A turn is in progress (its messages queue up behind it)."""
+        return self in (SessionState.RUNNING, SessionState.WAITING_FOR_INPUT, SessionState.INTERRUPTING)
+
+
+class InteractionKind(enum.Enum):
+    TOOL_APPROVAL = "tool_approval"
+    QUESTION = "question"
+
+    @classmethod
+    def for_tool(cls, tool_name: str) -> InteractionKind:
+        return cls.QUESTION if tool_name == "AskUserQuestion" else cls.TOOL_APPROVAL
+
+
+def questions_of(tool_input: Any) -> list[dict[str, Any]]:
+    """The questions of an AskUserQuestion input, in the shape of the Question message."""
+    questions = tool_input.get("questions") if isinstance(tool_input, dict) else None
+    result = []
+    for q in questions if isinstance(questions, list) else []:
+        if not isinstance(q, dict):
+            continue
+        options = [o.get("label", "") if isinstance(o, dict) else str(o) for o in q.get("options") or []]
+        result.append({"question": str(q.get("question", "")), "header": str(q.get("header", "")),
+                       "options": options, "multi_select": bool(q.get("multiSelect", False))})
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionRecord:
+    interaction_id: str
+    kind: InteractionKind
+    turn_id: str
+    tool_name: str
+    input: Mapping[str, Any]
+    tool_use_id: str
+    requested_seq: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> InteractionRecord:
+        return cls(
+            interaction_id=row["interaction_id"],
+            kind=InteractionKind(row["kind"]),
+            turn_id=row["turn_id"],
+            tool_name=row["tool_name"],
+            input=row["input"],
+            tool_use_id=row["tool_use_id"],
+            requested_seq=row["requested_seq"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundTaskRecord:
+    task_id: str
+    description: str
+    started_seq: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +94,18 @@ class SessionRecord:
     created_at: datetime
     updated_at: datetime
     labels: Mapping[str, str] = field(default_factory=dict)
+    sandbox_id: str = ""
+    slash_commands: Sequence[str] = ()
+    pending_interaction: InteractionRecord | None = None
+    background_tasks: Sequence[BackgroundTaskRecord] = ()
+    queued_turn_ids: Sequence[str] = ()
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
+        """From a sessions row, optionally joined with the columns of `VIEW_SQL`."""
+        keys = set(row.keys())
+        pending = row["pending_interaction"] if "pending_interaction" in keys else None
+        tasks = row["background_tasks"] if "background_tasks" in keys else None
         return cls(
             session_id=str(row["session_id"]),
             request_id=row["request_id"],
@@ -56,4 +122,23 @@ class SessionRecord:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             labels=dict(row["labels"]),
+            sandbox_id=row["sandbox_id"] or "",
+            slash_commands=tuple(row["slash_commands"] or ()),
+            pending_interaction=InteractionRecord.from_row(pending) if pending else None,
+            background_tasks=tuple(BackgroundTaskRecord(**t) for t in tasks or ()),
+            queued_turn_ids=tuple(row["queued_turn_ids"] or ()) if "queued_turn_ids" in keys else (),
         )
+
+
+# A session row with what GetSession shows beside it, in one round trip.
+VIEW_SQL = """
+SELECT s.*,
+  (SELECT to_jsonb(i) FROM interactions i
+    WHERE i.session_id = s.session_id AND i.state = 'pending') AS pending_interaction,
+  (SELECT jsonb_agg(jsonb_build_object('task_id', t.task_id, 'description', t.description,
+                                       'started_seq', t.started_seq) ORDER BY t.started_seq)
+     FROM background_tasks t WHERE t.session_id = s.session_id AND t.state = 'open') AS background_tasks,
+  (SELECT array_agg(q.turn_id ORDER BY q.accepted_seq) FROM turns q
+    WHERE q.session_id = s.session_id AND q.state = 'queued') AS queued_turn_ids
+FROM sessions s
+"""

@@ -20,6 +20,12 @@ class ControlPlaneSettings:
     lease_ttl: timedelta = timedelta(seconds=15)
     # How often agents are asked to heartbeat.
     heartbeat_interval: timedelta = timedelta(seconds=5)
+    # How long the agent may take to stop an interrupted turn before it replaces the engine.
+    interrupt_deadline: timedelta = timedelta(seconds=10)
+    # A session still CREATING after this long fails.
+    startup_deadline: timedelta = timedelta(seconds=180)
+    # How often deadlines and leases are checked.
+    sweep_interval: timedelta = timedelta(seconds=2)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -18,6 +18,9 @@ ERROR_DOMAIN = "astrabox.dev"
 _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
     errors.SessionNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.InteractionNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.TaskNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.InteractionNotPending: grpc.StatusCode.FAILED_PRECONDITION,
     errors.SessionBusy: grpc.StatusCode.FAILED_PRECONDITION,
     errors.SessionNotReady: grpc.StatusCode.FAILED_PRECONDITION,
     errors.RequestIdReused: grpc.StatusCode.ALREADY_EXISTS,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import asyncpg
@@ -11,11 +11,14 @@ import pytest_asyncio
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.agents import AgentHello, Agents
+from controlplane.conversation import Conversation
 from controlplane.database import create_pool, migrate
+from controlplane.deadlines import DeadlineSweeper
 from controlplane.journal import Journal
 from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
+from controlplane.turns import Turns
 
 
 @dataclass
@@ -24,8 +27,12 @@ class Plane:
     journal: Journal
     agents: Agents
     kernel: SessionKernel
+    conversation: Conversation
     committer: OutputCommitter
     live: LiveTail
+    turns: Turns
+    sweeper: DeadlineSweeper
+    next_output: dict[str, int] = field(default_factory=dict)
 
     async def connect_agent(self, agent_id: str = "agent-1", capacity: int = 10) -> None:
         await self.agents.register(
@@ -33,13 +40,18 @@ class Plane:
                        capacity=capacity, sessions={})
         )
 
-    async def runtime_started(self, session_id: str, output_seq: int = 1) -> None:
+    async def report(self, session_id: str, turn_id: str = "", agent_id: str = "agent-1", **body) -> int:
+        """Commit one agent output for the session with the next output_seq, as the relay would."""
+        seq = self.next_output.get(session_id, 0) + 1
+        self.next_output[session_id] = seq
+        output = runner_pb2.Output(session_id=session_id, output_seq=seq, turn_id=turn_id, **body)
+        result = await self.committer.commit(agent_id, [output])
+        assert not result.refused, result.refused
+        return seq
+
+    async def runtime_started(self, session_id: str) -> None:
         """What an agent reports once the session's sandbox and engine are up."""
-        await self.committer.commit(
-            "agent-1",
-            [runner_pb2.Output(session_id=session_id, output_seq=output_seq,
-                               runtime_started=runner_pb2.RuntimeStarted(sandbox_id="sb", driver="local"))],
-        )
+        await self.report(session_id, runtime_started=runner_pb2.RuntimeStarted(sandbox_id="sb", driver="local"))
 
 
 @pytest_asyncio.fixture
@@ -49,7 +61,12 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
     live = LiveTail()
     journal = Journal(pool, live)
     agents = Agents(pool, timedelta(seconds=30))
+    turns = Turns(agents)
     try:
-        yield Plane(pool, journal, agents, SessionKernel(pool, journal, agents, live), OutputCommitter(journal), live)
+        yield Plane(
+            pool, journal, agents, SessionKernel(pool, journal, agents, turns, live),
+            Conversation(journal, agents, turns, timedelta(seconds=10)), OutputCommitter(journal, turns), live, turns,
+            DeadlineSweeper(pool, journal, turns, timedelta(seconds=180)),
+        )
     finally:
         await pool.close()

@@ -1,5 +1,6 @@
-"""Agent leases: a lapsed lease makes its sessions' runtimes unavailable; a
-reconnecting agent that still holds them makes them available again."""
+"""Agent leases: a lapsed lease makes its sessions' runtimes unavailable and
+settles their running turn; a reconnecting agent that still holds them makes
+them available again."""
 
 from __future__ import annotations
 
@@ -7,22 +8,31 @@ import asyncio
 from datetime import timedelta
 
 from controlplane.agents import AgentHello, Agents
+from controlplane.conversation import SendMessage
+from controlplane.journal import EventKind
 from controlplane.kernel import CreateSession, SessionKernel
+from controlplane.session import SessionState
+from controlplane.turns import Turns
 
 
-async def test_lapsed_lease_marks_runtime_unavailable_until_the_agent_returns(plane):
+async def test_lapsed_lease_loses_the_runtime_and_fails_the_running_turn(plane):
     agents = Agents(plane.pool, timedelta(milliseconds=300))
-    kernel = SessionKernel(plane.pool, plane.journal, agents, plane.live)
+    kernel = SessionKernel(plane.pool, plane.journal, agents, Turns(agents), plane.live)
     hello = AgentHello("agent-1", "i1", ["local"], ["claude_code"], 4, {})
     await agents.register(hello)
     session = await kernel.create_session(CreateSession(request_id="lease"))
     await plane.runtime_started(session.session_id)
+    accepted = await plane.conversation.send_message(SendMessage(session.session_id, "m1", "hi"))
     assert (await kernel.get_session(session.session_id)).runtime_available
 
-    assert await agents.mark_lapsed_runtimes() == 0  # the lease is still live
+    assert await plane.sweeper.sweep() == 0  # the lease is still live
     await asyncio.sleep(0.5)
-    assert await agents.mark_lapsed_runtimes() == 1
-    assert not (await kernel.get_session(session.session_id)).runtime_available
+    assert await plane.sweeper.sweep() == 1
+    after = await kernel.get_session(session.session_id)
+    assert not after.runtime_available
+    assert after.state is SessionState.READY and "lease lapsed" in after.failure_reason
+    kinds = [(e.kind, e.turn_id) for e in await plane.journal.read(session.session_id, 0, 100)]
+    assert kinds[-2:] == [(EventKind.RUNTIME_LOST, ""), (EventKind.TURN_FAILED, accepted.turn_id)]
     assert await agents.pick_for("claude_code") is None  # nowhere to place new sessions
 
     lease = await agents.register(hello)

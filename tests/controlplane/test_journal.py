@@ -7,7 +7,8 @@ import json
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.journal import EventKind, NewEvent
-from controlplane.kernel import CreateSession, SendMessage
+from controlplane.conversation import SendMessage
+from controlplane.kernel import CreateSession
 from controlplane.session import SessionState
 
 
@@ -24,13 +25,14 @@ async def started_turn(plane) -> tuple[str, str]:
     await plane.connect_agent()
     session = await plane.kernel.create_session(CreateSession(request_id="r"))
     await plane.runtime_started(session.session_id)
-    accepted = await plane.kernel.send_message(SendMessage(session.session_id, "m1", "hello"))
+    accepted = await plane.conversation.send_message(SendMessage(session.session_id, "m1", "hello"))
     return session.session_id, accepted.turn_id
 
 
 async def test_concurrent_appends_get_contiguous_seqs(plane):
     await plane.connect_agent()
-    session_id = (await plane.kernel.create_session(CreateSession(request_id="r"))).session_id
+    session = await plane.kernel.create_session(CreateSession(request_id="r"))
+    session_id = session.session_id
 
     async def writer(n: int) -> None:
         for _ in range(n):
@@ -39,7 +41,7 @@ async def test_concurrent_appends_get_contiguous_seqs(plane):
 
     await asyncio.gather(*(writer(10) for _ in range(4)))
     seqs = [r["seq"] for r in await plane.pool.fetch("SELECT seq FROM events WHERE session_id = $1 ORDER BY seq", session_id)]
-    assert seqs == list(range(1, 2 + 80 + 1))
+    assert seqs == list(range(1, session.last_seq + 80 + 1))
 
 
 async def test_engine_messages_are_stored_verbatim_and_complete_the_turn(plane):

@@ -1,0 +1,91 @@
+"""Deadlines of transitional states: nothing waits forever.
+
+A periodic sweep settles what outlived its deadline:
+- sessions on an agent whose lease lapsed lose their runtime (the next
+  message places them again), and their running turn fails with a reason;
+- an interrupt the agent never reported is settled as interrupted;
+- a runtime start that never finished fails the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import asyncpg
+import structlog
+
+from controlplane.journal import EventKind, Journal, NewEvent
+from controlplane.session import SessionState
+from controlplane.turns import TurnOutcome, Turns
+
+log = structlog.get_logger(__name__)
+
+
+class DeadlineSweeper:
+    def __init__(self, pool: asyncpg.Pool, journal: Journal, turns: Turns, startup_deadline: timedelta) -> None:
+        self._pool = pool
+        self._journal = journal
+        self._turns = turns
+        self._startup_deadline = startup_deadline
+
+    async def run(self, interval: float) -> None:
+        """Sweep every `interval` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.sweep()
+            except (OSError, asyncpg.PostgresError) as error:
+                log.warning("deadline_sweep_failed", error=str(error))
+
+    async def sweep(self) -> int:
+        """One pass; returns how many sessions it settled something for."""
+        lost = await self._pool.fetch(
+            "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s JOIN agents a USING (agent_id)"
+            " WHERE s.runtime_available AND s.deleted_at IS NULL AND a.lease_expires_at < now()"
+        )
+        interrupts = await self._pool.fetch(
+            "SELECT session_id::text AS session_id FROM sessions WHERE state = 'interrupting' AND interrupt_deadline < now()"
+        )
+        startups = await self._pool.fetch(
+            "SELECT session_id::text AS session_id FROM sessions WHERE state = 'creating' AND created_at < now() - $1::interval",
+            self._startup_deadline,
+        )
+        for row in lost:
+            await self._runtime_lost(row["session_id"], row["agent_id"])
+        for row in interrupts:
+            await self._interrupt_overdue(row["session_id"])
+        for row in startups:
+            await self._startup_overdue(row["session_id"])
+        return len(lost) + len(interrupts) + len(startups)
+
+    async def _runtime_lost(self, session_id: str, agent_id: str) -> None:
+        reason = f"the data-plane agent {agent_id} stopped answering (its lease lapsed)"
+        async with self._journal.transaction() as tx:
+            row = await tx.lock_session(session_id)
+            if not row["runtime_available"]:
+                return
+            await tx.append(session_id, [NewEvent(EventKind.RUNTIME_LOST, {"reason": reason})])
+            await tx.update_session(session_id, runtime_available=False)
+            if row["current_turn_id"]:
+                await self._turns.settle(tx, session_id, row["current_turn_id"], TurnOutcome.FAILED, reason)
+        log.info("runtime_lost", session_id=session_id, agent_id=agent_id)
+
+    async def _interrupt_overdue(self, session_id: str) -> None:
+        async with self._journal.transaction() as tx:
+            row = await tx.lock_session(session_id)
+            if row["state"] != SessionState.INTERRUPTING.value or not row["current_turn_id"]:
+                return
+            await self._turns.settle(tx, session_id, row["current_turn_id"], TurnOutcome.INTERRUPTED,
+                                     "the agent did not confirm the interrupt before its deadline")
+        log.warning("interrupt_settled_by_deadline", session_id=session_id)
+
+    async def _startup_overdue(self, session_id: str) -> None:
+        reason = f"the runtime did not start within {int(self._startup_deadline.total_seconds())} s"
+        async with self._journal.transaction() as tx:
+            row = await tx.lock_session(session_id)
+            if row["state"] != SessionState.CREATING.value:
+                return
+            await tx.append(session_id, [NewEvent(EventKind.RUNTIME_FAILED, {"reason": reason})])
+            await tx.update_session(session_id, state=SessionState.FAILED, failure_reason=reason)
+        log.warning("startup_settled_by_deadline", session_id=session_id)

@@ -1,0 +1,186 @@
+"""Turns: the queue of a session's messages, their dispatch to the engine, and their end.
+
+A message accepted while a turn runs waits in `turns` (state `queued`). When
+the running turn settles — completed, failed or interrupted — the next queued
+message is delivered in the same transaction. A session whose runtime is gone
+is placed again first: a new StartRuntime carries the engine's conversation id
+and transcript, so the new sandbox resumes the same conversation.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import structlog
+
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane.agents import Agents
+from controlplane.journal import EventKind, JournalTransaction, NewEvent
+from controlplane.session import SessionRecord, SessionState
+
+log = structlog.get_logger(__name__)
+
+
+class TurnOutcome(enum.Enum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTurn:
+    turn_id: str
+    text: str
+    permission_mode: str
+
+
+class Turns:
+    def __init__(self, agents: Agents) -> None:
+        self._agents = agents
+
+    async def queue(
+        self, tx: JournalTransaction, session: SessionRecord, turn: QueuedTurn, client_message_id: str, fingerprint: str
+    ) -> int:
+        """Journal a user message as accepted, queue it, and deliver it if the engine is free."""
+        (seq,) = await tx.append(
+            session.session_id,
+            [
+                NewEvent(
+                    EventKind.USER_MESSAGE_ACCEPTED,
+                    {"client_message_id": client_message_id, "text": turn.text, "permission_mode": turn.permission_mode},
+                    turn_id=turn.turn_id,
+                )
+            ],
+        )
+        await tx.conn.execute(
+            "INSERT INTO turns (session_id, turn_id, client_message_id, fingerprint, accepted_seq, state, text,"
+            " permission_mode) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7)",
+            session.session_id, turn.turn_id, client_message_id, fingerprint, seq, turn.text, turn.permission_mode,
+        )
+        await self.dispatch_next(tx, session.session_id)
+        return seq
+
+    async def dispatch_next(self, tx: JournalTransaction, session_id: str) -> None:
+        """Deliver the oldest queued message if the session is idle."""
+        while True:
+            row = await tx.lock_session(session_id)
+            session = SessionRecord.from_row(row)
+            if session.state is not SessionState.READY or session.current_turn_id:
+                return
+            queued = await tx.conn.fetchrow(
+                "SELECT turn_id, text, permission_mode FROM turns WHERE session_id = $1 AND state = 'queued'"
+                " ORDER BY accepted_seq LIMIT 1",
+                session_id,
+            )
+            if queued is None:
+                return
+            turn = QueuedTurn(queued["turn_id"], queued["text"], queued["permission_mode"])
+            agent_id = session.agent_id
+            if not session.runtime_available:
+                agent_id = await self._place_again(tx, session)
+                if agent_id is None:
+                    await self._fail_queued(tx, session_id, turn.turn_id, "no data-plane agent is available to run the session")
+                    continue
+            await tx.conn.execute(
+                "UPDATE turns SET state = 'running' WHERE session_id = $1 AND turn_id = $2", session_id, turn.turn_id
+            )
+            await tx.update_session(session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason="")
+            await self._agents.enqueue(
+                tx, agent_id, session_id,
+                runner_pb2.Command(
+                    deliver_input=runner_pb2.DeliverInput(
+                        turn_id=turn.turn_id, text=turn.text, permission_mode=turn.permission_mode
+                    )
+                ),
+            )
+            return
+
+    async def settle(
+        self, tx: JournalTransaction, session_id: str, turn_id: str, outcome: TurnOutcome, reason: str = "",
+        output_seq: int | None = None,
+    ) -> bool:
+        """End the session's current turn (if it is `turn_id`) and deliver the next message.
+
+        Journals the outcome event, closes a pending interaction. Returns False
+        when `turn_id` is not the running turn (it was settled already)."""
+        row = await tx.lock_session(session_id)
+        if row is None or row["current_turn_id"] != turn_id:
+            return False
+        await self.close_interaction(tx, session_id, reason or f"the turn {outcome.value}")
+        event = {
+            TurnOutcome.FAILED: NewEvent(EventKind.TURN_FAILED, {"reason": reason}, turn_id, output_seq),
+            TurnOutcome.INTERRUPTED: NewEvent(EventKind.TURN_INTERRUPTED, {"reason": reason}, turn_id, output_seq),
+        }.get(outcome)
+        if event is not None:
+            await tx.append(session_id, [event])
+        await tx.conn.execute(
+            "UPDATE turns SET state = $3 WHERE session_id = $1 AND turn_id = $2", session_id, turn_id, outcome.value
+        )
+        state = SessionState(row["state"])
+        await tx.update_session(
+            session_id,
+            state=SessionState.READY if state.busy else state,
+            current_turn_id=None,
+            interrupt_deadline=None,
+            failure_reason=reason if outcome is TurnOutcome.FAILED else "",
+        )
+        await self.dispatch_next(tx, session_id)
+        return True
+
+    async def close_interaction(self, tx: JournalTransaction, session_id: str, reason: str) -> None:
+        """Close the pending interaction, if any, without an answer."""
+        interaction_id = await tx.conn.fetchval(
+            "UPDATE interactions SET state = 'closed', settled_at = now()"
+            " WHERE session_id = $1 AND state = 'pending' RETURNING interaction_id",
+            session_id,
+        )
+        if interaction_id is not None:
+            await tx.append(
+                session_id, [NewEvent(EventKind.INTERACTION_CLOSED, {"interaction_id": interaction_id, "reason": reason})]
+            )
+
+    async def fail_all_queued(self, tx: JournalTransaction, session_id: str, reason: str) -> None:
+        for row in await tx.conn.fetch(
+            "SELECT turn_id FROM turns WHERE session_id = $1 AND state = 'queued' ORDER BY accepted_seq", session_id
+        ):
+            await self._fail_queued(tx, session_id, row["turn_id"], reason)
+
+    async def _fail_queued(self, tx: JournalTransaction, session_id: str, turn_id: str, reason: str) -> None:
+        await tx.conn.execute(
+            "UPDATE turns SET state = 'failed' WHERE session_id = $1 AND turn_id = $2", session_id, turn_id
+        )
+        await tx.append(session_id, [NewEvent(EventKind.TURN_FAILED, {"reason": reason}, turn_id=turn_id)])
+
+    async def _place_again(self, tx: JournalTransaction, session: SessionRecord) -> str | None:
+        """Start the session's runtime on a live agent, resuming its conversation."""
+        agent_id = await self._agents.pick_for(session.engine)
+        if agent_id is None:
+            return None
+        transcript = await tx.conn.fetchrow(
+            "SELECT engine_session_id, content FROM engine_transcripts WHERE session_id = $1", session.session_id
+        )
+        committed = await tx.conn.fetchval(
+            "SELECT committed_output_seq FROM sessions WHERE session_id = $1", session.session_id
+        )
+        resume = transcript["engine_session_id"] if transcript else session.engine_session_id
+        command_id = await self._agents.enqueue(
+            tx, agent_id, session.session_id,
+            runner_pb2.Command(
+                start_runtime=runner_pb2.StartRuntime(
+                    engine=session.engine,
+                    permission_mode=session.permission_mode,
+                    model=session.model,
+                    resume_engine_session_id=resume,
+                    transcript=bytes(transcript["content"]) if transcript else b"",
+                    committed_output_seq=committed,
+                )
+            ),
+        )
+        await tx.append(
+            session.session_id,
+            [NewEvent(EventKind.STARTUP_REQUESTED, {"agent_id": agent_id, "command_id": command_id})],
+        )
+        await tx.update_session(session.session_id, agent_id=agent_id)
+        log.info("session_placed_again", session_id=session.session_id, agent_id=agent_id, resume=resume)
+        return agent_id
