@@ -18,6 +18,7 @@ import contextlib
 import re
 import typing
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 import claude_agent_sdk
 import structlog
 from claude_agent_sdk import (
+    CanUseToolShadowedWarning,
     ClaudeAgentOptions,
     ClaudeSDKClient,
     ClaudeSDKError,
@@ -42,6 +44,10 @@ from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError
 
 log = structlog.get_logger(__name__)
+
+# The SDK warns that bypassPermissions makes can_use_tool moot. Not here: the mode can change
+# mid-session, and questions (AskUserQuestion) still reach can_use_tool in that mode.
+warnings.filterwarnings("ignore", category=CanUseToolShadowedWarning)
 
 BUNDLED_CLI = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
 
@@ -112,8 +118,8 @@ class ClaudeCodeAdapter:
     async def start(self, sandbox: Sandbox, driver: SandboxDriver, config: EngineConfig) -> ClaudeCodeSession:
         if not self._cli_path.is_file():
             raise EngineError(f"the Claude Code CLI was not found at {self._cli_path}")
-        if config.permission_mode and config.permission_mode not in MANIFEST.permission_modes:
-            raise EngineError(f"unknown permission mode {config.permission_mode!r}; valid: {', '.join(MANIFEST.permission_modes)}")
+        if config.permission_mode:
+            _check_mode(config.permission_mode)
         if config.transcript:
             await _restore_transcript(sandbox, config)
         env = cli_environment(config.env)
@@ -203,6 +209,14 @@ class ClaudeCodeSession:
         self._log.debug("engine_connected", seconds=round(asyncio.get_running_loop().time() - started, 3))
 
     async def outputs(self) -> AsyncIterator[EngineOutput]:
+        """Every SDK message; ends when the CLI does (raising EngineError if it failed).
+
+        What the bundled CLI sends besides a user turn's messages: a Bash command that runs
+        for more than a few seconds becomes a task (TaskStarted/TaskNotification inside the
+        turn, `is_backgrounded` false); a background command's TaskStarted comes inside its
+        turn, its TaskUpdated and TaskNotification after that turn's Result, and then the CLI
+        starts a turn of its own about it (init, assistant messages, a Result; no user message).
+        """
         while True:
             if self._ended is not None and self._queue.empty():
                 item: EngineOutput | _End = self._ended
@@ -216,6 +230,8 @@ class ClaudeCodeSession:
             yield item
 
     async def send(self, text: str, permission_mode: str = "") -> None:
+        if permission_mode:
+            _check_mode(permission_mode)
         async with self._command("take the message"):
             if permission_mode and permission_mode != self._permission_mode:
                 await self._client.set_permission_mode(permission_mode)  # type: ignore[arg-type]
@@ -227,8 +243,7 @@ class ClaudeCodeSession:
             await self._client.interrupt()
 
     async def set_permission_mode(self, mode: str) -> None:
-        if mode not in MANIFEST.permission_modes:
-            raise EngineError(f"unknown permission mode {mode!r}; valid: {', '.join(MANIFEST.permission_modes)}")
+        _check_mode(mode)
         async with self._command("switch the permission mode"):
             await self._client.set_permission_mode(mode)  # type: ignore[arg-type]
             self._permission_mode = mode
@@ -347,7 +362,11 @@ class _ToolGate:
             interaction_id=str(uuid.uuid4()), tool_name=tool_name, input=dict(tool_input), tool_use_id=context.tool_use_id or ""
         )
         self._log.debug("engine_asks", interaction_id=request.interaction_id, tool_name=tool_name)
-        decision = await self._broker.ask(request)
+        try:
+            decision = await self._broker.ask(request)
+        except Exception as error:  # nobody can answer: refusing is the safe default
+            self._log.warning("engine_ask_failed", interaction_id=request.interaction_id, error=repr(error))
+            return PermissionResultDeny(message=f"The approval could not be obtained: {error}")
         if decision.allow:
             return PermissionResultAllow(updated_input=decision.updated_input)
         return PermissionResultDeny(message=decision.message or _DEFAULT_DENIAL, interrupt=decision.interrupt)
@@ -419,6 +438,11 @@ class _Redactor:
         for secret in self._secrets:
             text = text.replace(secret, "[redacted]")
         return text
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MANIFEST.permission_modes:
+        raise EngineError(f"unknown permission mode {mode!r}; valid: {', '.join(MANIFEST.permission_modes)}")
 
 
 def _looks_secret(name: str) -> bool:

@@ -4,19 +4,24 @@ The model is stateless. "The prompt" is the newest user message holding real
 text (not only tool results); the tool results after it tell how far the
 script has got. The first row whose marker the prompt holds wins.
 
-| prompt contains        | replies                                                                   |
-|------------------------|---------------------------------------------------------------------------|
-| `run: <command>`       | Bash `<command>`, then a text quoting its output                          |
-| `steps: N`             | N replies, each Bash `sleep 0.3; echo step <i>`, then "Finished N steps."  |
-| `sleep: N`             | Bash `sleep N; echo slept` (a long tool, to interrupt), then its output    |
-| `ask: <question>? A\|B` | AskUserQuestion with options A, B; then "You chose: <answer>."           |
-| `background: <command>` | Bash `<command>` in the background, then "Started in the background."   |
-| a task notification    | "Background task finished: <the CLI's summary>" (the CLI's own message)  |
-| anything else          | Bash writing and reading hello.txt, then a text saying what it holds      |
+| prompt holds            | replies                                                                  |
+|-------------------------|--------------------------------------------------------------------------|
+| a task notification     | "Background task finished: <the CLI's summary>"                          |
+| `run: <command>`        | Bash `<command>`, then a text quoting its output                         |
+| `steps: N`              | N replies, each Bash `sleep 0.3; echo step <i>`, then "Finished N steps." |
+| `sleep: N`              | Bash `echo sleeping; sleep N; echo slept` (to interrupt), then its output |
+| `ask: <question>? A\|B` | AskUserQuestion with options A and B, then "You chose: <answer>."        |
+| `background: <command>` | Bash `<command>` in the background, then "Started in the background."    |
+| anything else           | Bash writing and reading hello.txt, then a text saying what it holds     |
 
-When the newest tool result is an error (the user denied the tool, or the
-tool failed), every script stops there with "The command was denied: …" or
-"The command failed: …".
+A task notification is the note the CLI adds to the conversation when a
+background task ends, and then asks the model about on its own. The `sleep:`
+command does not start with `sleep`: the CLI refuses a long leading sleep
+("Blocked: sleep 30 followed by: …").
+
+When the newest tool result is an error, every script stops there: "The
+command failed: …" when Bash reports an exit code, else "The command was
+denied: …" (the CLI hands the model a refusal's message as the result).
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ _BACKGROUND = re.compile(r"^\s*background:\s*(?P<command>.+?)\s*$", re.MULTILINE
 # How the CLI tells the model that a background task ended (a user message of its own).
 _TASK_NOTIFICATION = re.compile(r"<task-notification>(?P<body>.*?)</task-notification>", re.DOTALL)
 _SUMMARY = re.compile(r"<summary>(?P<summary>.*?)</summary>", re.DOTALL)
-# What the CLI puts in the tool result of a tool the user refused.
-_DENIAL_MARKERS = ("denied", "rejected", "doesn't want", "permission")
+# A failed Bash command's result starts so; a refused tool's result is the refusal message alone.
+_FAILED = re.compile(r"^Exit code \d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +128,7 @@ def _steps_script(match: re.Match[str], conversation: Conversation) -> Reply:
 def _sleep_script(match: re.Match[str], conversation: Conversation) -> Reply:
     seconds = match["seconds"]
     if not conversation.tool_results:
-        return Reply(f"I'll sleep for {seconds}s.", bash(f"sleep {seconds}; echo slept", f"Sleep {seconds} seconds"))
+        return Reply(f"I'll sleep for {seconds}s.", bash(f"echo sleeping; sleep {seconds}; echo slept", f"Sleep {seconds} seconds"))
     return Reply(f"Done sleeping: {conversation.outputs[-1].strip()}")
 
 
@@ -156,9 +161,9 @@ def _task_finished(notification: str) -> Reply:
 
 def _refused(result: str) -> Reply:
     message = result.strip()
-    if any(marker in message.lower() for marker in _DENIAL_MARKERS):
-        return Reply(f"The command was denied: {message}")
-    return Reply(f"The command failed: {message}")
+    if _FAILED.match(message):
+        return Reply(f"The command failed: {message}")
+    return Reply(f"The command was denied: {message}")
 
 
 _SCRIPTS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], Conversation], Reply]], ...] = (
@@ -186,8 +191,11 @@ def read_conversation(messages: Sequence[Mapping[str, Any]]) -> Conversation:
             continue
         text, tool_results = _split_content(message.get("content"))
         if text.strip():
+            # Tool results beside new text answer the reply before it (the CLI merges them
+            # into one user message, e.g. after an interrupt): they belong to the old prompt.
             prompt, results = text, []
-        results.extend(tool_results)
+        else:
+            results.extend(tool_results)
     return Conversation(prompt=prompt, tool_results=tuple(results))
 
 
@@ -202,8 +210,9 @@ def _split_content(content: Any) -> tuple[str, list[ToolResult]]:
             continue
         if block.get("type") == "text":
             text = str(block.get("text", ""))
-            # The CLI wraps its own notes to the model in <system-reminder>; they are not the user's words.
-            if not text.lstrip().startswith("<system-reminder>"):
+            # The CLI wraps its own notes to the model in <system-reminder>; they are not the user's
+            # words, except a task notification, which the model is meant to answer.
+            if not text.lstrip().startswith("<system-reminder>") or _TASK_NOTIFICATION.search(text):
                 texts.append(text)
         elif block.get("type") == "tool_result":
             results.append(ToolResult(_flatten(block.get("content")), bool(block.get("is_error"))))

@@ -3,13 +3,15 @@ real ClaudeSDKClient against the offline model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import typing
 from pathlib import Path
 
 import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineError, EngineOutput
-from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter
+from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, transcript_path
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.offline_model.scripts import HELLO_COMMAND
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
@@ -39,9 +41,16 @@ def _config(model: OfflineModel, resume: str = "") -> EngineConfig:
 
 
 async def _turn(adapter: ClaudeCodeAdapter, sandbox: Sandbox, driver: LocalSandboxDriver, config: EngineConfig, text: str) -> tuple[list[EngineOutput], str]:
+    """One turn in a new engine session: send, read outputs through the Result, close."""
     session = await adapter.start(sandbox, driver, config)
     try:
-        outputs = [output async for output in session.run_turn(text)]
+        await session.send(text)
+        outputs = []
+        async with asyncio.timeout(60):
+            async for output in session.outputs():
+                outputs.append(output)
+                if output.ends_turn:
+                    break
         return outputs, session.engine_session_id
     finally:
         await session.close()
@@ -184,3 +193,79 @@ async def test_turns_follow_one_another_in_one_session(offline_model: OfflineMod
         await session.close()
 
     assert "first" in finals[0] and "second" in finals[1]
+
+
+
+def test_the_manifest_declares_the_sdks_permission_modes() -> None:
+    from claude_agent_sdk import PermissionMode
+
+    manifest = ClaudeCodeAdapter.manifest
+    assert manifest.kind == ClaudeCodeAdapter.kind == "claude_code"
+    assert manifest.permission_modes == typing.get_args(PermissionMode)
+    assert {"default", "bypassPermissions", "plan", "acceptEdits"} <= set(manifest.permission_modes)
+    assert manifest.supports_interactions and manifest.supports_background_tasks and manifest.supports_server_info
+
+
+async def test_server_info_lists_the_slash_commands(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    try:
+        info = await session.server_info()
+    finally:
+        await session.close()
+
+    assert info is not None
+    names = {command["name"] for command in info["commands"]}
+    assert len(names) > 3 and all(isinstance(command["description"], str) for command in info["commands"])
+    json.dumps(info)
+
+
+async def test_unknown_permission_modes_are_refused(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    with pytest.raises(EngineError, match="unknown permission mode 'yolo'; valid: default, "):
+        await ClaudeCodeAdapter().start(sandbox, driver, EngineConfig(permission_mode="yolo"))
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    try:
+        with pytest.raises(EngineError, match="unknown permission mode"):
+            await session.set_permission_mode("yolo")
+        await session.set_permission_mode("plan")
+        assert session.permission_mode == "plan"
+    finally:
+        await session.close()
+
+
+async def test_a_cli_that_dies_ends_the_outputs_with_an_error(
+    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    try:
+        await session.send("sleep: 20")
+        outputs = session.outputs()
+        async with asyncio.timeout(60):
+            async for output in outputs:
+                if output.type_name == "AssistantMessage" and _blocks([output], "AssistantMessage", "ToolUseBlock"):
+                    break
+            await driver.destroy(sandbox)  # kills every process the sandbox's launchers started
+            with pytest.raises(EngineError, match="the CLI stopped") as raised:
+                async for _ in outputs:
+                    pass
+        assert API_KEY not in str(raised.value)
+        with pytest.raises(EngineError, match="closed"):
+            await session.send("run: echo too late")
+        with pytest.raises(EngineError, match="the CLI stopped"):  # ended for good, and says so again
+            await anext(session.outputs())
+    finally:
+        await session.close()
+
+
+async def test_closing_ends_the_outputs(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    reader = asyncio.create_task(anext(session.outputs(), None))
+    await asyncio.sleep(0.1)
+    await session.close()
+    assert await asyncio.wait_for(reader, 10) is None
+
+
+async def test_a_transcript_needs_the_conversation_it_resumes(driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    with pytest.raises(EngineError, match="no engine session id"):
+        await ClaudeCodeAdapter().start(sandbox, driver, EngineConfig(transcript=b"{}\n"))
+    with pytest.raises(EngineError, match="not a Claude Code session id"):
+        transcript_path(sandbox, "../../etc/passwd")

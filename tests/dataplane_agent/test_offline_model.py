@@ -46,8 +46,8 @@ def _assert_message(message: dict[str, Any]) -> None:
     for block in message["content"]:
         assert block["type"] in ("text", "tool_use")
         if block["type"] == "tool_use":
-            assert block["id"].startswith("toolu_") and block["name"] == "Bash"
-            assert isinstance(block["input"]["command"], str)
+            assert block["id"].startswith("toolu_") and block["name"] in ("Bash", "AskUserQuestion")
+            assert isinstance(block["input"]["command" if block["name"] == "Bash" else "questions"], (str, list))
     assert (message["stop_reason"] == "tool_use") == any(b["type"] == "tool_use" for b in message["content"])
 
 
@@ -169,6 +169,89 @@ async def test_a_new_prompt_restarts_the_script(offline_model: OfflineModel) -> 
     status, _, body = await _call(offline_model, "POST", "/v1/messages", _request(earlier))
     assert status == 200
     assert _commands([json.loads(body)]) == ["echo again"]
+
+
+async def _reply(model: OfflineModel, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    status, _, body = await _call(model, "POST", "/v1/messages", _request(messages))
+    assert status == 200
+    reply = json.loads(body)
+    _assert_message(reply)
+    return reply
+
+
+def _tool_turn(prompt: str, tool_use: dict[str, Any], result: str, is_error: bool = False) -> list[dict[str, Any]]:
+    """A prompt, the model's tool use, and the tool's result, as the CLI sends them."""
+    tool_use = {"type": "tool_use", "id": "toolu_1", **tool_use}
+    tool_result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": result, "is_error": is_error}
+    return [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [tool_use]},
+        {"role": "user", "content": [tool_result]},
+    ]
+
+
+async def test_sleep_script_runs_a_long_command(offline_model: OfflineModel) -> None:
+    replies = await _converse(offline_model, "sleep: 30", "sleeping\nslept")
+    assert _commands(replies) == ["echo sleeping; sleep 30; echo slept"]
+    assert _final_text(replies) == "Done sleeping: sleeping\nslept"
+
+
+async def test_ask_script_asks_a_question_and_quotes_the_answer(offline_model: OfflineModel) -> None:
+    first = await _reply(offline_model, [{"role": "user", "content": "ask: Which colour? red|blue"}])
+    [ask] = [b for b in first["content"] if b["type"] == "tool_use"]
+    assert ask["name"] == "AskUserQuestion"
+    assert ask["input"] == {
+        "questions": [
+            {
+                "question": "Which colour?",
+                "header": "Question",
+                "options": [{"label": "red", "description": "Choose red"}, {"label": "blue", "description": "Choose blue"}],
+                "multiSelect": False,
+            }
+        ]
+    }
+    # What the CLI hands back once the answers are in the tool's input.
+    answered = 'Your questions have been answered: "Which colour?"="blue". You can now continue with these answers in mind.'
+    final = await _reply(offline_model, _tool_turn("ask: Which colour? red|blue", ask, answered))
+    assert _final_text([final]) == "You chose: blue."
+
+
+async def test_background_script_and_the_task_notification(offline_model: OfflineModel) -> None:
+    first = await _reply(offline_model, [{"role": "user", "content": "background: sleep 1; echo done > bg.txt"}])
+    [bash] = [b for b in first["content"] if b["type"] == "tool_use"]
+    assert bash["input"]["command"] == "sleep 1; echo done > bg.txt" and bash["input"]["run_in_background"] is True
+    messages = _tool_turn("background: sleep 1; echo done > bg.txt", bash, "Command running in background with ID: b1.")
+    assert _final_text([await _reply(offline_model, messages)]) == "Started in the background."
+
+    notification = (
+        "<system-reminder>\n[SYSTEM NOTIFICATION - NOT USER INPUT]\n<task-notification>\n<task-id>b1</task-id>\n"
+        "<status>completed</status>\n<summary>Background command \"Run\" completed (exit code 0)</summary>\n"
+        "</task-notification>\n</system-reminder>"
+    )
+    messages += [
+        {"role": "assistant", "content": [{"type": "text", "text": "Started in the background."}]},
+        {"role": "user", "content": [{"type": "text", "text": notification}]},
+    ]
+    reply = await _reply(offline_model, messages)
+    assert _final_text([reply]) == 'Background task finished: Background command "Run" completed (exit code 0)'
+
+
+async def test_a_refused_or_failed_tool_is_reflected_in_the_reply(offline_model: OfflineModel) -> None:
+    tool_use = {"name": "Bash", "input": {"command": "touch x"}}
+    denied = await _reply(offline_model, _tool_turn("run: touch x", tool_use, "Not in this folder.", is_error=True))
+    assert _final_text([denied]) == "The command was denied: Not in this folder."
+    failed = await _reply(offline_model, _tool_turn("run: touch x", tool_use, "Exit code 1\ntouch: denied", is_error=True))
+    assert _final_text([failed]) == "The command failed: Exit code 1\ntouch: denied"
+
+
+async def test_a_prompt_merged_with_an_interrupted_tool_result_starts_afresh(offline_model: OfflineModel) -> None:
+    """After an interrupt the CLI sends the stopped tool's result, its note and the next prompt as one message."""
+    messages = _tool_turn("sleep: 30", {"name": "Bash", "input": {"command": "sleep 30"}}, "stopped", is_error=True)
+    messages[-1]["content"] += [
+        {"type": "text", "text": "[Request interrupted by user for tool use]"},
+        {"type": "text", "text": "run: echo after"},
+    ]
+    assert _commands([await _reply(offline_model, messages)]) == ["echo after"]
 
 
 async def test_side_requests_and_unknown_paths(offline_model: OfflineModel) -> None:
