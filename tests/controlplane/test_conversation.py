@@ -1,0 +1,247 @@
+"""The conversation lifecycle in the control plane: queued messages, interactions,
+interrupts, permission modes, background tasks, archive and recovery — driven
+through the servicer (grpcio-testing) and the agent outputs the relay commits."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest_asyncio
+
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
+from astrabox.sessionkernel.v1 import session_pb2
+from controlplane.api import SessionKernelServicer
+from controlplane.journal import EventKind
+from tests.support.grpc_testing_bridge import ServicerHarness
+
+SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
+
+
+@pytest_asyncio.fixture
+async def api(plane) -> ServicerHarness:
+    return ServicerHarness(SERVICE, SessionKernelServicer(plane.kernel, plane.conversation))
+
+
+async def ok(api, rpc, **fields):
+    response, code, details, _ = await api.unary(rpc, getattr(pb, f"{rpc}Request")(**fields))
+    assert code is grpc.StatusCode.OK, details
+    return response
+
+
+async def refused(api, rpc, **fields):
+    _, code, details, info = await api.unary(rpc, getattr(pb, f"{rpc}Request")(**fields))
+    assert code is not grpc.StatusCode.OK
+    return code, info.reason, details
+
+
+async def ready(api, plane, request_id="s1") -> str:
+    await plane.connect_agent()
+    session = (await ok(api, "CreateSession", request_id=request_id)).session
+    await plane.runtime_started(session.session_id)
+    return session.session_id
+
+
+async def commands(plane, session_id) -> list[runner_pb2.Command]:
+    rows = await plane.pool.fetch("SELECT body FROM agent_commands WHERE session_id = $1 ORDER BY command_seq", session_id)
+    return [runner_pb2.Command.FromString(r["body"]) for r in rows]
+
+
+async def kinds(plane, session_id) -> list[EventKind]:
+    return [e.kind for e in await plane.journal.read(session_id, 0, 1000)]
+
+
+def engine(type_name: str, **payload) -> dict:
+    return {"engine_message": runner_pb2.EngineMessage(type_name=type_name, payload_json=json.dumps(payload))}
+
+
+async def finish_turn(plane, session_id, turn_id):
+    await plane.report(session_id, turn_id, **engine("ResultMessage", subtype="success", is_error=False,
+                                                     duration_ms=5, result="ok", session_id="conv-1"))
+
+
+async def session_of(api, session_id) -> session_pb2.Session:
+    return (await ok(api, "GetSession", session_id=session_id)).session
+
+
+async def test_messages_sent_back_to_back_run_in_order_each_once(api, plane):
+    sid = await ready(api, plane)
+    turns = [(await ok(api, "SendMessage", session_id=sid, client_message_id=f"m{i}", text=f"msg {i}")).turn_id
+             for i in range(3)]
+    session = await session_of(api, sid)
+    assert session.current_turn_id == turns[0] and list(session.queued_turn_ids) == turns[1:]
+    for i, turn_id in enumerate(turns):
+        delivered = [c.deliver_input for c in await commands(plane, sid) if c.HasField("deliver_input")]
+        assert [d.turn_id for d in delivered] == turns[: i + 1]  # the next one only after the previous ended
+        await plane.report(sid, turn_id, input_consumed=runner_pb2.InputConsumed())
+        await finish_turn(plane, sid, turn_id)
+    session = await session_of(api, sid)
+    assert session.state == session_pb2.SESSION_STATE_READY and not session.queued_turn_ids
+    events = await plane.journal.read(sid, 0, 1000)
+    completed = [e.turn_id for e in events if e.kind is EventKind.TURN_COMPLETED]
+    delivered = [e.turn_id for e in events if e.kind is EventKind.INPUT_DELIVERED]
+    assert completed == turns and delivered == turns
+
+
+async def test_tool_approval_is_answered_once(api, plane):
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="run: touch f")).turn_id
+    await plane.report(sid, turn, interaction_requested=runner_pb2.InteractionRequested(
+        interaction_id="i-1", tool_name="Bash", input_json='{"command": "touch f"}', tool_use_id="tu-1"))
+    session = await session_of(api, sid)
+    assert session.state == session_pb2.SESSION_STATE_WAITING_FOR_INPUT
+    assert session.pending_interaction.interaction_id == "i-1"
+    assert session.pending_interaction.kind == session_pb2.INTERACTION_KIND_TOOL_APPROVAL
+    assert json.loads(session.pending_interaction.input_json) == {"command": "touch f"}
+
+    assert (await refused(api, "RespondToInteraction", session_id=sid, interaction_id="nope",
+                          deny=pb.DenyTool(message="x")))[:2] == (grpc.StatusCode.NOT_FOUND, "INTERACTION_NOT_FOUND")
+    assert (await refused(api, "RespondToInteraction", session_id=sid, interaction_id="i-1",
+                          allow=pb.AllowTool(updated_input_json="[1]")))[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    answered = await ok(api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r1",
+                        deny=pb.DenyTool(message="not now"))
+    assert answered.session.state == session_pb2.SESSION_STATE_RUNNING
+    assert not answered.session.HasField("pending_interaction")
+    # The same request again is the same outcome; a second, different answer is refused.
+    await ok(api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r1",
+             deny=pb.DenyTool(message="not now"))
+    code, reason, _ = await refused(api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r2",
+                                    allow=pb.AllowTool())
+    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "INTERACTION_NOT_PENDING")
+    answers = [c.answer_interaction for c in await commands(plane, sid) if c.HasField("answer_interaction")]
+    assert len(answers) == 1 and answers[0].deny.message == "not now"
+
+
+async def test_questions_are_answered_with_answers(api, plane):
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="ask")).turn_id
+    question = {"questions": [{"question": "Color?", "header": "c", "options": [{"label": "red"}, {"label": "blue"}],
+                               "multiSelect": False}]}
+    await plane.report(sid, turn, interaction_requested=runner_pb2.InteractionRequested(
+        interaction_id="q-1", tool_name="AskUserQuestion", input_json=json.dumps(question), tool_use_id="tu"))
+    pending = (await session_of(api, sid)).pending_interaction
+    assert pending.kind == session_pb2.INTERACTION_KIND_QUESTION
+    assert [(q.question, list(q.options)) for q in pending.questions] == [("Color?", ["red", "blue"])]
+    code, _, details = await refused(api, "RespondToInteraction", session_id=sid, interaction_id="q-1",
+                                     allow=pb.AllowTool())
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "answers" in details
+    await ok(api, "RespondToInteraction", session_id=sid, interaction_id="q-1",
+             answers=pb.QuestionAnswers(answers={"Color?": "blue"}))
+    (answer,) = [c.answer_interaction for c in await commands(plane, sid) if c.HasField("answer_interaction")]
+    assert json.loads(answer.allow.updated_input_json)["answers"] == {"Color?": "blue"}
+
+
+async def test_interrupt_settles_the_turn_and_is_idempotent(api, plane):
+    sid = await ready(api, plane)
+    await ok(api, "InterruptTurn", session_id=sid)  # idle: a harmless no-op
+    assert EventKind.INTERRUPT_REQUESTED not in await kinds(plane, sid)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="sleep: 30")).turn_id
+    await plane.report(sid, turn, interaction_requested=runner_pb2.InteractionRequested(
+        interaction_id="i-1", tool_name="Bash", input_json="{}", tool_use_id="tu"))
+    for _ in range(2):
+        response = await ok(api, "InterruptTurn", session_id=sid, request_id="int-1")
+        assert response.session.state == session_pb2.SESSION_STATE_INTERRUPTING
+    await ok(api, "InterruptTurn", session_id=sid, request_id="int-2")
+    interrupts = [c.interrupt_turn for c in await commands(plane, sid) if c.HasField("interrupt_turn")]
+    assert [i.turn_id for i in interrupts] == [turn] and interrupts[0].deadline_ms > 0
+    assert (await kinds(plane, sid)).count(EventKind.INTERACTION_CLOSED) == 1
+    # The engine stops: its result ends the turn as interrupted.
+    await finish_turn(plane, sid, turn)
+    session = await session_of(api, sid)
+    assert session.state == session_pb2.SESSION_STATE_READY and not session.HasField("pending_interaction")
+    assert (await kinds(plane, sid))[-1] is EventKind.TURN_INTERRUPTED
+    await ok(api, "SendMessage", session_id=sid, client_message_id="m2", text="again")  # accepts the next message
+
+
+async def test_an_interrupt_nobody_confirms_is_settled_by_its_deadline(api, plane):
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="x")).turn_id
+    await ok(api, "InterruptTurn", session_id=sid)
+    await plane.pool.execute("UPDATE sessions SET interrupt_deadline = now() - interval '1 s' WHERE session_id = $1", sid)
+    assert await plane.sweeper.sweep() == 1
+    events = await plane.journal.read(sid, 0, 1000)
+    assert (events[-1].kind, events[-1].turn_id) == (EventKind.TURN_INTERRUPTED, turn)
+    assert "deadline" in events[-1].payload["reason"]
+    assert (await session_of(api, sid)).state == session_pb2.SESSION_STATE_READY
+
+
+async def test_permission_modes_are_validated_and_journaled(api, plane):
+    sid = await ready(api, plane)
+    code, reason, details = await refused(api, "SetPermissionMode", session_id=sid, permission_mode="yolo")
+    assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "PERMISSION_MODE_INVALID") and "plan" in details
+    response = await ok(api, "SetPermissionMode", session_id=sid, permission_mode="plan", request_id="p1")
+    assert response.session.permission_mode == "plan"
+    assert "plan" in response.session.capabilities.permission_modes
+    await ok(api, "SetPermissionMode", session_id=sid, permission_mode="plan", request_id="p1")
+    assert (await kinds(plane, sid)).count(EventKind.PERMISSION_MODE_CHANGED) == 1
+    modes = [c.set_permission_mode.permission_mode for c in await commands(plane, sid) if c.HasField("set_permission_mode")]
+    assert modes == ["plan"]
+
+
+async def test_background_tasks_open_and_close_and_can_be_stopped(api, plane):
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="background: sleep 1")).turn_id
+    await finish_turn(plane, sid, turn)
+    await plane.report(sid, **engine("TaskStartedMessage", task_id="t1", description="sleep 1", subtype="task_started"))
+    session = await session_of(api, sid)
+    assert [(t.task_id, t.description) for t in session.background_tasks] == [("t1", "sleep 1")]
+    assert (await refused(api, "StopBackgroundTask", session_id=sid, task_id="t9"))[:2] == (
+        grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND")
+    await ok(api, "StopBackgroundTask", session_id=sid, task_id="t1", request_id="stop-1")
+    assert [c.stop_task.task_id for c in await commands(plane, sid) if c.HasField("stop_task")] == ["t1"]
+    await plane.report(sid, **engine("TaskUpdatedMessage", task_id="t1", patch={"status": "killed"}))
+    assert not (await session_of(api, sid)).background_tasks
+
+
+async def test_engine_info_and_engine_started_turns(api, plane):
+    sid = await ready(api, plane)
+    await plane.report(sid, engine_info=runner_pb2.EngineInfo(
+        server_info_json=json.dumps({"commands": [{"name": "compact"}, {"name": "review"}]})))
+    assert list((await session_of(api, sid)).slash_commands) == ["compact", "review"]
+    await plane.report(sid, "engine-turn", engine_turn_started=runner_pb2.EngineTurnStarted(reason="task finished"))
+    assert (await session_of(api, sid)).state == session_pb2.SESSION_STATE_RUNNING
+    # A message sent meanwhile waits for the engine's own turn.
+    queued = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="hi")).turn_id
+    assert list((await session_of(api, sid)).queued_turn_ids) == [queued]
+    await finish_turn(plane, sid, "engine-turn")
+    assert (await session_of(api, sid)).current_turn_id == queued
+
+
+async def test_archive_releases_the_sandbox_and_keeps_history(api, plane):
+    sid = await ready(api, plane)
+    for _ in range(2):
+        archived = await ok(api, "ArchiveSession", session_id=sid, request_id="a1")
+        assert archived.session.state == session_pb2.SESSION_STATE_ARCHIVED
+    assert [c.WhichOneof("body") for c in await commands(plane, sid)].count("destroy_runtime") == 1
+    code, reason, _ = await refused(api, "SendMessage", session_id=sid, client_message_id="m", text="hi")
+    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "SESSION_NOT_READY")
+    history = await ok(api, "ListSessionEvents", session_id=sid)
+    assert history.events[-1].HasField("session_archived")
+
+
+async def test_a_lost_runtime_is_placed_again_with_the_conversation(api, plane):
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m1", text="hello")).turn_id
+    await finish_turn(plane, sid, turn)
+    await plane.report(sid, turn, transcript_snapshot=runner_pb2.TranscriptSnapshot(
+        engine_session_id="conv-1", content=b'{"line": 1}\n'))
+    committed = plane.next_output[sid]
+    # The agent goes away for good; another one is connected.
+    await plane.pool.execute("UPDATE agents SET lease_expires_at = now() - interval '1 s'")
+    await plane.sweeper.sweep()
+    assert not (await session_of(api, sid)).runtime_available
+    await plane.connect_agent("agent-2")
+    turn2 = (await ok(api, "SendMessage", session_id=sid, client_message_id="m2", text="again")).turn_id
+    rows = await plane.pool.fetch("SELECT agent_id, body FROM agent_commands WHERE session_id = $1 ORDER BY created_at, command_seq", sid)
+    moved = [(r["agent_id"], runner_pb2.Command.FromString(r["body"])) for r in rows if r["agent_id"] == "agent-2"]
+    assert [c.WhichOneof("body") for _, c in moved] == ["start_runtime", "deliver_input"]
+    start = moved[0][1].start_runtime
+    assert (start.resume_engine_session_id, start.transcript, start.committed_output_seq) == (
+        "conv-1", b'{"line": 1}\n', committed)
+    assert moved[1][1].deliver_input.turn_id == turn2
+    # Outputs the old agent still sends for the session are acknowledged and dropped.
+    stale = await plane.committer.commit("agent-1", [runner_pb2.Output(
+        session_id=sid, output_seq=committed + 1, turn_id=turn2, **engine("AssistantMessage"))])
+    assert stale.committed[sid] == committed + 1 and not stale.refused
+    assert EventKind.ENGINE_MESSAGE not in (await kinds(plane, sid))[-3:]
