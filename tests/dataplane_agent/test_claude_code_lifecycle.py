@@ -181,3 +181,30 @@ async def test_a_stored_transcript_resumes_the_conversation_in_a_new_sandbox(
     last_request = [r for r in offline_model.received if r.path == "/v1/messages" and r.body.get("tools")][-1]
     history = json.dumps(last_request.body["messages"])
     assert "Say hello" in history and HELLO_COMMAND.replace("\\", "\\\\") in history  # the first turn came back
+
+
+async def test_a_message_sent_mid_turn_joins_the_running_turn(
+    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    """The CLI hands a message that arrives during a turn to the model at its next request, inside
+    that same turn: one Result for both. (Why the agent holds queued inputs until a Result.)"""
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    try:
+        await session.send("steps: 3")
+        outputs: list[EngineOutput] = []
+        await _read_until(session, lambda seen: seen[-1].type_name == "AssistantMessage" and "Step 1" in str(seen[-1].payload), outputs)
+        await session.send("run: echo second")
+        await _read_until(session, lambda seen: seen[-1].ends_turn, outputs)
+        with pytest.raises(TimeoutError):  # and no second Result follows
+            async with asyncio.timeout(3):
+                await anext(session.outputs())
+    finally:
+        await session.close()
+
+    assert len(_results(outputs)) == 1
+    assert outputs[-1].payload["result"] == "The command `echo second` printed:\nsecond"
+    # The model saw the new message beside the first prompt's tool result, in one user message.
+    requests = [r for r in offline_model.received if r.path == "/v1/messages" and r.body.get("tools")]
+    folded = requests[1].body["messages"][-1]["content"]
+    assert [block["type"] for block in folded] == ["tool_result", "text"] and folded[0]["content"] == "step 1"
+    assert folded[1]["text"].startswith("The user sent a new message while you were working:\nrun: echo second")
