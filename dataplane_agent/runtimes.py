@@ -33,16 +33,15 @@ from dataplane_agent.outbox import Outbox
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
 from dataplane_agent.transcripts import TranscriptStore
-from dataplane_agent.turns import Input, SessionTurns, TurnLimits, close_quietly, describe
+from dataplane_agent.turns import WORKSPACE_GONE_REASON, Input, SessionTurns, TurnLimits, close_quietly, describe
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["RESTART_ABORT_REASON", "Receipt", "RuntimeTimeouts", "Runtimes", "model_env"]
+__all__ = ["RESTART_ABORT_REASON", "WORKSPACE_GONE_REASON", "Receipt", "RuntimeTimeouts", "Runtimes", "model_env"]
 
 RESTART_ABORT_REASON = "the data-plane agent restarted while the turn was running"
 RESTART_QUEUED_REASON = "the data-plane agent restarted before the engine took the message"
 NO_MANIFEST_REASON = "contract violation: the engine declared no capability manifest"
-WORKSPACE_GONE_REASON = "the sandbox's workspace is gone"
 
 
 def model_env(base_url: str, api_key: str) -> dict[str, str]:
@@ -211,7 +210,7 @@ class Runtimes:
         except BaseException:
             await asyncio.shield(close_quietly(engine, self._limits.close_engine))
             raise
-        turns.attach(engine)
+        turns.attach(engine, sandbox)
         log.info("runtime_started", session_id=session_id, sandbox_id=sandbox.sandbox_id, sandbox_ms=sandbox_ms)
 
     async def deliver_input(self, session_id: str, req: pb.DeliverInput, receipt: Receipt) -> None:
@@ -341,6 +340,7 @@ class Runtimes:
         except BaseException:
             await asyncio.shield(close_quietly(engine, self._limits.close_engine))
             raise
+        turns.attach(engine, sandbox)
         log.info(
             "engine_resumed", session_id=session_id, engine_session_id=record.engine_session_id, recovered=bool(lost)
         )

@@ -6,8 +6,9 @@ every output of the engine's single stream belongs to:
 - A user turn opens when its input is sent (`InputConsumed` follows the
   send); every output after that, up to and including the ResultMessage,
   carries its turn_id.
-- Between turns, background-task lifecycle messages (and rate-limit or mirror
-  notices) are session-level outputs with an empty turn_id. Any other output
+- Between turns, background-task lifecycle messages and other status notices
+  (every SystemMessage but "init", rate-limit events) are session-level
+  outputs with an empty turn_id. Any other output
   means the engine started a turn on its own: `EngineTurnStarted` opens it
   under a new turn_id, and it runs to its ResultMessage like a user turn.
 - After a ResultMessage the engine's transcript is snapshotted (kept in the
@@ -43,6 +44,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineOutput, EngineSession, ToolDecision, ToolRequest
 from dataplane_agent.interactions import INTERRUPTED, TURN_ENDED, Interactions
 from dataplane_agent.outbox import Outbox
+from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.state import AgentState, Database, Receipt
 from dataplane_agent.transcripts import TranscriptStore
 
@@ -51,26 +53,25 @@ log = structlog.get_logger(__name__)
 INTERRUPTED_BY_ENGINE = "the engine stopped the turn"
 INTERRUPTED_AT_DEADLINE = "deadline passed; engine replaced"
 INTERRUPTED_BEFORE_SEND = "interrupted before the engine took the message"
+WORKSPACE_GONE_REASON = "the sandbox's workspace is gone"
 
-# Outputs that belong to the session, not to a turn, when no turn is running.
-_SESSION_LEVEL_TYPES = frozenset(
-    {
-        "TaskStartedMessage",
-        "TaskProgressMessage",
-        "TaskUpdatedMessage",
-        "TaskNotificationMessage",
-        "RateLimitEvent",
-        "MirrorErrorMessage",
-    }
-)
-_TASK_SUBTYPES = frozenset({"task_started", "task_progress", "task_updated", "task_notification"})
+# Between turns these never open one: status notices, not conversation.
+_NOTICE_TYPES = frozenset({"RateLimitEvent"})
 
 
 def is_session_level(output: EngineOutput) -> bool:
-    """Background-task lifecycle and status notices: they never open a turn."""
-    if output.type_name in _SESSION_LEVEL_TYPES:
+    """Background-task lifecycle and status notices: between turns they belong to the session.
+
+    That is every SystemMessage except "init" (task started, progress, updated,
+    notification, background_tasks_changed, hook events, mirror errors …): a
+    turn the engine starts on its own opens with "init" or a conversation
+    message. SystemMessage subclasses have type names of their own, so the
+    family is told by its fields (`subtype` and `data`, which a ResultMessage
+    lacks) rather than by name."""
+    if output.type_name in _NOTICE_TYPES:
         return True
-    return output.type_name.endswith("SystemMessage") and output.payload.get("subtype") in _TASK_SUBTYPES
+    payload = output.payload
+    return "subtype" in payload and "data" in payload and payload.get("subtype") != "init"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,7 @@ class _Queued:
     cancelled: bool = False
 
 
-# Starts (or restarts, recovering a lost sandbox) the session's engine; `SessionTurns` attaches it.
+# Starts (or restarts, recovering a lost sandbox) the session's engine and attaches it.
 EngineStarter = Callable[[], Awaitable[EngineSession]]
 
 
@@ -145,6 +146,7 @@ class SessionTurns:
         self._interactions = Interactions(session_id, db=db, state=state, outbox=outbox)
         self._lock = asyncio.Lock()
         self._engine: EngineSession | None = None
+        self._sandbox: Sandbox | None = None
         self._reader: asyncio.Task[None] | None = None
         self._current: _Turn | None = None
         self._queue: collections.deque[_Queued] = collections.deque()
@@ -170,9 +172,9 @@ class SessionTurns:
         waiting = [q.input.turn_id for q in self._queue] + ([self._taking.input.turn_id] if self._taking else [])
         return turn_id == self.current_turn_id or turn_id in waiting
 
-    def attach(self, engine: EngineSession) -> None:
-        """Start reading a freshly connected engine's output."""
-        self._engine = engine
+    def attach(self, engine: EngineSession, sandbox: Sandbox) -> None:
+        """Start reading a freshly connected engine's output; `sandbox` is where it runs."""
+        self._engine, self._sandbox = engine, sandbox
         self.lost_reason = ""
         self._reader = self._tasks.create_task(self._read(engine))
 
@@ -291,6 +293,7 @@ class SessionTurns:
             await self._wait_idle()
             if queued.cancelled:
                 return
+            await self._probe_sandbox()
             try:
                 engine = self._engine or await self._start_engine()
             except Exception as exc:
@@ -301,8 +304,6 @@ class SessionTurns:
                     )
                 )
                 return
-            if self._engine is not engine:
-                self.attach(engine)
             async with self._lock:
                 if queued.cancelled:
                     return
@@ -332,6 +333,17 @@ class SessionTurns:
             bound.info("input_consumed")
             await turn.settled.wait()
             return
+
+    async def _probe_sandbox(self) -> None:
+        """Before an input: an engine whose workspace vanished is closed, so the runtime is recovered."""
+        async with self._lock:
+            gone = self._current is None and self._sandbox is not None and not self._sandbox.workspace.exists()
+            engine = self._detach() if gone else None
+            if gone:
+                self.lost_reason = self.lost_reason or WORKSPACE_GONE_REASON
+                self._log.warning("sandbox_gone", workspace=str(self._sandbox.workspace))
+        if engine is not None:
+            await close_quietly(engine, self._limits.close_engine)
 
     async def _wait_idle(self) -> None:
         while (turn := self._current) is not None:

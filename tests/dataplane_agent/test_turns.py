@@ -59,6 +59,7 @@ async def test_background_task_messages_are_session_level_and_the_engines_own_tu
         engine.last.emit(
             EngineOutput("TaskProgressMessage", {"subtype": "task_progress", "data": {}, "task_id": "task-1"}),
             task_notification(),
+            EngineOutput("SystemMessage", {"subtype": "background_tasks_changed", "data": {"tasks": []}}),
             init(),
             assistant("the background task finished"),
             result(),
@@ -72,6 +73,7 @@ async def test_background_task_messages_are_session_level_and_the_engines_own_tu
             "ResultMessage",
             "TaskProgressMessage",
             "TaskNotificationMessage",
+            "SystemMessage",
             "engine_turn_started",
             "SystemMessage",
             "AssistantMessage",
@@ -79,10 +81,10 @@ async def test_background_task_messages_are_session_level_and_the_engines_own_tu
         ]
         turn_ids = [o.turn_id for o in outputs]
         assert turn_ids[:5] == ["t-1"] * 5
-        assert turn_ids[5:7] == ["", ""]
-        engine_turn = turn_ids[7]
-        assert engine_turn not in ("", "t-1") and turn_ids[7:] == [engine_turn] * 4
-        assert "background task task-1 is completed" in outputs[7].engine_turn_started.reason
+        assert turn_ids[5:8] == ["", "", ""]
+        engine_turn = turn_ids[8]
+        assert engine_turn not in ("", "t-1") and turn_ids[8:] == [engine_turn] * 4
+        assert "background task task-1 is completed" in outputs[8].engine_turn_started.reason
         assert (await agent.state.session("s-1")).turn_id == ""
 
 
@@ -230,8 +232,7 @@ async def test_a_lost_sandbox_is_recreated_with_the_kept_transcript_and_the_mess
         await agent.command("s-1", **deliver("t-1"))
         await agent.wait_for("s-1", "transcript_snapshot")
         first = engine.last
-        shutil.rmtree(tmp_path / "sandboxes" / "s-1")  # destroyed behind the agent's back
-        first.emit(Exit())  # and its CLI with it
+        shutil.rmtree(tmp_path / "sandboxes" / "s-1")  # destroyed behind the agent's back; the CLI lingers
         await agent.command("s-1", **deliver("t-2", "are you still there?"))
         outputs = await agent.wait_for("s-1", "transcript_snapshot", 2)
         tail = outputs[outputs.index(next(o for o in outputs if o.HasField("runtime_lost"))) :]
@@ -244,7 +245,8 @@ async def test_a_lost_sandbox_is_recreated_with_the_kept_transcript_and_the_mess
             "ResultMessage",
             "transcript_snapshot",
         ]
-        assert tail[0].runtime_lost.reason == "the engine process ended unexpectedly"
+        assert tail[0].runtime_lost.reason == WORKSPACE_GONE_REASON
+        assert first.closed
         assert tail[0].turn_id == "" and tail[1].turn_id == ""
         assert tail[1].runtime_started.sandbox_id == "sb-s-1-2"
         assert [o.turn_id for o in tail[2:]] == ["t-2"] * 5
