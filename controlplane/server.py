@@ -30,6 +30,8 @@ from controlplane.turns import Turns
 
 log = structlog.get_logger(__name__)
 
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+
 SERVICE_NAMES = (
     session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"].full_name,
     runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name,
@@ -57,7 +59,13 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         kernel = SessionKernel(pool, journal, agents, turns, live)
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
         sweeper = DeadlineSweeper(pool, journal, turns, settings.startup_deadline)
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 0),
+                # Agents send transcript snapshots of up to 16 MiB in one output.
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ]
+        )
         session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(
             SessionKernelServicer(kernel, conversation), server
         )

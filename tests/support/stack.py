@@ -19,11 +19,18 @@ class Stack:
     controlplane: Process
     agent_state: Path
     log_dir: Path
+    database_url: str
     agents: list[Process] = field(default_factory=list)
 
     @property
     def agent(self) -> Process:
         return self.agents[-1]
+
+    def restart_controlplane(self) -> None:
+        """SIGKILL the control plane and start it again on the same address."""
+        self.controlplane.kill()
+        self.controlplane, address = start_controlplane(self.database_url, self.log_dir, listen=self.address)
+        assert address == self.address
 
     def start_agent(self) -> Process:
         self.agents.append(start_agent(self.address, self.agent_state, self.log_dir))
@@ -39,7 +46,7 @@ def stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     controlplane, address = start_controlplane(database_url, log_dir)
-    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir)
+    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir, database_url)
     try:
         stack.start_agent()
         yield stack
