@@ -256,8 +256,12 @@ class RelayClient:
             self._wake.clear()
             now = time.monotonic()
             paused = {sid for sid, until in stream.paused_until.items() if until > now}
-            room = cfg.window - stream.unacknowledged()
-            if room > 0:
+            in_flight = stream.unacknowledged()
+            room = cfg.window - in_flight
+            # While outputs are in flight, wait until a whole batch fits: sending
+            # whatever each acknowledgement frees shrinks batches to one output
+            # and makes every output pay a whole commit.
+            if room >= cfg.batch_size or (in_flight == 0 and room > 0):
                 outputs = await self._outbox.pending(
                     stream.send_after(), min(cfg.batch_size, room), skip=paused, max_bytes=cfg.max_batch_bytes
                 )
