@@ -155,10 +155,22 @@ class Agents:
         return [QueuedCommand(r["command_seq"], r["command_id"], r["session_id"], bytes(r["body"])) for r in rows]
 
     async def acknowledge(self, agent_id: str, command_seq: int, error: str) -> None:
-        await self._pool.execute(
-            "UPDATE agent_commands SET acked_at = now(), error = NULLIF($3, '')"
-            " WHERE agent_id = $1 AND command_seq = $2 AND acked_at IS NULL",
-            agent_id,
-            command_seq,
-            error,
-        )
+        """Record the agent's verdict on a command. A confirmed DestroyRuntime
+        releases the session's sandbox; a refused one leaves it named, so the
+        destruction is retried (see `controlplane.deadlines`)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                "UPDATE agent_commands SET acked_at = now(), error = NULLIF($3, '')"
+                " WHERE agent_id = $1 AND command_seq = $2 AND acked_at IS NULL RETURNING session_id, body",
+                agent_id,
+                command_seq,
+                error,
+            )
+            if row is None or error:
+                return
+            if runner_pb2.Command.FromString(row["body"]).HasField("destroy_runtime"):
+                await conn.execute(
+                    "UPDATE sessions SET sandbox_id = NULL, updated_at = now()"
+                    " WHERE session_id = $1 AND state IN ('deleted', 'archived')",
+                    row["session_id"],
+                )

@@ -4,7 +4,8 @@ A periodic sweep settles what outlived its deadline:
 - sessions on an agent whose lease lapsed lose their runtime (the next
   message places them again), and their running turn fails with a reason;
 - an interrupt the agent never reported is settled as interrupted;
-- a runtime start that never finished fails the session.
+- a runtime start that never finished fails the session;
+- a sandbox whose destruction the agent could not confirm is destroyed again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from datetime import timedelta
 import asyncpg
 import structlog
 
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane.agents import Agents
 from controlplane.journal import EventKind, Journal, NewEvent
 from controlplane.session import SessionState
 from controlplane.turns import TurnOutcome, Turns
@@ -23,11 +26,16 @@ log = structlog.get_logger(__name__)
 
 
 class DeadlineSweeper:
-    def __init__(self, pool: asyncpg.Pool, journal: Journal, turns: Turns, startup_deadline: timedelta) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, journal: Journal, turns: Turns, agents: Agents, startup_deadline: timedelta,
+        destroy_retry: timedelta = timedelta(seconds=30),
+    ) -> None:
         self._pool = pool
         self._journal = journal
         self._turns = turns
+        self._agents = agents
         self._startup_deadline = startup_deadline
+        self._destroy_retry = destroy_retry
 
     async def run(self, interval: float) -> None:
         """Sweep every `interval` seconds until cancelled."""
@@ -57,7 +65,24 @@ class DeadlineSweeper:
             await self._interrupt_overdue(row["session_id"])
         for row in startups:
             await self._startup_overdue(row["session_id"])
-        return len(lost) + len(interrupts) + len(startups)
+        retried = await self._retry_destroys()
+        return len(lost) + len(interrupts) + len(startups) + retried
+
+    async def _retry_destroys(self) -> int:
+        """Released sessions still naming a sandbox whose destroy was refused get another one."""
+        rows = await self._pool.fetch(
+            "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s"
+            " WHERE s.state IN ('deleted', 'archived') AND s.sandbox_id IS NOT NULL"
+            "  AND NOT EXISTS (SELECT 1 FROM agent_commands c WHERE c.session_id = s.session_id"
+            "   AND (c.acked_at IS NULL OR c.acked_at > now() - $1::interval))",
+            self._destroy_retry,
+        )
+        for row in rows:
+            async with self._journal.transaction() as tx:
+                await self._agents.enqueue(tx, row["agent_id"], row["session_id"], runner_pb2.Command(
+                    destroy_runtime=runner_pb2.DestroyRuntime(reason="retrying an unconfirmed destruction")))
+            log.info("destroy_retried", session_id=row["session_id"], agent_id=row["agent_id"])
+        return len(rows)
 
     async def _runtime_lost(self, session_id: str, agent_id: str) -> None:
         reason = f"the data-plane agent {agent_id} stopped answering (its lease lapsed)"

@@ -1,16 +1,15 @@
 """The control plane's domain errors.
 
     KernelError
-    ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT / PAGE_TOKEN_INVALID
+    ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT, PAGE_TOKEN_INVALID,
+    │                                                   PERMISSION_MODE_INVALID
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
     ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
     ├── TaskNotFound           NOT_FOUND            reason TASK_NOT_FOUND
     ├── InteractionNotPending  FAILED_PRECONDITION  reason INTERACTION_NOT_PENDING
-    ├── SessionBusy            FAILED_PRECONDITION  reason SESSION_BUSY
     ├── SessionNotReady        FAILED_PRECONDITION  reason SESSION_NOT_READY
     ├── RequestIdReused        ALREADY_EXISTS       reason REQUEST_ID_REUSED
-    ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
-    └── NotImplementedYet      UNIMPLEMENTED        reason NOT_IMPLEMENTED
+    └── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
 
 The mapping to gRPC status codes lives in one place, `controlplane.status`.
 """
@@ -58,10 +57,6 @@ class InteractionNotPending(KernelError):
     reason = "INTERACTION_NOT_PENDING"
 
 
-class SessionBusy(KernelError):
-    reason = "SESSION_BUSY"
-
-
 class SessionNotReady(KernelError):
     reason = "SESSION_NOT_READY"
 
@@ -72,7 +67,3 @@ class RequestIdReused(KernelError):
 
 class NoAgentAvailable(KernelError):
     reason = "NO_AGENT_AVAILABLE"
-
-
-class NotImplementedYet(KernelError):
-    reason = "NOT_IMPLEMENTED"

@@ -58,7 +58,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         turns = Turns(agents)
         kernel = SessionKernel(pool, journal, agents, turns, live)
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
-        sweeper = DeadlineSweeper(pool, journal, turns, settings.startup_deadline)
+        sweeper = DeadlineSweeper(pool, journal, turns, agents, settings.startup_deadline)
         server = grpc.aio.server(
             options=[
                 ("grpc.so_reuseport", 0),

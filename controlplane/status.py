@@ -21,11 +21,9 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.InteractionNotFound: grpc.StatusCode.NOT_FOUND,
     errors.TaskNotFound: grpc.StatusCode.NOT_FOUND,
     errors.InteractionNotPending: grpc.StatusCode.FAILED_PRECONDITION,
-    errors.SessionBusy: grpc.StatusCode.FAILED_PRECONDITION,
     errors.SessionNotReady: grpc.StatusCode.FAILED_PRECONDITION,
     errors.RequestIdReused: grpc.StatusCode.ALREADY_EXISTS,
     errors.NoAgentAvailable: grpc.StatusCode.UNAVAILABLE,
-    errors.NotImplementedYet: grpc.StatusCode.UNIMPLEMENTED,
 }
 
 

@@ -66,7 +66,7 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
         yield Plane(
             pool, journal, agents, SessionKernel(pool, journal, agents, turns, live),
             Conversation(journal, agents, turns, timedelta(seconds=10)), OutputCommitter(journal, turns), live, turns,
-            DeadlineSweeper(pool, journal, turns, timedelta(seconds=180)),
+            DeadlineSweeper(pool, journal, turns, agents, timedelta(seconds=180), destroy_retry=timedelta(0)),
         )
     finally:
         await pool.close()

@@ -245,3 +245,29 @@ async def test_a_lost_runtime_is_placed_again_with_the_conversation(api, plane):
         session_id=sid, output_seq=committed + 1, turn_id=turn2, **engine("AssistantMessage"))])
     assert stale.committed[sid] == committed + 1 and not stale.refused
     assert EventKind.ENGINE_MESSAGE not in (await kinds(plane, sid))[-3:]
+
+
+async def test_only_a_confirmed_destruction_releases_the_sandbox(api, plane):
+    sid = await ready(api, plane)
+    await ok(api, "DeleteSession", session_id=sid)
+
+    async def destroys():
+        return await plane.pool.fetch(
+            "SELECT command_seq, body FROM agent_commands WHERE session_id = $1 ORDER BY command_seq", sid)
+
+    async def sandbox():
+        return await plane.pool.fetchval("SELECT sandbox_id FROM sessions WHERE session_id = $1", sid)
+
+    first = [r for r in await destroys() if runner_pb2.Command.FromString(r["body"]).HasField("destroy_runtime")]
+    assert len(first) == 1
+    for row in await destroys():  # the agent applied the earlier commands
+        if row["command_seq"] != first[0]["command_seq"]:
+            await plane.agents.acknowledge("agent-1", row["command_seq"], "")
+    await plane.agents.acknowledge("agent-1", first[0]["command_seq"], "UNAVAILABLE: the sandbox did not go away")
+    assert await sandbox() == "sb"  # unconfirmed: the session keeps naming it
+    assert await plane.sweeper.sweep() == 1  # so the destruction is tried again
+    retry = [r for r in await destroys() if runner_pb2.Command.FromString(r["body"]).HasField("destroy_runtime")]
+    assert len(retry) == 2
+    await plane.agents.acknowledge("agent-1", retry[-1]["command_seq"], "")
+    assert await sandbox() is None
+    assert await plane.sweeper.sweep() == 0

@@ -230,3 +230,25 @@ async def test_delete_hides_the_session_and_is_idempotent(api, plane):
     assert (await queued_commands(plane, session.session_id)).count("destroy_runtime") == 1
 
 
+
+
+SESSION_RPCS = [
+    ("GetSession", {}),
+    ("SendMessage", {"client_message_id": "m", "text": "hi"}),
+    ("ListSessionEvents", {}),
+    ("InterruptTurn", {}),
+    ("RespondToInteraction", {"interaction_id": "i", "deny": pb.DenyTool(message="no")}),
+    ("SetPermissionMode", {"permission_mode": "plan"}),
+    ("ArchiveSession", {}),
+    ("DeleteSession", {}),
+    ("StopBackgroundTask", {"task_id": "t"}),
+]
+
+
+@pytest.mark.parametrize(("rpc", "fields"), SESSION_RPCS)
+async def test_every_session_rpc_names_a_malformed_or_unknown_session(api, plane, rpc, fields):
+    request_type = getattr(pb, f"{rpc}Request")
+    _, code, _, info = await api.unary(rpc, request_type(session_id="not-a-uuid", **fields))
+    assert (code, info.reason, info.metadata["field"]) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "session_id")
+    _, code, _, info = await api.unary(rpc, request_type(session_id=UNKNOWN_ID, **fields))
+    assert (code, info.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")

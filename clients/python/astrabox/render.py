@@ -78,6 +78,36 @@ def render(event: events_pb2.SessionEvent) -> list[str]:
         lines = [f"✗ turn failed: {event.turn_failed.reason}"]
     elif kind == "session_deleted":
         lines = ["● session deleted"]
+    elif kind == "session_archived":
+        lines = ["● session archived"]
+    elif kind == "startup_phase":
+        lines = [f"● {event.startup_phase.phase.replace('_', ' ')} ({event.startup_phase.duration_ms} ms)"]
+    elif kind == "interaction_requested":
+        asked = event.interaction_requested.interaction
+        if asked.questions:
+            lines = [f"? {q.question} [{' | '.join(q.options)}]" for q in asked.questions]
+        else:
+            lines = [f"? may {asked.tool_name} run {asked.input_json}?  (interaction {asked.interaction_id})"]
+    elif kind == "interaction_answered":
+        lines = [f"  ↳ answered: {event.interaction_answered.decision} {event.interaction_answered.message}".rstrip()]
+    elif kind == "interaction_closed":
+        lines = [f"  ↳ closed: {event.interaction_closed.reason}"]
+    elif kind == "interrupt_requested":
+        lines = ["■ interrupt requested"]
+    elif kind == "turn_interrupted":
+        lines = [f"■ turn interrupted: {event.turn_interrupted.reason}"]
+    elif kind == "input_delivered":
+        lines = []
+    elif kind == "permission_mode_changed":
+        lines = [f"● permission mode: {event.permission_mode_changed.permission_mode}"]
+    elif kind == "runtime_lost":
+        lines = [f"✗ runtime lost: {event.runtime_lost.reason}; recovering"]
+    elif kind == "engine_turn_started":
+        lines = [f"● the engine started a turn: {event.engine_turn_started.reason}"]
+    elif kind == "engine_info":
+        lines = [f"● engine offers {len(event.engine_info.slash_commands)} slash commands"]
+    elif kind == "task_stop_requested":
+        lines = [f"■ stop requested for task {event.task_stop_requested.task_id}"]
     else:
         lines = [f"● {events_pb2.EventKind.Name(event.kind)}"]
     return [prefix + line for line in lines]

@@ -31,16 +31,26 @@ class SessionKernelServiceStub:
 
     Errors use standard gRPC codes with a google.rpc.ErrorInfo detail whose
     domain is "astrabox.dev" and whose reason is one of:
-    INVALID_ARGUMENT     a field is missing or malformed (field in metadata)
-    SESSION_NOT_FOUND    (NOT_FOUND) no such session, or it was deleted
-    SESSION_BUSY         (FAILED_PRECONDITION) a turn is already running
-    SESSION_NOT_READY    (FAILED_PRECONDITION) the session cannot take
-    messages in its current state (creating, failed)
-    REQUEST_ID_REUSED    (ALREADY_EXISTS) an idempotency key was reused with
+    INVALID_ARGUMENT         a field is missing or malformed; metadata "field" names it
+    PERMISSION_MODE_INVALID  (INVALID_ARGUMENT) not one of the engine's modes; the
+    message lists the valid ones
+    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one we issued
+    SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
+    INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
+    TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
+    INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
+    answered or closed; only one answer takes effect
+    SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
+    in its state (creating, failed, archived)
+    REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
-    NO_AGENT_AVAILABLE   (UNAVAILABLE) no data-plane agent can run the session
-    PAGE_TOKEN_INVALID   (INVALID_ARGUMENT) the page token is not one we issued
-    NOT_IMPLEMENTED      (UNIMPLEMENTED) the RPC is not available yet
+    NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+
+    A message sent while a turn runs is not refused: it is accepted at once
+    (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine
+    is free (INPUT_DELIVERED). Claude Code would otherwise fold a message sent
+    mid-turn into the running turn, so the caller could not tell which turn
+    answered it.
     """
 
     def __init__(self, channel):
@@ -117,16 +127,26 @@ class SessionKernelServiceServicer:
 
     Errors use standard gRPC codes with a google.rpc.ErrorInfo detail whose
     domain is "astrabox.dev" and whose reason is one of:
-    INVALID_ARGUMENT     a field is missing or malformed (field in metadata)
-    SESSION_NOT_FOUND    (NOT_FOUND) no such session, or it was deleted
-    SESSION_BUSY         (FAILED_PRECONDITION) a turn is already running
-    SESSION_NOT_READY    (FAILED_PRECONDITION) the session cannot take
-    messages in its current state (creating, failed)
-    REQUEST_ID_REUSED    (ALREADY_EXISTS) an idempotency key was reused with
+    INVALID_ARGUMENT         a field is missing or malformed; metadata "field" names it
+    PERMISSION_MODE_INVALID  (INVALID_ARGUMENT) not one of the engine's modes; the
+    message lists the valid ones
+    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one we issued
+    SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
+    INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
+    TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
+    INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
+    answered or closed; only one answer takes effect
+    SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
+    in its state (creating, failed, archived)
+    REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
-    NO_AGENT_AVAILABLE   (UNAVAILABLE) no data-plane agent can run the session
-    PAGE_TOKEN_INVALID   (INVALID_ARGUMENT) the page token is not one we issued
-    NOT_IMPLEMENTED      (UNIMPLEMENTED) the RPC is not available yet
+    NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+
+    A message sent while a turn runs is not refused: it is accepted at once
+    (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine
+    is free (INPUT_DELIVERED). Claude Code would otherwise fold a message sent
+    mid-turn into the running turn, so the caller could not tell which turn
+    answered it.
     """
 
     def CreateSession(self, request, context):
@@ -152,8 +172,9 @@ class SessionKernelServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SendMessage(self, request, context):
-        """Accepts a user message into the journal and opens a turn. Idempotent on
-        client_message_id: a retry returns the same turn.
+        """Accepts a user message into the journal as a new turn; it runs now, or
+        after the turns queued before it. Idempotent on client_message_id: a retry
+        returns the same turn.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,28 +196,32 @@ class SessionKernelServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def InterruptTurn(self, request, context):
-        """Interrupts the running turn.
+        """Interrupts the running turn; it ends TURN_INTERRUPTED with what it
+        produced so far kept. A no-op when the session is idle; idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RespondToInteraction(self, request, context):
-        """Answers a pending interaction (tool approval or question).
+        """Answers the pending interaction (tool approval or question); the parked
+        turn resumes. Only one answer takes effect.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SetPermissionMode(self, request, context):
-        """Changes the engine's permission mode for the following turns.
+        """Changes the engine's permission mode (validated against the engine's
+        capabilities); takes effect at once in the running engine.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ArchiveSession(self, request, context):
-        """Releases the session's sandbox and keeps its history readable.
+        """Releases the session's sandbox and keeps its history readable; a running
+        turn fails with a reason. Idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -293,16 +318,26 @@ class SessionKernelService:
 
     Errors use standard gRPC codes with a google.rpc.ErrorInfo detail whose
     domain is "astrabox.dev" and whose reason is one of:
-    INVALID_ARGUMENT     a field is missing or malformed (field in metadata)
-    SESSION_NOT_FOUND    (NOT_FOUND) no such session, or it was deleted
-    SESSION_BUSY         (FAILED_PRECONDITION) a turn is already running
-    SESSION_NOT_READY    (FAILED_PRECONDITION) the session cannot take
-    messages in its current state (creating, failed)
-    REQUEST_ID_REUSED    (ALREADY_EXISTS) an idempotency key was reused with
+    INVALID_ARGUMENT         a field is missing or malformed; metadata "field" names it
+    PERMISSION_MODE_INVALID  (INVALID_ARGUMENT) not one of the engine's modes; the
+    message lists the valid ones
+    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one we issued
+    SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
+    INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
+    TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
+    INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
+    answered or closed; only one answer takes effect
+    SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
+    in its state (creating, failed, archived)
+    REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
-    NO_AGENT_AVAILABLE   (UNAVAILABLE) no data-plane agent can run the session
-    PAGE_TOKEN_INVALID   (INVALID_ARGUMENT) the page token is not one we issued
-    NOT_IMPLEMENTED      (UNIMPLEMENTED) the RPC is not available yet
+    NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+
+    A message sent while a turn runs is not refused: it is accepted at once
+    (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine
+    is free (INPUT_DELIVERED). Claude Code would otherwise fold a message sent
+    mid-turn into the running turn, so the caller could not tell which turn
+    answered it.
     """
 
     @staticmethod

@@ -1,0 +1,32 @@
+"""The CLI's readable rendering of events a user sees in `astrabox run`."""
+
+from __future__ import annotations
+
+import json
+
+from astrabox.render import render
+from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+
+
+def test_every_event_kind_renders_without_error_and_names_what_happened():
+    for name, number in events_pb2.EventKind.items():
+        if number == 0:
+            continue
+        event = events_pb2.SessionEvent(seq=7, kind=number)
+        getattr(event, name.removeprefix("EVENT_KIND_").lower()).SetInParent()
+        for line in render(event):
+            assert line.startswith("[   7] ")
+
+
+def test_tool_use_questions_and_results_are_readable():
+    tool = events_pb2.SessionEvent(seq=1, engine_message=events_pb2.EngineMessage(
+        type_name="AssistantMessage",
+        payload_json=json.dumps({"content": [{"type_name": "ToolUseBlock", "name": "Bash", "input": {"command": "ls"}}]})))
+    assert render(tool) == ["[   1] ⚙ Bash: ls"]
+    question = events_pb2.SessionEvent(seq=2, interaction_requested=events_pb2.InteractionRequested(
+        interaction=session_pb2.Interaction(questions=[session_pb2.Question(question="Color?", options=["red", "blue"])])))
+    assert render(question) == ["[   2] ? Color? [red | blue]"]
+    result = events_pb2.SessionEvent(seq=3, engine_message=events_pb2.EngineMessage(
+        type_name="UserMessage",
+        payload_json=json.dumps({"content": [{"type_name": "ToolResultBlock", "content": "a\nb", "is_error": False}]})))
+    assert render(result) == ["[   3]   ⎿ tool result:\n    a\n    b"]
