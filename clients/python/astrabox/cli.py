@@ -54,8 +54,7 @@ async def _session_command(args: argparse.Namespace) -> int:
     async with AstraBoxClient.connect(args.target) as client:
         if args.action == "list":
             async for session in client.iter_sessions():
-                state = session_pb2.SessionState.Name(session.state).removeprefix("SESSION_STATE_")
-                print(f"{session.session_id}  {state:<18} seq {session.last_seq:<6} agent {session.agent_id}")
+                print(f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} agent {session.agent_id}")
         elif args.action == "show":
             print(await client.get_session(args.session_id))
         elif args.action == "events":
@@ -65,7 +64,37 @@ async def _session_command(args: argparse.Namespace) -> int:
         elif args.action == "delete":
             session = await client.delete_session(args.session_id)
             print(f"deleted {session.session_id}")
+        elif args.action == "archive":
+            session = await client.archive_session(args.session_id)
+            print(f"archived {session.session_id}")
+        elif args.action == "send":
+            accepted = await client.send_message(args.session_id, args.text)
+            print(f"accepted as turn {accepted.turn_id} (seq {accepted.seq})")
+        elif args.action == "interrupt":
+            session = await client.interrupt_turn(args.session_id)
+            print(f"session {session.session_id} is {_state_name(session)}")
+        elif args.action == "mode":
+            session = await client.set_permission_mode(args.session_id, args.permission_mode)
+            print(f"permission mode is {session.permission_mode}")
+        elif args.action == "respond":
+            session = await client.get_session(args.session_id)
+            if not session.HasField("pending_interaction"):
+                print(f"session {args.session_id} has no pending interaction", file=sys.stderr)
+                return 1
+            interaction_id = session.pending_interaction.interaction_id
+            if args.deny is not None:
+                session = await client.respond_to_interaction(args.session_id, interaction_id, deny=args.deny)
+            elif args.answer:
+                answers = dict(pair.split("=", 1) for pair in args.answer)
+                session = await client.respond_to_interaction(args.session_id, interaction_id, answers=answers)
+            else:
+                session = await client.respond_to_interaction(args.session_id, interaction_id, allow=True)
+            print(f"answered {interaction_id}; session is {_state_name(session)}")
     return 0
+
+
+def _state_name(session: session_pb2.Session) -> str:
+    return session_pb2.SessionState.Name(session.state).removeprefix("SESSION_STATE_")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -118,8 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
     session.add_argument("--target", default=DEFAULT_TARGET)
     actions = session.add_subparsers(dest="action", required=True)
     actions.add_parser("list")
-    for name in ("show", "delete"):
+    for name in ("show", "delete", "archive", "interrupt"):
         actions.add_parser(name).add_argument("session_id")
+    send = actions.add_parser("send", help="send a message (queued while a turn runs)")
+    send.add_argument("session_id")
+    send.add_argument("text")
+    mode = actions.add_parser("mode", help="set the engine's permission mode")
+    mode.add_argument("session_id")
+    mode.add_argument("permission_mode")
+    respond = actions.add_parser("respond", help="answer the pending interaction: allow (default), --deny MSG, or --answer Q=A")
+    respond.add_argument("session_id")
+    respond.add_argument("--deny", metavar="MESSAGE")
+    respond.add_argument("--answer", action="append", metavar="QUESTION=ANSWER")
     events = actions.add_parser("events")
     events.add_argument("session_id")
     events.add_argument("--follow", "-f", action="store_true", help="keep following live events")
@@ -144,4 +183,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"astrabox: {error}")
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:  # `astrabox … | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
 

@@ -176,6 +176,11 @@ class AstraBoxClient:
         )
         return (await self._unary(self._stub.SetPermissionMode, request)).session
 
+    async def stop_background_task(self, session_id: str, task_id: str, request_id: str | None = None) -> Session:
+        """Asks the engine to stop one of the session's background tasks."""
+        request = api.StopBackgroundTaskRequest(session_id=session_id, task_id=task_id, request_id=request_id or _new_id())
+        return (await self._unary(self._stub.StopBackgroundTask, request)).session
+
     async def archive_session(self, session_id: str, request_id: str | None = None) -> Session:
         """Releases the session's sandbox; its history stays readable."""
         request = api.ArchiveSessionRequest(session_id=session_id, request_id=request_id or _new_id())
