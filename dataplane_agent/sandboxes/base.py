@@ -9,6 +9,32 @@ from pathlib import Path
 from typing import Protocol
 
 
+# A sandbox given a model socket sees it at MODEL_SOCKET_INNER. The CLI needs a TCP base URL, so
+# a relay inside the sandbox listens on its own loopback at MODEL_PORT and forwards to the socket.
+MODEL_SOCKET_INNER = "/run/astrabox/model.sock"
+MODEL_PORT = 41800
+MODEL_BASE_URL_INNER = f"http://127.0.0.1:{MODEL_PORT}"
+_RELAY_SCRIPT = f"""\
+command -v socat >/dev/null || {{ echo "astrabox: socat is not installed in the sandbox; the model route needs it" >&2; exit 127; }}
+socat TCP-LISTEN:{MODEL_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{MODEL_SOCKET_INNER} </dev/null >/dev/null 2>&1 &
+tries=0
+until grep -q '0100007F:{MODEL_PORT:04X} 00000000:0000 0A' /proc/net/tcp; do
+  tries=$((tries + 1))
+  [ "$tries" -le 1000 ] || {{ echo "astrabox: the model relay did not start" >&2; exit 127; }}
+  sleep 0.01
+done
+exec "$@"
+"""
+
+
+def model_relay(program: Sequence[str]) -> list[str]:
+    """`program` preceded by the model relay: the command line to run inside a sandbox that has a model socket.
+
+    The relay stays up for later programs of the same network namespace; starting it
+    again where it already listens is harmless."""
+    return ["/bin/sh", "-c", _RELAY_SCRIPT, "astrabox-model-relay", *program]
+
+
 class SandboxError(Exception):
     """A sandbox could not be created, used or destroyed."""
 
@@ -30,6 +56,9 @@ class SandboxSpec:
     # Environment the sandboxed programs see; nothing else of the agent's leaks in.
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    # The agent's model route on the host (a unix socket alone in its directory), which the
+    # sandbox sees at MODEL_SOCKET_INNER; None: the sandbox has no way to the model.
+    model_socket: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
