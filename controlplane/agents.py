@@ -117,6 +117,16 @@ class Agents:
         cursors.update({r["session_id"]: r["committed_output_seq"] for r in rows})
         return cursors
 
+    async def live_sessions(self, agent_id: str) -> list[str]:
+        """Sessions placed on the agent whose runtime it should keep: neither
+        released (deleted, archived) nor failed. The agent destroys the others."""
+        rows = await self._pool.fetch(
+            "SELECT session_id::text AS session_id FROM sessions"
+            " WHERE agent_id = $1 AND state NOT IN ('deleted', 'archived', 'failed') ORDER BY session_id",
+            agent_id,
+        )
+        return [r["session_id"] for r in rows]
+
     async def enqueue(
         self, tx: JournalTransaction, agent_id: str, session_id: str, command: runner_pb2.Command
     ) -> str:

@@ -46,6 +46,7 @@ class EventKind(enum.Enum):
     TASK_STOP_REQUESTED = "task_stop_requested"
     ENGINE_INFO = "engine_info"
     ENGINE_TURN_STARTED = "engine_turn_started"
+    SANDBOX_RECONCILED = "sandbox_reconciled"
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,11 @@ class OutputCommitter:
             # Nowhere to journal them (unknown or deleted session, or one placed
             # on another agent since): acknowledge so the agent stops resending.
             log.warning("outputs_dropped", session_id=session_id, agent_id=agent_id, through_output_seq=last_offered)
+            for output in outputs:
+                if output.HasField("sandbox_reconciled"):
+                    done = output.sandbox_reconciled
+                    log.info("sandbox_reconciled", session_id=session_id, agent_id=agent_id, action=done.action,
+                             sandbox_id=done.sandbox_id, driver=done.driver, reason=done.reason)
             return last_offered
         cursor = row["committed_output_seq"]
         fresh = []
@@ -296,6 +301,13 @@ class _Applier:
 
     async def _on_runtime_lost(self, output: runner_pb2.Output, lost: runner_pb2.RuntimeLost) -> None:
         self._pending.append(NewEvent(EventKind.RUNTIME_LOST, {"reason": lost.reason}, output_seq=output.output_seq))
+
+    async def _on_sandbox_reconciled(self, output: runner_pb2.Output, done: runner_pb2.SandboxReconciled) -> None:
+        self._pending.append(NewEvent(
+            EventKind.SANDBOX_RECONCILED,
+            {"action": done.action, "sandbox_id": done.sandbox_id, "driver": done.driver, "reason": done.reason},
+            output_seq=output.output_seq,
+        ))
 
 
 def _slash_commands(server_info: Any) -> list[str]:

@@ -60,6 +60,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         lease = await self._agents.register(hello)
         bound = log.bind(agent_id=hello.agent_id, generation=lease.generation)
         cursors = await self._agents.committed_cursors(hello.agent_id, hello.sessions)
+        live = await self._agents.live_sessions(hello.agent_id)
         await self._agents.mark_held_runtimes(hello.agent_id, list(hello.sessions))
         await context.write(
             runner_pb2.ConnectResponse(
@@ -67,10 +68,11 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
                     lease=_lease_proto(lease),
                     committed=[runner_pb2.SessionCursor(session_id=s, output_seq=n) for s, n in sorted(cursors.items())],
                     heartbeat_interval_ms=int(self._settings.heartbeat_interval.total_seconds() * 1000),
+                    live_sessions=runner_pb2.LiveSessions(session_ids=live),
                 )
             )
         )
-        bound.info("agent_connected", sessions=len(cursors), instance_id=hello.instance_id)
+        bound.info("agent_connected", sessions=len(cursors), live_sessions=len(live), instance_id=hello.instance_id)
         stream = _AgentStream(hello.agent_id, lease, self._agents, self._committer, self._live, bound)
         try:
             await stream.run(request_iterator, context)

@@ -91,14 +91,27 @@ class _Stream:
         self.out.put_nowait(message)
 
 
+# Told of every accepted Welcome, with the monotonic time just before its Hello was sent.
+WelcomeListener = Callable[[pb.Welcome, float], None]
+
+
 class RelayClient:
     """Keeps one Connect stream to the control plane and moves outputs, commands and acks over it."""
 
-    def __init__(self, config: RelayConfig, *, state: AgentState, outbox: Outbox, commands: CommandSink) -> None:
+    def __init__(
+        self,
+        config: RelayConfig,
+        *,
+        state: AgentState,
+        outbox: Outbox,
+        commands: CommandSink,
+        on_welcome: WelcomeListener | None = None,
+    ) -> None:
         self._config = config
         self._state = state
         self._outbox = outbox
         self._commands = commands
+        self._on_welcome = on_welcome
         self._stream: _Stream | None = None
         self._wake = asyncio.Event()
         outbox.on_append(self._wake.set)
@@ -152,6 +165,7 @@ class RelayClient:
 
     async def _handshake(self, call: grpc.aio.StreamStreamCall) -> _Stream:
         cfg = self._config
+        hello_at = time.monotonic()
         hello = pb.Hello(
             agent_id=cfg.agent_id,
             enrollment_token=cfg.enrollment_token,
@@ -192,6 +206,8 @@ class RelayClient:
                     first_pending=first_pending,
                 )
         self.streams_opened += 1
+        if self._on_welcome is not None:
+            self._on_welcome(welcome, hello_at)
         log.info(
             "relay_connected",
             target=cfg.target,

@@ -108,6 +108,9 @@ def render(event: events_pb2.SessionEvent) -> list[str]:
         lines = [f"● engine offers {len(event.engine_info.slash_commands)} slash commands"]
     elif kind == "task_stop_requested":
         lines = [f"■ stop requested for task {event.task_stop_requested.task_id}"]
+    elif kind == "sandbox_reconciled":
+        done = event.sandbox_reconciled
+        lines = [f"● sandbox {done.sandbox_id} {done.action or 'reconciled'}: {done.reason}".rstrip(": ")]
     else:
         lines = [f"● {events_pb2.EventKind.Name(event.kind)}"]
     return [prefix + line for line in lines]

@@ -61,14 +61,22 @@ class SessionCursor(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("lease", "committed", "heartbeat_interval_ms")
+    __slots__ = ("lease", "committed", "heartbeat_interval_ms", "live_sessions")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     lease: Lease
     committed: _containers.RepeatedCompositeFieldContainer[SessionCursor]
     heartbeat_interval_ms: int
-    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+    live_sessions: LiveSessions
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., heartbeat_interval_ms: _Optional[int] = ..., live_sessions: _Optional[_Union[LiveSessions, _Mapping]] = ...) -> None: ...
+
+class LiveSessions(_message.Message):
+    __slots__ = ("session_ids",)
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("generation", "expire_time")
@@ -85,7 +93,7 @@ class OutputBatch(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[Output, _Mapping]]] = ...) -> None: ...
 
 class Output(_message.Message):
-    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost")
+    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +110,7 @@ class Output(_message.Message):
     TRANSCRIPT_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     ENGINE_TURN_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_LOST_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_RECONCILED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     output_seq: int
     turn_id: str
@@ -118,7 +127,20 @@ class Output(_message.Message):
     transcript_snapshot: TranscriptSnapshot
     engine_turn_started: EngineTurnStarted
     runtime_lost: RuntimeLost
-    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ...) -> None: ...
+    sandbox_reconciled: SandboxReconciled
+    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ...) -> None: ...
+
+class SandboxReconciled(_message.Message):
+    __slots__ = ("action", "sandbox_id", "driver", "reason")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    sandbox_id: str
+    driver: str
+    reason: str
+    def __init__(self, action: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., driver: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class InteractionRequested(_message.Message):
     __slots__ = ("interaction_id", "tool_name", "input_json", "tool_use_id")
