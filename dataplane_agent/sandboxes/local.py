@@ -159,6 +159,21 @@ class LocalSandboxDriver:
         log.debug("sandbox_destroyed", sandbox_id=sandbox.sandbox_id)
         return DestroyVerdict.CONFIRMED
 
+    async def rebind(self, sandbox: Sandbox, spec: SandboxSpec) -> Sandbox:
+        """Hand an unused sandbox (a warm pool's) to `spec`'s session: its directory is renamed to the
+        session's and its record rewritten, so it is exactly what `create(spec)` makes."""
+        if not _SESSION_ID.match(spec.session_id):
+            raise SandboxError(f"session id {spec.session_id!r} cannot name a local sandbox directory")
+        source, target = self._directory(sandbox), self._root / f"local-{spec.session_id}"
+        if target.exists():
+            raise SandboxError(f"session {spec.session_id} already has a sandbox directory {target}")
+        try:
+            os.rename(source, target)
+        except OSError as error:
+            raise SandboxError(f"cannot rebind sandbox {sandbox.sandbox_id} to {target}: {error}") from error
+        self._spec_env.pop(sandbox.sandbox_id, None)
+        return await self.create(spec)
+
     def _directory(self, sandbox: Sandbox) -> Path:
         if sandbox.driver != self.name or not _SESSION_ID.match(sandbox.session_id):
             raise SandboxError(f"sandbox {sandbox.sandbox_id} is not a local sandbox")
