@@ -24,9 +24,10 @@ import structlog
 from dataplane_agent.commands import CommandApplier
 from dataplane_agent.engines.base import EngineAdapter
 from dataplane_agent.errors import AgentError
+from dataplane_agent.model_route import ModelRoute, Upstream
 from dataplane_agent.outbox import Outbox
 from dataplane_agent.relay import RelayClient, RelayConfig
-from dataplane_agent.runtimes import Runtimes, model_env
+from dataplane_agent.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import SandboxDriver, SandboxError
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database
@@ -35,8 +36,6 @@ from dataplane_agent.transcripts import TranscriptStore
 log = structlog.get_logger(__name__)
 
 _PROBE_TIMEOUT = 60.0
-# The offline model accepts any key; the CLI insists on having one.
-_OFFLINE_MODEL_KEY = "astrabox-offline-model"
 
 
 async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = None) -> None:
@@ -60,7 +59,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     except (SandboxError, TimeoutError) as exc:
         raise AgentError(f"the {settings.driver} sandbox driver cannot run here: {exc or 'probe timed out'}") from exc
     engines = _make_engines(settings)
-    async with _model(settings) as (base_url, api_key):
+    async with _model(settings) as model:
         runtimes = Runtimes(
             agent_id=agent_id,
             db=db,
@@ -68,7 +67,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             outbox=outbox,
             driver=driver,
             engines=engines,
-            model_env=model_env(base_url, api_key),
+            model=model,
             transcripts=TranscriptStore(settings.state_dir / "transcripts"),
         )
         applier = CommandApplier(db, state, runtimes)
@@ -132,21 +131,20 @@ def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:
 
 
 @contextlib.asynccontextmanager
-async def _model(settings: AgentSettings) -> AsyncIterator[tuple[str, str]]:
-    """The model base URL and key the engine gets; serves the offline model when none is configured."""
+async def _model(settings: AgentSettings) -> AsyncIterator[ModelRoute]:
+    """The route sandboxes reach the model by: to the configured model with the real key, or to the
+    offline model (served here) when none is configured. Only the route holds the key."""
+    route_dir = settings.state_dir / "model-route"
     if not settings.uses_offline_model:
         if not settings.api_key:
             log.warning("model_key_missing", base_url=settings.model_base_url)
-        yield settings.model_base_url or ANTHROPIC_API_URL, settings.api_key
+        async with ModelRoute(route_dir, Upstream(settings.model_base_url or ANTHROPIC_API_URL, settings.api_key)) as route:
+            yield route
         return
     from dataplane_agent.offline_model import OfflineModel
 
-    model = OfflineModel()
-    await model.start("127.0.0.1", 0)
-    try:
-        yield model.base_url, _OFFLINE_MODEL_KEY
-    finally:
-        await model.stop()
+    async with OfflineModel() as offline, ModelRoute(route_dir, Upstream(offline.base_url)) as route:
+        yield route
 
 
 @contextlib.contextmanager

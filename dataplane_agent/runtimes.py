@@ -22,6 +22,8 @@ import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 import grpc
 import structlog
@@ -29,6 +31,7 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused
+from dataplane_agent.model_route import model_env
 from dataplane_agent.outbox import Outbox
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
@@ -44,16 +47,15 @@ RESTART_QUEUED_REASON = "the data-plane agent restarted before the engine took t
 NO_MANIFEST_REASON = "contract violation: the engine declared no capability manifest"
 
 
-def model_env(base_url: str, api_key: str) -> dict[str, str]:
-    """The environment the engine's CLI needs to reach the model and stay quiet."""
-    return {
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": api_key,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
+class ModelAccess(Protocol):
+    """How sessions reach the model (implemented by `model_route.ModelRoute`)."""
+
+    @property
+    def socket(self) -> Path | None:
+        """The host socket every sandbox is given as its way to the model; None: none."""
+
+    def env(self, session_id: str) -> Mapping[str, str]:
+        """What the session's engine needs to reach the model (its own credential, never the real key)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ class Runtimes:
         outbox: Outbox,
         driver: SandboxDriver,
         engines: Mapping[str, EngineAdapter],
-        model_env: Mapping[str, str],
+        model: ModelAccess,
         transcripts: TranscriptStore,
         timeouts: RuntimeTimeouts = RuntimeTimeouts(),
         limits: TurnLimits = TurnLimits(),
@@ -89,7 +91,7 @@ class Runtimes:
         self._outbox = outbox
         self._driver = driver
         self._adapters = dict(engines)
-        self._model_env = dict(model_env)
+        self._model = model
         self._transcripts = transcripts
         self._timeouts = timeouts
         self._limits = limits
@@ -176,7 +178,7 @@ class Runtimes:
             model=req.model,
             resume_engine_session_id=resume,
             transcript=req.transcript,
-            env=self._model_env,
+            env=self._model.env(session_id),
             interactions=turns,
         )
         connecting = time.monotonic()
@@ -325,7 +327,7 @@ class Runtimes:
             model=record.model,
             resume_engine_session_id=record.engine_session_id,
             transcript=await self._transcripts.load(session_id) if lost else b"",
-            env=self._model_env,
+            env=self._model.env(session_id),
             interactions=turns,
         )
         engine = await asyncio.wait_for(adapter.start(sandbox, self._driver, config), self._timeouts.start_engine)
@@ -377,6 +379,7 @@ class Runtimes:
         return SandboxSpec(
             session_id=session_id,
             agent_id=self._agent_id,
+            model_socket=self._model.socket,
             labels={"astrabox.session_id": session_id, "astrabox.agent_id": self._agent_id},
         )
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import structlog
 
-from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxError, SandboxSpec
+from dataplane_agent.sandboxes.base import MODEL_SOCKET_INNER, DestroyVerdict, Sandbox, SandboxError, SandboxSpec, model_relay
 
 log = structlog.get_logger(__name__)
 
@@ -54,8 +54,9 @@ class LocalSandboxDriver:
     def __init__(self, root: Path, bwrap: str = "bwrap") -> None:
         self._root = Path(root).resolve()
         self._bwrap = bwrap
-        # Sandbox-wide environment from each spec, merged into every launcher's.
+        # Sandbox-wide environment and model socket from each spec, applied to every launcher.
         self._spec_env: dict[str, dict[str, str]] = {}
+        self._model_sockets: dict[str, Path] = {}
 
     async def probe(self) -> None:
         bwrap = shutil.which(self._bwrap)
@@ -103,6 +104,10 @@ class LocalSandboxDriver:
         except OSError as error:
             raise SandboxError(f"cannot create sandbox directory {directory}: {error}") from error
         self._spec_env[sandbox_id] = dict(spec.env)
+        if spec.model_socket is not None:
+            self._model_sockets[sandbox_id] = spec.model_socket
+        else:
+            self._model_sockets.pop(sandbox_id, None)
         log.debug("sandbox_created", sandbox_id=sandbox_id, directory=str(directory))
         return Sandbox(
             sandbox_id=sandbox_id,
@@ -121,7 +126,8 @@ class LocalSandboxDriver:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist (no {directory})")
         bwrap = shutil.which(self._bwrap) or self._bwrap
         merged = {"PATH": DEFAULT_PATH, **self._spec_env.get(sandbox.sandbox_id, {}), **env, "HOME": INNER_HOME}
-        options = [*self._bwrap_args(directory, program[0]), "--clearenv"]
+        model_socket = self._model_sockets.get(sandbox.sandbox_id)
+        options = [*self._bwrap_args(directory, program[0], model_socket), "--clearenv"]
         for name, value in merged.items():
             options += ["--setenv", name, value]
         if any("\0" in option for option in options):
@@ -130,7 +136,7 @@ class LocalSandboxDriver:
         # The options (environment and credentials included) reach bubblewrap through a private
         # file on fd 3, so they never show in a process listing, inside the sandbox or out.
         options_file = _write_private(stem.with_name(stem.name + ".bwrap-args"), "".join(f"{option}\0" for option in options))
-        command = [bwrap, "--args", "3", "--", *program]
+        command = [bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
         script = "\n".join(
             [
                 "#!/bin/sh",
@@ -148,6 +154,7 @@ class LocalSandboxDriver:
     async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
         directory = self._directory(sandbox)
         self._spec_env.pop(sandbox.sandbox_id, None)
+        self._model_sockets.pop(sandbox.sandbox_id, None)
         if not directory.exists():
             return DestroyVerdict.CONFIRMED
         try:
@@ -172,6 +179,7 @@ class LocalSandboxDriver:
         except OSError as error:
             raise SandboxError(f"cannot rebind sandbox {sandbox.sandbox_id} to {target}: {error}") from error
         self._spec_env.pop(sandbox.sandbox_id, None)
+        self._model_sockets.pop(sandbox.sandbox_id, None)
         return await self.create(spec)
 
     def _directory(self, sandbox: Sandbox) -> Path:
@@ -179,7 +187,7 @@ class LocalSandboxDriver:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} is not a local sandbox")
         return self._root / sandbox.sandbox_id
 
-    def _bwrap_args(self, directory: Path, executable: str) -> list[str]:
+    def _bwrap_args(self, directory: Path, executable: str, model_socket: Path | None) -> list[str]:
         args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         args += ["--hostname", "astrabox", "--ro-bind", "/usr", "/usr"]
         for name in _SYSTEM_DIRS:
@@ -194,6 +202,8 @@ class LocalSandboxDriver:
         args += ["--bind", str(directory / "tmp"), "/tmp"]
         args += ["--bind", str(directory / "home"), INNER_HOME]
         args += ["--bind", str(directory / "workspace"), INNER_WORKSPACE]
+        if model_socket is not None:
+            args += ["--ro-bind", str(model_socket), MODEL_SOCKET_INNER]
         # The program's own directory, read-only, mounted last so nothing above hides it.
         program_dir = Path(executable).resolve().parent if "/" in executable else None
         if program_dir is not None and not _is_within(program_dir, Path("/usr")):

@@ -264,6 +264,17 @@ def result_turn(session_id: str = "eng-1") -> list[Step]:
 MODEL_ENV = model_env("http://127.0.0.1:9", "sk-test")
 
 
+@dataclass(frozen=True)
+class FixedModel:
+    """The same model environment for every session, and no socket to mount."""
+
+    environment: Mapping[str, str]
+    socket: Path | None = None
+
+    def env(self, session_id: str) -> Mapping[str, str]:
+        return self.environment
+
+
 @dataclass
 class Agent:
     db: Database
@@ -319,7 +330,7 @@ async def running_agent(
         outbox=outbox,
         driver=driver,
         engines={engine.kind: engine},
-        model_env=MODEL_ENV,
+        model=FixedModel(MODEL_ENV),
         transcripts=transcripts,
         limits=limits,
     )
