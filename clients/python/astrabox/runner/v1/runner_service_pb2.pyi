@@ -11,28 +11,32 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ConnectRequest(_message.Message):
-    __slots__ = ("hello", "output_batch", "command_ack", "heartbeat")
+    __slots__ = ("hello", "output_batch", "command_ack", "heartbeat", "workspace_reply")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_BATCH_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ACK_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_REPLY_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     output_batch: OutputBatch
     command_ack: CommandAck
     heartbeat: Heartbeat
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., output_batch: _Optional[_Union[OutputBatch, _Mapping]] = ..., command_ack: _Optional[_Union[CommandAck, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+    workspace_reply: WorkspaceReply
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., output_batch: _Optional[_Union[OutputBatch, _Mapping]] = ..., command_ack: _Optional[_Union[CommandAck, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., workspace_reply: _Optional[_Union[WorkspaceReply, _Mapping]] = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
-    __slots__ = ("welcome", "output_ack", "command", "heartbeat_ack")
+    __slots__ = ("welcome", "output_ack", "command", "heartbeat_ack", "workspace_request")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_ACK_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_REQUEST_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     output_ack: OutputAck
     command: Command
     heartbeat_ack: HeartbeatAck
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., output_ack: _Optional[_Union[OutputAck, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ...) -> None: ...
+    workspace_request: WorkspaceRequest
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., output_ack: _Optional[_Union[OutputAck, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., workspace_request: _Optional[_Union[WorkspaceRequest, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("agent_id", "enrollment_token", "drivers", "engines", "capacity", "sessions", "instance_id")
@@ -359,3 +363,105 @@ class HeartbeatAck(_message.Message):
     LEASE_FIELD_NUMBER: _ClassVar[int]
     lease: Lease
     def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
+
+class WorkspaceRequest(_message.Message):
+    __slots__ = ("request_id", "session_id", "list_directory", "read_archive", "write_archive", "exec_command", "cancel")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LIST_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    READ_ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    WRITE_ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    EXEC_COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    session_id: str
+    list_directory: ListDirectory
+    read_archive: ReadArchive
+    write_archive: WriteArchive
+    exec_command: ExecCommand
+    cancel: CancelWorkspaceRequest
+    def __init__(self, request_id: _Optional[str] = ..., session_id: _Optional[str] = ..., list_directory: _Optional[_Union[ListDirectory, _Mapping]] = ..., read_archive: _Optional[_Union[ReadArchive, _Mapping]] = ..., write_archive: _Optional[_Union[WriteArchive, _Mapping]] = ..., exec_command: _Optional[_Union[ExecCommand, _Mapping]] = ..., cancel: _Optional[_Union[CancelWorkspaceRequest, _Mapping]] = ...) -> None: ...
+
+class ListDirectory(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class ReadArchive(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class WriteArchive(_message.Message):
+    __slots__ = ("path", "chunk", "last")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    chunk: bytes
+    last: bool
+    def __init__(self, path: _Optional[str] = ..., chunk: _Optional[bytes] = ..., last: _Optional[bool] = ...) -> None: ...
+
+class ExecCommand(_message.Message):
+    __slots__ = ("command", "timeout_ms")
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    command: str
+    timeout_ms: int
+    def __init__(self, command: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class CancelWorkspaceRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WorkspaceReply(_message.Message):
+    __slots__ = ("request_id", "last", "listing", "archive_chunk", "stdout", "stderr", "exit_code", "written", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    LISTING_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    last: bool
+    listing: DirectoryListing
+    archive_chunk: bytes
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+    written: ArchiveWritten
+    error: _status_pb2.Status
+    def __init__(self, request_id: _Optional[str] = ..., last: _Optional[bool] = ..., listing: _Optional[_Union[DirectoryListing, _Mapping]] = ..., archive_chunk: _Optional[bytes] = ..., stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit_code: _Optional[int] = ..., written: _Optional[_Union[ArchiveWritten, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class DirectoryListing(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[DirectoryEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[DirectoryEntry, _Mapping]]] = ...) -> None: ...
+
+class DirectoryEntry(_message.Message):
+    __slots__ = ("name", "type", "size", "mode", "modify_time")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MODIFY_TIME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    size: int
+    mode: int
+    modify_time: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., modify_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ArchiveWritten(_message.Message):
+    __slots__ = ("entries", "bytes")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    entries: int
+    bytes: int
+    def __init__(self, entries: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...

@@ -1,5 +1,8 @@
+import datetime
+
 from astrabox.sessionkernel.v1 import events_pb2 as _events_pb2
 from astrabox.sessionkernel.v1 import session_pb2 as _session_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -237,3 +240,83 @@ class StopBackgroundTaskResponse(_message.Message):
     SESSION_FIELD_NUMBER: _ClassVar[int]
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
+
+class UploadWorkspaceArchiveRequest(_message.Message):
+    __slots__ = ("session_id", "path", "chunk")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    chunk: bytes
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ..., chunk: _Optional[bytes] = ...) -> None: ...
+
+class UploadWorkspaceArchiveResponse(_message.Message):
+    __slots__ = ("entries", "bytes")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    entries: int
+    bytes: int
+    def __init__(self, entries: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class ListWorkspaceRequest(_message.Message):
+    __slots__ = ("session_id", "path")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class ListWorkspaceResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[WorkspaceEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[WorkspaceEntry, _Mapping]]] = ...) -> None: ...
+
+class WorkspaceEntry(_message.Message):
+    __slots__ = ("name", "type", "size", "mode", "modify_time")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MODIFY_TIME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    size: int
+    mode: int
+    modify_time: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., modify_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DownloadWorkspaceArchiveRequest(_message.Message):
+    __slots__ = ("session_id", "path")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class DownloadWorkspaceArchiveResponse(_message.Message):
+    __slots__ = ("chunk",)
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    chunk: bytes
+    def __init__(self, chunk: _Optional[bytes] = ...) -> None: ...
+
+class RunCommandRequest(_message.Message):
+    __slots__ = ("session_id", "command", "timeout_ms")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    command: str
+    timeout_ms: int
+    def __init__(self, session_id: _Optional[str] = ..., command: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class RunCommandResponse(_message.Message):
+    __slots__ = ("stdout", "stderr", "exit_code")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit_code: _Optional[int] = ...) -> None: ...

@@ -45,6 +45,14 @@ class SessionKernelServiceStub:
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+    AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
+    this control plane right now; retry
+    RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
+    (send a message to bring it back)
+    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT / PERMISSION_DENIED) a path climbs
+    out with ".." or resolves outside through a symlink
+    PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
+    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
 
     A message sent while a turn runs is not refused: it is accepted at once
     (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine
@@ -119,6 +127,26 @@ class SessionKernelServiceStub:
                 request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.SerializeToString,
                 response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.FromString,
                 _registered_method=True)
+        self.UploadWorkspaceArchive = channel.stream_unary(
+                '/astrabox.sessionkernel.v1.SessionKernelService/UploadWorkspaceArchive',
+                request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.UploadWorkspaceArchiveRequest.SerializeToString,
+                response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.UploadWorkspaceArchiveResponse.FromString,
+                _registered_method=True)
+        self.ListWorkspace = channel.unary_unary(
+                '/astrabox.sessionkernel.v1.SessionKernelService/ListWorkspace',
+                request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ListWorkspaceRequest.SerializeToString,
+                response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ListWorkspaceResponse.FromString,
+                _registered_method=True)
+        self.DownloadWorkspaceArchive = channel.unary_stream(
+                '/astrabox.sessionkernel.v1.SessionKernelService/DownloadWorkspaceArchive',
+                request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DownloadWorkspaceArchiveRequest.SerializeToString,
+                response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DownloadWorkspaceArchiveResponse.FromString,
+                _registered_method=True)
+        self.RunCommand = channel.unary_stream(
+                '/astrabox.sessionkernel.v1.SessionKernelService/RunCommand',
+                request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandRequest.SerializeToString,
+                response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandResponse.FromString,
+                _registered_method=True)
 
 
 class SessionKernelServiceServicer:
@@ -141,6 +169,14 @@ class SessionKernelServiceServicer:
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+    AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
+    this control plane right now; retry
+    RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
+    (send a message to bring it back)
+    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT / PERMISSION_DENIED) a path climbs
+    out with ".." or resolves outside through a symlink
+    PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
+    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
 
     A message sent while a turn runs is not refused: it is accepted at once
     (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine
@@ -241,6 +277,35 @@ class SessionKernelServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadWorkspaceArchive(self, request_iterator, context):
+        """Uploads a tar archive, streamed in chunks, and unpacks it into the
+        workspace. At most 256 MiB; chunks of at most 1 MiB.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkspace(self, request, context):
+        """Lists one directory of the workspace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadWorkspaceArchive(self, request, context):
+        """Downloads a file or directory of the workspace as a tar archive, streamed in chunks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunCommand(self, request, context):
+        """Runs a shell command in the session's sandbox and streams its output and exit code.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionKernelServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -304,6 +369,26 @@ def add_SessionKernelServiceServicer_to_server(servicer, server):
                     request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.FromString,
                     response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.SerializeToString,
             ),
+            'UploadWorkspaceArchive': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadWorkspaceArchive,
+                    request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.UploadWorkspaceArchiveRequest.FromString,
+                    response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.UploadWorkspaceArchiveResponse.SerializeToString,
+            ),
+            'ListWorkspace': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkspace,
+                    request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ListWorkspaceRequest.FromString,
+                    response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ListWorkspaceResponse.SerializeToString,
+            ),
+            'DownloadWorkspaceArchive': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadWorkspaceArchive,
+                    request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DownloadWorkspaceArchiveRequest.FromString,
+                    response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DownloadWorkspaceArchiveResponse.SerializeToString,
+            ),
+            'RunCommand': grpc.unary_stream_rpc_method_handler(
+                    servicer.RunCommand,
+                    request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandRequest.FromString,
+                    response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'astrabox.sessionkernel.v1.SessionKernelService', rpc_method_handlers)
@@ -332,6 +417,14 @@ class SessionKernelService:
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+    AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
+    this control plane right now; retry
+    RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
+    (send a message to bring it back)
+    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT / PERMISSION_DENIED) a path climbs
+    out with ".." or resolves outside through a symlink
+    PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
+    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
 
     A message sent while a turn runs is not refused: it is accepted at once
     (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine
@@ -654,6 +747,114 @@ class SessionKernelService:
             '/astrabox.sessionkernel.v1.SessionKernelService/StopBackgroundTask',
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.SerializeToString,
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadWorkspaceArchive(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/astrabox.sessionkernel.v1.SessionKernelService/UploadWorkspaceArchive',
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.UploadWorkspaceArchiveRequest.SerializeToString,
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.UploadWorkspaceArchiveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.sessionkernel.v1.SessionKernelService/ListWorkspace',
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ListWorkspaceRequest.SerializeToString,
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ListWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadWorkspaceArchive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/astrabox.sessionkernel.v1.SessionKernelService/DownloadWorkspaceArchive',
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DownloadWorkspaceArchiveRequest.SerializeToString,
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.DownloadWorkspaceArchiveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunCommand(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/astrabox.sessionkernel.v1.SessionKernelService/RunCommand',
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandRequest.SerializeToString,
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandResponse.FromString,
             options,
             channel_credentials,
             insecure,
