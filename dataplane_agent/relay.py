@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -91,6 +91,13 @@ class _Stream:
         self.out.put_nowait(message)
 
 
+class WorkspaceSink(Protocol):
+    def submit(self, request: pb.WorkspaceRequest, reply: Callable[[pb.WorkspaceReply], Awaitable[None]]) -> None: ...
+
+
+# Outgoing messages queued before a workspace reply waits for the writer.
+WORKSPACE_QUEUE_LIMIT = 64
+
 # Told of every accepted Welcome, with the monotonic time just before its Hello was sent.
 WelcomeListener = Callable[[pb.Welcome, float], None]
 
@@ -106,12 +113,14 @@ class RelayClient:
         outbox: Outbox,
         commands: CommandSink,
         on_welcome: WelcomeListener | None = None,
+        workspace: WorkspaceSink | None = None,
     ) -> None:
         self._config = config
         self._state = state
         self._outbox = outbox
         self._commands = commands
         self._on_welcome = on_welcome
+        self._workspace = workspace
         self._stream: _Stream | None = None
         self._wake = asyncio.Event()
         outbox.on_append(self._wake.set)
@@ -139,6 +148,17 @@ class RelayClient:
             log.info("command_ack_deferred", command_id=ack.command_id)
             return
         stream.send(pb.ConnectRequest(command_ack=ack))
+
+    async def _workspace_reply(self, reply: pb.WorkspaceReply) -> None:
+        stream = self._stream
+        if stream is None:
+            raise RelayError("the stream to the control plane is gone; the client's call fails")
+        # Large downloads are paced by the stream's writer, not buffered without bound.
+        while stream.out.qsize() > WORKSPACE_QUEUE_LIMIT:
+            await asyncio.sleep(0.005)
+            if self._stream is not stream:
+                raise RelayError("the stream to the control plane is gone; the client's call fails")
+        stream.send(pb.ConnectRequest(workspace_reply=reply))
 
     # -- one stream ----------------------------------------------------------
 
@@ -236,6 +256,11 @@ class RelayClient:
                 await self._on_output_ack(stream, message.output_ack)
             elif kind == "command":
                 self._commands.submit(message.command, self._reply)
+            elif kind == "workspace_request":
+                if self._workspace is None:
+                    log.warning("workspace_request_unsupported")
+                else:
+                    self._workspace.submit(message.workspace_request, self._workspace_reply)
             elif kind == "heartbeat_ack":
                 if message.heartbeat_ack.lease.generation:
                     await self._state.raise_lease_generation(message.heartbeat_ack.lease.generation)
