@@ -15,6 +15,7 @@ from controlplane.conversation import Answer, Conversation, SendMessage
 from controlplane.errors import InvalidArgument, KernelError
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.status import maps_errors, to_status
+from controlplane.workspace import WorkspaceFiles
 
 log = structlog.get_logger(__name__)
 
@@ -31,9 +32,10 @@ def _answer(request: pb.RespondToInteractionRequest) -> Answer:
 
 
 class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
-    def __init__(self, kernel: SessionKernel, conversation: Conversation) -> None:
+    def __init__(self, kernel: SessionKernel, conversation: Conversation, workspace: WorkspaceFiles) -> None:
         self._kernel = kernel
         self._conversation = conversation
+        self._workspace = workspace
 
     async def _session(self, session_id: str) -> session_pb2.Session:
         return session_to_proto(await self._kernel.get_session(session_id))
@@ -125,3 +127,52 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
     ) -> pb.StopBackgroundTaskResponse:
         await self._conversation.stop_background_task(request.session_id, request.task_id, request.request_id)
         return pb.StopBackgroundTaskResponse(session=await self._session(request.session_id))
+
+    async def UploadWorkspaceArchive(
+        self, request_iterator: AsyncIterator[pb.UploadWorkspaceArchiveRequest], context: grpc.aio.ServicerContext
+    ) -> pb.UploadWorkspaceArchiveResponse:
+        try:
+            first = await anext(request_iterator, None)
+            if first is None or not first.session_id:
+                raise InvalidArgument("session_id", "the first message of an upload names the session")
+
+            async def chunks() -> AsyncIterator[bytes]:
+                yield first.chunk
+                async for message in request_iterator:
+                    yield message.chunk
+
+            written = await self._workspace.upload((first.session_id, first.path), chunks())
+        except KernelError as error:
+            await context.abort_with_status(to_status(error))
+        return pb.UploadWorkspaceArchiveResponse(entries=written.entries, bytes=written.bytes)
+
+    @maps_errors
+    async def ListWorkspace(self, request: pb.ListWorkspaceRequest, context: grpc.aio.ServicerContext) -> pb.ListWorkspaceResponse:
+        listing = await self._workspace.list(request.session_id, request.path)
+        return pb.ListWorkspaceResponse(entries=[
+            pb.WorkspaceEntry(name=e.name, type=e.type, size=e.size, mode=e.mode, modify_time=e.modify_time)
+            for e in listing.entries
+        ])
+
+    async def DownloadWorkspaceArchive(
+        self, request: pb.DownloadWorkspaceArchiveRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.DownloadWorkspaceArchiveResponse]:
+        try:
+            async for chunk in self._workspace.download(request.session_id, request.path):
+                yield pb.DownloadWorkspaceArchiveResponse(chunk=chunk)
+        except KernelError as error:
+            await context.abort_with_status(to_status(error))
+
+    async def RunCommand(
+        self, request: pb.RunCommandRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.RunCommandResponse]:
+        try:
+            async for output in self._workspace.run(request.session_id, request.command, request.timeout_ms):
+                if output.exit_code is not None:
+                    yield pb.RunCommandResponse(exit_code=output.exit_code)
+                elif output.stdout:
+                    yield pb.RunCommandResponse(stdout=output.stdout)
+                elif output.stderr:
+                    yield pb.RunCommandResponse(stderr=output.stderr)
+        except KernelError as error:
+            await context.abort_with_status(to_status(error))

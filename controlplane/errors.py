@@ -9,7 +9,11 @@
     ├── InteractionNotPending  FAILED_PRECONDITION  reason INTERACTION_NOT_PENDING
     ├── SessionNotReady        FAILED_PRECONDITION  reason SESSION_NOT_READY
     ├── RequestIdReused        ALREADY_EXISTS       reason REQUEST_ID_REUSED
-    └── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
+    ├── RuntimeNotAvailable    FAILED_PRECONDITION  reason RUNTIME_NOT_AVAILABLE
+    ├── TooLarge               RESOURCE_EXHAUSTED   reason TOO_LARGE
+    ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
+    ├── AgentNotConnected      UNAVAILABLE          reason AGENT_NOT_CONNECTED
+    └── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
 
 The mapping to gRPC status codes lives in one place, `controlplane.status`.
 """
@@ -17,6 +21,8 @@ The mapping to gRPC status codes lives in one place, `controlplane.status`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+import grpc
 
 
 class KernelError(Exception):
@@ -67,3 +73,24 @@ class RequestIdReused(KernelError):
 
 class NoAgentAvailable(KernelError):
     reason = "NO_AGENT_AVAILABLE"
+
+
+class RuntimeNotAvailable(KernelError):
+    reason = "RUNTIME_NOT_AVAILABLE"
+
+
+class TooLarge(KernelError):
+    reason = "TOO_LARGE"
+
+
+class AgentNotConnected(KernelError):
+    reason = "AGENT_NOT_CONNECTED"
+
+
+class WorkspaceFailed(KernelError):
+    """The agent refused or failed a workspace request; the code and reason are its own."""
+
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason

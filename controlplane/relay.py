@@ -26,6 +26,7 @@ from controlplane.agents import AgentHello, Agents, Lease, agent_key
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.status import rpc_status_for
+from controlplane.workspace import WorkspaceRouter
 
 log = structlog.get_logger(__name__)
 
@@ -47,11 +48,14 @@ def _lease_proto(lease: Lease) -> runner_pb2.Lease:
 
 
 class RunnerServicer(runner_grpc.RunnerServiceServicer):
-    def __init__(self, agents: Agents, committer: OutputCommitter, live: LiveTail, settings: RelaySettings) -> None:
+    def __init__(
+        self, agents: Agents, committer: OutputCommitter, live: LiveTail, settings: RelaySettings, router: WorkspaceRouter
+    ) -> None:
         self._agents = agents
         self._committer = committer
         self._live = live
         self._settings = settings
+        self._router = router
 
     async def Connect(
         self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest], context: grpc.aio.ServicerContext
@@ -75,7 +79,8 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         bound.info("agent_connected", sessions=len(cursors), live_sessions=len(live), instance_id=hello.instance_id)
         stream = _AgentStream(hello.agent_id, lease, self._agents, self._committer, self._live, bound)
         try:
-            await stream.run(request_iterator, context)
+            with self._router.attach(hello.agent_id, stream.send):
+                await stream.run(request_iterator, context)
         finally:
             # The lease runs its course: an agent that reconnects within it
             # (a restart, a network blip) keeps its sessions' runtimes.
@@ -119,6 +124,9 @@ class _AgentStream:
         self._log = log
         self._outgoing: asyncio.Queue[runner_pb2.ConnectResponse] = asyncio.Queue(WRITE_QUEUE_SIZE)
 
+    async def send(self, message: runner_pb2.ConnectResponse) -> None:
+        await self._outgoing.put(message)
+
     async def run(self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest], context: grpc.aio.ServicerContext) -> None:
         tasks = [
             asyncio.create_task(self._read(request_iterator), name="relay-read"),
@@ -148,6 +156,9 @@ class _AgentStream:
             elif kind == "command_ack":
                 ack = request.command_ack
                 await self._agents.acknowledge(self._agent_id, ack.command_seq, ack.error.message if ack.HasField("error") else "")
+            elif kind == "workspace_reply":
+                # Waits (bounded) for a slow client: gRPC flow control then slows the agent.
+                await self._router.deliver(request.workspace_reply)
             elif kind == "heartbeat":
                 lease = await self._agents.renew(self._agent_id, self._lease.generation)
                 if lease is None:

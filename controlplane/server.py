@@ -27,6 +27,7 @@ from controlplane.outputs import OutputCommitter
 from controlplane.relay import RelaySettings, RunnerServicer
 from controlplane.settings import ControlPlaneSettings
 from controlplane.turns import Turns
+from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +59,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         turns = Turns(agents)
         kernel = SessionKernel(pool, journal, agents, turns, live)
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
+        router = WorkspaceRouter()
         sweeper = DeadlineSweeper(pool, journal, turns, agents, settings.startup_deadline)
         server = grpc.aio.server(
             options=[
@@ -67,12 +69,13 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             ]
         )
         session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(
-            SessionKernelServicer(kernel, conversation), server
+            SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router)), server
         )
         runner_service_pb2_grpc.add_RunnerServiceServicer_to_server(
             RunnerServicer(
                 agents, OutputCommitter(journal, turns), live,
                 RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
+                router,
             ),
             server,
         )

@@ -24,10 +24,15 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.SessionNotReady: grpc.StatusCode.FAILED_PRECONDITION,
     errors.RequestIdReused: grpc.StatusCode.ALREADY_EXISTS,
     errors.NoAgentAvailable: grpc.StatusCode.UNAVAILABLE,
+    errors.RuntimeNotAvailable: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.TooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.AgentNotConnected: grpc.StatusCode.UNAVAILABLE,
 }
 
 
 def code_for(error: errors.KernelError) -> grpc.StatusCode:
+    if isinstance(error, errors.WorkspaceFailed):
+        return error.code
     return _CODES.get(type(error), grpc.StatusCode.INTERNAL)
 
 

@@ -13,6 +13,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.api import SessionKernelServicer
+from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from controlplane.journal import EventKind
 from tests.support.grpc_testing_bridge import ServicerHarness
 
@@ -21,7 +22,7 @@ SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
 
 @pytest_asyncio.fixture
 async def api(plane) -> ServicerHarness:
-    return ServicerHarness(SERVICE, SessionKernelServicer(plane.kernel, plane.conversation))
+    return ServicerHarness(SERVICE, SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())))
 
 
 async def ok(api, rpc, **fields):

@@ -11,6 +11,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane.api import SessionKernelServicer
+from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from tests.support.grpc_testing_bridge import ServicerHarness
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
@@ -19,7 +20,7 @@ UNKNOWN_ID = "8c3e2a38-7f8b-4f7e-9d7b-9a0b6e0f0e0e"
 
 @pytest_asyncio.fixture
 async def api(plane) -> ServicerHarness:
-    return ServicerHarness(SERVICE, SessionKernelServicer(plane.kernel, plane.conversation))
+    return ServicerHarness(SERVICE, SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())))
 
 
 async def create(api: ServicerHarness, request_id: str = "req-1", **fields) -> session_pb2.Session:
@@ -242,6 +243,7 @@ SESSION_RPCS = [
     ("ArchiveSession", {}),
     ("DeleteSession", {}),
     ("StopBackgroundTask", {"task_id": "t"}),
+    ("ListWorkspace", {"path": "src"}),
 ]
 
 
@@ -252,3 +254,20 @@ async def test_every_session_rpc_names_a_malformed_or_unknown_session(api, plane
     assert (code, info.reason, info.metadata["field"]) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "session_id")
     _, code, _, info = await api.unary(rpc, request_type(session_id=UNKNOWN_ID, **fields))
     assert (code, info.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
+
+
+async def test_workspace_calls_need_a_runtime_and_a_connected_agent(api, plane):
+    await plane.connect_agent()
+    session = await create(api)
+    _, code, details, info = await api.unary("ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id))
+    assert (code, info.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "RUNTIME_NOT_AVAILABLE")
+    await plane.runtime_started(session.session_id)
+    # The agent's stream is not attached to this (test) control plane.
+    _, code, details, info = await api.unary("ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id))
+    assert (code, info.reason) == (grpc.StatusCode.UNAVAILABLE, "AGENT_NOT_CONNECTED")
+    _, code, _, info = await api.unary("ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id,
+                                                                                path="a/../../etc"))
+    assert (code, info.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "PATH_OUTSIDE_WORKSPACE")
+    responses, code, info = await api.server_stream(
+        "RunCommand", pb.RunCommandRequest(session_id=session.session_id, command="  "), count=1)
+    assert (responses, code, info.reason) == ([], grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")

@@ -1,0 +1,191 @@
+"""Workspace files and commands: requests a client waits on, carried to the
+session's agent over its Connect stream and answered piece by piece.
+
+They are not journaled and not durable: the agent must be connected to this
+control plane (AGENT_NOT_CONNECTED otherwise, a retryable UNAVAILABLE), and a
+stream that breaks fails the call. A client that stops reading cancels the
+request on the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+import grpc
+from google.rpc import error_details_pb2
+
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane.errors import AgentNotConnected, InvalidArgument, RuntimeNotAvailable, TooLarge, WorkspaceFailed
+from controlplane.kernel import SessionKernel
+
+Send = Callable[[runner_pb2.ConnectResponse], Awaitable[None]]
+
+MAX_UPLOAD_BYTES = 256 * 1024 * 1024
+MAX_CHUNK_BYTES = 1024 * 1024
+# How long a reply may wait for a slow client before the request is dropped.
+DELIVERY_TIMEOUT_S = 30.0
+# How long the agent may stay silent on a request.
+REPLY_TIMEOUT_S = 660.0
+_REPLIES_BUFFERED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class CommandOutput:
+    stdout: bytes = b""
+    stderr: bytes = b""
+    exit_code: int | None = None
+
+
+class WorkspaceRouter:
+    """Knows the agent streams on this replica and the requests waiting on them."""
+
+    def __init__(self) -> None:
+        self._streams: dict[str, Send] = {}
+        self._pending: dict[str, asyncio.Queue[runner_pb2.WorkspaceReply]] = {}
+
+    @contextlib.contextmanager
+    def attach(self, agent_id: str, send: Send) -> Iterator[None]:
+        """While the context is open, requests for `agent_id` go through `send`."""
+        self._streams[agent_id] = send
+        try:
+            yield
+        finally:
+            if self._streams.get(agent_id) is send:
+                del self._streams[agent_id]
+
+    async def deliver(self, reply: runner_pb2.WorkspaceReply) -> None:
+        """Hand an agent's reply to the request waiting for it (if it still waits)."""
+        queue = self._pending.get(reply.request_id)
+        if queue is None:
+            return
+        try:
+            await asyncio.wait_for(queue.put(reply), DELIVERY_TIMEOUT_S)
+        except TimeoutError:
+            self._pending.pop(reply.request_id, None)  # the client stopped reading; the request is dropped
+
+    async def exchange(
+        self, agent_id: str, session_id: str, requests: AsyncIterator[runner_pb2.WorkspaceRequest]
+    ) -> AsyncIterator[runner_pb2.WorkspaceReply]:
+        """Send `requests` (one, or an upload's chunks) and yield the replies up to the last."""
+        send = self._streams.get(agent_id)
+        if send is None:
+            raise AgentNotConnected(
+                f"the agent {agent_id} running session {session_id} is not connected to this control plane; retry",
+                {"agent_id": agent_id},
+            )
+        request_id = str(uuid.uuid4())
+        queue: asyncio.Queue[runner_pb2.WorkspaceReply] = asyncio.Queue(_REPLIES_BUFFERED)
+        self._pending[request_id] = queue
+        finished = False
+        try:
+            async for request in requests:
+                request.request_id, request.session_id = request_id, session_id
+                await send(runner_pb2.ConnectResponse(workspace_request=request))
+            while True:
+                reply = await asyncio.wait_for(queue.get(), REPLY_TIMEOUT_S)
+                if reply.WhichOneof("body") == "error":
+                    finished = True
+                    raise _failure(reply)
+                yield reply
+                if reply.last:
+                    finished = True
+                    return
+        finally:
+            self._pending.pop(request_id, None)
+            if not finished and self._streams.get(agent_id) is send:
+                cancel = runner_pb2.WorkspaceRequest(request_id=request_id, session_id=session_id,
+                                                     cancel=runner_pb2.CancelWorkspaceRequest())
+                with contextlib.suppress(Exception):
+                    await send(runner_pb2.ConnectResponse(workspace_request=cancel))
+
+
+def _failure(reply: runner_pb2.WorkspaceReply) -> WorkspaceFailed:
+    reason = "INTERNAL"
+    for detail in reply.error.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            reason = info.reason
+    code = next((c for c in grpc.StatusCode if c.value[0] == reply.error.code), grpc.StatusCode.INTERNAL)
+    return WorkspaceFailed(code, reason, reply.error.message)
+
+
+async def _one(request: runner_pb2.WorkspaceRequest) -> AsyncIterator[runner_pb2.WorkspaceRequest]:
+    yield request
+
+
+def _path(value: str) -> str:
+    if ".." in value.replace("\\", "/").split("/"):
+        raise InvalidArgument("path", f"{value!r} climbs out of the workspace with '..'", "PATH_OUTSIDE_WORKSPACE")
+    return value
+
+
+class WorkspaceFiles:
+    """The client-facing operations on a session's workspace."""
+
+    def __init__(self, kernel: SessionKernel, router: WorkspaceRouter) -> None:
+        self._kernel = kernel
+        self._router = router
+
+    async def _agent_of(self, session_id: str) -> tuple[str, str]:
+        session = await self._kernel.get_session(session_id)
+        if not session.runtime_available or not session.agent_id:
+            raise RuntimeNotAvailable(
+                f"session {session.session_id} has no sandbox right now ({session.state.value}); "
+                "send it a message to bring it back",
+                {"session_id": session.session_id},
+            )
+        return session.agent_id, session.session_id
+
+    async def list(self, session_id: str, path: str) -> runner_pb2.DirectoryListing:
+        agent_id, session_id = await self._agent_of(session_id)
+        request = runner_pb2.WorkspaceRequest(list_directory=runner_pb2.ListDirectory(path=_path(path)))
+        async for reply in self._router.exchange(agent_id, session_id, _one(request)):
+            return reply.listing
+        raise AssertionError("the agent answered nothing")
+
+    async def download(self, session_id: str, path: str) -> AsyncIterator[bytes]:
+        agent_id, session_id = await self._agent_of(session_id)
+        request = runner_pb2.WorkspaceRequest(read_archive=runner_pb2.ReadArchive(path=_path(path)))
+        async for reply in self._router.exchange(agent_id, session_id, _one(request)):
+            if reply.archive_chunk:
+                yield reply.archive_chunk
+
+    async def run(self, session_id: str, command: str, timeout_ms: int) -> AsyncIterator[CommandOutput]:
+        if not command.strip():
+            raise InvalidArgument("command", "command must not be empty")
+        if timeout_ms < 0:
+            raise InvalidArgument("timeout_ms", "timeout_ms must not be negative")
+        agent_id, session_id = await self._agent_of(session_id)
+        request = runner_pb2.WorkspaceRequest(exec_command=runner_pb2.ExecCommand(command=command, timeout_ms=timeout_ms))
+        async for reply in self._router.exchange(agent_id, session_id, _one(request)):
+            body = reply.WhichOneof("body")
+            if body == "exit_code":
+                yield CommandOutput(exit_code=reply.exit_code)
+            elif body in ("stdout", "stderr"):
+                yield CommandOutput(**{body: getattr(reply, body)})
+
+    async def upload(self, first: tuple[str, str], chunks: AsyncIterator[bytes]) -> runner_pb2.ArchiveWritten:
+        """Unpack the archive in `chunks` into `first` = (session_id, path)."""
+        session_id, path = first
+        agent_id, session_id = await self._agent_of(session_id)
+        _path(path)
+
+        async def requests() -> AsyncIterator[runner_pb2.WorkspaceRequest]:
+            total, target = 0, path
+            async for chunk in chunks:
+                if len(chunk) > MAX_CHUNK_BYTES:
+                    raise InvalidArgument("chunk", f"chunks must be at most {MAX_CHUNK_BYTES // 2**20} MiB")
+                total += len(chunk)
+                if total > MAX_UPLOAD_BYTES:
+                    raise TooLarge(f"the upload is larger than {MAX_UPLOAD_BYTES // 2**20} MiB")
+                yield runner_pb2.WorkspaceRequest(write_archive=runner_pb2.WriteArchive(path=target, chunk=chunk))
+                target = ""
+            yield runner_pb2.WorkspaceRequest(write_archive=runner_pb2.WriteArchive(path=target, last=True))
+
+        async for reply in self._router.exchange(agent_id, session_id, requests()):
+            return reply.written
+        raise AssertionError("the agent answered nothing")
