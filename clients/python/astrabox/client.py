@@ -15,8 +15,11 @@ it delivered, so its caller sees every seq exactly once and in order.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
+import os
 import random
+import tarfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Generator, Mapping
 from dataclasses import dataclass
@@ -49,6 +52,19 @@ _RESUMABLE = frozenset(
 _GIVE_UP_STATES = (SessionState.SESSION_STATE_FAILED, SessionState.SESSION_STATE_DELETED)
 
 R = TypeVar("R")
+
+
+# Upload messages carry at most this much of the archive (the server accepts 1 MiB).
+UPLOAD_CHUNK = 512 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What a command run in the sandbox printed, and how it ended (negative: killed by that signal)."""
+
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +201,67 @@ class AstraBoxClient:
         """Releases the session's sandbox; its history stays readable."""
         request = api.ArchiveSessionRequest(session_id=session_id, request_id=request_id or _new_id())
         return (await self._unary(self._stub.ArchiveSession, request)).session
+
+    # Workspace files and commands
+
+    async def upload_archive(self, session_id: str, archive: bytes, path: str = "") -> api.UploadWorkspaceArchiveResponse:
+        """Unpacks a tar archive into the workspace directory `path` (relative to the workspace)."""
+
+        async def messages() -> AsyncIterator[api.UploadWorkspaceArchiveRequest]:
+            yield api.UploadWorkspaceArchiveRequest(session_id=session_id, path=path, chunk=archive[:UPLOAD_CHUNK])
+            for start in range(UPLOAD_CHUNK, len(archive), UPLOAD_CHUNK):
+                yield api.UploadWorkspaceArchiveRequest(chunk=archive[start:start + UPLOAD_CHUNK])
+
+        try:
+            return await self._stub.UploadWorkspaceArchive(messages(), timeout=self._timeout * 10, metadata=self._metadata)
+        except grpc.aio.AioRpcError as error:
+            raise AstraBoxError.from_rpc_error(error) from error
+
+    async def upload_directory(self, session_id: str, local_dir: str | os.PathLike[str], path: str = "") -> api.UploadWorkspaceArchiveResponse:
+        """Uploads the contents of a local directory into the workspace directory `path`."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            archive.add(os.fspath(local_dir), arcname=".")
+        return await self.upload_archive(session_id, buffer.getvalue(), path)
+
+    async def list_workspace(self, session_id: str, path: str = "") -> list[api.WorkspaceEntry]:
+        request = api.ListWorkspaceRequest(session_id=session_id, path=path)
+        return list((await self._unary(self._stub.ListWorkspace, request)).entries)
+
+    async def download_archive(self, session_id: str, path: str = "") -> bytes:
+        """A tar archive of a file or directory of the workspace (all of it by default)."""
+        chunks = []
+        call = self._stub.DownloadWorkspaceArchive(
+            api.DownloadWorkspaceArchiveRequest(session_id=session_id, path=path), metadata=self._metadata
+        )
+        try:
+            async for response in call:
+                chunks.append(response.chunk)
+        except grpc.aio.AioRpcError as error:
+            raise AstraBoxError.from_rpc_error(error) from error
+        return b"".join(chunks)
+
+    async def run_command(self, session_id: str, command: str, timeout: float = 0) -> CommandResult:
+        """Runs a shell command in the session's sandbox and collects its output."""
+        stdout, stderr, code = bytearray(), bytearray(), None
+        call = self._stub.RunCommand(
+            api.RunCommandRequest(session_id=session_id, command=command, timeout_ms=int(timeout * 1000)),
+            metadata=self._metadata,
+        )
+        try:
+            async for response in call:
+                which = response.WhichOneof("output")
+                if which == "stdout":
+                    stdout += response.stdout
+                elif which == "stderr":
+                    stderr += response.stderr
+                elif which == "exit_code":
+                    code = response.exit_code
+        except grpc.aio.AioRpcError as error:
+            raise AstraBoxError.from_rpc_error(error) from error
+        if code is None:
+            raise AstraBoxError(grpc.StatusCode.UNAVAILABLE, "the command's stream ended without an exit code")
+        return CommandResult(bytes(stdout), bytes(stderr), code)
 
     async def delete_session(self, session_id: str, request_id: str | None = None) -> Session:
         """Deletes the session and its sandbox."""
