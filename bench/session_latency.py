@@ -37,14 +37,13 @@ from astrabox.client import AstraBoxClient
 from controlplane import logs
 from dataplane_agent.engines.base import EngineConfig
 from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
+from dataplane_agent.model_route import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
-from dataplane_agent.runtimes import model_env
 from dataplane_agent.sandboxes.base import SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
 PROMPT = "Please create hello.txt"  # no `run:`/`steps:`: the offline model's default script
 PERMISSION_MODE = "bypassPermissions"  # what the control plane asks for by default
-OFFLINE_KEY = "astrabox-offline-model"
 TIMEOUT = 180.0
 ORDER = (
     "platform: CreateSession -> READY",
@@ -111,12 +110,12 @@ async def run_true(argv: list[str]) -> float:
     return ms_since(start)
 
 
-async def bare_baselines(driver: LocalSandboxDriver, adapter: ClaudeCodeAdapter, model_url: str,
+async def bare_baselines(driver: LocalSandboxDriver, adapter: ClaudeCodeAdapter, route: ModelRoute,
                          index: int, spawns: int, figures: dict) -> None:
-    spec = SandboxSpec(session_id=f"baseline-{index}", agent_id="bench")
+    spec = SandboxSpec(session_id=f"baseline-{index}", agent_id="bench", model_socket=route.socket)
     start = time.perf_counter()
     sandbox = await driver.create(spec)
-    config = EngineConfig(permission_mode=PERMISSION_MODE, env=model_env(model_url, OFFLINE_KEY))
+    config = EngineConfig(permission_mode=PERMISSION_MODE, env=route.env(spec.session_id))
     engine = await adapter.start(sandbox, driver, config)
     figures["baseline: cli start (sandbox + SDK connect)"].append(ms_since(start))
 
@@ -158,18 +157,21 @@ async def bench(args: argparse.Namespace) -> None:
             await driver.probe()
             adapter = ClaudeCodeAdapter()
             await model.start("127.0.0.1", 0)
+            route = ModelRoute(work / "model-route", Upstream(model.base_url))
+            await route.start()
             figures: dict[str, list[float]] = defaultdict(list)
             async with AstraBoxClient.connect(address) as client:
                 for index in range(args.warmup + args.sessions):
                     measured = index >= args.warmup
                     target = figures if measured else defaultdict(list)
-                    await bare_baselines(driver, adapter, model.base_url, index, args.spawns, target)
+                    await bare_baselines(driver, adapter, route, index, args.spawns, target)
                     await platform_session(client, work / "agent" / "sandboxes", index, target)
                     label = "session" if measured else "warm-up"
                     print(f"{label} {index + 1 - args.warmup * measured}: ready "
                           f"{target['platform: CreateSession -> READY'][-1]:.0f} ms, turn "
                           f"{target['platform: SendMessage -> TURN_COMPLETED'][-1]:.0f} ms", file=sys.stderr)
             report(figures, args)
+            await route.stop()
     finally:
         await model.stop()
         for process in reversed(processes):

@@ -20,8 +20,8 @@ socat TCP-LISTEN:{MODEL_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{MODEL_
 tries=0
 until grep -q '0100007F:{MODEL_PORT:04X} 00000000:0000 0A' /proc/net/tcp; do
   tries=$((tries + 1))
-  [ "$tries" -le 1000 ] || {{ echo "astrabox: the model relay did not start" >&2; exit 127; }}
-  sleep 0.01
+  [ "$tries" -le 2000 ] || {{ echo "astrabox: the model relay did not start" >&2; exit 127; }}
+  sleep 0.005
 done
 exec "$@"
 """

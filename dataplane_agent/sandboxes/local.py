@@ -2,16 +2,26 @@
 
 Each session owns `<root>/local-<session_id>/` with `workspace/`, `home/` and
 `tmp/`, which appear inside as `/workspace`, `/home/agent` and `/tmp`. The
-system (/usr and a few files of /etc) is read-only, and nothing else of the
-host is mounted: not the agent's own files, not other sessions. The launcher
-scripts (which hold the sandbox's environment) live in `run/`, outside of what
-the sandbox sees.
+system (/usr and a few files of /etc) is read-only, the root is a read-only
+tmpfs, and nothing else of the host is mounted: not the agent's own files, not
+other sessions. The launcher scripts and their options (which hold the
+sandbox's environment) live in `run/`, outside of what the sandbox sees.
+
+Every program runs in its own user, PID, IPC, UTS, network, mount and (where
+the kernel has them) cgroup namespaces, as uid/gid 1000 ("agent") with no
+capabilities and no way to make further user namespaces. Its network holds only
+a loopback: the model route's socket, mounted at /run/astrabox/model.sock and
+relayed to the sandbox's loopback, is its only way out. Where the kernel refuses
+user namespaces the driver says why in its log and keeps the other namespaces
+(the programs then run as root without capabilities). Resource limits: see
+`limits.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -25,25 +35,52 @@ from pathlib import Path
 import structlog
 
 from dataplane_agent.sandboxes.base import MODEL_SOCKET_INNER, DestroyVerdict, Sandbox, SandboxError, SandboxSpec, model_relay
+from dataplane_agent.sandboxes.limits import LocalLimits, PidsCgroups
 
 log = structlog.get_logger(__name__)
 
 INNER_WORKSPACE = "/workspace"
 INNER_HOME = "/home/agent"
+INNER_UID = 1000
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 
 # What of /etc programs commonly need; the rest (shadow, credentials, package config) stays out.
 _ETC_FILES = (
-    "passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+    "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
     "ssl", "ca-certificates", "ca-certificates.conf", "pki", "crypto-policies", "localtime", "timezone",
     "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "bash.bashrc", "profile", "inputrc",
     "mime.types", "magic", "os-release", "terminfo", "gitconfig", "protocols", "services",
 )  # fmt: skip
 _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_ENV = shutil.which("env") or "/usr/bin/env"
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _PROBE_TIMEOUT = 10.0
 _DESTROY_TIMEOUT = 30.0
 _KILL_WAIT = 5.0
+_NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try")
+_USER_NAMESPACE = ("--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID))
+# The strongest first; the last one is the floor: without it the driver refuses to run.
+_ISOLATION_LADDER = ((*_USER_NAMESPACE, "--disable-userns"), _USER_NAMESPACE, ())
+_PASSWD = (
+    "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+    f"agent:x:{INNER_UID}:{INNER_UID}:AstraBox sandbox:{INNER_HOME}:/bin/sh\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+_GROUP = f"root:x:0:\nagent:x:{INNER_UID}:\nnogroup:x:65534:\n"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Isolation:
+    """What this host lets bubblewrap do, found once by a test sandbox."""
+
+    bwrap: str
+    # The user-namespace options that worked (empty: none).
+    user_namespace: tuple[str, ...]
+    cgroups: PidsCgroups | None
+
+    @property
+    def pids_limited(self) -> bool:
+        return self.cgroups is not None
 
 
 class LocalSandboxDriver:
@@ -51,44 +88,69 @@ class LocalSandboxDriver:
 
     name = "local"
 
-    def __init__(self, root: Path, bwrap: str = "bwrap") -> None:
+    def __init__(self, root: Path, bwrap: str = "bwrap", limits: LocalLimits = LocalLimits()) -> None:
         self._root = Path(root).resolve()
         self._bwrap = bwrap
+        self._limits = limits
+        self._isolation: Isolation | None = None
+        self._probing = asyncio.Lock()
         # Sandbox-wide environment and model socket from each spec, applied to every launcher.
         self._spec_env: dict[str, dict[str, str]] = {}
         self._model_sockets: dict[str, Path] = {}
 
     async def probe(self) -> None:
+        self._isolation = None
+        await self.isolation()
+
+    async def isolation(self) -> Isolation:
+        """The isolation this host allows, found by starting test sandboxes (once)."""
+        async with self._probing:
+            if self._isolation is None:
+                self._isolation = await self._find_isolation()
+            return self._isolation
+
+    async def _find_isolation(self) -> Isolation:
         bwrap = shutil.which(self._bwrap)
         if bwrap is None:
             raise SandboxError(
                 f"bubblewrap ({self._bwrap!r}) was not found: install it (apt-get install bubblewrap, "
                 "dnf install bubblewrap) or pass its path to the local driver"
             )
+        if shutil.which("socat") is None:
+            raise SandboxError(
+                "socat was not found: install it (apt-get install socat); sandboxes reach the model through it"
+            )
         try:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise SandboxError(f"the sandbox root {self._root} cannot be created: {error.strerror}") from error
-        args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-        args += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-            )
-            _, stderr = await asyncio.wait_for(process.communicate(), timeout=_PROBE_TIMEOUT)
-        except asyncio.TimeoutError:
-            process.kill()
-            raise SandboxError(f"bubblewrap did not start a test sandbox within {_PROBE_TIMEOUT:.0f}s") from None
-        except OSError as error:
-            raise SandboxError(f"bubblewrap at {bwrap} cannot be run: {error.strerror}") from error
-        if process.returncode != 0:
-            reason = stderr.decode(errors="replace").strip() or f"exit status {process.returncode}"
+        refusals = []
+        for user_namespace in _ISOLATION_LADDER:
+            mounts = ("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev")
+            refusal = await _try_bwrap([bwrap, "--die-with-parent", *user_namespace, *_NAMESPACES, *mounts, "true"])
+            if not refusal:
+                break
+            refusals.append(refusal)
+        else:
             raise SandboxError(
-                f"bubblewrap cannot create namespaces here ({reason}). Run the agent as root, enable "
+                f"bubblewrap cannot create namespaces here ({refusals[-1]}). Run the agent as root, enable "
                 "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
                 "kernel.apparmor_restrict_unprivileged_userns=0), or inside a container allow them "
                 "(e.g. --security-opt seccomp=unconfined --cap-add SYS_ADMIN); or use the docker driver"
             )
+        if not user_namespace:
+            log.warning(
+                "sandbox_user_namespace_unavailable",
+                reason=refusals[-1],
+                consequence="sandboxed programs run as root without capabilities",
+            )
+        cgroups, reason = PidsCgroups.find(self._root) if self._limits.pids else (None, "no pids limit is configured")
+        if cgroups is None:
+            log.warning("sandbox_pids_limit_unavailable", reason=reason)
+        else:
+            await asyncio.to_thread(cgroups.sweep)
+        log.info("local_sandbox_isolation", user_namespace=bool(user_namespace), pids_cgroup=cgroups is not None)
+        return Isolation(bwrap=bwrap, user_namespace=user_namespace, cgroups=cgroups)
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
         if not _SESSION_ID.match(spec.session_id):
@@ -101,6 +163,8 @@ class LocalSandboxDriver:
             (directory / "run").chmod(0o700)
             record = {"sandbox_id": sandbox_id, "session_id": spec.session_id, "agent_id": spec.agent_id, "labels": dict(spec.labels)}
             (directory / "run" / "sandbox.json").write_text(json.dumps(record))
+            (directory / "run" / "passwd").write_text(_PASSWD)
+            (directory / "run" / "group").write_text(_GROUP)
         except OSError as error:
             raise SandboxError(f"cannot create sandbox directory {directory}: {error}") from error
         self._spec_env[sandbox_id] = dict(spec.env)
@@ -124,10 +188,10 @@ class LocalSandboxDriver:
         directory = self._directory(sandbox)
         if not directory.is_dir():
             raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist (no {directory})")
-        bwrap = shutil.which(self._bwrap) or self._bwrap
+        isolation = await self.isolation()
         merged = {"PATH": DEFAULT_PATH, **self._spec_env.get(sandbox.sandbox_id, {}), **env, "HOME": INNER_HOME}
         model_socket = self._model_sockets.get(sandbox.sandbox_id)
-        options = [*self._bwrap_args(directory, program[0], model_socket), "--clearenv"]
+        options = [*self._bwrap_args(isolation, directory, program[0], model_socket), "--clearenv"]
         for name, value in merged.items():
             options += ["--setenv", name, value]
         if any("\0" in option for option in options):
@@ -136,7 +200,10 @@ class LocalSandboxDriver:
         # The options (environment and credentials included) reach bubblewrap through a private
         # file on fd 3, so they never show in a process listing, inside the sandbox or out.
         options_file = _write_private(stem.with_name(stem.name + ".bwrap-args"), "".join(f"{option}\0" for option in options))
-        command = [bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
+        # `env -i`: bubblewrap's first process inside is a copy of the launcher, and its
+        # /proc/1/environ would show the agent's whole environment to the sandbox.
+        command = [_ENV, "-i", isolation.bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
+        cgroup = isolation.cgroups.shell(sandbox.sandbox_id, self._limits.pids) if isolation.cgroups else []
         script = "\n".join(
             [
                 "#!/bin/sh",
@@ -145,6 +212,8 @@ class LocalSandboxDriver:
                 # together they let destroy() find it again.
                 f"cd {shlex.quote(str(directory / 'run'))} || exit 127",
                 "echo $$ >> pids",
+                *self._limits.shell(),
+                *cgroup,
                 f"exec {shlex.join(command)} \"$@\" 3< {shlex.quote(str(options_file))}",
                 "",
             ]
@@ -158,7 +227,8 @@ class LocalSandboxDriver:
         if not directory.exists():
             return DestroyVerdict.CONFIRMED
         try:
-            await asyncio.wait_for(asyncio.to_thread(self._remove, directory), timeout=_DESTROY_TIMEOUT)
+            removal = asyncio.to_thread(self._remove, sandbox.sandbox_id, directory)
+            await asyncio.wait_for(removal, timeout=_DESTROY_TIMEOUT)
         except (OSError, asyncio.TimeoutError) as error:
             log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=str(error))
         if directory.exists():
@@ -187,8 +257,10 @@ class LocalSandboxDriver:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} is not a local sandbox")
         return self._root / sandbox.sandbox_id
 
-    def _bwrap_args(self, directory: Path, executable: str, model_socket: Path | None) -> list[str]:
-        args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    def _bwrap_args(self, isolation: Isolation, directory: Path, executable: str, model_socket: Path | None) -> list[str]:
+        args = ["--die-with-parent", "--new-session", *isolation.user_namespace, *_NAMESPACES]
+        if os.geteuid() == 0:  # bubblewrap keeps a privileged caller's capabilities unless told
+            args += ["--cap-drop", "ALL"]
         args += ["--hostname", "astrabox", "--ro-bind", "/usr", "/usr"]
         for name in _SYSTEM_DIRS:
             host = Path("/") / name
@@ -198,6 +270,8 @@ class LocalSandboxDriver:
                 args += ["--ro-bind", str(host), str(host)]
         for name in _ETC_FILES:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        run = directory / "run"
+        args += ["--ro-bind", str(run / "passwd"), "/etc/passwd", "--ro-bind", str(run / "group"), "/etc/group"]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--bind", str(directory / "tmp"), "/tmp"]
         args += ["--bind", str(directory / "home"), INNER_HOME]
@@ -208,14 +282,36 @@ class LocalSandboxDriver:
         program_dir = Path(executable).resolve().parent if "/" in executable else None
         if program_dir is not None and not _is_within(program_dir, Path("/usr")):
             args += ["--ro-bind", str(program_dir), str(program_dir)]
-        args += ["--chdir", INNER_WORKSPACE]
+        args += ["--remount-ro", "/", "--chdir", INNER_WORKSPACE]
         return args
 
-    def _remove(self, directory: Path) -> None:
+    def _remove(self, sandbox_id: str, directory: Path) -> None:
         _kill_launched(directory)
+        cgroups = self._isolation.cgroups if self._isolation else None
+        if cgroups is not None and not cgroups.remove(sandbox_id):
+            raise OSError(f"the pids cgroup of {sandbox_id} is still busy")
         shutil.rmtree(directory, ignore_errors=True)
         if directory.exists():  # a straggler wrote as we removed: once more, then report
             shutil.rmtree(directory)
+
+
+async def _try_bwrap(args: list[str]) -> str:
+    """Why bubblewrap refused to run `args`; empty when it ran."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        )
+    except OSError as error:
+        raise SandboxError(f"bubblewrap at {args[0]} cannot be run: {error.strerror}") from error
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=_PROBE_TIMEOUT)
+    except asyncio.TimeoutError:
+        process.kill()
+        await process.wait()
+        raise SandboxError(f"bubblewrap did not start a test sandbox within {_PROBE_TIMEOUT:.0f}s") from None
+    if process.returncode == 0:
+        return ""
+    return stderr.decode(errors="replace").strip() or f"exit status {process.returncode}"
 
 
 def _kill_launched(directory: Path) -> None:

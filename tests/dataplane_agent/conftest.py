@@ -1,4 +1,4 @@
-"""Shared fixtures for the data-plane agent tests: the offline model and a sandbox root."""
+"""Shared fixtures for the data-plane agent tests: the offline model, its route and a sandbox root."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from dataplane_agent.model_route import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
 
 
@@ -34,3 +35,10 @@ def sandbox_root(tmp_path: Path) -> Path:
     root = tmp_path / "sandboxes"
     root.mkdir()
     return root
+
+
+@pytest.fixture
+async def model_route(offline_model: OfflineModel, tmp_path: Path) -> AsyncIterator[ModelRoute]:
+    """The offline model behind a model route, as the agent serves it to sandboxes."""
+    async with ModelRoute(tmp_path / "model-route", Upstream(offline_model.base_url)) as route:
+        yield route

@@ -12,14 +12,14 @@ import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineError, EngineOutput
 from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, transcript_path
+from dataplane_agent.model_route import ModelRoute
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.offline_model.scripts import HELLO_COMMAND
-from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
+from dataplane_agent.sandboxes.base import MODEL_BASE_URL_INNER, Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
 pytestmark = pytest.mark.e2e
 
-API_KEY = "sk-offline-test-key-0123456789"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -31,12 +31,12 @@ def driver(sandbox_root: Path, bwrap: str) -> LocalSandboxDriver:
 
 
 @pytest.fixture
-async def sandbox(driver: LocalSandboxDriver) -> Sandbox:
-    return await driver.create(SandboxSpec(session_id="engine-test", agent_id="agent-1"))
+async def sandbox(driver: LocalSandboxDriver, model_route: ModelRoute) -> Sandbox:
+    return await driver.create(SandboxSpec(session_id="engine-test", agent_id="agent-1", model_socket=model_route.socket))
 
 
-def _config(model: OfflineModel, resume: str = "") -> EngineConfig:
-    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": API_KEY}
+def _config(route: ModelRoute, resume: str = "") -> EngineConfig:
+    env = route.env("engine-test")
     return EngineConfig(permission_mode="bypassPermissions", resume_engine_session_id=resume, env=env)
 
 
@@ -61,11 +61,11 @@ def _blocks(outputs: list[EngineOutput], type_name: str, block: str) -> list[dic
 
 
 async def test_default_script_runs_bash_in_the_sandbox_and_resumes(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    offline_model: OfflineModel, model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
     adapter = ClaudeCodeAdapter()
 
-    outputs, engine_session_id = await _turn(adapter, sandbox, driver, _config(offline_model), "Say hello")
+    outputs, engine_session_id = await _turn(adapter, sandbox, driver, _config(model_route), "Say hello")
 
     assert (sandbox.workspace / "hello.txt").read_text() == "Hello from AstraBox\n"
     assert [b["input"]["command"] for b in _blocks(outputs, "AssistantMessage", "ToolUseBlock")] == [HELLO_COMMAND]
@@ -81,7 +81,7 @@ async def test_default_script_runs_bash_in_the_sandbox_and_resumes(
         assert json.loads(json.dumps(output.payload, allow_nan=False)) == output.payload
 
     # A new engine session (a new CLI process) resumes the conversation from the sandbox's home.
-    outputs, resumed_id = await _turn(adapter, sandbox, driver, _config(offline_model, resume=engine_session_id), "run: cat hello.txt")
+    outputs, resumed_id = await _turn(adapter, sandbox, driver, _config(model_route, resume=engine_session_id), "run: cat hello.txt")
 
     assert outputs[-1].ends_turn and outputs[-1].payload["is_error"] is False
     assert "Hello from AstraBox" in outputs[-1].payload["result"]
@@ -92,14 +92,16 @@ async def test_default_script_runs_bash_in_the_sandbox_and_resumes(
 
 
 async def test_the_agent_environment_stays_out_of_the_sandbox(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ASTRABOX_AGENT_SECRET", "agent-only-secret")
 
-    outputs, _ = await _turn(ClaudeCodeAdapter(), sandbox, driver, _config(offline_model), f"run: env; cat {REPO}/pyproject.toml")
+    outputs, _ = await _turn(ClaudeCodeAdapter(), sandbox, driver, _config(model_route), f"run: env; cat {REPO}/pyproject.toml")
 
     tool_output = str(_blocks(outputs, "UserMessage", "ToolResultBlock")[0]["content"])
-    assert "ANTHROPIC_BASE_URL=" + offline_model.base_url in tool_output
+    # The model is reached through the route, with the session's token as the key.
+    assert f"ANTHROPIC_BASE_URL={MODEL_BASE_URL_INNER}" in tool_output
+    assert f"ANTHROPIC_API_KEY={model_route.token('engine-test')}" in tool_output
     assert "HOME=/home/agent" in tool_output
     assert "agent-only-secret" not in tool_output and "ASTRABOX_AGENT_SECRET" not in tool_output
     # The agent's own code is not visible (bubblewrap may create the directory
@@ -107,15 +109,15 @@ async def test_the_agent_environment_stays_out_of_the_sandbox(
     assert f"{REPO}/pyproject.toml: No such file or directory" in tool_output
 
 
-async def test_a_multi_step_turn_streams_every_step(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
-    outputs, _ = await _turn(ClaudeCodeAdapter(), sandbox, driver, _config(offline_model), "steps: 2")
+async def test_a_multi_step_turn_streams_every_step(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    outputs, _ = await _turn(ClaudeCodeAdapter(), sandbox, driver, _config(model_route), "steps: 2")
 
     assert [str(b["content"]) for b in _blocks(outputs, "UserMessage", "ToolResultBlock")] == ["step 1", "step 2"]
     assert outputs[-1].payload["result"] == "Finished 2 steps."
 
 
 async def test_a_cli_that_fails_gives_a_readable_error_without_the_key(
-    tmp_path: Path, offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    tmp_path: Path, model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
     broken = tmp_path / "cli" / "claude"
     broken.parent.mkdir()
@@ -123,20 +125,20 @@ async def test_a_cli_that_fails_gives_a_readable_error_without_the_key(
     broken.chmod(0o755)
 
     with pytest.raises(EngineError) as raised:
-        await ClaudeCodeAdapter(cli_path=broken, connect_timeout=30).start(sandbox, driver, _config(offline_model))
+        await ClaudeCodeAdapter(cli_path=broken, connect_timeout=30).start(sandbox, driver, _config(model_route))
 
     message = str(raised.value)
     assert "exit code 3" in message and "refusing key" in message
-    assert API_KEY not in message
+    assert model_route.token("engine-test") not in message
 
 
-async def test_a_missing_cli_is_an_engine_error(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_a_missing_cli_is_an_engine_error(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
     with pytest.raises(EngineError, match="not found"):
-        await ClaudeCodeAdapter(cli_path=Path("/nonexistent/claude")).start(sandbox, driver, _config(offline_model))
+        await ClaudeCodeAdapter(cli_path=Path("/nonexistent/claude")).start(sandbox, driver, _config(model_route))
 
 
 async def test_a_cli_that_never_answers_times_out(
-    tmp_path: Path, offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    tmp_path: Path, model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
     silent = tmp_path / "cli" / "claude"
     silent.parent.mkdir()
@@ -144,7 +146,7 @@ async def test_a_cli_that_never_answers_times_out(
     silent.chmod(0o755)
 
     with pytest.raises(EngineError, match="did not start within 1s"):
-        await ClaudeCodeAdapter(cli_path=silent, connect_timeout=1).start(sandbox, driver, _config(offline_model))
+        await ClaudeCodeAdapter(cli_path=silent, connect_timeout=1).start(sandbox, driver, _config(model_route))
 
 
 def test_sdk_messages_keep_every_field_and_nested_type_names() -> None:
@@ -176,8 +178,8 @@ def test_sdk_messages_keep_every_field_and_nested_type_names() -> None:
     }  # fmt: skip
 
 
-async def test_turns_follow_one_another_in_one_session(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+async def test_turns_follow_one_another_in_one_session(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         finals = []
         for prompt in ("run: echo first", "run: echo second"):
@@ -206,8 +208,8 @@ def test_the_manifest_declares_the_sdks_permission_modes() -> None:
     assert manifest.supports_interactions and manifest.supports_background_tasks and manifest.supports_server_info
 
 
-async def test_server_info_lists_the_slash_commands(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+async def test_server_info_lists_the_slash_commands(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         info = await session.server_info()
     finally:
@@ -219,10 +221,10 @@ async def test_server_info_lists_the_slash_commands(offline_model: OfflineModel,
     json.dumps(info)
 
 
-async def test_unknown_permission_modes_are_refused(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_unknown_permission_modes_are_refused(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
     with pytest.raises(EngineError, match="unknown permission mode 'yolo'; valid: default, "):
         await ClaudeCodeAdapter().start(sandbox, driver, EngineConfig(permission_mode="yolo"))
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         with pytest.raises(EngineError, match="unknown permission mode"):
             await session.set_permission_mode("yolo")
@@ -233,9 +235,9 @@ async def test_unknown_permission_modes_are_refused(offline_model: OfflineModel,
 
 
 async def test_a_cli_that_dies_ends_the_outputs_with_an_error(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         await session.send("sleep: 20")
         outputs = session.outputs()
@@ -247,7 +249,7 @@ async def test_a_cli_that_dies_ends_the_outputs_with_an_error(
             with pytest.raises(EngineError, match="the CLI stopped") as raised:
                 async for _ in outputs:
                     pass
-        assert API_KEY not in str(raised.value)
+        assert model_route.token("engine-test") not in str(raised.value)
         with pytest.raises(EngineError, match="closed"):
             await session.send("run: echo too late")
         with pytest.raises(EngineError, match="the CLI stopped"):  # ended for good, and says so again
@@ -256,8 +258,8 @@ async def test_a_cli_that_dies_ends_the_outputs_with_an_error(
         await session.close()
 
 
-async def test_closing_ends_the_outputs(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+async def test_closing_ends_the_outputs(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     reader = asyncio.create_task(anext(session.outputs(), None))
     await asyncio.sleep(0.1)
     await session.close()

@@ -11,7 +11,7 @@ import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineOutput, ToolDecision, ToolRequest
 from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, ClaudeCodeSession
-from dataplane_agent.offline_model import OfflineModel
+from dataplane_agent.model_route import ModelRoute
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
@@ -50,12 +50,12 @@ def driver(sandbox_root: Path, bwrap: str) -> LocalSandboxDriver:
 
 
 @pytest.fixture
-async def sandbox(driver: LocalSandboxDriver) -> Sandbox:
-    return await driver.create(SandboxSpec(session_id="interactions", agent_id="agent-1"))
+async def sandbox(driver: LocalSandboxDriver, model_route: ModelRoute) -> Sandbox:
+    return await driver.create(SandboxSpec(session_id="interactions", agent_id="agent-1", model_socket=model_route.socket))
 
 
-async def _start(model: OfflineModel, sandbox: Sandbox, driver: LocalSandboxDriver, broker: RecordingBroker, mode: str) -> ClaudeCodeSession:
-    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "sk-offline-test-key-0123456789"}
+async def _start(route: ModelRoute, sandbox: Sandbox, driver: LocalSandboxDriver, broker: RecordingBroker, mode: str) -> ClaudeCodeSession:
+    env = route.env("interactions")
     return await ClaudeCodeAdapter().start(sandbox, driver, EngineConfig(permission_mode=mode, env=env, interactions=broker))
 
 
@@ -79,10 +79,10 @@ def _tool_results(outputs: list[EngineOutput]) -> list[dict]:
 
 
 async def test_a_denied_command_does_not_run_and_an_approved_one_does(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
     broker = RecordingBroker(ToolDecision(allow=False, message="Not in this folder, please."), ToolDecision(allow=True))
-    session = await _start(offline_model, sandbox, driver, broker, "default")
+    session = await _start(model_route, sandbox, driver, broker, "default")
     try:
         denied = await _exchange(session, "run: touch approved.txt")
         assert not (sandbox.workspace / "approved.txt").exists()
@@ -103,10 +103,10 @@ async def test_a_denied_command_does_not_run_and_an_approved_one_does(
 
 
 async def test_an_approval_with_edited_input_runs_the_edited_command(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
     edited = {"command": "echo edited > edited.txt && cat edited.txt", "description": "Edited by a human"}
-    session = await _start(offline_model, sandbox, driver, RecordingBroker(ToolDecision(allow=True, updated_input=edited)), "default")
+    session = await _start(model_route, sandbox, driver, RecordingBroker(ToolDecision(allow=True, updated_input=edited)), "default")
     try:
         outputs = await _exchange(session, "run: touch original.txt")
     finally:
@@ -116,7 +116,7 @@ async def test_an_approval_with_edited_input_runs_the_edited_command(
     assert _tool_results(outputs)[0]["content"] == "edited"
 
 
-async def test_a_question_is_answered_through_the_broker(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_a_question_is_answered_through_the_broker(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
     class Answering(RecordingBroker):
         async def ask(self, request: ToolRequest) -> ToolDecision:
             self.requests.append(request)
@@ -125,7 +125,7 @@ async def test_a_question_is_answered_through_the_broker(offline_model: OfflineM
 
     broker = Answering()
     # The question reaches the broker whatever the permission mode: it needs a human, not a permission.
-    session = await _start(offline_model, sandbox, driver, broker, "bypassPermissions")
+    session = await _start(model_route, sandbox, driver, broker, "bypassPermissions")
     try:
         outputs = await _exchange(session, "ask: Which colour should the logo be? red|blue")
     finally:
@@ -145,9 +145,9 @@ async def test_a_question_is_answered_through_the_broker(offline_model: OfflineM
     assert outputs[-1].payload["result"] == "You chose: blue."
 
 
-async def test_the_permission_mode_decides_whether_to_ask(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_the_permission_mode_decides_whether_to_ask(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
     broker = RecordingBroker(ToolDecision(allow=False, message="No."), ToolDecision(allow=False, message="Still no."))
-    session = await _start(offline_model, sandbox, driver, broker, "bypassPermissions")
+    session = await _start(model_route, sandbox, driver, broker, "bypassPermissions")
     try:
         await _exchange(session, "run: touch bypassed.txt")
         assert (sandbox.workspace / "bypassed.txt").exists() and broker.requests == []
@@ -168,10 +168,10 @@ async def test_the_permission_mode_decides_whether_to_ask(offline_model: Offline
 
 
 async def test_an_interrupt_cancels_a_pending_approval_and_ends_the_turn(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
     broker = RecordingBroker(None)  # never answers
-    session = await _start(offline_model, sandbox, driver, broker, "default")
+    session = await _start(model_route, sandbox, driver, broker, "default")
     try:
         await session.send("run: touch never.txt")
         async with asyncio.timeout(TURN_TIMEOUT):

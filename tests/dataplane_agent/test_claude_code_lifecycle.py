@@ -14,6 +14,7 @@ import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineOutput
 from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, ClaudeCodeSession, transcript_path
+from dataplane_agent.model_route import ModelRoute
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.offline_model.scripts import HELLO_COMMAND
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
@@ -32,12 +33,12 @@ def driver(sandbox_root: Path, bwrap: str) -> LocalSandboxDriver:
 
 
 @pytest.fixture
-async def sandbox(driver: LocalSandboxDriver) -> Sandbox:
-    return await driver.create(SandboxSpec(session_id="lifecycle", agent_id="agent-1"))
+async def sandbox(driver: LocalSandboxDriver, model_route: ModelRoute) -> Sandbox:
+    return await driver.create(SandboxSpec(session_id="lifecycle", agent_id="agent-1", model_socket=model_route.socket))
 
 
-def _config(model: OfflineModel, **overrides: object) -> EngineConfig:
-    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "sk-offline-test-key-0123456789"}
+def _config(route: ModelRoute, **overrides: object) -> EngineConfig:
+    env = route.env("lifecycle")
     return EngineConfig(permission_mode="bypassPermissions", env=env, **overrides)  # type: ignore[arg-type]
 
 
@@ -63,9 +64,9 @@ def _texts(outputs: list[EngineOutput]) -> list[str]:
 
 
 async def test_an_interrupt_ends_a_long_tool_promptly_and_the_session_goes_on(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         await session.interrupt()  # an idle session shrugs it off
         await session.send("sleep: 30")
@@ -98,9 +99,9 @@ async def test_an_interrupt_ends_a_long_tool_promptly_and_the_session_goes_on(
 
 
 async def test_a_background_task_reports_after_the_result_and_the_engine_answers_it_on_its_own(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         await session.send("background: sleep 1; echo done > bg.txt")
         outputs: list[EngineOutput] = []
@@ -128,8 +129,8 @@ async def test_a_background_task_reports_after_the_result_and_the_engine_answers
     assert outputs[first_result].payload["result"] == "Started in the background."
 
 
-async def test_a_background_task_can_be_stopped(offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+async def test_a_background_task_can_be_stopped(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         await session.send("background: sleep 30; echo done > bg.txt")
         outputs: list[EngineOutput] = []
@@ -148,9 +149,9 @@ async def test_a_background_task_can_be_stopped(offline_model: OfflineModel, dri
 
 
 async def test_a_stored_transcript_resumes_the_conversation_in_a_new_sandbox(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    offline_model: OfflineModel, model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         await session.send("Say hello")
         await _read_until(session, lambda seen: seen[-1].ends_turn, [])
@@ -163,9 +164,9 @@ async def test_a_stored_transcript_resumes_the_conversation_in_a_new_sandbox(
     assert all(json.loads(line) for line in transcript.splitlines())
     await driver.destroy(sandbox)  # the sandbox is lost, and its home with it
 
-    fresh = await driver.create(SandboxSpec(session_id="lifecycle-recovered", agent_id="agent-2"))
+    fresh = await driver.create(SandboxSpec(session_id="lifecycle-recovered", agent_id="agent-2", model_socket=model_route.socket))
     assert fresh.home != sandbox.home and not (fresh.home / ".claude").exists()
-    config = _config(offline_model, resume_engine_session_id=engine_session_id, transcript=transcript)
+    config = _config(model_route, resume_engine_session_id=engine_session_id, transcript=transcript)
     session = await ClaudeCodeAdapter().start(fresh, driver, config)
     try:
         assert transcript_path(fresh, engine_session_id).read_bytes().startswith(transcript)
@@ -184,11 +185,11 @@ async def test_a_stored_transcript_resumes_the_conversation_in_a_new_sandbox(
 
 
 async def test_a_message_sent_mid_turn_joins_the_running_turn(
-    offline_model: OfflineModel, driver: LocalSandboxDriver, sandbox: Sandbox
+    offline_model: OfflineModel, model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
     """The CLI hands a message that arrives during a turn to the model at its next request, inside
     that same turn: one Result for both. (Why the agent holds queued inputs until a Result.)"""
-    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(offline_model))
+    session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         await session.send("steps: 3")
         outputs: list[EngineOutput] = []

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxError, SandboxSpec
+from dataplane_agent.model_route import ModelRoute
+from dataplane_agent.sandboxes.base import MODEL_PORT, DestroyVerdict, Sandbox, SandboxError, SandboxSpec
+from dataplane_agent.sandboxes.limits import LocalLimits
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,3 +125,119 @@ async def test_destroy_stops_what_runs_and_removes_everything(driver: LocalSandb
 async def test_unsafe_session_ids_are_refused(driver: LocalSandboxDriver) -> None:
     with pytest.raises(SandboxError):
         await driver.create(SandboxSpec(session_id="../escape", agent_id="agent-1"))
+
+
+# -- hardening -------------------------------------------------------------------
+
+
+async def test_programs_run_unprivileged_in_their_own_user_namespace(driver: LocalSandboxDriver) -> None:
+    isolation = await driver.isolation()
+    if not isolation.user_namespace:
+        pytest.skip("this kernel refuses user namespaces to bubblewrap")
+    sandbox = await driver.create(SandboxSpec(session_id="uid", agent_id="agent-1"))
+
+    result = await _sh(driver, sandbox, "id -un; id -u; grep CapEff /proc/self/status; unshare --user true && echo NESTED")
+
+    assert result.stdout.split()[:2] == ["agent", "1000"]
+    assert "CapEff:\t0000000000000000" in result.stdout and "NESTED" not in result.stdout
+
+
+async def test_the_system_is_read_only_and_the_private_directories_writable(driver: LocalSandboxDriver) -> None:
+    sandbox = await driver.create(SandboxSpec(session_id="ro", agent_id="agent-1"))
+    probes = "/ /usr /etc /run /workspace /tmp /home/agent"
+    result = await _sh(driver, sandbox, f"for d in {probes}; do touch $d/probe 2>/dev/null && echo writable $d; done; true")
+
+    assert result.stdout.split("\n")[:-1] == ["writable /workspace", "writable /tmp", "writable /home/agent"]
+    assert (sandbox.workspace / "probe").exists() and (sandbox.home / "probe").exists()
+
+
+async def test_the_network_is_a_loopback_of_its_own(driver: LocalSandboxDriver) -> None:
+    connected = asyncio.Event()
+    server = await asyncio.start_server(lambda reader, writer: (connected.set(), writer.close()), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    sandbox = await driver.create(SandboxSpec(session_id="net", agent_id="agent-1"))
+    try:
+        script = f"cat /proc/net/dev | tail -n +3 | cut -d: -f1; bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo REACHED"
+        result = await _sh(driver, sandbox, script)
+    finally:
+        server.close()
+
+    assert result.stdout.split() == ["lo"]  # no other interface, and the host's listener is not reachable
+    assert not connected.is_set()
+
+
+async def test_the_model_route_is_the_way_out(driver: LocalSandboxDriver, model_route: ModelRoute) -> None:
+    sandbox = await driver.create(SandboxSpec(session_id="routed", agent_id="agent-1", model_socket=model_route.socket))
+    request = 'GET /v1/models HTTP/1.1\\r\\nhost: model\\r\\nx-api-key: %s\\r\\nconnection: close\\r\\n\\r\\n'
+    ask = f"""bash -c 'exec 3<>/dev/tcp/127.0.0.1/{MODEL_PORT}; printf "{request}" "$ANTHROPIC_API_KEY" >&3; head -n 1 <&3'"""
+
+    allowed = await _sh(driver, sandbox, ask, model_route.env("routed"))
+    refused = await _sh(driver, sandbox, ask, {**model_route.env("routed"), "ANTHROPIC_API_KEY": "guessed"})
+
+    assert allowed.stdout.strip() == "HTTP/1.1 200 OK", allowed.stderr
+    assert refused.stdout.strip() == "HTTP/1.1 401 Unauthorized"
+
+
+async def test_no_process_inside_sees_the_agents_environment(
+    driver: LocalSandboxDriver, model_route: ModelRoute, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-agent-real-key-0123456789")
+    sandbox = await driver.create(SandboxSpec(session_id="environ", agent_id="agent-1", model_socket=model_route.socket))
+    launcher = await driver.launcher(sandbox, ["/bin/sh", "-c"], model_route.env("environ"))
+    script = "sleep 1 & cat /proc/[0-9]*/environ | tr '\\0' '\\n'; ps -eo pid,args; grep -rl sk-ant-agent /workspace /home /tmp /etc /run"
+
+    # The SDK starts launchers with the agent's whole environment; nothing of it may reach inside.
+    result = await asyncio.to_thread(subprocess.run, [str(launcher), script], capture_output=True, text=True, timeout=30)
+
+    assert f"ANTHROPIC_API_KEY={model_route.token('environ')}" in result.stdout  # the processes' environments were read
+    assert "socat" in result.stdout and "sleep 1" in result.stdout
+    assert "sk-ant-agent-real-key-0123456789" not in result.stdout + result.stderr
+
+
+_FORK_LOOP = """
+import os, signal, time
+children = []
+for _ in range(80):
+    try:
+        child = os.fork()
+    except OSError:
+        break
+    if child == 0:
+        time.sleep(10)
+        os._exit(0)
+    children.append(child)
+for child in children:
+    os.kill(child, signal.SIGKILL)
+print(len(children))
+"""
+
+
+async def test_limits_apply_to_everything_inside(sandbox_root: Path, bwrap: str) -> None:
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("the fork loop needs /usr/bin/python3 inside the sandbox")
+    driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, limits=LocalLimits(pids=40, open_files=256, file_size_mb=1))
+    sandbox = await driver.create(SandboxSpec(session_id="limits", agent_id="agent-1"))
+    script = f"ulimit -n; ulimit -c; head -c 2000000 /dev/zero > big 2>/dev/null; wc -c < big; /usr/bin/python3 -c '{_FORK_LOOP}'"
+
+    result = await _sh(driver, sandbox, script)
+
+    open_files, core, written, forked = result.stdout.split()
+    assert (open_files, core, written) == ("256", "0", str(1024 * 1024))
+    if (await driver.isolation()).pids_limited:
+        assert int(forked) < 40  # the fork loop hit the sandbox's pids cgroup
+    else:
+        assert int(forked) == 80
+
+
+async def test_destroy_removes_the_pids_cgroup(driver: LocalSandboxDriver) -> None:
+    if not (await driver.isolation()).pids_limited:
+        pytest.skip("no writable pids cgroup hierarchy here")
+    sandbox = await driver.create(SandboxSpec(session_id="cgroup", agent_id="agent-1"))
+    result = await _sh(driver, sandbox, "cat /proc/self/cgroup")
+    assert result.returncode == 0, result.stderr
+    groups = [path for path in Path("/sys/fs/cgroup").glob(f"**/astrabox/*-{sandbox.sandbox_id}") if path.is_dir()]
+    assert len(groups) == 1
+
+    assert await driver.destroy(sandbox) is DestroyVerdict.CONFIRMED
+
+    assert not groups[0].exists()
