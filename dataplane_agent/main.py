@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import structlog
@@ -26,9 +26,11 @@ from dataplane_agent.engines.base import EngineAdapter
 from dataplane_agent.errors import AgentError
 from dataplane_agent.model_route import ModelRoute, Upstream
 from dataplane_agent.outbox import Outbox
+from dataplane_agent.pool import PoolSettings, WarmPool
+from dataplane_agent.reconcile import Inventory, Placements, ReconcileSettings, Reconciler, inventory_for
 from dataplane_agent.relay import RelayClient, RelayConfig
 from dataplane_agent.runtimes import Runtimes
-from dataplane_agent.sandboxes.base import SandboxDriver, SandboxError
+from dataplane_agent.sandboxes.base import SandboxDriver, SandboxError, SandboxSpec
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.transcripts import TranscriptStore
@@ -59,6 +61,9 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     except (SandboxError, TimeoutError) as exc:
         raise AgentError(f"the {settings.driver} sandbox driver cannot run here: {exc or 'probe timed out'}") from exc
     engines = _make_engines(settings)
+    placements = Placements()
+    inventory = inventory_for(driver, agent_id, settings.state_dir / "sandboxes")
+    pool = _make_pool(settings, driver, lambda: runtimes.sandbox_template(), inventory)
     async with _model(settings) as model:
         runtimes = Runtimes(
             agent_id=agent_id,
@@ -69,6 +74,18 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             engines=engines,
             model=model,
             transcripts=TranscriptStore(settings.state_dir / "transcripts"),
+            placements=placements,
+            pool=pool,
+        )
+        reconciler = Reconciler(
+            state=state,
+            outbox=outbox,
+            driver=driver,
+            runtimes=runtimes,
+            placements=placements,
+            inventory=inventory,
+            pool=pool,
+            settings=ReconcileSettings(interval=settings.reconcile_interval),
         )
         applier = CommandApplier(db, state, runtimes)
         relay = RelayClient(
@@ -84,12 +101,19 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             state=state,
             outbox=outbox,
             commands=applier,
+            on_welcome=reconciler.on_welcome,
         )
         await runtimes.recover()
+        await reconciler.start()
+        if pool is not None:
+            await pool.start()
         async with asyncio.TaskGroup() as tasks:
             loops = [tasks.create_task(runtimes.run()), tasks.create_task(applier.run())]
             await runtimes.wait_running()
             await applier.wait_running()
+            loops.append(tasks.create_task(reconciler.run()))
+            if pool is not None:
+                loops.append(tasks.create_task(pool.run()))
             loops.append(tasks.create_task(relay.run()))
             log.info(
                 "agent_started",
@@ -121,6 +145,17 @@ def _make_driver(settings: AgentSettings) -> SandboxDriver:
 
         return LocalSandboxDriver(settings.state_dir / "sandboxes")
     raise AgentError(f"unknown sandbox driver {settings.driver!r} (this agent has: local)")
+
+
+def _make_pool(
+    settings: AgentSettings, driver: SandboxDriver, template: Callable[[], SandboxSpec], inventory: Inventory
+) -> WarmPool | None:
+    if settings.warm_pool <= 0:
+        return None
+    if not callable(getattr(driver, "rebind", None)):
+        raise AgentError(f"the {driver.name} sandbox driver cannot hand pool sandboxes to sessions: run with --warm-pool 0")
+    pool_settings = PoolSettings(size=settings.warm_pool, max_age=settings.warm_pool_max_age)
+    return WarmPool(driver, template, pool_settings, inventory=inventory)  # type: ignore[arg-type]
 
 
 def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:

@@ -185,10 +185,10 @@ class ModelRoute:
         try:
             keep_alive = True
             while keep_alive:
-                head = await asyncio.wait_for(_read_head(reader), self._timeouts.idle)
-                if head is None:
-                    return
                 try:
+                    head = await asyncio.wait_for(_read_head(reader), self._timeouts.idle)
+                    if head is None:
+                        return
                     keep_alive = await self._handle(head, reader, writer)
                 except HttpError as error:
                     await _send_error(writer, error)
@@ -335,14 +335,14 @@ class ModelRoute:
 
 
 async def _read_head(reader: asyncio.StreamReader) -> _Head | None:
-    line = await reader.readline()
+    line = await _read_line(reader)
     if not line:
         return None
     start = line.decode("latin-1").rstrip("\r\n")
     headers: list[tuple[str, str]] = []
     size = len(line)
     while True:
-        line = await reader.readline()
+        line = await _read_line(reader)
         size += len(line)
         if size > _MAX_HEAD:
             raise HttpError(400, "invalid_request_error", "request head too large")
@@ -353,6 +353,13 @@ async def _read_head(reader: asyncio.StreamReader) -> _Head | None:
         name, colon, value = line.decode("latin-1").partition(":")
         if colon:
             headers.append((name.strip(), value.strip()))
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    try:
+        return await reader.readline()
+    except ValueError:  # longer than the reader's limit
+        raise HttpError(400, "invalid_request_error", "request head too large") from None
 
 
 def _request_line(head: _Head) -> tuple[str, str, str]:

@@ -12,15 +12,22 @@ never has a second effect.
 Engine readers, input pumps and interrupt deadlines live in a TaskGroup owned
 by `run()`. Whatever a shutdown leaves open stays recorded; `recover()` at the
 next start settles it as aborted.
+
+A new session's sandbox comes from the warm pool when one is ready, else it is
+created. Starts and destructions hold the session's guard, which the
+reconciler (`dataplane_agent.reconcile`) takes too before it adopts or
+destroys anything of that session, and they tell `Placements` what the
+control plane asked for since its last Welcome.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -33,6 +40,7 @@ from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineErro
 from dataplane_agent.errors import CommandRefused
 from dataplane_agent.model_route import model_env
 from dataplane_agent.outbox import Outbox
+from dataplane_agent.reconcile import AGENT_LABEL, DESTROYED, SESSION_LABEL, Placements
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
 from dataplane_agent.transcripts import TranscriptStore
@@ -45,6 +53,15 @@ __all__ = ["RESTART_ABORT_REASON", "WORKSPACE_GONE_REASON", "Receipt", "RuntimeT
 RESTART_ABORT_REASON = "the data-plane agent restarted while the turn was running"
 RESTART_QUEUED_REASON = "the data-plane agent restarted before the engine took the message"
 NO_MANIFEST_REASON = "contract violation: the engine declared no capability manifest"
+# The session id a warm pool's template spec is made with (the pool replaces it).
+TEMPLATE_SESSION_ID = "template"
+
+
+class SandboxPool(Protocol):
+    """Prepared sandboxes (implemented by `pool.WarmPool`)."""
+
+    async def claim(self, spec: SandboxSpec) -> Sandbox | None:
+        """A ready sandbox rebound to `spec`'s session, or None (the caller creates one)."""
 
 
 class ModelAccess(Protocol):
@@ -84,6 +101,8 @@ class Runtimes:
         transcripts: TranscriptStore,
         timeouts: RuntimeTimeouts = RuntimeTimeouts(),
         limits: TurnLimits = TurnLimits(),
+        placements: Placements | None = None,
+        pool: SandboxPool | None = None,
     ) -> None:
         self._agent_id = agent_id
         self._db = db
@@ -98,6 +117,10 @@ class Runtimes:
         self._sessions: dict[str, SessionTurns] = {}
         self._tasks: asyncio.TaskGroup | None = None
         self._running = asyncio.Event()
+        self._placements = placements if placements is not None else Placements()
+        self._pool = pool
+        self._guards: dict[str, asyncio.Lock] = {}
+        self._guard_users: dict[str, int] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -142,6 +165,11 @@ class Runtimes:
 
     async def start_runtime(self, session_id: str, req: pb.StartRuntime, receipt: Receipt) -> None:
         """Create the sandbox, start the engine, record the session; report the phases and the outcome."""
+        self._placements.placed(session_id)
+        async with self.guarded(session_id):
+            await self._start_runtime(session_id, req, receipt)
+
+    async def _start_runtime(self, session_id: str, req: pb.StartRuntime, receipt: Receipt) -> None:
         if req.committed_output_seq:
             # The session may have run elsewhere: number this agent's outputs after what is committed.
             await self._outbox.ack(session_id, req.committed_output_seq)
@@ -164,9 +192,11 @@ class Runtimes:
         resume = req.resume_engine_session_id or (existing.engine_session_id if existing else "")
         began = time.monotonic()
         try:
-            sandbox = await asyncio.wait_for(self._driver.create(self._spec(session_id)), self._timeouts.create_sandbox)
+            sandbox = await self._new_sandbox(session_id, fresh=existing is None)
         except Exception as exc:  # every failure becomes a readable RuntimeStartFailed
             await self._start_failed(session_id, f"could not create the sandbox: {describe(exc)}", receipt)
+            if existing is None:
+                self._placements.released(session_id)
             return
         sandbox_ms = _ms_since(began)
         await self._phase(session_id, "sandbox_created", sandbox_ms)
@@ -187,6 +217,7 @@ class Runtimes:
         except Exception as exc:
             if existing is None:
                 self._sessions.pop(session_id, None)
+                self._placements.released(session_id)
                 await self._destroy_sandbox(sandbox)
             await self._start_failed(session_id, f"could not start the {req.engine} engine: {describe(exc)}", receipt)
             return
@@ -275,25 +306,16 @@ class Runtimes:
 
     async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> None:
         """Stop the engine and destroy the sandbox; forget the session only when destruction is confirmed."""
-        bound = log.bind(session_id=session_id)
-        record = await self._state.session(session_id)
-        if record is None:
-            await self._db.write(receipt)  # nothing held: already destroyed
-            return
-        reason = f"the runtime was destroyed ({req.reason})" if req.reason else "the runtime was destroyed"
-        turns = self._sessions.get(session_id)
-        if turns is not None:
-            await turns.close(reason)
-        try:
-            verdict = await asyncio.wait_for(self._driver.destroy(record.sandbox), self._timeouts.destroy_sandbox)
-        except Exception as exc:
-            bound.warning("sandbox_destroy_failed", error=describe(exc))
-            verdict = DestroyVerdict.UNCONFIRMED
+        self._placements.released(session_id)
+        async with self.guarded(session_id):
+            record = await self._state.session(session_id)
+            if record is None:
+                # Nothing held: already destroyed (a sandbox no record names is the reconciler's).
+                await self._db.write(receipt)
+                return
+            reason = f"the runtime was destroyed ({req.reason})" if req.reason else "the runtime was destroyed"
+            verdict = await self._teardown(record, reason, receipt)
         if verdict is DestroyVerdict.CONFIRMED:
-            await self._db.write(lambda c: (self._state.delete_session_tx(c, session_id), receipt(c)))
-            self._sessions.pop(session_id, None)
-            await self._transcripts.forget(session_id)
-            bound.info("runtime_destroyed", sandbox_id=record.sandbox.sandbox_id)
             return
         code = grpc.StatusCode.FAILED_PRECONDITION if verdict is DestroyVerdict.REFUSED else grpc.StatusCode.UNAVAILABLE
         raise CommandRefused(
@@ -301,6 +323,75 @@ class Runtimes:
             f"sandbox {record.sandbox.sandbox_id} destruction is {verdict.value}; the session is kept",
             final=False,
         )
+
+    # -- reconciliation ------------------------------------------------------
+
+    def busy(self, session_id: str) -> bool:
+        """A command (or the reconciler) is at work on the session."""
+        return session_id in self._guards
+
+    @contextlib.asynccontextmanager
+    async def guarded(self, session_id: str) -> AsyncIterator[None]:
+        """Hold the session: starts, destructions and the reconciler's actions on it take turns."""
+        lock = self._guards.setdefault(session_id, asyncio.Lock())
+        self._guard_users[session_id] = self._guard_users.get(session_id, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._guard_users[session_id] -= 1
+            if not self._guard_users[session_id]:
+                del self._guard_users[session_id], self._guards[session_id]
+
+    async def release(self, session_id: str, reason: str) -> DestroyVerdict | None:
+        """Destroy the runtime of a session the control plane no longer expects here (hold its guard).
+        Forgotten, with a SandboxReconciled output, only when the destruction is confirmed."""
+        record = await self._state.session(session_id)
+        if record is None:
+            return None
+        sandbox = record.sandbox
+        body = pb.SandboxReconciled(action=DESTROYED, sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, reason=reason)
+        return await self._teardown(
+            record,
+            f"the runtime was destroyed ({reason})",
+            lambda c: self._outbox.append_tx(c, session_id, "", body),
+        )
+
+    def sandbox_template(self) -> SandboxSpec:
+        """The spec every new session's sandbox is made from, for the warm pool."""
+        return self._spec(TEMPLATE_SESSION_ID)
+
+    async def _teardown(self, record: SessionRecord, reason: str, step: Receipt) -> DestroyVerdict:
+        """Close the engine (settling its turns with `reason`) and destroy the sandbox; on a confirmed
+        destruction forget the session, committing `step` with it."""
+        session_id = record.session_id
+        bound = log.bind(session_id=session_id)
+        turns = self._sessions.get(session_id)
+        if turns is not None:
+            await turns.close(reason)
+        try:
+            # Not wait_for: on Python 3.11 it can lose the reconciler loop's cancellation.
+            async with asyncio.timeout(self._timeouts.destroy_sandbox):
+                verdict = await self._driver.destroy(record.sandbox)
+        except Exception as exc:
+            bound.warning("sandbox_destroy_failed", error=describe(exc))
+            verdict = DestroyVerdict.UNCONFIRMED
+        if verdict is DestroyVerdict.CONFIRMED:
+            await self._db.write(lambda c: (self._state.delete_session_tx(c, session_id), step(c)))
+            self._sessions.pop(session_id, None)
+            await self._transcripts.forget(session_id)
+            bound.info("runtime_destroyed", sandbox_id=record.sandbox.sandbox_id)
+        return verdict
+
+    async def _new_sandbox(self, session_id: str, *, fresh: bool) -> Sandbox:
+        """A warm one for a session new here, else one created (or re-opened) by the driver."""
+        spec = self._spec(session_id)
+        if fresh and self._pool is not None:
+            claimed = await self._pool.claim(spec)
+            if claimed is not None:
+                return claimed
+        async with asyncio.timeout(self._timeouts.create_sandbox):
+            return await self._driver.create(spec)
 
     # -- engine (re)starts ---------------------------------------------------
 
@@ -380,7 +471,7 @@ class Runtimes:
             session_id=session_id,
             agent_id=self._agent_id,
             model_socket=self._model.socket,
-            labels={"astrabox.session_id": session_id, "astrabox.agent_id": self._agent_id},
+            labels={SESSION_LABEL: session_id, AGENT_LABEL: self._agent_id},
         )
 
     async def _phase(self, session_id: str, phase: str, duration_ms: int) -> None:

@@ -13,6 +13,9 @@
 | claude_cli       | --claude-cli         | ASTRABOX_CLAUDE_CLI         | the SDK's bundled CLI     |
 | log_format       | --log-format         | ASTRABOX_LOG_FORMAT         | auto (console on a tty)   |
 | log_level        | --log-level          | ASTRABOX_LOG_LEVEL          | info                      |
+| warm_pool        | --warm-pool          | ASTRABOX_WARM_POOL          | 0 (no warm pool)          |
+| warm_pool_max_age| --warm-pool-max-age  | ASTRABOX_WARM_POOL_MAX_AGE  | 3600 s                    |
+| reconcile_interval| --reconcile-interval| ASTRABOX_RECONCILE_INTERVAL | 60 s                      |
 
 * With neither a model base URL nor an API key the agent serves the offline
 model on loopback; with only a key it uses https://api.anthropic.com.
@@ -51,6 +54,12 @@ class AgentSettings:
     claude_cli: str = ""
     log_format: str = "auto"
     log_level: str = "info"
+    # Sandboxes kept ready for new sessions; 0: none.
+    warm_pool: int = 0
+    # Seconds a ready sandbox may wait before it is replaced.
+    warm_pool_max_age: float = 3600.0
+    # Seconds between the reconciler's passes (it also runs after every Welcome).
+    reconcile_interval: float = 60.0
 
     @property
     def uses_offline_model(self) -> bool:
@@ -72,6 +81,9 @@ class AgentSettings:
             claude_cli=args.claude_cli,
             log_format=args.log_format,
             log_level=args.log_level,
+            warm_pool=args.warm_pool,
+            warm_pool_max_age=args.warm_pool_max_age,
+            reconcile_interval=args.reconcile_interval,
         )
 
 
@@ -134,5 +146,25 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         choices=("debug", "info", "warning", "error"),
         default=env.get("ASTRABOX_LOG_LEVEL", "info"),
         help="log level (env ASTRABOX_LOG_LEVEL; default %(default)s)",
+    )
+    parser.add_argument(
+        "--warm-pool",
+        type=int,
+        default=int(env.get("ASTRABOX_WARM_POOL", 0)),
+        help="sandboxes kept ready for new sessions (env ASTRABOX_WARM_POOL; default %(default)s: none)",
+    )
+    parser.add_argument(
+        "--warm-pool-max-age",
+        type=float,
+        default=float(env.get("ASTRABOX_WARM_POOL_MAX_AGE", 3600.0)),
+        help="seconds a ready sandbox may wait before it is replaced (env ASTRABOX_WARM_POOL_MAX_AGE; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
+        "--reconcile-interval",
+        type=float,
+        default=float(env.get("ASTRABOX_RECONCILE_INTERVAL", 60.0)),
+        help="seconds between comparisons of the sandboxes held with the sessions the control plane expects "
+        "(env ASTRABOX_RECONCILE_INTERVAL; default %(default)s; also after every reconnect)",
     )
     return parser

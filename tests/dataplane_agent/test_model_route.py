@@ -218,3 +218,16 @@ async def test_stopping_removes_the_socket(tmp_path: Path) -> None:
     assert route.socket.is_socket() and route.socket.stat().st_mode & 0o777 == 0o666
     await route.stop()
     assert not route.socket.exists()
+
+
+async def test_a_malformed_request_gets_400_and_the_route_keeps_serving(tmp_path: Path, recording: RecordingUpstream) -> None:
+    recording.release.set()
+    async with _route(tmp_path, Upstream(recording.base_url, REAL_KEY)) as route:
+        async with _connect(route) as (reader, writer):
+            writer.write(b"GET /v1/models HTTP/1.1\r\n" + b"x-filler: " + b"a" * 70_000 + b"\r\n\r\n")
+            status, _ = await _response_head(reader)
+        async with _connect(route) as (reader, writer):
+            writer.write(_request(f"x-api-key: {route.token('s-5')}", {}))
+            after, _ = await _response_head(reader)
+
+    assert (status, after) == (400, 200)

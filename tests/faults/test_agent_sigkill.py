@@ -54,7 +54,7 @@ async def test_agent_sigkill_mid_turn_loses_and_duplicates_nothing(client, stack
     conn = await asyncpg.connect(database_url)
     try:
         rows = await conn.fetch(
-            "SELECT seq, output_seq FROM events WHERE session_id = $1 ORDER BY seq", session.session_id
+            "SELECT seq, output_seq, kind FROM events WHERE session_id = $1 ORDER BY seq", session.session_id
         )
         committed = await conn.fetchval(
             "SELECT committed_output_seq FROM sessions WHERE session_id = $1", session.session_id
@@ -65,7 +65,10 @@ async def test_agent_sigkill_mid_turn_loses_and_duplicates_nothing(client, stack
     # Every agent output was journaled once, in the agent's order, up to the committed cursor.
     output_seqs = [r["output_seq"] for r in rows if r["output_seq"] is not None]
     assert output_seqs == sorted(set(output_seqs)) and output_seqs[-1] == committed
-    assert [r["seq"] for r in rows] == [e.seq for e in seen]
+    # The watcher stopped at the settled turn; the restarted agent's reconciler may have journaled
+    # its adoption of the sandbox since.
+    assert [r["seq"] for r in rows][: len(seen)] == [e.seq for e in seen]
+    assert {r["kind"] for r in rows[len(seen) :]} <= {"sandbox_reconciled"}
 
     # The session is usable again: the next message runs on the restarted agent.
     session_after = await client.wait_for_state(session.session_id, ["READY"], timeout=30)

@@ -1,0 +1,265 @@
+"""The warm pool: sandboxes prepared ahead of sessions, so a new session's sandbox is ready at once.
+
+The pool keeps up to `size` sandboxes made from the current template (the
+spec every new session's sandbox is made from, minus what belongs to one
+session). Each is created with a pool id of its own and labelled with the
+template's key, and holds nothing of any session. `claim` takes one
+atomically (no await between the check and the take) and has the driver
+rebind it to the session, so that it is exactly what `create` would have made
+for that session; a miss returns None and the caller creates one. `run()`
+refills in the background, and retires (destroys) sandboxes whose template
+changed or that are older than `max_age`. At start, pool sandboxes left by an
+earlier agent process are taken back when still current, retired otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Protocol
+
+import structlog
+
+# asyncio.timeout rather than wait_for throughout: on Python 3.11 wait_for loses a cancellation that
+# arrives as its awaitable finishes, and a loop that misses its cancellation never stops.
+
+from dataplane_agent.reconcile import POOL_LABEL, SESSION_LABEL, FoundSandbox, Inventory
+from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
+
+log = structlog.get_logger(__name__)
+
+
+class RebindingDriver(SandboxDriver, Protocol):
+    """A driver whose unused sandboxes can be handed to a session."""
+
+    async def rebind(self, sandbox: Sandbox, spec: SandboxSpec) -> Sandbox:
+        """Make `sandbox` (made by `create` for a pool id, never used) the sandbox of
+        `spec.session_id`, exactly as `create(spec)` would have made it: named, labelled and
+        configured for that session. SandboxError if it cannot (the session has one already)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """How many sandboxes to keep ready and for how long; seconds."""
+
+    size: int = 0
+    max_age: float = 3600.0
+    create_timeout: float = 120.0
+    rebind_timeout: float = 30.0
+    destroy_timeout: float = 60.0
+    # After a failed create, wait this long before trying again.
+    backoff: float = 5.0
+
+
+def template_key(driver: str, spec: SandboxSpec) -> str:
+    """What makes two specs' sandboxes interchangeable: everything but the session's own id,
+    labels and environment (the environment is applied when a sandbox is bound)."""
+    shape: dict[str, object] = {"driver": driver}
+    for item in dataclasses.fields(spec):
+        if item.name in ("session_id", "env"):
+            continue
+        value = getattr(spec, item.name)
+        if item.name == "labels":
+            value = {k: v for k, v in value.items() if k not in (SESSION_LABEL, POOL_LABEL)}
+        shape[item.name] = _plain(value)
+    text = json.dumps(shape, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, PurePath):
+        return str(value)
+    return value
+
+
+@dataclass(eq=False, slots=True)
+class _Warm:
+    sandbox: Sandbox
+    key: str
+    # Wall-clock seconds.
+    created_at: float
+
+    @property
+    def pool_id(self) -> str:
+        return self.sandbox.session_id
+
+
+class WarmPool:
+    """Prepared sandboxes of the current template; claimed by new sessions, refilled in the background."""
+
+    def __init__(
+        self,
+        driver: RebindingDriver,
+        template: Callable[[], SandboxSpec],
+        settings: PoolSettings,
+        *,
+        inventory: Inventory | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._driver = driver
+        self._template = template
+        self._settings = settings
+        self._inventory = inventory
+        self._clock = clock
+        self._ready: collections.deque[_Warm] = collections.deque()
+        # Pool ids being created, rebound or retired: still the pool's.
+        self._busy: set[str] = set()
+        self._wake = asyncio.Event()
+        self.hits = 0
+        self.misses = 0
+        self.retired = 0
+
+    # -- what the rest of the agent sees ----------------------------------------
+
+    @property
+    def ready(self) -> int:
+        return len(self._ready)
+
+    def owns(self, found: FoundSandbox) -> bool:
+        """Whether an existing pool sandbox is this pool's (the reconciler destroys the others)."""
+        pool_id = found.sandbox.session_id
+        return pool_id in self._busy or any(w.pool_id == pool_id for w in self._ready)
+
+    async def claim(self, spec: SandboxSpec) -> Sandbox | None:
+        """A ready sandbox rebound to `spec`'s session, or None when none fits."""
+        key = template_key(self._driver.name, spec)
+        warm = self._take(key)
+        if warm is None:
+            self.misses += 1
+            return None
+        self._busy.add(warm.pool_id)
+        self._wake.set()  # refill behind it
+        try:
+            async with asyncio.timeout(self._settings.rebind_timeout):
+                sandbox = await self._driver.rebind(warm.sandbox, spec)
+        except Exception as exc:
+            log.warning("pool_rebind_failed", sandbox_id=warm.sandbox.sandbox_id, session_id=spec.session_id,
+                        error=f"{type(exc).__name__}: {exc}")
+            await self._retire(warm, "rebinding it failed")
+            self.misses += 1
+            return None
+        finally:
+            self._busy.discard(warm.pool_id)
+        self.hits += 1
+        log.info("pool_claimed", session_id=spec.session_id, sandbox_id=sandbox.sandbox_id, ready=len(self._ready))
+        return sandbox
+
+    def _take(self, key: str) -> _Warm | None:
+        """Pop the oldest fresh sandbox of `key`; synchronous, so two claims never get the same one."""
+        oldest_allowed = self._clock() - self._settings.max_age
+        for warm in self._ready:
+            if warm.key == key and warm.created_at >= oldest_allowed:
+                self._ready.remove(warm)
+                return warm
+        return None
+
+    # -- background ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Take back the pool sandboxes an earlier agent process left, if still current; retire the rest.
+        Call before the reconciler's first pass."""
+        if self._inventory is None:
+            return
+        key = self._key()
+        oldest_allowed = self._clock() - self._settings.max_age
+        for found in await self._inventory.sandboxes():
+            if not found.pool_key:
+                continue
+            warm = _Warm(found.sandbox, found.pool_key, found.created_at)
+            if warm.key == key and warm.created_at >= oldest_allowed and len(self._ready) < self._settings.size:
+                self._ready.append(warm)
+                log.info("pool_sandbox_taken_back", sandbox_id=found.sandbox.sandbox_id)
+            else:
+                await self._retire(warm, "left by an earlier agent process, stale or beyond the pool's size")
+
+    async def run(self) -> None:
+        """Keep the pool full and fresh until cancelled."""
+        while True:
+            await self._retire_stale()
+            failed = await self._fill()
+            self._wake.clear()
+            wait = self._settings.backoff if failed else self._next_expiry()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+
+    def refill(self) -> None:
+        """Look again now (for example after the template changed)."""
+        self._wake.set()
+
+    async def _fill(self) -> bool:
+        """Create until `size` are ready; True if a create failed."""
+        while len(self._ready) < self._settings.size:
+            template = self._template()
+            key = template_key(self._driver.name, template)
+            pool_id = f"pool-{uuid.uuid4().hex[:16]}"
+            self._busy.add(pool_id)
+            try:
+                async with asyncio.timeout(self._settings.create_timeout):
+                    sandbox = await self._driver.create(_pool_spec(template, pool_id, key))
+            except Exception as exc:
+                log.warning("pool_create_failed", error=f"{type(exc).__name__}: {exc}")
+                # Whatever part of it exists carries the pool label: the reconciler destroys it.
+                return True
+            finally:
+                self._busy.discard(pool_id)
+            self._ready.append(_Warm(sandbox, key, self._clock()))
+            log.debug("pool_sandbox_ready", sandbox_id=sandbox.sandbox_id, ready=len(self._ready))
+        return False
+
+    async def _retire_stale(self) -> None:
+        key = self._key()
+        oldest_allowed = self._clock() - self._settings.max_age
+        for warm in list(self._ready):
+            if warm.key != key or warm.created_at < oldest_allowed:
+                with contextlib.suppress(ValueError):
+                    self._ready.remove(warm)
+                reason = "its template changed" if warm.key != key else "older than the pool's max age"
+                await self._retire(warm, reason)
+
+    async def _retire(self, warm: _Warm, reason: str) -> None:
+        self._busy.add(warm.pool_id)
+        try:
+            async with asyncio.timeout(self._settings.destroy_timeout):
+                verdict = await self._driver.destroy(warm.sandbox)
+        except Exception as exc:
+            log.warning("pool_retire_failed", sandbox_id=warm.sandbox.sandbox_id, error=f"{type(exc).__name__}: {exc}")
+            verdict = DestroyVerdict.UNCONFIRMED
+        finally:
+            self._busy.discard(warm.pool_id)
+        if verdict is DestroyVerdict.CONFIRMED:
+            self.retired += 1
+            log.info("pool_sandbox_retired", sandbox_id=warm.sandbox.sandbox_id, reason=reason)
+        else:
+            # No longer the pool's: the reconciler destroys it, and retries until confirmed.
+            log.warning("pool_retire_unconfirmed", sandbox_id=warm.sandbox.sandbox_id, verdict=verdict.value)
+
+    def _key(self) -> str:
+        return template_key(self._driver.name, self._template())
+
+    def _next_expiry(self) -> float:
+        """Seconds until the oldest ready sandbox is too old (at least 1, at most a minute)."""
+        if not self._ready:
+            return 60.0
+        oldest = min(w.created_at for w in self._ready)
+        return min(60.0, max(1.0, oldest + self._settings.max_age - self._clock()))
+
+
+def _pool_spec(template: SandboxSpec, pool_id: str, key: str) -> SandboxSpec:
+    """The template made into a spec for a pool sandbox: no session's id, labels or environment."""
+    labels = {k: v for k, v in template.labels.items() if k != SESSION_LABEL}
+    labels[POOL_LABEL] = key
+    return dataclasses.replace(template, session_id=pool_id, labels=labels, env={})

@@ -1,0 +1,242 @@
+"""The warm pool with the real local driver: sessions start from ready sandboxes rebound to them, the
+pool refills, and sandboxes of a changed template, too old, or left by an earlier process are retired."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+
+from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.commands import CommandApplier
+from dataplane_agent.outbox import Outbox
+from dataplane_agent.pool import PoolSettings, WarmPool, template_key
+from dataplane_agent.reconcile import POOL_LABEL, LocalDirectoryInventory, Placements, Reconciler
+from dataplane_agent.runtimes import Runtimes
+from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxSpec
+from dataplane_agent.sandboxes.local import LocalSandboxDriver
+from dataplane_agent.state import AgentState, Database
+from dataplane_agent.transcripts import TranscriptStore
+from tests.dataplane_agent.fakes import MODEL_ENV, FixedModel, ScriptedEngine, result_turn, start
+
+AGENT = "agent-1"
+
+
+class TimedDriver:
+    """The local driver, timing each create and rebind."""
+
+    def __init__(self, root: Path) -> None:
+        self.inner = LocalSandboxDriver(root)
+        self.name = self.inner.name
+        self.creates: list[float] = []
+        self.rebinds: list[float] = []
+
+    async def probe(self) -> None:
+        await self.inner.probe()
+
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        began = time.perf_counter()
+        sandbox = await self.inner.create(spec)
+        self.creates.append(time.perf_counter() - began)
+        return sandbox
+
+    async def rebind(self, sandbox: Sandbox, spec: SandboxSpec) -> Sandbox:
+        began = time.perf_counter()
+        sandbox = await self.inner.rebind(sandbox, spec)
+        self.rebinds.append(time.perf_counter() - began)
+        return sandbox
+
+    async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
+        return await self.inner.launcher(sandbox, program, env)
+
+    async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
+        return await self.inner.destroy(sandbox)
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+def dirs(root: Path, prefix: str = "local-") -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.startswith(prefix))
+
+
+def labels_of(directory: Path) -> dict[str, str]:
+    return json.loads((directory / "run" / "sandbox.json").read_text())["labels"]
+
+
+@contextlib.asynccontextmanager
+async def running(pool: WarmPool) -> AsyncIterator[WarmPool]:
+    await pool.start()
+    task = asyncio.create_task(pool.run())
+    try:
+        yield pool
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def pooled_agent(path: Path, driver: TimedDriver, size: int) -> AsyncIterator[tuple[CommandApplier, Runtimes, WarmPool]]:
+    db = await Database.open(path / "agent.db")
+    state, outbox = AgentState(db), Outbox(db)
+    await state.raise_lease_generation(1)
+    engine = ScriptedEngine(result_turn())
+    inventory = LocalDirectoryInventory(path / "sandboxes", AGENT)
+    pool = WarmPool(driver, lambda: runtimes.sandbox_template(), PoolSettings(size=size), inventory=inventory)
+    runtimes = Runtimes(agent_id=AGENT, db=db, state=state, outbox=outbox, driver=driver,
+                        engines={engine.kind: engine}, model=FixedModel(MODEL_ENV),
+                        transcripts=TranscriptStore(path / "transcripts"), pool=pool)
+    applier = CommandApplier(db, state, runtimes)
+    loops = [asyncio.create_task(runtimes.run()), asyncio.create_task(applier.run())]
+    await runtimes.wait_running()
+    await applier.wait_running()
+    try:
+        async with running(pool):
+            yield applier, runtimes, pool
+    finally:
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        await db.close()
+
+
+def start_command(seq: int, session_id: str) -> pb.Command:
+    return pb.Command(command_seq=seq, command_id=f"c-{seq}", lease_generation=1, session_id=session_id, **start())
+
+
+def ms(values: list[float]) -> str:
+    if not values:
+        return "none"
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
+    return f"p50 {statistics.median(ordered) * 1000:.2f} ms, p90 {p90 * 1000:.2f} ms (n={len(ordered)})"
+
+
+async def test_with_a_pool_of_four_ten_sessions_in_a_row_are_all_ready_and_the_pool_refills(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    driver = TimedDriver(root)
+    async with pooled_agent(tmp_path, driver, size=4) as (applier, runtimes, pool):
+        await wait_until(lambda: pool.ready == 4)
+        pool_made = len(driver.creates)
+        started: list[float] = []
+        for n in range(10):
+            began = time.perf_counter()
+            ack = await applier.apply(start_command(n + 1, f"s-{n}"))
+            started.append(time.perf_counter() - began)
+            assert not ack.HasField("error")
+        outbox = await Outbox(runtimes._db).pending({}, limit=10_000)  # noqa: SLF001 - read what the relay would send
+        ready = {o.session_id for o in outbox if o.HasField("runtime_started")}
+        assert ready == {f"s-{n}" for n in range(10)}
+        assert pool.hits >= 4
+
+        # Each claimed sandbox looks exactly like one created for its session.
+        for n in range(10):
+            directory = root / f"local-s-{n}"
+            assert labels_of(directory) == {"astrabox.session_id": f"s-{n}", "astrabox.agent_id": AGENT}
+            assert json.loads((directory / "run" / "sandbox.json").read_text())["session_id"] == f"s-{n}"
+        # The pool refills, and what waits in it holds nothing of any session.
+        await wait_until(lambda: pool.ready == 4)
+        waiting = dirs(root, "local-pool-")
+        assert len(waiting) == 4
+        for name in waiting:
+            assert "astrabox.session_id" not in labels_of(root / name)
+            assert list((root / name / "workspace").iterdir()) == []
+        print(
+            f"\nwarm pool of 4, 10 sessions: {pool.hits} hits, {pool.misses} misses"
+            f"\n  sandbox step, pool hit (rebind):   {ms(driver.rebinds)}"
+            f"\n  sandbox step, cold (create):       {ms(driver.creates[:pool_made] + driver.creates[pool_made:])}"
+            f"\n  StartRuntime applied (fake engine): {ms(started)}"
+        )
+
+
+async def test_a_changed_template_retires_the_old_sandboxes_and_refills_with_the_new(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    driver = LocalSandboxDriver(root)
+    template = [SandboxSpec(session_id="template", agent_id=AGENT, labels={"astrabox.agent_id": AGENT, "image": "v1"})]
+    pool = WarmPool(driver, lambda: template[0], PoolSettings(size=3))
+    async with running(pool):
+        await wait_until(lambda: pool.ready == 3)
+        old = dirs(root)
+        old_spec = dataclasses.replace(template[0], session_id="s-old")
+        template[0] = dataclasses.replace(template[0], labels={"astrabox.agent_id": AGENT, "image": "v2"})
+        pool.refill()
+        await wait_until(lambda: pool.ready == 3 and not set(old) & set(dirs(root)))
+        assert pool.retired == 3
+        new_key = template_key("local", template[0])
+        assert {labels_of(root / name)[POOL_LABEL] for name in dirs(root)} == {new_key}
+
+        assert await pool.claim(old_spec) is None  # nothing of the old template is handed out
+        claimed = await pool.claim(dataclasses.replace(template[0], session_id="s-new"))
+        assert claimed is not None and claimed.sandbox_id == "local-s-new" and (root / "local-s-new").is_dir()
+
+
+async def test_sandboxes_older_than_the_max_age_are_retired(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    now = [1000.0]
+    template = SandboxSpec(session_id="template", agent_id=AGENT)
+    pool = WarmPool(LocalSandboxDriver(root), lambda: template, PoolSettings(size=2, max_age=60), clock=lambda: now[0])
+    async with running(pool):
+        await wait_until(lambda: pool.ready == 2)
+        old = dirs(root)
+        now[0] += 61
+        assert await pool.claim(dataclasses.replace(template, session_id="s-1")) is None  # too old to hand out
+        pool.refill()
+        await wait_until(lambda: pool.ready == 2 and not set(old) & set(dirs(root)))
+        assert pool.retired == 2
+
+
+async def test_a_restarted_pool_takes_back_current_sandboxes_and_retires_the_rest(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    driver = LocalSandboxDriver(root)
+    template = SandboxSpec(session_id="template", agent_id=AGENT)
+    inventory = LocalDirectoryInventory(root, AGENT)
+    async with running(WarmPool(driver, lambda: template, PoolSettings(size=2), inventory=inventory)) as first:
+        await wait_until(lambda: first.ready == 2)
+    kept = dirs(root)
+    await driver.create(SandboxSpec(session_id="pool-stale", agent_id=AGENT, labels={POOL_LABEL: "another-template"}))
+
+    second = WarmPool(driver, lambda: template, PoolSettings(size=2), inventory=inventory)
+    await second.start()
+    assert second.ready == 2 and dirs(root) == kept  # taken back; the stale one retired
+    claimed = await second.claim(dataclasses.replace(template, session_id="s-1"))
+    assert claimed is not None and f"local-pool-{claimed.sandbox_id}" not in dirs(root)
+
+
+async def test_a_session_that_already_has_a_sandbox_reopens_it_and_the_claimed_one_is_retired(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    driver = TimedDriver(root)
+    await driver.inner.create(SandboxSpec(session_id="s-1", agent_id=AGENT))  # left by a crash inside StartRuntime
+    (root / "local-s-1" / "workspace" / "mark").write_text("1")
+    async with pooled_agent(tmp_path, driver, size=1) as (applier, runtimes, pool):
+        await wait_until(lambda: pool.ready == 1)
+        ack = await applier.apply(start_command(1, "s-1"))
+        assert not ack.HasField("error")
+        assert (root / "local-s-1" / "workspace" / "mark").read_text() == "1"
+        assert (pool.hits, pool.misses, pool.retired) == (0, 1, 1)
+        await wait_until(lambda: pool.ready == 1)
+
+
+async def test_the_reconciler_leaves_the_running_pools_sandboxes_alone(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    driver = TimedDriver(root)
+    await driver.inner.create(SandboxSpec(session_id="pool-orphan", agent_id=AGENT, labels={POOL_LABEL: "x"}))
+    async with pooled_agent(tmp_path, driver, size=2) as (applier, runtimes, pool):
+        await wait_until(lambda: pool.ready == 2)
+        assert "local-pool-orphan" not in dirs(root)  # retired by the pool's start: not its template
+        await driver.inner.create(SandboxSpec(session_id="pool-stray", agent_id=AGENT, labels={POOL_LABEL: "x"}))
+        placements = Placements()
+        reconciler = Reconciler(state=AgentState(runtimes._db), outbox=Outbox(runtimes._db), driver=driver,  # noqa: SLF001
+                                runtimes=runtimes, placements=placements,
+                                inventory=LocalDirectoryInventory(root, AGENT), pool=pool)
+        placements.believe([], time.monotonic())
+        done = await reconciler.reconcile()
+        assert done.destroyed == ["local-pool-stray"]
+        assert len(dirs(root, "local-pool-")) == 2 and pool.ready == 2
