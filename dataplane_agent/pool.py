@@ -55,6 +55,7 @@ class PoolSettings:
     max_age: float = 3600.0
     create_timeout: float = 120.0
     rebind_timeout: float = 30.0
+    list_timeout: float = 30.0
     destroy_timeout: float = 60.0
     # After a failed create, wait this long before trying again.
     backoff: float = 5.0
@@ -175,7 +176,9 @@ class WarmPool:
             return
         key = self._key()
         oldest_allowed = self._clock() - self._settings.max_age
-        for found in await self._inventory.sandboxes():
+        async with asyncio.timeout(self._settings.list_timeout):
+            leftovers = await self._inventory.sandboxes()
+        for found in leftovers:
             if not found.pool_key:
                 continue
             warm = _Warm(found.sandbox, found.pool_key, found.created_at)

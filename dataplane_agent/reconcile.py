@@ -199,6 +199,7 @@ class ReconcileSettings:
     interval: float = 60.0
     # After a destruction that was not confirmed, try again this soon.
     retry: float = 10.0
+    list_timeout: float = 30.0
     destroy_timeout: float = 60.0
 
 
@@ -279,7 +280,8 @@ class Reconciler:
             if self._inherited is None:
                 await self.start()
             records = {r.session_id: r for r in await self._state.sessions()}
-            found = await self._inventory.sandboxes()
+            async with asyncio.timeout(self._settings.list_timeout):
+                found = await self._inventory.sandboxes()
             present = {f.sandbox.sandbox_id for f in found}
             for record in records.values():
                 await self._settle_recorded(record, present, done)
