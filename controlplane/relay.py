@@ -77,7 +77,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             )
         )
         bound.info("agent_connected", sessions=len(cursors), live_sessions=len(live), instance_id=hello.instance_id)
-        stream = _AgentStream(hello.agent_id, lease, self._agents, self._committer, self._live, bound)
+        stream = _AgentStream(hello.agent_id, lease, self._agents, self._committer, self._live, self._router, bound)
         try:
             with self._router.attach(hello.agent_id, stream.send):
                 await stream.run(request_iterator, context)
@@ -114,9 +114,17 @@ class _AgentStream:
     """The loops of one accepted Connect stream."""
 
     def __init__(
-        self, agent_id: str, lease: Lease, agents: Agents, committer: OutputCommitter, live: LiveTail, log: structlog.BoundLogger
+        self,
+        agent_id: str,
+        lease: Lease,
+        agents: Agents,
+        committer: OutputCommitter,
+        live: LiveTail,
+        router: WorkspaceRouter,
+        log: structlog.BoundLogger,
     ) -> None:
         self._agent_id = agent_id
+        self._router = router
         self._lease = lease
         self._agents = agents
         self._committer = committer

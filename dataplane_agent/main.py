@@ -30,10 +30,11 @@ from dataplane_agent.pool import PoolSettings, WarmPool
 from dataplane_agent.reconcile import Inventory, Placements, ReconcileSettings, Reconciler, inventory_for
 from dataplane_agent.relay import RelayClient, RelayConfig
 from dataplane_agent.runtimes import Runtimes
-from dataplane_agent.sandboxes.base import SandboxDriver, SandboxError, SandboxSpec
+from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError, SandboxSpec
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.transcripts import TranscriptStore
+from dataplane_agent.workspace import WorkspaceService
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +89,12 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             settings=ReconcileSettings(interval=settings.reconcile_interval),
         )
         applier = CommandApplier(db, state, runtimes)
+
+        async def sandbox_of(session_id: str) -> Sandbox | None:
+            record = await state.session(session_id)
+            return record.sandbox if record else None
+
+        workspace = WorkspaceService(sandbox_of, driver)
         relay = RelayClient(
             RelayConfig(
                 target=settings.controlplane,
@@ -102,6 +109,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             outbox=outbox,
             commands=applier,
             on_welcome=reconciler.on_welcome,
+            workspace=workspace,
         )
         await runtimes.recover()
         await reconciler.start()
@@ -125,6 +133,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             )
             await stop.wait()
             log.info("agent_stopping")
+            await workspace.close()
             for task in reversed(loops):  # relay first, engines last
                 task.cancel()
     log.info("agent_stopped")
