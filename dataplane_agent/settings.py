@@ -6,7 +6,12 @@
 | agent_id         | --agent-id           | ASTRABOX_AGENT_ID           | stable id kept in state   |
 | enrollment_token | (env only)           | ASTRABOX_ENROLLMENT_TOKEN   | empty                     |
 | state_dir        | --state-dir          | ASTRABOX_AGENT_STATE_DIR    | ~/.astrabox/agent         |
-| driver           | --driver             | ASTRABOX_SANDBOX_DRIVER     | local                     |
+| driver           | --driver             | ASTRABOX_SANDBOX_DRIVER     | local (or docker)         |
+| image            | --image              | ASTRABOX_SANDBOX_IMAGE      | astrabox/sandbox:latest   |
+| installation     | --installation       | ASTRABOX_INSTALLATION       | default                   |
+| docker_cpus      | --docker-cpus        | ASTRABOX_DOCKER_CPUS        | 1.0                       |
+| docker_memory_mb | --docker-memory-mb   | ASTRABOX_DOCKER_MEMORY_MB   | 2048                      |
+| docker_pids      | --docker-pids        | ASTRABOX_DOCKER_PIDS        | 512                       |
 | capacity         | --capacity           | ASTRABOX_AGENT_CAPACITY     | 8                         |
 | model_base_url   | --model-base-url     | ASTRABOX_MODEL_BASE_URL     | built-in offline model *  |
 | api_key          | (env only)           | ANTHROPIC_API_KEY           | empty                     |
@@ -33,6 +38,7 @@ from pathlib import Path
 DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
 DEFAULT_STATE_DIR = "~/.astrabox/agent"
 DEFAULT_CAPACITY = 8
+DEFAULT_IMAGE = "astrabox/sandbox:latest"
 ANTHROPIC_API_URL = "https://api.anthropic.com"
 
 
@@ -46,6 +52,13 @@ class AgentSettings:
     enrollment_token: str = field(default="", repr=False)
     state_dir: Path = field(default_factory=lambda: Path(DEFAULT_STATE_DIR).expanduser())
     driver: str = "local"
+    # The docker driver's image, and the id its containers are labelled with (so installations
+    # sharing a Docker Engine never touch each other's containers), and each container's limits.
+    image: str = DEFAULT_IMAGE
+    installation: str = "default"
+    docker_cpus: float = 1.0
+    docker_memory_mb: int = 2048
+    docker_pids: int = 512
     capacity: int = DEFAULT_CAPACITY
     # Empty with no api_key: the built-in offline model.
     model_base_url: str = ""
@@ -75,6 +88,11 @@ class AgentSettings:
             enrollment_token=env.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
             state_dir=Path(args.state_dir).expanduser(),
             driver=args.driver,
+            image=args.image,
+            installation=args.installation,
+            docker_cpus=args.docker_cpus,
+            docker_memory_mb=args.docker_memory_mb,
+            docker_pids=args.docker_pids,
             capacity=args.capacity,
             model_base_url=args.model_base_url,
             api_key=env.get("ANTHROPIC_API_KEY", ""),
@@ -114,7 +132,39 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--driver",
         default=env.get("ASTRABOX_SANDBOX_DRIVER", "local"),
-        help="sandbox driver (env ASTRABOX_SANDBOX_DRIVER; default %(default)s)",
+        choices=("local", "docker"),
+        help="sandbox driver: local (bubblewrap) or docker (env ASTRABOX_SANDBOX_DRIVER; default %(default)s)",
+    )
+    parser.add_argument(
+        "--image",
+        default=env.get("ASTRABOX_SANDBOX_IMAGE", DEFAULT_IMAGE),
+        help="the docker driver's sandbox image, made by `astrabox image build` (env ASTRABOX_SANDBOX_IMAGE; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
+        "--installation",
+        default=env.get("ASTRABOX_INSTALLATION", "default"),
+        help="installation id the docker driver labels its containers with (env ASTRABOX_INSTALLATION; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
+        "--docker-cpus",
+        type=float,
+        default=float(env.get("ASTRABOX_DOCKER_CPUS", 1.0)),
+        help="CPUs of each docker sandbox, 0: unlimited (env ASTRABOX_DOCKER_CPUS; default %(default)s)",
+    )
+    parser.add_argument(
+        "--docker-memory-mb",
+        type=int,
+        default=int(env.get("ASTRABOX_DOCKER_MEMORY_MB", 2048)),
+        help="memory of each docker sandbox in MiB, 0: unlimited (env ASTRABOX_DOCKER_MEMORY_MB; default %(default)s)",
+    )
+    parser.add_argument(
+        "--docker-pids",
+        type=int,
+        default=int(env.get("ASTRABOX_DOCKER_PIDS", 512)),
+        help="processes and threads of each docker sandbox, 0: unlimited (env ASTRABOX_DOCKER_PIDS; "
+        "default %(default)s)",
     )
     parser.add_argument(
         "--capacity",

@@ -6,6 +6,7 @@
     astrabox agent         the data-plane agent process
     astrabox run PROMPT    create a session on a running stack and print its turn live
     astrabox session …     list, show, print events of, or delete sessions
+    astrabox image build   build the docker driver's sandbox image offline (debootstrap)
 
 Server subcommands import the server packages lazily, so the client works
 wherever only the client distribution is installed.
@@ -118,6 +119,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return asyncio.run(run_demo(args, DEFAULT_PROMPT if not args.prompt else args.prompt))
 
 
+def _cmd_image(args: argparse.Namespace) -> int:
+    from dataplane_agent.images import ImageBuildError, build_image
+
+    try:
+        asyncio.run(build_image(args.tag, rebuild=args.rebuild, mirror=args.mirror, progress=_progress))
+    except ImageBuildError as error:
+        print(f"astrabox image build: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _progress(line: str) -> None:
+    print(line, flush=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="astrabox", description="Run coding agents as durable sessions.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -163,6 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("session_id")
     events.add_argument("--follow", "-f", action="store_true", help="keep following live events")
     session.set_defaults(func=_cmd_session)
+
+    image = sub.add_parser("image", help="the docker driver's sandbox image")
+    image_actions = image.add_subparsers(dest="action", required=True)
+    build = image_actions.add_parser("build", help="build the sandbox image offline (debootstrap + docker import; needs root)")
+    build.add_argument("--tag", default=os.environ.get("ASTRABOX_SANDBOX_IMAGE", "astrabox/sandbox:latest"),
+                       help="image tag (env ASTRABOX_SANDBOX_IMAGE; default %(default)s)")
+    build.add_argument("--rebuild", action="store_true", help="build even when the tag exists")
+    build.add_argument("--mirror", default="", help="Debian mirror URL (default: the host's apt source for bookworm)")
+    build.set_defaults(func=_cmd_image)
     return parser
 
 
