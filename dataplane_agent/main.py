@@ -56,7 +56,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     state, outbox = AgentState(db), Outbox(db)
     agent_id = settings.agent_id or await _stable_agent_id(state)
     structlog.contextvars.bind_contextvars(agent_id=agent_id)
-    driver = _make_driver(settings)
+    driver = _make_driver(settings, agent_id)
     try:
         await asyncio.wait_for(driver.probe(), _PROBE_TIMEOUT)
     except (SandboxError, TimeoutError) as exc:
@@ -148,12 +148,28 @@ async def _stable_agent_id(state: AgentState) -> str:
     return agent_id
 
 
-def _make_driver(settings: AgentSettings) -> SandboxDriver:
+def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
     if settings.driver == "local":
         from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
         return LocalSandboxDriver(settings.state_dir / "sandboxes")
-    raise AgentError(f"unknown sandbox driver {settings.driver!r} (this agent has: local)")
+    if settings.driver == "docker":
+        from dataplane_agent.engines.claude_code import BUNDLED_CLI
+        from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
+
+        cli = Path(settings.claude_cli).resolve() if settings.claude_cli else BUNDLED_CLI
+        try:
+            return DockerSandboxDriver(
+                settings.state_dir / "sandboxes",
+                image=settings.image,
+                installation=settings.installation,
+                agent_id=agent_id,
+                limits=ContainerLimits(cpus=settings.docker_cpus, memory_mb=settings.docker_memory_mb, pids=settings.docker_pids),
+                program_dirs=[cli.parent],
+            )
+        except SandboxError as exc:
+            raise AgentError(str(exc)) from exc
+    raise AgentError(f"unknown sandbox driver {settings.driver!r} (this agent has: local, docker)")
 
 
 def _make_pool(

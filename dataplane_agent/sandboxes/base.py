@@ -35,6 +35,14 @@ def model_relay(program: Sequence[str]) -> list[str]:
     return ["/bin/sh", "-c", _RELAY_SCRIPT, "astrabox-model-relay", *program]
 
 
+# Labels every sandbox carries (the docker driver sets them on its containers).
+SESSION_LABEL = "astrabox.session_id"
+AGENT_LABEL = "astrabox.agent_id"
+INSTALLATION_LABEL = "astrabox.installation"
+# Set on a warm-pool sandbox: the key of the template it was made from.
+POOL_LABEL = "astrabox.pool"
+
+
 class SandboxError(Exception):
     """A sandbox could not be created, used or destroyed."""
 
@@ -94,3 +102,22 @@ class SandboxDriver(Protocol):
 
     async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
         """Destroy the sandbox and its workspace; report what is known."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListedSandbox:
+    """A sandbox that exists, as a driver lists it."""
+
+    # Usable with the driver's launcher and destroy.
+    sandbox: Sandbox
+    labels: Mapping[str, str]
+    # Wall-clock seconds.
+    created_at: float
+    running: bool
+
+
+class ListingDriver(SandboxDriver, Protocol):
+    """A driver that can list what exists, for reconciliation."""
+
+    async def list_sandboxes(self, labels: Mapping[str, str] | None = None) -> list[ListedSandbox]:
+        """Every sandbox of this installation whose labels include all of `labels`."""

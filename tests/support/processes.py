@@ -100,14 +100,21 @@ def start_controlplane(database_url: str, log_dir: Path, listen: str = "127.0.0.
     return process, address
 
 
-def start_agent(target: str, state_dir: Path, log_dir: Path, agent_id: str = "e2e-agent") -> Process:
+def start_agent(
+    target: str,
+    state_dir: Path,
+    log_dir: Path,
+    agent_id: str = "e2e-agent",
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> Process:
     process = Process(
         "agent",
         [sys.executable, "-m", "dataplane_agent", "--controlplane", target, "--state-dir", str(state_dir),
-         "--agent-id", agent_id],
+         "--agent-id", agent_id, *args],
         log_dir / "agent.log",
         # No key: the agent serves the built-in offline model on loopback.
-        env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},
+        env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": "", **(env or {})},
     )
     process.wait_for_line(r"relay_connected", timeout=60)
     return process

@@ -21,6 +21,9 @@ class Stack:
     log_dir: Path
     database_url: str
     agents: list[Process] = field(default_factory=list)
+    # Extra agent flags (e.g. `--driver docker`), for every agent this stack starts.
+    agent_args: tuple[str, ...] = ()
+    agent_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def agent(self) -> Process:
@@ -33,7 +36,7 @@ class Stack:
         assert address == self.address
 
     def start_agent(self) -> Process:
-        self.agents.append(start_agent(self.address, self.agent_state, self.log_dir))
+        self.agents.append(start_agent(self.address, self.agent_state, self.log_dir, args=self.agent_args, env=self.agent_env))
         return self.agent
 
     def stop(self) -> None:

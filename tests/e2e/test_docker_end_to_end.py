@@ -1,0 +1,138 @@
+"""End to end with the docker driver: the foundation's session test, unchanged, with the real CLI
+inside a container; and what a running session's container is made of.
+
+The agent is a separate process started with `--driver docker` and a
+test-only installation id; every container of that installation is removed
+after each test. Skipped only when no Docker daemon answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from astrabox.client import AstraBoxClient
+from dataplane_agent.offline_model import OfflineModel
+from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, SESSION_LABEL
+from tests.e2e.test_session_end_to_end import (  # noqa: F401 - the foundation's test, run here with docker
+    collect_turn,
+    test_real_cli_runs_bash_in_the_sandbox_and_the_stream_shows_the_whole_turn,
+)
+from tests.support.containers import Containers, new_installation, require_docker
+from tests.support.processes import start_controlplane
+from tests.support.stack import Stack
+
+pytestmark = pytest.mark.e2e
+
+API_KEY = "sk-ant-e2e-real-key-never-in-a-sandbox-0123456789"
+
+
+@pytest.fixture
+async def containers() -> AsyncIterator[Containers]:
+    await require_docker()
+    containers = Containers(new_installation())
+    try:
+        yield containers
+    finally:
+        await containers.remove_all()
+
+
+def docker_stack(database_url: str, tmp_path: Path, installation: str, env: dict[str, str] | None = None) -> Stack:
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    controlplane, address = start_controlplane(database_url, log_dir)
+    stack = Stack(
+        address, controlplane, tmp_path / "agent-state", log_dir, database_url,
+        agent_args=("--driver", "docker", "--installation", installation), agent_env=env or {},
+    )
+    try:
+        stack.start_agent()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+@pytest.fixture
+def stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
+    """The foundation's stack, its agent on the docker driver (and its built-in offline model)."""
+    stack = docker_stack(database_url, tmp_path, containers.installation)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[OfflineModel]:
+    model = OfflineModel()
+    await model.start()
+    try:
+        yield model
+    finally:
+        await model.stop()
+
+
+@pytest.fixture
+def keyed_stack(database_url: str, tmp_path: Path, containers: Containers, upstream: OfflineModel) -> Iterator[Stack]:
+    """An agent with a real-looking API key and a model upstream of its own (the offline model)."""
+    env = {"ANTHROPIC_API_KEY": API_KEY, "ASTRABOX_MODEL_BASE_URL": upstream.base_url}
+    stack = docker_stack(database_url, tmp_path, containers.installation, env)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key(
+    keyed_stack: Stack, containers: Containers
+) -> None:
+    async with AstraBoxClient.connect(keyed_stack.address) as client:
+        session = await client.create_session(request_id="docker-hardened")
+        await client.wait_for_state(session.session_id, ["READY"], timeout=120)
+        accepted = await client.send_message(session.session_id, "Please create hello.txt", client_message_id="m1")
+        events = await collect_turn(client, session.session_id, accepted.turn_id)
+        kinds = [e.WhichOneof("payload") for e in events]
+        assert kinds[-1] == "turn_completed" and not events[-1].turn_completed.is_error
+        workspace = Path(events[kinds.index("runtime_ready")].runtime_ready.workspace)
+        assert (workspace / "hello.txt").read_text() == "Hello from AstraBox\n"
+
+        [listed] = await containers.list()
+        info = await containers.inspect(listed["Id"])
+        assert info is not None
+        host, config = info["HostConfig"], info["Config"]
+        assert host["NanoCpus"] == 1_000_000_000 and host["Memory"] == 2048 * 1024 * 1024 and host["PidsLimit"] == 512
+        assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd") and not host["Privileged"]
+        assert host["ReadonlyRootfs"] is True and "no-new-privileges" in host["SecurityOpt"]
+        assert host["NetworkMode"] == "none"
+        assert config["User"] == "1000:1000"
+        labels = config["Labels"]
+        assert labels[SESSION_LABEL] == session.session_id and labels[AGENT_LABEL] == "e2e-agent"
+        assert labels[INSTALLATION_LABEL] == containers.installation
+        assert API_KEY not in json.dumps(info)
+        # Nor in any process (environment or command line) or file the sandbox can see, while the CLI
+        # runs. The key goes to grep on stdin, so that it is in no command line here either.
+        processes = await docker_exec(listed["Id"], "ps -eo args; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr '\\0' '\\n'")
+        files = await docker_exec(listed["Id"], "grep -rlF -f /dev/stdin /workspace /home/agent /tmp /run/astrabox", API_KEY)
+        assert "claude" in processes.stdout and "ANTHROPIC_BASE_URL=http://127.0.0.1" in processes.stdout
+        assert API_KEY not in processes.stdout
+        assert files.returncode == 1 and files.stdout == ""  # grep found nothing (and read every file)
+        assert API_KEY not in (keyed_stack.log_dir / "agent.log").read_text()
+
+        await client.delete_session(session.session_id)
+        async with asyncio.timeout(60):
+            while await containers.list():
+                await asyncio.sleep(0.2)
+        assert not workspace.exists()
+
+
+async def docker_exec(container: str, script: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run, ["docker", "exec", "-i", container, "sh", "-c", script],
+        input=stdin + "\n" if stdin else "", capture_output=True, text=True, timeout=60,
+    )

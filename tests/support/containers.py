@@ -1,0 +1,71 @@
+"""A real Docker Engine for the docker driver's tests.
+
+`require_docker()` skips the calling test when no Docker daemon answers (the
+only reason these tests skip) and fails it when the sandbox image is missing.
+`Containers` lists and removes what one test installation left, so a failing
+test leaks nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from typing import Any
+
+import aiodocker
+import pytest
+
+from dataplane_agent.sandboxes.base import INSTALLATION_LABEL
+from dataplane_agent.settings import DEFAULT_IMAGE
+
+_TIMEOUT = 30.0
+
+
+async def require_docker(image: str = DEFAULT_IMAGE) -> None:
+    try:
+        async with asyncio.timeout(10):
+            docker = aiodocker.Docker()
+            async with docker:
+                await docker.version()
+    except (AssertionError, ValueError, OSError, TimeoutError, aiodocker.DockerError) as error:
+        pytest.skip(f"no Docker daemon is reachable ({type(error).__name__}: {error}); start dockerd or set DOCKER_HOST")
+    async with aiodocker.Docker() as docker:
+        try:
+            await docker.images.inspect(image)
+        except aiodocker.DockerError as error:
+            if error.status != 404:
+                raise
+            pytest.fail(f"the sandbox image {image} is missing: run `astrabox image build` (as root)")
+
+
+def new_installation() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+class Containers:
+    """The containers of one installation."""
+
+    def __init__(self, installation: str) -> None:
+        self.installation = installation
+
+    async def list(self) -> list[dict[str, Any]]:
+        filters = json.dumps({"label": [f"{INSTALLATION_LABEL}={self.installation}"]})
+        async with asyncio.timeout(_TIMEOUT), aiodocker.Docker() as docker:
+            return [c._container for c in await docker.containers.list(all="1", filters=filters)]
+
+    async def inspect(self, name: str) -> dict[str, Any] | None:
+        async with asyncio.timeout(_TIMEOUT), aiodocker.Docker() as docker:
+            try:
+                return (await docker.containers.get(name))._container
+            except aiodocker.DockerError as error:
+                if error.status == 404:
+                    return None
+                raise
+
+    async def remove_all(self) -> None:
+        async with asyncio.timeout(_TIMEOUT), aiodocker.Docker() as docker:
+            for info in await self.list():
+                with contextlib.suppress(aiodocker.DockerError):
+                    await docker.containers.container(info["Id"]).delete(force=True)
