@@ -42,13 +42,15 @@ async def containers() -> AsyncIterator[Containers]:
         await containers.remove_all()
 
 
-def docker_stack(database_url: str, tmp_path: Path, installation: str, env: dict[str, str] | None = None) -> Stack:
+def docker_stack(
+    database_url: str, tmp_path: Path, installation: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> Stack:
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     controlplane, address = start_controlplane(database_url, log_dir)
     stack = Stack(
         address, controlplane, tmp_path / "agent-state", log_dir, database_url,
-        agent_args=("--driver", "docker", "--installation", installation), agent_env=env or {},
+        agent_args=("--driver", "docker", "--installation", installation, *args), agent_env=env or {},
     )
     try:
         stack.start_agent()
@@ -87,6 +89,42 @@ def keyed_stack(database_url: str, tmp_path: Path, containers: Containers, upstr
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture
+def pooled_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
+    stack = docker_stack(database_url, tmp_path, containers.installation, args=("--warm-pool", "2"))
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+async def test_a_session_takes_a_warm_container_and_the_pool_refills(pooled_stack: Stack, containers: Containers) -> None:
+    pool_prefix = f"/astrabox-{containers.installation}-pool-"
+
+    async def warm() -> set[str]:
+        return {c["Id"] for c in await containers.list() if c["Names"][0].startswith(pool_prefix)}
+
+    async with asyncio.timeout(120):
+        while len(prepared := await warm()) < 2:
+            await asyncio.sleep(0.2)
+    async with AstraBoxClient.connect(pooled_stack.address) as client:
+        session = await client.create_session(request_id="docker-pooled")
+        await client.wait_for_state(session.session_id, ["READY"], timeout=120)
+        accepted = await client.send_message(session.session_id, "Please create hello.txt", client_message_id="m1")
+        events = await collect_turn(client, session.session_id, accepted.turn_id)
+
+        kinds = [e.WhichOneof("payload") for e in events]
+        assert kinds[-1] == "turn_completed" and not events[-1].turn_completed.is_error
+        workspace = Path(events[kinds.index("runtime_ready")].runtime_ready.workspace)
+        assert (workspace / "hello.txt").read_text() == "Hello from AstraBox\n"
+        mine = await containers.inspect(f"astrabox-{containers.installation}-{session.session_id}")
+        assert mine is not None and mine["Id"] in prepared
+        async with asyncio.timeout(120):
+            while len(await warm()) < 2:
+                await asyncio.sleep(0.2)
+        assert mine["Id"] not in await warm()
 
 
 async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key(
