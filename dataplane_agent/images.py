@@ -37,7 +37,7 @@ _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Kept out of the image: package caches and lists, documentation, translations.
 _TRIM = ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale")
 # debootstrap's lines about single packages; the rest are its stages.
-_PER_PACKAGE = re.compile(r"^I: (Retrieving|Validating|Extracting|Unpacking|Configuring) [a-z0-9]\S*$")
+_PER_PACKAGE = re.compile(r"^I: (Retrieving|Validating|Extracting|Unpacking|Configuring) [a-z0-9]\S*( [0-9]\S*)?$")
 _DOCKER_TIMEOUT = 30.0
 _DEBOOTSTRAP_TIMEOUT = 1200.0
 _IMPORT_TIMEOUT = 600.0
