@@ -292,11 +292,12 @@ class DockerSandboxDriver:
         try:
             container = await docker.containers.create(self._config(spec, directory), name=name)
         except aiodocker.DockerError as error:
-            if error.status == 409:  # made meanwhile by another create for the session
+            if error.status == 409:  # made meanwhile by another create for the session: its directory too
                 found = await _inspect(docker, name)
-                if found is not None:
-                    self._check_owner(found, spec.session_id, spec.agent_id, raise_error=True)
-                    return found
+                if found is None:
+                    raise SandboxError(f"container {name} was made and removed meanwhile; try again") from error
+                self._check_owner(found, spec.session_id, spec.agent_id, raise_error=True)
+                return found
             await asyncio.to_thread(shutil.rmtree, directory, True)
             if error.status == 404:
                 raise SandboxError(f"image {self._image} is missing: run `astrabox image build`") from None

@@ -1,5 +1,6 @@
-"""End to end with the docker driver: the foundation's session test, unchanged, with the real CLI
-inside a container; and what a running session's container is made of.
+"""End to end with the docker driver: the foundation's session test and the workspace round trip,
+unchanged, with the real CLI inside a container; a warm pool's container taken by a session; and
+what a running session's container is made of.
 
 The agent is a separate process started with `--driver docker` and a
 test-only installation id; every container of that installation is removed
@@ -23,6 +24,7 @@ from tests.e2e.test_session_end_to_end import (  # noqa: F401 - the foundation's
     collect_turn,
     test_real_cli_runs_bash_in_the_sandbox_and_the_stream_shows_the_whole_turn,
 )
+from tests.e2e.test_workspace_end_to_end import test_a_repository_round_trips_through_the_api  # noqa: F401 - with docker
 from tests.support.containers import Containers, new_installation, require_docker
 from tests.support.processes import start_controlplane
 from tests.support.stack import Stack
