@@ -93,9 +93,12 @@ class Agents:
             list(session_ids),
         )
 
-    async def pick_for(self, engine: str) -> str | None:
-        """The live agent that runs `engine` with the most free capacity."""
-        return await self._pool.fetchval(
+    async def pick_for(self, engine: str, conn: asyncpg.Connection | None = None) -> str | None:
+        """The live agent that runs `engine` with the most free capacity.
+
+        Inside a transaction, pass its connection: taking a second one from the
+        pool while holding the first can exhaust the pool under load."""
+        return await (conn or self._pool).fetchval(
             "SELECT a.agent_id FROM agents a"
             " LEFT JOIN sessions s ON s.agent_id = a.agent_id AND s.deleted_at IS NULL"
             " WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines)"

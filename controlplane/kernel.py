@@ -24,7 +24,7 @@ from controlplane import requests, validation
 from controlplane.agents import Agents
 from controlplane.engines import DEFAULT_ENGINE
 from controlplane.errors import InvalidArgument, NoAgentAvailable, RequestIdReused, SessionNotFound
-from controlplane.journal import EventKind, Journal, NewEvent, StoredEvent
+from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
 from controlplane.live import LiveTail
 from controlplane.session import VIEW_SQL, SessionRecord, SessionState
 from controlplane.turns import TurnOutcome, Turns
@@ -182,31 +182,37 @@ class SessionKernel:
         session_id = validation.session_id(session_id)
         if request_id:
             validation.client_id("request_id", request_id)
-        verb = "deleted" if final is SessionState.DELETED else "archived"
         async with self._journal.transaction() as tx:
             row = await tx.lock_session(session_id)
             if row is None or (row["state"] == SessionState.DELETED.value and final is SessionState.ARCHIVED):
                 raise SessionNotFound(session_id)
             session = SessionRecord.from_row(row)
-            if session.state in (final, SessionState.DELETED):
-                return await self._view(session_id)
-            reason = f"the session was {verb}"
-            await self._turns.fail_all_queued(tx, session_id, reason)
-            if session.current_turn_id:
-                await self._turns.settle(tx, session_id, session.current_turn_id, TurnOutcome.FAILED, reason)
-            kind = EventKind.SESSION_DELETED if final is SessionState.DELETED else EventKind.SESSION_ARCHIVED
-            await tx.append(session_id, [NewEvent(kind, {"request_id": request_id})])
-            await tx.update_session(
-                session_id, state=final, runtime_available=False, current_turn_id=None,
-                **({"deleted_at": datetime.now().astimezone()} if final is SessionState.DELETED else {}),
-            )
-            if session.agent_id and session.state is not SessionState.ARCHIVED:
-                await self._agents.enqueue(
-                    tx, session.agent_id, session_id,
-                    runner_pb2.Command(destroy_runtime=runner_pb2.DestroyRuntime(reason=reason)),
-                )
-        log.info("session_released", session_id=session_id, state=final.value)
+            released_now = session.state not in (final, SessionState.DELETED)  # else: idempotent
+            if released_now:
+                await self._release_in(tx, session, request_id, final)
+        if released_now:
+            log.info("session_released", session_id=session_id, state=final.value)
         return await self._view(session_id)
+
+    async def _release_in(
+        self, tx: JournalTransaction, session: SessionRecord, request_id: str, final: SessionState
+    ) -> None:
+        session_id = session.session_id
+        reason = f"the session was {'deleted' if final is SessionState.DELETED else 'archived'}"
+        await self._turns.fail_all_queued(tx, session_id, reason)
+        if session.current_turn_id:
+            await self._turns.settle(tx, session_id, session.current_turn_id, TurnOutcome.FAILED, reason)
+        kind = EventKind.SESSION_DELETED if final is SessionState.DELETED else EventKind.SESSION_ARCHIVED
+        await tx.append(session_id, [NewEvent(kind, {"request_id": request_id})])
+        await tx.update_session(
+            session_id, state=final, runtime_available=False, current_turn_id=None,
+            **({"deleted_at": datetime.now().astimezone()} if final is SessionState.DELETED else {}),
+        )
+        if session.agent_id and session.state is not SessionState.ARCHIVED:
+            await self._agents.enqueue(
+                tx, session.agent_id, session_id,
+                runner_pb2.Command(destroy_runtime=runner_pb2.DestroyRuntime(reason=reason)),
+            )
 
     async def _view(self, session_id: str) -> SessionRecord:
         record = await self._journal.session(session_id)
