@@ -32,8 +32,16 @@ import structlog
 # asyncio.timeout rather than wait_for throughout: on Python 3.11 wait_for loses a cancellation that
 # arrives as its awaitable finishes, and a loop that misses its cancellation never stops.
 
-from dataplane_agent.reconcile import POOL_LABEL, SESSION_LABEL, FoundSandbox, Inventory
-from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
+from dataplane_agent.reconcile import Inventory, pool_key
+from dataplane_agent.sandboxes.base import (
+    POOL_LABEL,
+    SESSION_LABEL,
+    DestroyVerdict,
+    ListedSandbox,
+    Sandbox,
+    SandboxDriver,
+    SandboxSpec,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -129,7 +137,7 @@ class WarmPool:
     def ready(self) -> int:
         return len(self._ready)
 
-    def owns(self, found: FoundSandbox) -> bool:
+    def owns(self, found: ListedSandbox) -> bool:
         """Whether an existing pool sandbox is this pool's (the reconciler destroys the others)."""
         pool_id = found.sandbox.session_id
         return pool_id in self._busy or any(w.pool_id == pool_id for w in self._ready)
@@ -179,9 +187,9 @@ class WarmPool:
         async with asyncio.timeout(self._settings.list_timeout):
             leftovers = await self._inventory.sandboxes()
         for found in leftovers:
-            if not found.pool_key:
+            if not pool_key(found):
                 continue
-            warm = _Warm(found.sandbox, found.pool_key, found.created_at)
+            warm = _Warm(found.sandbox, pool_key(found), found.created_at)
             if warm.key == key and warm.created_at >= oldest_allowed and len(self._ready) < self._settings.size:
                 self._ready.append(warm)
                 log.info("pool_sandbox_taken_back", sandbox_id=found.sandbox.sandbox_id)

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -36,15 +36,18 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.outbox import Outbox
-from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver
+from dataplane_agent.sandboxes.base import (
+    AGENT_LABEL,
+    POOL_LABEL,
+    DestroyVerdict,
+    ListedSandbox,
+    ListingDriver,
+    Sandbox,
+    SandboxDriver,
+)
 from dataplane_agent.state import AgentState, SessionRecord
 
 log = structlog.get_logger(__name__)
-
-AGENT_LABEL = "astrabox.agent_id"
-SESSION_LABEL = "astrabox.session_id"
-# Set on a warm-pool sandbox: the key of the template it was made from.
-POOL_LABEL = "astrabox.pool"
 
 ADOPTED = "adopted"
 DESTROYED = "destroyed"
@@ -99,25 +102,15 @@ class Placements:
 # -- what exists ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class FoundSandbox:
-    """A sandbox that exists, with the labels it was made with."""
-
-    sandbox: Sandbox
-    labels: Mapping[str, str] = field(default_factory=dict)
-    # Wall-clock seconds.
-    created_at: float = 0.0
-
-    @property
-    def pool_key(self) -> str:
-        """The template key of a warm-pool sandbox; empty for a session's."""
-        return self.labels.get(POOL_LABEL, "")
+def pool_key(found: ListedSandbox) -> str:
+    """The template key of a warm-pool sandbox; empty for a session's."""
+    return found.labels.get(POOL_LABEL, "")
 
 
 class Inventory(Protocol):
     """Lists the sandboxes of this agent that exist."""
 
-    async def sandboxes(self) -> list[FoundSandbox]: ...
+    async def sandboxes(self) -> list[ListedSandbox]: ...
 
 
 class LocalDirectoryInventory:
@@ -128,10 +121,10 @@ class LocalDirectoryInventory:
         self._agent_id = agent_id
         self._inner_workspace = inner_workspace
 
-    async def sandboxes(self) -> list[FoundSandbox]:
+    async def sandboxes(self) -> list[ListedSandbox]:
         return await asyncio.to_thread(self._scan)
 
-    def _scan(self) -> list[FoundSandbox]:
+    def _scan(self) -> list[ListedSandbox]:
         found = []
         try:
             directories = sorted(p for p in self._root.iterdir() if p.name.startswith("local-") and p.is_dir())
@@ -158,7 +151,9 @@ class LocalDirectoryInventory:
                 inner_workspace=self._inner_workspace,
                 home=directory / "home",
             )
-            found.append(FoundSandbox(sandbox, {str(k): str(v) for k, v in labels.items()}, created_at))
+            labels = {str(k): str(v) for k, v in labels.items()}
+            # Whether something runs in it does not matter here (and a directory cannot tell).
+            found.append(ListedSandbox(sandbox, labels, created_at, running=False))
         return found
 
 
@@ -189,7 +184,7 @@ class HeldRuntimes(Protocol):
 class PoolView(Protocol):
     """What the reconciler needs of `pool.WarmPool`."""
 
-    def owns(self, found: FoundSandbox) -> bool: ...
+    def owns(self, found: ListedSandbox) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,9 +322,9 @@ class Reconciler:
                         verdict=verdict.value)
             done.unconfirmed.append(record.sandbox.sandbox_id)
 
-    async def _settle_unrecorded(self, item: FoundSandbox, recorded: Collection[str], done: Pass) -> None:
+    async def _settle_unrecorded(self, item: ListedSandbox, recorded: Collection[str], done: Pass) -> None:
         sandbox = item.sandbox
-        if item.pool_key:
+        if pool_key(item):
             if self._pool is not None and self._pool.owns(item):
                 return
             await self._destroy(item, "a warm-pool sandbox no running pool owns", done, report=False)
@@ -348,7 +343,7 @@ class Reconciler:
                 return
             await self._destroy(item, NOT_LIVE_REASON, done, report=True)
 
-    async def _destroy(self, item: FoundSandbox, reason: str, done: Pass, *, report: bool) -> None:
+    async def _destroy(self, item: ListedSandbox, reason: str, done: Pass, *, report: bool) -> None:
         sandbox = item.sandbox
         try:
             async with asyncio.timeout(self._settings.destroy_timeout):  # not wait_for: see pool.py
@@ -376,28 +371,16 @@ class Reconciler:
 def inventory_for(driver: SandboxDriver, agent_id: str, local_root: Path) -> Inventory:
     """How to list the driver's sandboxes: by labels where it can, else the local driver's directories."""
     if callable(getattr(driver, "list_sandboxes", None)):
-        return DriverInventory(driver, agent_id)
+        return DriverInventory(driver, agent_id)  # type: ignore[arg-type]
     return LocalDirectoryInventory(local_root, agent_id)
 
 
 class DriverInventory:
     """Sandboxes the driver lists by this agent's label."""
 
-    def __init__(self, driver: SandboxDriver, agent_id: str) -> None:
+    def __init__(self, driver: ListingDriver, agent_id: str) -> None:
         self._driver = driver
         self._agent_id = agent_id
 
-    async def sandboxes(self) -> list[FoundSandbox]:
-        listed = await self._driver.list_sandboxes({AGENT_LABEL: self._agent_id})  # type: ignore[attr-defined]
-        return [_found(item) for item in listed]
-
-
-def _found(item: object) -> FoundSandbox:
-    if isinstance(item, FoundSandbox):
-        return item
-    if isinstance(item, Sandbox):
-        return FoundSandbox(item)
-    sandbox = getattr(item, "sandbox")
-    labels = getattr(item, "labels", {}) or {}
-    created_at = float(getattr(item, "created_at", 0.0) or 0.0)
-    return FoundSandbox(sandbox, dict(labels), created_at)
+    async def sandboxes(self) -> list[ListedSandbox]:
+        return await self._driver.list_sandboxes({AGENT_LABEL: self._agent_id})

@@ -40,8 +40,15 @@ from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineErro
 from dataplane_agent.errors import CommandRefused
 from dataplane_agent.model_route import model_env
 from dataplane_agent.outbox import Outbox
-from dataplane_agent.reconcile import AGENT_LABEL, DESTROYED, SESSION_LABEL, Placements
-from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
+from dataplane_agent.reconcile import DESTROYED, Placements
+from dataplane_agent.sandboxes.base import (
+    AGENT_LABEL,
+    SESSION_LABEL,
+    DestroyVerdict,
+    Sandbox,
+    SandboxDriver,
+    SandboxSpec,
+)
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
 from dataplane_agent.transcripts import TranscriptStore
 from dataplane_agent.turns import WORKSPACE_GONE_REASON, Input, SessionTurns, TurnLimits, close_quietly, describe

@@ -16,9 +16,9 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.commands import CommandApplier
 from dataplane_agent.outbox import Outbox
 from dataplane_agent.pool import PoolSettings, WarmPool, template_key
-from dataplane_agent.reconcile import POOL_LABEL, LocalDirectoryInventory, Placements, Reconciler
+from dataplane_agent.reconcile import LocalDirectoryInventory, Placements, Reconciler
 from dataplane_agent.runtimes import Runtimes
-from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxSpec
+from dataplane_agent.sandboxes.base import POOL_LABEL, DestroyVerdict, Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.transcripts import TranscriptStore

@@ -14,15 +14,13 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.commands import CommandApplier
 from dataplane_agent.outbox import Outbox
 from dataplane_agent.reconcile import (
-    POOL_LABEL,
-    FoundSandbox,
     LocalDirectoryInventory,
     Placements,
     Reconciler,
     ReconcileSettings,
 )
 from dataplane_agent.runtimes import Runtimes
-from dataplane_agent.sandboxes.base import DestroyVerdict, SandboxDriver, SandboxSpec
+from dataplane_agent.sandboxes.base import POOL_LABEL, DestroyVerdict, ListedSandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.transcripts import TranscriptStore
@@ -70,7 +68,7 @@ class Node:
 class _NoInventory:
     """A driver that cannot list: only recorded sessions are judged."""
 
-    async def sandboxes(self) -> list[FoundSandbox]:
+    async def sandboxes(self) -> list[ListedSandbox]:
         return []
 
 

@@ -1,14 +1,26 @@
 """SIGKILL the data-plane agent with two sessions that ran turns, delete one session meanwhile, and
 restart the agent: the live session's sandbox is adopted (its next message runs in the same
-workspace), the deleted one's is destroyed, and no sandbox is left without a live session."""
+workspace), the deleted one's is destroyed, and no sandbox is left without a live session. Once
+with the local driver (sandbox directories), once with the docker driver (containers)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from astrabox.client import AstraBoxClient
+from dataplane_agent.sandboxes.base import SESSION_LABEL
+from tests.support.containers import Containers, new_installation, require_docker
+from tests.support.processes import start_controlplane
+from tests.support.stack import Stack
+
 pytestmark = pytest.mark.e2e
+
+# The session ids whose sandboxes exist.
+Listing = Callable[[], Awaitable[list[str]]]
 
 
 async def run_turn(client, session_id: str, text: str, after_seq: int = 0) -> str:
@@ -23,14 +35,14 @@ async def run_turn(client, session_id: str, text: str, after_seq: int = 0) -> st
     raise AssertionError("the watch ended")
 
 
-async def test_agent_crash_adopts_the_live_sandbox_and_destroys_the_deleted_ones(client, stack):
-    sandboxes = stack.agent_state / "sandboxes"
+async def crash_delete_restart(client: AstraBoxClient, stack: Stack, sandboxes: Listing, driver: str) -> None:
     keep = (await client.create_session(request_id="reconcile-keep")).session_id
     drop = (await client.create_session(request_id="reconcile-drop")).session_id
     for session_id in (keep, drop):
         await client.wait_for_state(session_id, ["READY"], timeout=120)
-        await run_turn(client, session_id, f"run: echo {session_id[:8]} > marker.txt && cat marker.txt")
-        assert (sandboxes / f"local-{session_id}" / "workspace" / "marker.txt").read_text().strip() == session_id[:8]
+        marker = await run_turn(client, session_id, f"run: echo {session_id[:8]} > marker.txt && cat marker.txt")
+        assert session_id[:8] in marker
+    assert sorted(await sandboxes()) == sorted([keep, drop])
 
     stack.agent.kill()
     await client.delete_session(drop)
@@ -38,9 +50,9 @@ async def test_agent_crash_adopts_the_live_sandbox_and_destroys_the_deleted_ones
 
     # The deleted session's sandbox is destroyed, the live one's kept: nothing else is left.
     async with asyncio.timeout(60):
-        while (sandboxes / f"local-{drop}").exists():
+        while drop in await sandboxes():
             await asyncio.sleep(0.1)
-    assert sorted(p.name for p in sandboxes.iterdir()) == [f"local-{keep}"]
+    assert await sandboxes() == [keep]
 
     # The live session's journal says its sandbox was adopted.
     async with asyncio.timeout(60):
@@ -48,9 +60,50 @@ async def test_agent_crash_adopts_the_live_sandbox_and_destroys_the_deleted_ones
             if event.WhichOneof("payload") == "sandbox_reconciled":
                 adopted = event.sandbox_reconciled
                 break
-    assert (adopted.action, adopted.sandbox_id, adopted.driver) == ("adopted", f"local-{keep}", "local")
+    assert (adopted.action, adopted.driver) == ("adopted", driver)
 
     # Its next message runs where the first one left its file.
     result = await run_turn(client, keep, "run: cat marker.txt", after_seq=event.seq)
     assert keep[:8] in result
-    assert sorted(p.name for p in sandboxes.iterdir()) == [f"local-{keep}"]
+    assert await sandboxes() == [keep]
+
+
+async def test_local_sandboxes_after_an_agent_crash(client, stack):
+    root = stack.agent_state / "sandboxes"
+
+    async def sandboxes() -> list[str]:
+        return sorted(p.name.removeprefix("local-") for p in root.iterdir())
+
+    await crash_delete_restart(client, stack, sandboxes, "local")
+
+
+@pytest.fixture
+async def containers() -> Containers:
+    await require_docker()
+    containers = Containers(new_installation())
+    try:
+        yield containers
+    finally:
+        await containers.remove_all()
+
+
+@pytest.fixture
+def docker_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    controlplane, address = start_controlplane(database_url, log_dir)
+    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir, database_url,
+                  agent_args=("--driver", "docker", "--installation", containers.installation))
+    try:
+        stack.start_agent()
+        yield stack
+    finally:
+        stack.stop()
+
+
+async def test_docker_containers_after_an_agent_crash(docker_stack, containers):
+    async def sandboxes() -> list[str]:
+        return sorted(c["Labels"].get(SESSION_LABEL, "?") for c in await containers.list())
+
+    async with AstraBoxClient.connect(docker_stack.address) as client:
+        await crash_delete_restart(client, docker_stack, sandboxes, "docker")
