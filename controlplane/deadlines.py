@@ -113,4 +113,7 @@ class DeadlineSweeper:
                 return
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_FAILED, {"reason": reason})])
             await tx.update_session(session_id, state=SessionState.FAILED, failure_reason=reason)
+            if row["agent_id"]:  # a start that finishes late must not leave its sandbox behind
+                await self._agents.enqueue(tx, row["agent_id"], session_id, runner_pb2.Command(
+                    destroy_runtime=runner_pb2.DestroyRuntime(reason=reason)))
         log.warning("startup_settled_by_deadline", session_id=session_id)

@@ -272,3 +272,13 @@ async def test_only_a_confirmed_destruction_releases_the_sandbox(api, plane):
     await plane.agents.acknowledge("agent-1", retry[-1]["command_seq"], "")
     assert await sandbox() is None
     assert await plane.sweeper.sweep() == 0
+
+
+async def test_a_start_that_never_finishes_fails_the_session_and_destroys_what_it_left(api, plane):
+    await plane.connect_agent()
+    sid = (await ok(api, "CreateSession", request_id="slow")).session.session_id
+    await plane.pool.execute("UPDATE sessions SET created_at = now() - interval '1 hour' WHERE session_id = $1", sid)
+    assert await plane.sweeper.sweep() == 1
+    session = await session_of(api, sid)
+    assert session.state == session_pb2.SESSION_STATE_FAILED and "did not start" in session.failure_reason
+    assert [c.WhichOneof("body") for c in await commands(plane, sid)] == ["start_runtime", "destroy_runtime"]
