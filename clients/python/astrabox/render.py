@@ -61,7 +61,7 @@ def render(event: events_pb2.SessionEvent) -> list[str]:
     if kind == "session_created":
         lines = [f"● session created ({event.session_created.engine}, mode {event.session_created.permission_mode})"]
     elif kind == "startup_requested":
-        lines = [f"● placed on agent {event.startup_requested.agent_id}"]
+        lines = [f"● runtime requested from agent {event.startup_requested.agent_id}"]
     elif kind == "runtime_ready":
         ready = event.runtime_ready
         lines = [f"● sandbox ready: {ready.driver} {ready.sandbox_id} ({ready.sandbox_ms} ms), workspace {ready.workspace}"]
