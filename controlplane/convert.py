@@ -15,8 +15,6 @@ from controlplane.session import InteractionKind, InteractionRecord, SessionReco
 _STATES = {state: session_pb2.SessionState.Value(f"SESSION_STATE_{state.name}") for state in SessionState}
 _KINDS = {kind: events_pb2.EventKind.Value(f"EVENT_KIND_{kind.name}") for kind in EventKind}
 _INTERACTION_KINDS = {k: session_pb2.InteractionKind.Value(f"INTERACTION_KIND_{k.name}") for k in InteractionKind}
-# The SessionEvent oneof field (and its message type) for each kind.
-_PAYLOAD_FIELDS = {kind: kind.value for kind in EventKind}
 
 
 def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
@@ -90,7 +88,7 @@ def event_to_proto(event: StoredEvent) -> events_pb2.SessionEvent:
         turn_id=event.turn_id,
         kind=_KINDS[event.kind],
     )
-    target = getattr(message, _PAYLOAD_FIELDS[event.kind])
+    target = getattr(message, event.kind.value)  # the oneof field is named after the kind
     if event.kind is EventKind.ENGINE_MESSAGE:
         target.type_name = event.payload["type_name"]
         target.payload_json = json.dumps(event.payload["message"], separators=(",", ":"))

@@ -45,6 +45,10 @@ class CreateSession:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
+def _bad_page_token() -> InvalidArgument:
+    return InvalidArgument("page_token", "page_token is not one this server issued", "PAGE_TOKEN_INVALID")
+
+
 def _encode_token(data: dict[str, object]) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
 
@@ -56,7 +60,7 @@ def _decode_token(token: str) -> dict[str, object]:
             raise ValueError
         return data
     except (ValueError, UnicodeDecodeError):
-        raise InvalidArgument("page_token", "page_token is not one this server issued", "PAGE_TOKEN_INVALID") from None
+        raise _bad_page_token() from None
 
 
 class SessionKernel:
@@ -151,7 +155,7 @@ class SessionKernel:
             try:
                 before = (datetime.fromisoformat(str(token["t"])), str(uuid.UUID(str(token["id"]))))
             except (KeyError, ValueError):
-                raise InvalidArgument("page_token", "page_token is not one this server issued", "PAGE_TOKEN_INVALID") from None
+                raise _bad_page_token() from None
             rows = await self._pool.fetch(
                 VIEW_SQL + " WHERE s.deleted_at IS NULL AND (s.created_at, s.session_id) < ($1, $2::uuid)"
                 " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $3",
@@ -227,7 +231,7 @@ class SessionKernel:
         if page_token:
             after = _decode_token(page_token).get("after")
             if not isinstance(after, int) or after < 0:
-                raise InvalidArgument("page_token", "page_token is not one this server issued", "PAGE_TOKEN_INVALID")
+                raise _bad_page_token()
             after_seq = after
         elif after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")

@@ -287,10 +287,9 @@ class _Applier:
         )
 
     async def _on_engine_turn_started(self, output: runner_pb2.Output, started: runner_pb2.EngineTurnStarted) -> None:
-        await self._journal_now(NewEvent(EventKind.ENGINE_TURN_STARTED, {"reason": started.reason},
-                                         turn_id=output.turn_id, output_seq=output.output_seq))
+        accepted = await self._journal_now(NewEvent(EventKind.ENGINE_TURN_STARTED, {"reason": started.reason},
+                                                    turn_id=output.turn_id, output_seq=output.output_seq))
         session = await self._current()
-        accepted = await self._tx.conn.fetchval("SELECT last_seq FROM sessions WHERE session_id = $1", self._session_id)
         await self._tx.conn.execute(
             "INSERT INTO turns (session_id, turn_id, accepted_seq, state, origin) VALUES ($1, $2, $3, $4, 'engine')"
             " ON CONFLICT DO NOTHING",
