@@ -1,0 +1,188 @@
+"""What a sandbox container is: the configuration it is made with, and what the driver reads back of one.
+
+The container runs `sleep infinity` under docker-init, made from the sandbox
+image: no network, every capability dropped, no-new-privileges, a read-only
+root, CPU, memory and pids limits, an unprivileged user. Its host directory's
+`workspace/` and `home/` are bind-mounted at /workspace and /home/agent, /tmp
+is a tmpfs. The engine's CLI is not in the image: its directory is
+bind-mounted read-only at the same path. The model route's directory is
+bind-mounted read-only at /run/astrabox, so the socket an agent re-creates
+after a restart is the one its sandboxes reach.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+
+from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, MODEL_SOCKET_INNER, SESSION_LABEL
+from dataplane_agent.sandboxes.docker_directory import HostDirectory
+
+INNER_WORKSPACE = "/workspace"
+INNER_HOME = "/home/agent"
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+# Where a container with a model route has it mounted (the socket's directory, or the socket alone).
+_MODEL_TARGETS = (MODEL_SOCKET_INNER, str(Path(MODEL_SOCKET_INNER).parent))
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerLimits:
+    """Per-container limits; 0 leaves that one unlimited."""
+
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    pids: int = 512
+    tmp_mb: int = 512
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRecipe:
+    """What every sandbox container of a driver is made from."""
+
+    image: str
+    uid: int
+    gid: int
+    limits: ContainerLimits
+    # Host directories of the programs launchers run (the engine's CLI), mounted read-only.
+    program_dirs: Sequence[Path]
+
+    def body(self, labels: Mapping[str, str], directory: HostDirectory, model_socket: Path | None) -> dict[str, Any]:
+        """The Engine's create request for a sandbox of `directory` labelled `labels`."""
+        mounts = [
+            _bind(directory.workspace, INNER_WORKSPACE),
+            _bind(directory.home, INNER_HOME),
+            *(_bind(path, str(path), read_only=True) for path in self.program_dirs),
+        ]
+        if model_socket is not None:
+            socket = Path(model_socket)
+            # The directory, not the socket: a socket re-created by a restarted agent stays reachable.
+            if socket.name == Path(MODEL_SOCKET_INNER).name:
+                mounts.append(_bind(socket.parent, str(Path(MODEL_SOCKET_INNER).parent), read_only=True))
+            else:
+                mounts.append(_bind(socket, MODEL_SOCKET_INNER, read_only=True))
+        host: dict[str, Any] = {
+            "Init": True,
+            "NetworkMode": "none",
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges"],
+            "ReadonlyRootfs": True,
+            "Mounts": mounts,
+            "Tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.limits.tmp_mb or 512}m,mode=1777"},
+            "IpcMode": "private",
+            "RestartPolicy": {"Name": "no"},
+            "LogConfig": {"Type": "none"},
+        }
+        if self.limits.cpus:
+            host["NanoCpus"] = int(self.limits.cpus * 1e9)
+        if self.limits.memory_mb:
+            host["Memory"] = host["MemorySwap"] = self.limits.memory_mb * 1024 * 1024
+        if self.limits.pids:
+            host["PidsLimit"] = self.limits.pids
+        return {
+            "Image": self.image,
+            "Cmd": ["sleep", "infinity"],
+            "User": f"{self.uid}:{self.gid}",
+            "WorkingDir": INNER_WORKSPACE,
+            "Hostname": "astrabox",
+            "Env": [f"PATH={DEFAULT_PATH}", f"HOME={INNER_HOME}"],
+            "Labels": dict(labels),
+            "HostConfig": host,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """What the driver reads of a container (from an inspect or a listing)."""
+
+    id: str
+    name: str
+    labels: Mapping[str, str]
+    running: bool
+    status: str
+    # Host directory of the sandbox (the parent of the /workspace mount's source); None if unknown.
+    directory: HostDirectory | None
+    model_route: bool
+    created_at: float
+
+    def labels_now(self) -> dict[str, str]:
+        """Its labels, overridden by its binding record (written by a rebind); reads the record."""
+        return self.directory.labels_over(self.labels) if self.directory is not None else dict(self.labels)
+
+    def refusal(self, installation: str, session_id: str, agent_id: str) -> str:
+        """Why it is not the sandbox of `session_id` on `agent_id` (any agent if empty) in
+        `installation` (empty: it is); reads its binding record."""
+        labels = self.labels_now()
+        if labels.get(INSTALLATION_LABEL) != installation:
+            return f"it belongs to installation {labels.get(INSTALLATION_LABEL)!r}"
+        if labels.get(SESSION_LABEL) != session_id:
+            return f"it is the sandbox of session {labels.get(SESSION_LABEL)!r}"
+        if agent_id and labels.get(AGENT_LABEL) != agent_id:
+            return f"it belongs to agent {labels.get(AGENT_LABEL)!r}"
+        return ""
+
+
+async def inspect(docker: aiodocker.Docker, name: str) -> Container | None:
+    """The container `name` (or id); None if there is none."""
+    try:
+        data = await docker.containers.get(name)
+    except aiodocker.DockerError as error:
+        if error.status == 404:
+            return None
+        raise
+    info = data._container
+    state = info.get("State") or {}
+    mounts = info.get("Mounts") or []
+    return Container(
+        id=info["Id"],
+        name=str(info.get("Name", "")).lstrip("/"),
+        labels=dict((info.get("Config") or {}).get("Labels") or {}),
+        running=bool(state.get("Running")),
+        status=str(state.get("Status", "")),
+        directory=_directory_of(mounts),
+        model_route=any(m.get("Destination") in _MODEL_TARGETS for m in mounts),
+        created_at=_timestamp(str(info.get("Created", ""))),
+    )
+
+
+def listed(info: Mapping[str, Any]) -> Container:
+    """A container of a listing (whose fields differ from an inspect's)."""
+    names = info.get("Names") or [""]
+    mounts = info.get("Mounts") or []
+    return Container(
+        id=str(info.get("Id", "")),
+        name=str(names[0]).lstrip("/"),
+        labels=dict(info.get("Labels") or {}),
+        running=info.get("State") == "running",
+        status=str(info.get("State", "")),
+        directory=_directory_of(mounts),
+        model_route=any(m.get("Destination") in _MODEL_TARGETS for m in mounts),
+        created_at=float(info.get("Created") or 0.0),
+    )
+
+
+def _directory_of(mounts: Sequence[Mapping[str, Any]]) -> HostDirectory | None:
+    for mount in mounts:
+        if mount.get("Destination") == INNER_WORKSPACE and mount.get("Source"):
+            return HostDirectory(Path(mount["Source"]).parent)
+    return None
+
+
+def _bind(source: Path, target: str, *, read_only: bool = False) -> dict[str, Any]:
+    # A "bind" mount (unlike the older Binds) fails when its source is missing instead of making it.
+    return {"Type": "bind", "Source": str(source), "Target": target, "ReadOnly": read_only}
+
+
+def _timestamp(text: str) -> float:
+    """Docker's RFC 3339 time (nanoseconds, `Z`) as epoch seconds; 0 if unreadable."""
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", text)
+    if not match:
+        return 0.0
+    fraction = (match.group(2) or ".0")[:7]
+    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
+    return datetime.fromisoformat(match.group(1) + fraction + zone).timestamp()

@@ -1,0 +1,130 @@
+"""A docker sandbox's host directory: its layout, the records the driver keeps there, and its home's hand-over.
+
+`<root>/<container name>/` holds `workspace/` and `home/`, bind-mounted at
+/workspace and /home/agent, and `run/`, which the container never sees: the
+spec's environment (`sandbox.env.json`), the launchers with their environment
+files, and, once a warm-pool sandbox is handed to a session, its binding record
+(`binding.json`): the labels that replace the container's, which are fixed when
+it is made.
+
+Every method here touches the file system and blocks: the driver calls them
+through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dataplane_agent.sandboxes.base import POOL_LABEL, SESSION_LABEL, Sandbox
+
+_BINDING = "binding.json"
+_SPEC_ENV = "sandbox.env.json"
+
+
+@dataclass(frozen=True, slots=True)
+class HostDirectory:
+    """The host directory of one sandbox."""
+
+    path: Path
+
+    @property
+    def workspace(self) -> Path:
+        return self.path / "workspace"
+
+    @property
+    def home(self) -> Path:
+        return self.path / "home"
+
+    @property
+    def run(self) -> Path:
+        return self.path / "run"
+
+    def prepare(self, uid: int, gid: int) -> None:
+        """Make the directories: the mounted ones the sandbox user's and private to it, `run/` the agent's."""
+        for part in (self.workspace, self.home, self.run):
+            part.mkdir(parents=True, exist_ok=True)
+        self.run.chmod(0o700)
+        for part in (self.workspace, self.home):
+            if os.geteuid() == 0:
+                os.chown(part, uid, gid)
+            part.chmod(0o700)
+
+    def write_env(self, env: Mapping[str, str]) -> None:
+        """Keep the spec's environment, which every launcher passes in."""
+        _write_private(self.run / _SPEC_ENV, json.dumps(dict(env)))
+
+    def read_env(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in _read_json(self.run / _SPEC_ENV).items()}
+
+    def write_binding(self, labels: Mapping[str, str]) -> None:
+        """Record `labels` as the sandbox's, over those its container was made with."""
+        _write_private(self.run / _BINDING, json.dumps({"labels": dict(labels)}))
+
+    def binding(self) -> dict[str, str] | None:
+        """The labels of the binding record; None if the sandbox was never handed to a session."""
+        bound = _read_json(self.run / _BINDING).get("labels")
+        return {str(k): str(v) for k, v in bound.items()} if isinstance(bound, dict) else None
+
+    def labels_over(self, labels: Mapping[str, str]) -> dict[str, str]:
+        """A container's `labels` as the binding record overrides them (a bound sandbox is no pool's)."""
+        bound = self.binding()
+        if bound is None:
+            return dict(labels)
+        return {**{k: v for k, v in labels.items() if k != POOL_LABEL}, **bound}
+
+    def refusal(self, sandbox: Sandbox) -> str:
+        """Why this directory, whose container is gone, is not `sandbox`'s to remove (empty: it is).
+        A pool sandbox's directory after a rebind belongs to the session it went to."""
+        bound = self.binding()
+        if bound is not None:
+            owner = bound.get(SESSION_LABEL)
+            return "" if owner == sandbox.session_id else f"{self.path} went to session {owner!r}"
+        return "" if self.path.name == sandbox.sandbox_id else f"{self.path} is not the directory of {sandbox.sandbox_id}"
+
+    def hand_over_home(self, uid: int, gid: int) -> None:
+        """Make what the agent put in the home (a restored transcript) the sandbox user's."""
+        if os.geteuid() != 0:
+            return
+        for top, dirs, files in os.walk(self.home):
+            for name in (*dirs, *files):
+                path = os.path.join(top, name)
+                with contextlib.suppress(FileNotFoundError):
+                    if os.lstat(path).st_uid != uid:
+                        os.lchown(path, uid, gid)
+
+    def launcher_env(self, stem: str) -> Path:
+        """Where the launcher `stem` finds the environment it passes to `docker exec`."""
+        return self.run / f"{stem}.env"
+
+    def write_launcher(self, stem: str, env: Mapping[str, str], command: Sequence[str], purpose: str) -> Path:
+        """Write the launcher `stem`: a script, executable by the agent alone, that runs `command`
+        with its own arguments appended; and the environment file `command` reads `env` from."""
+        _write_private(self.launcher_env(stem), "".join(f"{k}={v}\n" for k, v in env.items()))
+        script = f'#!/bin/sh\n# {purpose}\nexec {shlex.join(command)} "$@"\n'
+        return _write_private(self.run / f"{stem}.launcher", script, 0o700)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _write_private(path: Path, text: str, mode: int = 0o600) -> Path:
+    """Replace `path` with `text` at once, readable by its owner alone (`mode`)."""
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(temporary, mode)
+    os.replace(temporary, path)
+    return path
