@@ -124,6 +124,8 @@ async def bench(args: argparse.Namespace) -> None:
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
             async with AstraBoxClient.connect(address) as client:
                 for number, (name, (flags, installation)) in enumerate(CONFIGS.items()):
+                    if args.only and not any(word in name for word in args.only):
+                        continue
                     state = work / f"agent-{number}"
                     extra = ["--installation", installation, "--image", args.image] if installation else []
                     argv = [sys.executable, "-m", "dataplane_agent", "--controlplane", address, "--state-dir",
@@ -170,17 +172,25 @@ def report(figures: dict[str, list[float]], args: argparse.Namespace) -> None:
           f" postgres={postgres}")
     print("CreateSession -> RUNTIME_READY on a client watch:")
     for name in CONFIGS:
+        if not figures[name]:
+            continue
         print(summary_row(name, figures[name]))
         print(summary_row("  of which sandbox create (agent)", figures[f"  of which sandbox create (agent)|{name}"]))
     print(summary_row(BARE_DOCKER, figures[BARE_DOCKER]))
     print(summary_row(BARE_BWRAP, figures[BARE_BWRAP]))
     print(f"  pool hits: {sum(hits := figures[f'hits|{next(iter(CONFIGS))}']):.0f} of {len(hits)} claimed a warm sandbox")
-    med = {name: percentile(values, 50) for name, values in figures.items()}
-    pool, docker, local = (med[name] for name in CONFIGS)
-    print("ratios of medians:")
-    print(f"  cold docker / bare docker  = {docker / med[BARE_DOCKER]:6.2f}   ({docker - med[BARE_DOCKER]:+.0f} ms)")
-    print(f"  pool hit p50               = {pool:6.1f} ms (target < 50 ms: {'met' if pool < 50 else 'NOT met'})")
-    print(f"  cold local / bare bwrap    = {local / med[BARE_BWRAP]:6.1f}   ({local - med[BARE_BWRAP]:+.0f} ms)")
+    med = {name: percentile(values, 50) for name, values in figures.items() if values}
+    pool, docker, local = (med.get(name, float("nan")) for name in CONFIGS)
+    step = {name: med.get(f"  of which sandbox create (agent)|{name}", float("nan")) for name in CONFIGS}
+    docker_step, local_step = step["cold docker"], step["cold local (bwrap)"]
+    print("ratios of medians (the sandbox step is what the bare commands do; ready adds the engine's start):")
+    print(f"  cold docker sandbox step / bare docker = {docker_step / med[BARE_DOCKER]:6.2f}"
+          f"   ({docker_step - med[BARE_DOCKER]:+.0f} ms; target <= 1.5)")
+    print(f"  cold docker ready / bare docker        = {docker / med[BARE_DOCKER]:6.2f}   ({docker - med[BARE_DOCKER]:+.0f} ms)")
+    print(f"  pool hit ready p50                     = {pool:6.1f} ms (target < 50 ms: {'met' if pool < 50 else 'NOT met'})")
+    print(f"  cold local sandbox step / bare bwrap   = {local_step / med[BARE_BWRAP]:6.2f}"
+          f"   ({local_step - med[BARE_BWRAP]:+.0f} ms)")
+    print(f"  cold local ready / bare bwrap          = {local / med[BARE_BWRAP]:6.1f}   ({local - med[BARE_BWRAP]:+.0f} ms)")
 
 
 def main() -> None:
@@ -189,6 +199,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured sessions first, per configuration (default %(default)s)")
     parser.add_argument("--image", default="astrabox/sandbox:latest", help="sandbox image (default %(default)s)")
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
+    parser.add_argument("--only", action="append", default=[], metavar="WORD",
+                        help="only the configurations whose name has WORD (pool, cold docker, local); repeatable")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with the processes' logs")
     args = parser.parse_args()
     logs.configure(json_logs=True, level="warning")

@@ -34,6 +34,7 @@ from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError,
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.transcripts import TranscriptStore
+from dataplane_agent.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.workspace import WorkspaceService
 
 log = structlog.get_logger(__name__)
@@ -64,8 +65,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     engines = _make_engines(settings)
     placements = Placements()
     inventory = inventory_for(driver, agent_id, settings.state_dir / "sandboxes")
-    pool = _make_pool(settings, driver, lambda: runtimes.sandbox_template(), inventory)
     async with _model(settings) as model:
+        pool = _make_pool(settings, driver, lambda: runtimes.sandbox_template(), inventory, engines, model)
         runtimes = Runtimes(
             agent_id=agent_id,
             db=db,
@@ -173,14 +174,21 @@ def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
 
 
 def _make_pool(
-    settings: AgentSettings, driver: SandboxDriver, template: Callable[[], SandboxSpec], inventory: Inventory
+    settings: AgentSettings,
+    driver: SandboxDriver,
+    template: Callable[[], SandboxSpec],
+    inventory: Inventory,
+    engines: dict[str, EngineAdapter],
+    model: ModelRoute,
 ) -> WarmPool | None:
     if settings.warm_pool <= 0:
         return None
     if not callable(getattr(driver, "rebind", None)):
         raise AgentError(f"the {driver.name} sandbox driver cannot hand pool sandboxes to sessions: run with --warm-pool 0")
     pool_settings = PoolSettings(size=settings.warm_pool, max_age=settings.warm_pool_max_age)
-    return WarmPool(driver, template, pool_settings, inventory=inventory)  # type: ignore[arg-type]
+    warm = WarmEngineSettings()
+    warmer = EngineWarmer(engines[warm.engine], driver, model, warm) if settings.warm_engines else None
+    return WarmPool(driver, template, pool_settings, inventory=inventory, engines=warmer)  # type: ignore[arg-type]
 
 
 def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:

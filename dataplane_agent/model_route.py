@@ -26,8 +26,10 @@ import secrets
 import socket
 import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import structlog
@@ -55,6 +57,24 @@ def model_env(base_url: str, api_key: str) -> dict[str, str]:
         "DISABLE_ERROR_REPORTING": "1",
         "DISABLE_AUTOUPDATER": "1",
     }
+
+
+class ModelAccess(Protocol):
+    """How sessions reach the model (implemented by `ModelRoute`)."""
+
+    @property
+    def socket(self) -> Path | None:
+        """The host socket every sandbox is given as its way to the model; None: none."""
+
+    def env(self, owner: str) -> Mapping[str, str]:
+        """What an engine needs to reach the model: the credential issued to `owner` (a session, or
+        a warm-pool sandbox not yet handed to one), never the real key."""
+
+    def hand_over(self, owner: str, session_id: str) -> None:
+        """From now on `owner`'s credential is used by `session_id` (a pre-started engine adopted)."""
+
+    def forget(self, session_id: str) -> None:
+        """The session is gone from this agent: drop what `hand_over` recorded for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +127,8 @@ class ModelRoute:
         self._key = upstream.api_key
         self._timeouts = timeouts
         self._secret = secrets.token_bytes(32)
+        # Credential owner (a warm-pool sandbox's id) -> the session that adopted its engine.
+        self._handed_over: dict[str, str] = {}
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
@@ -121,21 +143,29 @@ class ModelRoute:
     def upstream(self) -> str:
         return self._upstream.geturl()
 
-    def token(self, session_id: str) -> str:
-        """The API key a session's engine presents to the route."""
-        return f"{_TOKEN_PREFIX}.{session_id}.{self._mac(session_id)}"
+    def token(self, owner: str) -> str:
+        """The API key the engine of a session (or of a pool sandbox) presents to the route."""
+        return f"{_TOKEN_PREFIX}.{owner}.{self._mac(owner)}"
 
-    def env(self, session_id: str) -> dict[str, str]:
-        """What a session's CLI needs: the in-sandbox base URL and its token, never the real key."""
-        return model_env(MODEL_BASE_URL_INNER, self.token(session_id))
+    def env(self, owner: str) -> dict[str, str]:
+        """What an engine's CLI needs: the in-sandbox base URL and its token, never the real key."""
+        return model_env(MODEL_BASE_URL_INNER, self.token(owner))
+
+    def hand_over(self, owner: str, session_id: str) -> None:
+        self._handed_over[owner] = session_id
+
+    def forget(self, session_id: str) -> None:
+        for owner in [owner for owner, user in self._handed_over.items() if user == session_id]:
+            del self._handed_over[owner]
 
     def session_of(self, token: str) -> str | None:
-        """The session a token belongs to, or None for anything the route did not issue."""
+        """Who uses a token: the session, or the pool sandbox not yet handed to one; None for anything
+        the route did not issue."""
         prefix, _, rest = token.partition(".")
-        session_id, _, mac = rest.rpartition(".")
-        if prefix != _TOKEN_PREFIX or not session_id or not hmac.compare_digest(mac, self._mac(session_id)):
+        owner, _, mac = rest.rpartition(".")
+        if prefix != _TOKEN_PREFIX or not owner or not hmac.compare_digest(mac, self._mac(owner)):
             return None
-        return session_id
+        return self._handed_over.get(owner, owner)
 
     async def start(self) -> None:
         self._directory.mkdir(parents=True, exist_ok=True)

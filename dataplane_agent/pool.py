@@ -10,6 +10,12 @@ for that session; a miss returns None and the caller creates one. `run()`
 refills in the background, and retires (destroys) sandboxes whose template
 changed or that are older than `max_age`. At start, pool sandboxes left by an
 earlier agent process are taken back when still current, retired otherwise.
+
+With an `EngineWarmer`, every ready sandbox also has the agent's default
+engine running in it (`dataplane_agent.warm_engines`): a sandbox counts as
+ready only once its engine is connected, a claim hands the engine over with
+the sandbox, and retiring a sandbox closes its engine first. Sandboxes taken
+back from an earlier process get their engine started in the background.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import structlog
 # asyncio.timeout rather than wait_for throughout: on Python 3.11 wait_for loses a cancellation that
 # arrives as its awaitable finishes, and a loop that misses its cancellation never stops.
 
+from dataplane_agent.engines.base import EngineSession
 from dataplane_agent.reconcile import Inventory, pool_key
 from dataplane_agent.sandboxes.base import (
     POOL_LABEL,
@@ -44,6 +51,27 @@ from dataplane_agent.sandboxes.base import (
 )
 
 log = structlog.get_logger(__name__)
+
+
+class EngineWarmer(Protocol):
+    """Starts an engine in a pool sandbox (implemented by `warm_engines.EngineWarmer`)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    async def start(self, sandbox: Sandbox) -> EngineSession: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A pool sandbox handed to a session."""
+
+    sandbox: Sandbox
+    # The sandbox's id while it was the pool's: what its engine's model credential was issued to.
+    pool_id: str
+    # The engine started in it before any session (of kind `engine_kind`); None without a warmer.
+    engine: EngineSession | None = None
+    engine_kind: str = ""
 
 
 class RebindingDriver(SandboxDriver, Protocol):
@@ -65,6 +93,7 @@ class PoolSettings:
     rebind_timeout: float = 30.0
     list_timeout: float = 30.0
     destroy_timeout: float = 60.0
+    close_engine_timeout: float = 30.0
     # After a failed create, wait this long before trying again.
     backoff: float = 5.0
 
@@ -100,6 +129,7 @@ class _Warm:
     key: str
     # Wall-clock seconds.
     created_at: float
+    engine: EngineSession | None = None
 
     @property
     def pool_id(self) -> str:
@@ -116,9 +146,11 @@ class WarmPool:
         settings: PoolSettings,
         *,
         inventory: Inventory | None = None,
+        engines: EngineWarmer | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._driver = driver
+        self._engines = engines
         self._template = template
         self._settings = settings
         self._inventory = inventory
@@ -142,8 +174,8 @@ class WarmPool:
         pool_id = found.sandbox.session_id
         return pool_id in self._busy or any(w.pool_id == pool_id for w in self._ready)
 
-    async def claim(self, spec: SandboxSpec) -> Sandbox | None:
-        """A ready sandbox rebound to `spec`'s session, or None when none fits."""
+    async def claim(self, spec: SandboxSpec) -> Claimed | None:
+        """A ready sandbox rebound to `spec`'s session (with its engine), or None when none fits."""
         key = template_key(self._driver.name, spec)
         warm = self._take(key)
         if warm is None:
@@ -163,8 +195,10 @@ class WarmPool:
         finally:
             self._busy.discard(warm.pool_id)
         self.hits += 1
-        log.info("pool_claimed", session_id=spec.session_id, sandbox_id=sandbox.sandbox_id, ready=len(self._ready))
-        return sandbox
+        log.info("pool_claimed", session_id=spec.session_id, sandbox_id=sandbox.sandbox_id, ready=len(self._ready),
+                 engine=warm.engine is not None)
+        kind = self._engines.kind if self._engines is not None and warm.engine is not None else ""
+        return Claimed(sandbox, warm.pool_id, warm.engine, kind)
 
     def _take(self, key: str) -> _Warm | None:
         """Pop the oldest fresh sandbox of `key`; synchronous, so two claims never get the same one."""
@@ -197,15 +231,22 @@ class WarmPool:
                 await self._retire(warm, "left by an earlier agent process, stale or beyond the pool's size")
 
     async def run(self) -> None:
-        """Keep the pool full and fresh until cancelled."""
-        while True:
-            await self._retire_stale()
-            failed = await self._fill()
-            self._wake.clear()
-            wait = self._settings.backoff if failed else self._next_expiry()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._wake.wait()
+        """Keep the pool full and fresh until cancelled; then close the ready sandboxes' engines
+        (the sandboxes stay, for the next process to take back)."""
+        try:
+            while True:
+                await self._retire_stale()
+                failed = await self._warm_taken_back() or await self._fill()
+                self._wake.clear()
+                wait = self._settings.backoff if failed else self._next_expiry()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
+        finally:
+            engines = [warm.engine for warm in self._ready if warm.engine is not None]
+            for warm in self._ready:
+                warm.engine = None
+            await asyncio.shield(asyncio.gather(*(self._close(engine) for engine in engines)))
 
     def refill(self) -> None:
         """Look again now (for example after the template changed)."""
@@ -222,14 +263,57 @@ class WarmPool:
                 async with asyncio.timeout(self._settings.create_timeout):
                     sandbox = await self._driver.create(_pool_spec(template, pool_id, key))
             except Exception as exc:
+                self._busy.discard(pool_id)
                 log.warning("pool_create_failed", error=f"{type(exc).__name__}: {exc}")
                 # Whatever part of it exists carries the pool label: the reconciler destroys it.
                 return True
+            warm = _Warm(sandbox, key, self._clock())
+            try:
+                if not await self._start_engine(warm):
+                    await self._retire(warm, "its engine did not start")
+                    return True
             finally:
                 self._busy.discard(pool_id)
-            self._ready.append(_Warm(sandbox, key, self._clock()))
-            log.debug("pool_sandbox_ready", sandbox_id=sandbox.sandbox_id, ready=len(self._ready))
+            self._ready.append(warm)
+            log.info("pool_sandbox_ready", sandbox_id=sandbox.sandbox_id, ready=len(self._ready))
         return False
+
+    async def _warm_taken_back(self) -> bool:
+        """Start the engines of ready sandboxes that have none (taken back at start); True if one failed."""
+        if self._engines is None:
+            return False
+        for warm in [warm for warm in self._ready if warm.engine is None]:
+            with contextlib.suppress(ValueError):
+                self._ready.remove(warm)  # not claimable while its engine starts
+            self._busy.add(warm.pool_id)
+            try:
+                started = await self._start_engine(warm)
+            finally:
+                self._busy.discard(warm.pool_id)
+            if not started:
+                await self._retire(warm, "its engine did not start")
+                return True
+            self._ready.append(warm)
+        return False
+
+    async def _start_engine(self, warm: _Warm) -> bool:
+        """Start `warm`'s engine if the pool has a warmer; whether it has what it needs now."""
+        if self._engines is None:
+            return True
+        try:
+            warm.engine = await self._engines.start(warm.sandbox)
+        except Exception as exc:
+            log.warning("pool_engine_start_failed", sandbox_id=warm.sandbox.sandbox_id,
+                        error=f"{type(exc).__name__}: {exc}")
+            return False
+        return True
+
+    async def _close(self, engine: EngineSession) -> None:
+        try:
+            async with asyncio.timeout(self._settings.close_engine_timeout):
+                await engine.close()
+        except Exception as exc:  # its sandbox is destroyed next, and the process with it
+            log.warning("pool_engine_close_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def _retire_stale(self) -> None:
         key = self._key()
@@ -243,6 +327,9 @@ class WarmPool:
 
     async def _retire(self, warm: _Warm, reason: str) -> None:
         self._busy.add(warm.pool_id)
+        if warm.engine is not None:
+            engine, warm.engine = warm.engine, None
+            await self._close(engine)
         try:
             async with asyncio.timeout(self._settings.destroy_timeout):
                 verdict = await self._driver.destroy(warm.sandbox)

@@ -38,8 +38,9 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused
-from dataplane_agent.model_route import model_env
+from dataplane_agent.model_route import ModelAccess, model_env
 from dataplane_agent.outbox import Outbox
+from dataplane_agent.pool import Claimed
 from dataplane_agent.reconcile import DESTROYED, Placements
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
@@ -67,19 +68,9 @@ TEMPLATE_SESSION_ID = "template"
 class SandboxPool(Protocol):
     """Prepared sandboxes (implemented by `pool.WarmPool`)."""
 
-    async def claim(self, spec: SandboxSpec) -> Sandbox | None:
-        """A ready sandbox rebound to `spec`'s session, or None (the caller creates one)."""
-
-
-class ModelAccess(Protocol):
-    """How sessions reach the model (implemented by `model_route.ModelRoute`)."""
-
-    @property
-    def socket(self) -> Path | None:
-        """The host socket every sandbox is given as its way to the model; None: none."""
-
-    def env(self, session_id: str) -> Mapping[str, str]:
-        """What the session's engine needs to reach the model (its own credential, never the real key)."""
+    async def claim(self, spec: SandboxSpec) -> Claimed | None:
+        """A ready sandbox rebound to `spec`'s session, maybe with an engine started in it; None:
+        none is ready (the caller creates one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,14 +190,21 @@ class Runtimes:
         resume = req.resume_engine_session_id or (existing.engine_session_id if existing else "")
         began = time.monotonic()
         try:
-            sandbox = await self._new_sandbox(session_id, fresh=existing is None)
+            sandbox, claimed = await self._new_sandbox(session_id, fresh=existing is None)
         except Exception as exc:  # every failure becomes a readable RuntimeStartFailed
             await self._start_failed(session_id, f"could not create the sandbox: {describe(exc)}", receipt)
             if existing is None:
                 self._placements.released(session_id)
             return
         sandbox_ms = _ms_since(began)
-        await self._phase(session_id, "sandbox_created", sandbox_ms)
+        # What this start reports, committed together with the runtime's record at the end, in one
+        # transaction (and so one batch to the control plane); but when a CLI start follows (hundreds
+        # of milliseconds), the sandbox's phase goes first, for watchers to see the progress.
+        reports: list[pb.StartupPhase | pb.EngineInfo] = [
+            pb.StartupPhase(phase="sandbox_claimed" if claimed else "sandbox_created", duration_ms=sandbox_ms)
+        ]
+        if claimed is None or claimed.engine is None:
+            await self._outbox.append(session_id, "", reports.pop())
         if req.transcript:
             await self._transcripts.save(session_id, req.transcript)
         turns = self._turns(session_id, resume)
@@ -219,8 +217,10 @@ class Runtimes:
             interactions=turns,
         )
         connecting = time.monotonic()
+        engine = await self._adopt(session_id, claimed, req.engine, sandbox, config) if claimed else None
         try:
-            engine = await asyncio.wait_for(adapter.start(sandbox, self._driver, config), self._timeouts.start_engine)
+            if engine is None:
+                engine = await asyncio.wait_for(adapter.start(sandbox, self._driver, config), self._timeouts.start_engine)
         except Exception as exc:
             if existing is None:
                 self._sessions.pop(session_id, None)
@@ -229,9 +229,11 @@ class Runtimes:
             await self._start_failed(session_id, f"could not start the {req.engine} engine: {describe(exc)}", receipt)
             return
         try:
-            await self._phase(session_id, "engine_connected", _ms_since(connecting))
-            if manifest.supports_server_info:
-                await self._report_server_info(session_id, engine)
+            adopted = claimed is not None and engine is claimed.engine
+            phase = "engine_adopted" if adopted else "engine_connected"
+            reports.append(pb.StartupPhase(phase=phase, duration_ms=_ms_since(connecting)))
+            if manifest.supports_server_info and (info := await self._server_info(session_id, engine)):
+                reports.append(info)
             record = SessionRecord(
                 session_id=session_id,
                 engine=req.engine,
@@ -240,13 +242,14 @@ class Runtimes:
                 engine_session_id=engine.engine_session_id or resume,
                 sandbox=sandbox,
             )
-            ready = pb.StartupPhase(phase="ready", duration_ms=_ms_since(began))
-            await self._db.write(
-                lambda c: (
-                    self._outbox.append_tx(c, session_id, "", ready),
-                    self._started_tx(c, record, sandbox_ms, receipt),
-                )
-            )
+            reports.append(pb.StartupPhase(phase="ready", duration_ms=_ms_since(began)))
+
+            def started(c: sqlite3.Connection) -> None:
+                for body in reports:
+                    self._outbox.append_tx(c, session_id, "", body)
+                self._started_tx(c, record, sandbox_ms, receipt)
+
+            await self._db.write(started)
         except BaseException:
             await asyncio.shield(close_quietly(engine, self._limits.close_engine))
             raise
@@ -386,19 +389,40 @@ class Runtimes:
         if verdict is DestroyVerdict.CONFIRMED:
             await self._db.write(lambda c: (self._state.delete_session_tx(c, session_id), step(c)))
             self._sessions.pop(session_id, None)
+            self._model.forget(session_id)
             await self._transcripts.forget(session_id)
             bound.info("runtime_destroyed", sandbox_id=record.sandbox.sandbox_id)
         return verdict
 
-    async def _new_sandbox(self, session_id: str, *, fresh: bool) -> Sandbox:
+    async def _new_sandbox(self, session_id: str, *, fresh: bool) -> tuple[Sandbox, Claimed | None]:
         """A warm one for a session new here, else one created (or re-opened) by the driver."""
         spec = self._spec(session_id)
         if fresh and self._pool is not None:
             claimed = await self._pool.claim(spec)
             if claimed is not None:
-                return claimed
+                return claimed.sandbox, claimed
         async with asyncio.timeout(self._timeouts.create_sandbox):
-            return await self._driver.create(spec)
+            return await self._driver.create(spec), None
+
+    async def _adopt(
+        self, session_id: str, claimed: Claimed, engine_kind: str, sandbox: Sandbox, config: EngineConfig
+    ) -> EngineSession | None:
+        """The engine the pool started in the claimed sandbox, taken on by the session; None when the
+        session cannot use it (it is closed in the background and a fresh one started)."""
+        engine = claimed.engine
+        if engine is None:
+            return None
+        if claimed.engine_kind == engine_kind:
+            try:
+                await engine.adopt(sandbox, config)
+            except Exception as exc:
+                log.info("prestarted_engine_not_adopted", session_id=session_id, reason=describe(exc))
+            else:
+                self._model.hand_over(claimed.pool_id, session_id)
+                return engine
+        assert self._tasks is not None  # _turns() refused the start otherwise
+        self._tasks.create_task(close_quietly(engine, self._limits.close_engine))
+        return None
 
     # -- engine (re)starts ---------------------------------------------------
 
@@ -481,18 +505,13 @@ class Runtimes:
             labels={SESSION_LABEL: session_id, AGENT_LABEL: self._agent_id},
         )
 
-    async def _phase(self, session_id: str, phase: str, duration_ms: int) -> None:
-        await self._outbox.append(session_id, "", pb.StartupPhase(phase=phase, duration_ms=duration_ms))
-
-    async def _report_server_info(self, session_id: str, engine: EngineSession) -> None:
+    async def _server_info(self, session_id: str, engine: EngineSession) -> pb.EngineInfo | None:
         try:
             info = await asyncio.wait_for(engine.server_info(), self._timeouts.server_info)
         except Exception as exc:  # the runtime works without it; only the slash commands are unknown
             log.warning("server_info_unavailable", session_id=session_id, error=describe(exc))
-            return
-        if info is not None:
-            body = pb.EngineInfo(server_info_json=json.dumps(info, default=str))
-            await self._outbox.append(session_id, "", body)
+            return None
+        return pb.EngineInfo(server_info_json=json.dumps(info, default=str)) if info is not None else None
 
     def _started_tx(self, c: sqlite3.Connection, record: SessionRecord, sandbox_ms: int, receipt: Receipt) -> None:
         self._state.put_session_tx(c, record)

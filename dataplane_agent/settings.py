@@ -20,6 +20,7 @@
 | log_level        | --log-level          | ASTRABOX_LOG_LEVEL          | info                      |
 | warm_pool        | --warm-pool          | ASTRABOX_WARM_POOL          | 0 (no warm pool)          |
 | warm_pool_max_age| --warm-pool-max-age  | ASTRABOX_WARM_POOL_MAX_AGE  | 3600 s                    |
+| warm_engines     | --warm-engines       | ASTRABOX_WARM_ENGINES       | on (with a warm pool)     |
 | reconcile_interval| --reconcile-interval| ASTRABOX_RECONCILE_INTERVAL | 60 s                      |
 
 * With neither a model base URL nor an API key the agent serves the offline
@@ -71,6 +72,8 @@ class AgentSettings:
     warm_pool: int = 0
     # Seconds a ready sandbox may wait before it is replaced.
     warm_pool_max_age: float = 3600.0
+    # Whether the warm pool also starts the engine in each ready sandbox (a new session adopts it).
+    warm_engines: bool = True
     # Seconds between the reconciler's passes (it also runs after every Welcome).
     reconcile_interval: float = 60.0
 
@@ -101,6 +104,7 @@ class AgentSettings:
             log_level=args.log_level,
             warm_pool=args.warm_pool,
             warm_pool_max_age=args.warm_pool_max_age,
+            warm_engines=args.warm_engines,
             reconcile_interval=args.reconcile_interval,
         )
 
@@ -209,6 +213,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=float(env.get("ASTRABOX_WARM_POOL_MAX_AGE", 3600.0)),
         help="seconds a ready sandbox may wait before it is replaced (env ASTRABOX_WARM_POOL_MAX_AGE; "
         "default %(default)s)",
+    )
+    parser.add_argument(
+        "--warm-engines",
+        action=argparse.BooleanOptionalAction,
+        default=env.get("ASTRABOX_WARM_ENGINES", "1").strip().lower() not in ("0", "false", "no", "off"),
+        help="start the engine in every warm-pool sandbox, so a new session only adopts it "
+        "(env ASTRABOX_WARM_ENGINES; default on)",
     )
     parser.add_argument(
         "--reconcile-interval",

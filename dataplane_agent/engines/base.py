@@ -123,6 +123,13 @@ class EngineSession(Protocol):
     async def close(self) -> None:
         """Disconnect and stop the engine's process."""
 
+    async def adopt(self, sandbox: Sandbox, config: EngineConfig) -> None:
+        """Hand this engine, pre-started in an unused (warm-pool) sandbox before any conversation,
+        to a session: `sandbox` is that sandbox rebound to the session; `config`'s permission mode,
+        model and interactions apply from now on. Its environment (and so its model credential)
+        stays the one it was started with. EngineError if the engine cannot take it (it ended, the
+        config asks for a conversation to resume): the caller starts a fresh engine instead."""
+
 
 class EngineAdapter(Protocol):
     """Starts engine sessions of one kind."""

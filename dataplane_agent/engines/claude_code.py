@@ -130,6 +130,7 @@ class ClaudeCodeAdapter:
             raise EngineError(redactor(f"cannot prepare the CLI in sandbox {sandbox.sandbox_id}: {error}")) from error
         stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         session_log = log.bind(sandbox_id=sandbox.sandbox_id)
+        gate = _ToolGate(config.interactions, session_log) if config.interactions is not None else None
         options = ClaudeAgentOptions(
             cli_path=launcher,
             # The SDK starts the launcher in this directory on the host; the launcher enters the
@@ -140,7 +141,7 @@ class ClaudeCodeAdapter:
             model=config.model or None,
             resume=config.resume_engine_session_id or None,
             # The SDK switches the CLI's permission prompts to its control channel when this is set.
-            can_use_tool=_ToolGate(config.interactions, session_log) if config.interactions is not None else None,
+            can_use_tool=gate,
             stderr=stderr_tail.append,
         )
         session = ClaudeCodeSession(
@@ -149,7 +150,9 @@ class ClaudeCodeAdapter:
             self._timeouts,
             _Failures(redactor, stderr_tail, session_log),
             permission_mode=config.permission_mode,
+            model=config.model,
             engine_session_id=config.resume_engine_session_id,
+            gate=gate,
         )
         await session.connect()
         return session
@@ -170,7 +173,9 @@ class ClaudeCodeSession:
         failures: _Failures,
         *,
         permission_mode: str,
+        model: str,
         engine_session_id: str,
+        gate: _ToolGate | None,
     ) -> None:
         self._client = client
         self._sandbox = sandbox
@@ -178,7 +183,9 @@ class ClaudeCodeSession:
         self._failures = failures
         self._log = failures.log
         self._permission_mode = permission_mode
+        self._model = model
         self._engine_session_id = engine_session_id
+        self._gate = gate
         self._queue: asyncio.Queue[EngineOutput | _End] = asyncio.Queue(maxsize=_OUTPUT_BUFFER)
         self._reader: asyncio.Task[None] | None = None
         self._ended: _End | None = None
@@ -205,6 +212,9 @@ class ClaudeCodeSession:
         except (ClaudeSDKError, OSError) as error:
             await self.close()
             raise EngineError(self._failures.describe(f"the CLI could not start: {error}")) from error
+        except asyncio.CancelledError:  # the starter went away (an agent shutting down): no CLI left behind
+            await asyncio.shield(self.close())
+            raise
         self._reader = asyncio.create_task(self._read(), name=f"claude-code-reader-{self._sandbox.sandbox_id}")
         self._log.debug("engine_connected", seconds=round(asyncio.get_running_loop().time() - started, 3))
 
@@ -247,6 +257,27 @@ class ClaudeCodeSession:
         async with self._command("switch the permission mode"):
             await self._client.set_permission_mode(mode)  # type: ignore[arg-type]
             self._permission_mode = mode
+
+    async def adopt(self, sandbox: Sandbox, config: EngineConfig) -> None:
+        """Take a session on (see EngineSession.adopt): two control requests at most, no restart."""
+        if config.resume_engine_session_id or config.transcript or self._engine_session_id:
+            raise EngineError("a pre-started engine starts new conversations only; it cannot resume one")
+        if config.interactions is not None and self._gate is None:
+            raise EngineError("the engine was started without a tool gate, so it cannot ask the session's user")
+        if config.permission_mode:
+            _check_mode(config.permission_mode)
+        async with self._command("take the session on"):
+            if config.permission_mode and config.permission_mode != self._permission_mode:
+                await self._client.set_permission_mode(config.permission_mode)  # type: ignore[arg-type]
+                self._permission_mode = config.permission_mode
+            if config.model and config.model != self._model:
+                await self._client.set_model(config.model)
+                self._model = config.model
+        self._sandbox = sandbox
+        self._log = self._failures.log = log.bind(sandbox_id=sandbox.sandbox_id)
+        if self._gate is not None:
+            self._gate.adopt(config.interactions, self._log)
+        self._log.debug("engine_adopted", permission_mode=self._permission_mode)
 
     async def stop_task(self, task_id: str) -> None:
         async with self._command(f"stop task {task_id}"):
@@ -351,9 +382,13 @@ class ClaudeCodeSession:
 class _ToolGate:
     """The SDK's `can_use_tool`: every approval (and AskUserQuestion) goes to the broker as a ToolRequest."""
 
-    def __init__(self, broker: InteractionBroker, session_log: Any) -> None:
+    def __init__(self, broker: InteractionBroker | None, session_log: Any) -> None:
         self._broker = broker
         self._log = session_log
+
+    def adopt(self, broker: InteractionBroker | None, session_log: Any) -> None:
+        """From now on ask `broker` (a pre-started engine handed to a session)."""
+        self._broker, self._log = broker, session_log
 
     async def __call__(
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
@@ -362,6 +397,8 @@ class _ToolGate:
             interaction_id=str(uuid.uuid4()), tool_name=tool_name, input=dict(tool_input), tool_use_id=context.tool_use_id or ""
         )
         self._log.debug("engine_asks", interaction_id=request.interaction_id, tool_name=tool_name)
+        if self._broker is None:
+            return PermissionResultDeny(message="No one can approve tool use in this engine session.")
         try:
             decision = await self._broker.ask(request)
         except Exception as error:  # nobody can answer: refusing is the safe default

@@ -119,6 +119,12 @@ class PidsCgroups:
                 time.sleep(0.01)
         return True
 
+    def rename(self, sandbox_id: str, new_id: str) -> None:
+        """The sandbox is now `new_id` (a warm-pool sandbox rebound to a session): its cgroup, with
+        whatever already runs in it, follows, so its limit still holds and `remove` finds it."""
+        with contextlib.suppress(FileNotFoundError):  # nothing was launched in it yet
+            os.rename(self._group(sandbox_id), self._group(new_id))
+
     def _group(self, sandbox_id: str) -> Path:
         return self._parent / f"{self._tag}-{sandbox_id}"
 

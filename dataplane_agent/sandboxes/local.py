@@ -244,8 +244,18 @@ class LocalSandboxDriver:
         source, target = self._directory(sandbox), self._root / f"local-{spec.session_id}"
         if target.exists():
             raise SandboxError(f"session {spec.session_id} already has a sandbox directory {target}")
+        # What a pre-started engine runs in the sandbox keeps running: its pids cgroup is renamed
+        # with the sandbox, and its mounts follow the renamed directory.
+        cgroups = self._isolation.cgroups if self._isolation else None
         try:
-            os.rename(source, target)
+            if cgroups is not None:
+                cgroups.rename(sandbox.sandbox_id, target.name)
+            try:
+                os.rename(source, target)
+            except OSError:
+                if cgroups is not None:
+                    cgroups.rename(target.name, sandbox.sandbox_id)
+                raise
         except OSError as error:
             raise SandboxError(f"cannot rebind sandbox {sandbox.sandbox_id} to {target}: {error}") from error
         self._spec_env.pop(sandbox.sandbox_id, None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +128,8 @@ class ScriptedEngineSession:
     modes: list[str] = field(default_factory=list)
     stopped_tasks: list[str] = field(default_factory=list)
     decisions: list[ToolDecision] = field(default_factory=list)
+    # The sandbox and config of the session that adopted this (pre-started) engine.
+    adopted: tuple[Sandbox, EngineConfig] | None = None
     _queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     _interrupted: asyncio.Event = field(default_factory=asyncio.Event)
     _turn: asyncio.Task[None] | None = None
@@ -196,6 +199,15 @@ class ScriptedEngineSession:
 
     async def transcript(self) -> bytes:
         return self.adapter.transcript
+
+    async def adopt(self, sandbox: Sandbox, config: EngineConfig) -> None:
+        """Like the real adapter: only new conversations, only while running."""
+        if self.closed:
+            raise EngineError("closed")
+        if config.resume_engine_session_id or config.transcript:
+            raise EngineError("a pre-started engine cannot resume a conversation")
+        self.adopted = (sandbox, dataclasses.replace(config, env=self.config.env))
+        self.config = self.adopted[1]
 
     async def close(self) -> None:
         self.closed = True
@@ -271,8 +283,17 @@ class FixedModel:
     environment: Mapping[str, str]
     socket: Path | None = None
 
+    handed_over: dict[str, str] = field(default_factory=dict)
+
     def env(self, session_id: str) -> Mapping[str, str]:
         return self.environment
+
+    def hand_over(self, owner: str, session_id: str) -> None:
+        self.handed_over[owner] = session_id
+
+    def forget(self, session_id: str) -> None:
+        for owner in [owner for owner, user in self.handed_over.items() if user == session_id]:
+            del self.handed_over[owner]
 
 
 @dataclass

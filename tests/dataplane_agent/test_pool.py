@@ -22,7 +22,8 @@ from dataplane_agent.sandboxes.base import POOL_LABEL, DestroyVerdict, Sandbox, 
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.transcripts import TranscriptStore
-from tests.dataplane_agent.fakes import MODEL_ENV, FixedModel, ScriptedEngine, result_turn, start
+from dataplane_agent.warm_engines import EngineWarmer, WarmEngineSettings
+from tests.dataplane_agent.fakes import MODEL_ENV, FixedModel, ScriptedEngine, deliver, kinds, result_turn, start
 
 AGENT = "agent-1"
 
@@ -90,18 +91,24 @@ class PooledAgent:
     pool: WarmPool
     state: AgentState
     outbox: Outbox
+    model: FixedModel
 
 
 @contextlib.asynccontextmanager
-async def pooled_agent(path: Path, driver: TimedDriver, size: int) -> AsyncIterator[PooledAgent]:
+async def pooled_agent(
+    path: Path, driver: TimedDriver, size: int, *, engine: ScriptedEngine | None = None, warm_engines: bool = False
+) -> AsyncIterator[PooledAgent]:
     db = await Database.open(path / "agent.db")
     state, outbox = AgentState(db), Outbox(db)
     await state.raise_lease_generation(1)
-    engine = ScriptedEngine(result_turn())
+    engine = engine or ScriptedEngine(result_turn())
+    model = FixedModel(MODEL_ENV)
     inventory = LocalDirectoryInventory(path / "sandboxes", AGENT)
-    pool = WarmPool(driver, lambda: runtimes.sandbox_template(), PoolSettings(size=size), inventory=inventory)
+    warmer = EngineWarmer(engine, driver, model, WarmEngineSettings(engine=engine.kind)) if warm_engines else None
+    pool = WarmPool(driver, lambda: runtimes.sandbox_template(), PoolSettings(size=size), inventory=inventory,
+                    engines=warmer)
     runtimes = Runtimes(agent_id=AGENT, db=db, state=state, outbox=outbox, driver=driver,
-                        engines={engine.kind: engine}, model=FixedModel(MODEL_ENV),
+                        engines={engine.kind: engine}, model=model,
                         transcripts=TranscriptStore(path / "transcripts"), pool=pool)
     applier = CommandApplier(db, state, runtimes)
     loops = [asyncio.create_task(runtimes.run()), asyncio.create_task(applier.run())]
@@ -109,7 +116,7 @@ async def pooled_agent(path: Path, driver: TimedDriver, size: int) -> AsyncItera
     await applier.wait_running()
     try:
         async with running(pool):
-            yield PooledAgent(applier, runtimes, pool, state, outbox)
+            yield PooledAgent(applier, runtimes, pool, state, outbox, model)
     finally:
         for task in loops:
             task.cancel()
@@ -184,7 +191,7 @@ async def test_a_changed_template_retires_the_old_sandboxes_and_refills_with_the
 
         assert await pool.claim(old_spec) is None  # nothing of the old template is handed out
         claimed = await pool.claim(dataclasses.replace(template[0], session_id="s-new"))
-        assert claimed is not None and claimed.sandbox_id == "local-s-new" and (root / "local-s-new").is_dir()
+        assert claimed is not None and claimed.sandbox.sandbox_id == "local-s-new" and (root / "local-s-new").is_dir()
 
 
 async def test_sandboxes_older_than_the_max_age_are_retired(tmp_path: Path) -> None:
@@ -216,7 +223,7 @@ async def test_a_restarted_pool_takes_back_current_sandboxes_and_retires_the_res
     await second.start()
     assert second.ready == 2 and dirs(root) == kept  # taken back; the stale one retired
     claimed = await second.claim(dataclasses.replace(template, session_id="s-1"))
-    assert claimed is not None and f"local-pool-{claimed.sandbox_id}" not in dirs(root)
+    assert claimed is not None and f"local-pool-{claimed.sandbox.sandbox_id}" not in dirs(root)
 
 
 async def test_a_session_that_already_has_a_sandbox_reopens_it_and_the_claimed_one_is_retired(tmp_path: Path) -> None:
@@ -250,3 +257,93 @@ async def test_the_reconciler_leaves_the_running_pools_sandboxes_alone(tmp_path:
         done = await reconciler.reconcile()
         assert done.destroyed == ["local-pool-stray"]
         assert len(dirs(root, "local-pool-")) == 2 and pool.ready == 2
+
+
+def phases(outputs: list[pb.Output], session_id: str) -> list[str]:
+    return [o.startup_phase.phase for o in outputs if o.session_id == session_id and o.HasField("startup_phase")]
+
+
+async def test_with_warm_engines_a_session_adopts_the_engine_started_in_its_sandbox(tmp_path: Path) -> None:
+    engine = ScriptedEngine(result_turn())
+    async with pooled_agent(tmp_path, TimedDriver(tmp_path / "sandboxes"), size=2, engine=engine,
+                            warm_engines=True) as agent:
+        await wait_until(lambda: agent.pool.ready == 2)
+        prestarted = list(engine.sessions)
+        assert len(prestarted) == 2 and all(s.config.permission_mode == "bypassPermissions" for s in prestarted)
+
+        ack = await agent.applier.apply(start_command(1, "s-1"))
+        assert not ack.HasField("error")
+        [adopter] = [s for s in prestarted if s.adopted is not None]
+        sandbox, config = adopter.adopted
+        assert sandbox.session_id == "s-1" and sandbox.sandbox_id == "local-s-1"
+        # The session's own mode and model; its approvals go to the session's turns.
+        assert (config.permission_mode, config.model) == ("default", "m-1") and config.interactions is not None
+        # The model route attributes the pool sandbox's credential to the session from now on.
+        [(owner, user)] = agent.model.handed_over.items()
+        assert owner.startswith("pool-") and user == "s-1"
+        outputs = await agent.outbox.pending({}, limit=1000)
+        assert phases(outputs, "s-1") == ["sandbox_claimed", "engine_adopted", "ready"]
+
+        # The adopted engine runs the session's turns; the pool starts an engine for its refill.
+        await agent.applier.apply(pb.Command(command_seq=2, command_id="c-2", lease_generation=1, session_id="s-1",
+                                             **deliver("t-1")))
+        await wait_until(lambda: adopter.sent == [("hi", "acceptEdits")])
+        await wait_until(lambda: agent.pool.ready == 2)
+        assert len(engine.sessions) == 3 and not any(s.closed for s in engine.sessions)
+
+
+async def test_a_session_resuming_a_conversation_gets_a_fresh_engine_and_the_prestarted_one_is_closed(
+    tmp_path: Path,
+) -> None:
+    engine = ScriptedEngine(result_turn())
+    async with pooled_agent(tmp_path, TimedDriver(tmp_path / "sandboxes"), size=1, engine=engine,
+                            warm_engines=True) as agent:
+        await wait_until(lambda: agent.pool.ready == 1)
+        [prestarted] = engine.sessions
+        command = pb.Command(command_seq=1, command_id="c-1", lease_generation=1, session_id="s-1",
+                             **start(resume_engine_session_id="eng-9", transcript=b'{"x": 1}\n'))
+        assert not (await agent.applier.apply(command)).HasField("error")
+        await wait_until(lambda: prestarted.closed)
+        [resumed] = [s for s in engine.sessions if s.config.resume_engine_session_id == "eng-9"]
+        assert resumed is not prestarted and prestarted.adopted is None
+        outputs = await agent.outbox.pending({}, limit=1000)
+        assert phases(outputs, "s-1") == ["sandbox_claimed", "engine_connected", "ready"]
+        assert agent.model.handed_over == {}
+
+
+async def test_a_pool_whose_engine_does_not_start_keeps_no_sandbox_ready(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    engine = ScriptedEngine(fail_start="the CLI was not found")
+    template = SandboxSpec(session_id="template", agent_id=AGENT)
+    model = FixedModel(MODEL_ENV)
+    warmer = EngineWarmer(engine, LocalSandboxDriver(root), model, WarmEngineSettings(engine=engine.kind))
+    pool = WarmPool(LocalSandboxDriver(root), lambda: template, PoolSettings(size=2, backoff=0.05), engines=warmer)
+    async with running(pool):
+        await wait_until(lambda: pool.retired >= 3)
+        assert pool.ready == 0
+    assert dirs(root, "local-pool-") == []  # each was retired once its engine failed
+
+
+async def test_a_stopped_pool_closes_its_engines_and_the_next_one_starts_engines_in_what_it_takes_back(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "sandboxes"
+    engine = ScriptedEngine(result_turn())
+    template = SandboxSpec(session_id="template", agent_id=AGENT)
+    inventory = LocalDirectoryInventory(root, AGENT)
+
+    def pool() -> WarmPool:
+        driver = LocalSandboxDriver(root)
+        warmer = EngineWarmer(engine, driver, FixedModel(MODEL_ENV), WarmEngineSettings(engine=engine.kind))
+        return WarmPool(driver, lambda: template, PoolSettings(size=2), inventory=inventory, engines=warmer)
+
+    async with running(pool()) as first:
+        await wait_until(lambda: first.ready == 2)
+    assert len(engine.sessions) == 2 and all(s.closed for s in engine.sessions)
+    kept = dirs(root)
+
+    async with running(pool()) as second:
+        await wait_until(lambda: len(engine.sessions) == 4 and second.ready == 2)
+        assert dirs(root) == kept  # the same sandboxes, each with a new engine
+        claimed = await second.claim(dataclasses.replace(template, session_id="s-1"))
+        assert claimed is not None and claimed.engine in engine.sessions[2:] and not claimed.engine.closed
