@@ -78,12 +78,13 @@ class SessionKernel:
         fingerprint = requests.fingerprint(
             engine=manifest.kind, permission_mode=mode, model=request.model, labels=dict(request.labels)
         )
-        existing = await self._by_request_id(request.request_id, fingerprint)
-        if existing:
-            return existing
         placing = time.monotonic()
         agent_id = await self._agents.pick_for(manifest.kind)
         placed_ms = int((time.monotonic() - placing) * 1000)
+        # A retry is answered by the insert's conflict below; only without an agent is it looked up
+        # first, so that it returns its session rather than an error.
+        if agent_id is None and (existing := await self._by_request_id(request.request_id, fingerprint)):
+            return existing
         if agent_id is None:
             raise NoAgentAvailable(f"no connected data-plane agent can run {manifest.kind}; start one with `astrabox agent`")
         session_id = str(uuid.uuid4())
@@ -123,7 +124,7 @@ class SessionKernel:
                         NewEvent(EventKind.STARTUP_PHASE, {"phase": "placed", "duration_ms": placed_ms}),
                     ],
                 )
-        if inserted is None:  # a concurrent retry won the insert
+        if inserted is None:  # a retry (or a concurrent one that won the insert)
             existing = await self._by_request_id(request.request_id, fingerprint)
             assert existing is not None
             return existing
