@@ -15,12 +15,10 @@ record, which listing and destruction read over the labels.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
 import shutil
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -59,7 +57,6 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_INSTALLATION = "default"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REMOVE_TIMEOUT = 30.0
 
 
@@ -131,32 +128,48 @@ class DockerSandboxDriver:
                     await docker.containers.container(found.id).delete(force=True)
                     found = None
             if found is None:
-                found = await self._make(docker, name, spec)
-            elif not found.running:
-                await docker.containers.container(found.id).start()
-                log.info("sandbox_restarted", sandbox_id=name, was=found.status)
-        directory = found.directory or HostDirectory(self._root / name)
-        await asyncio.to_thread(directory.write_env, spec.env)
+                directory = await self._make(docker, name, spec)
+            else:
+                if not found.running:
+                    await docker.containers.container(found.id).start()
+                    log.info("sandbox_restarted", sandbox_id=name, was=found.status)
+                directory = found.directory or HostDirectory(self._root / name)
+                await asyncio.to_thread(directory.write_env, spec.env)
         return self._sandbox(name, spec.session_id, directory)
 
     async def rebind(self, sandbox: Sandbox, spec: SandboxSpec) -> Sandbox:
         """Hand an unused (warm-pool) sandbox to `spec.session_id`: renamed, bound and given the
-        spec's environment as `create(spec)` would have. SandboxError if the session has a sandbox."""
+        spec's environment as `create(spec)` would have. SandboxError if the session has a sandbox
+        already, or this one is gone or went to a session before.
+
+        A session's start waits on it, so the rename is all it asks of the Engine. Nothing is
+        inspected: the name vouches for the container, since it holds the installation and the
+        pool id, which only this driver's `create` gives a container (a random one, in a
+        directory under this driver's root), and which a container keeps until its rebind; the
+        directory's binding record says whether that rebind happened already."""
         name = self._name(spec.session_id)
+        _check_id(spec.agent_id, "agent id")
+        directory = self._directory(sandbox)
+        if sandbox.sandbox_id != self._name(sandbox.session_id):
+            raise SandboxError(f"sandbox {sandbox.sandbox_id} is not the one of {sandbox.session_id}")
+        labels = {k: v for k, v in self._labels(spec).items() if k != POOL_LABEL}
+        # The binding first: a crash before the rename leaves a container that lists as the
+        # session's (the reconciler settles it), never a session's name on a pool binding.
+        try:
+            await asyncio.to_thread(directory.bind, labels, spec.env)
+        except OSError:
+            raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist") from None
         async with self._engine.client("rebind the sandbox") as docker:
-            found = await inspect(docker, sandbox.sandbox_id)
-            if found is None or found.directory is None:
-                raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist")
-            self._check_owner(found, sandbox.session_id, spec.agent_id)
-            if await inspect(docker, name) is not None:
-                raise SandboxError(f"session {spec.session_id} has a sandbox already ({name})")
-            directory = found.directory
-            labels = {k: v for k, v in self._labels(spec).items() if k != POOL_LABEL}
-            # The binding first: a crash before the rename leaves a container that lists as the
-            # session's (the reconciler settles it), never a session's name on a pool binding.
-            await asyncio.to_thread(directory.write_binding, labels)
-            await asyncio.to_thread(directory.write_env, spec.env)
-            await docker.containers.container(found.id).rename(name)
+            try:
+                await docker.containers.container(sandbox.sandbox_id).rename(name)
+            except aiodocker.DockerError as error:
+                if error.status not in (404, 409):
+                    raise
+                # Not renamed: what is left of it stays the pool's, for the pool to retire.
+                await asyncio.to_thread(directory.unbind)
+                if error.status == 404:
+                    raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist") from None
+                raise SandboxError(f"session {spec.session_id} has a sandbox already ({name})") from None
         log.debug("sandbox_rebound", sandbox_id=name, was=sandbox.sandbox_id)
         return self._sandbox(name, spec.session_id, directory)
 
@@ -172,9 +185,6 @@ class DockerSandboxDriver:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} is not running ({found.status})")
         spec_env = await asyncio.to_thread(directory.read_env)
         merged = {"PATH": DEFAULT_PATH, **spec_env, **env, "HOME": INNER_HOME}
-        for name, value in merged.items():
-            if not _ENV_NAME.match(name) or "\n" in value or "\0" in value or "\r" in value:
-                raise SandboxError(f"environment variable {name!r} cannot be passed into a container")
         await asyncio.to_thread(directory.hand_over_home, self._uid, self._gid)
         stem = Path(program[0]).name or "program"
         # The environment (credentials included) reaches `docker exec` in a private file: not on
@@ -198,11 +208,12 @@ class DockerSandboxDriver:
                     if refusal:
                         bound.warning("sandbox_destroy_refused", reason=refusal)
                         return DestroyVerdict.REFUSED
-                    with contextlib.suppress(aiodocker.DockerError):  # judged by the inspect below
+                    try:
                         await docker.containers.container(found.id).delete(force=True, v=True)
-                    if await inspect(docker, found.id) is not None:
-                        bound.warning("sandbox_destroy_unconfirmed", reason="the container is still there")
-                        return DestroyVerdict.UNCONFIRMED
+                    except aiodocker.DockerError:  # perhaps removed meanwhile: an inspect tells
+                        if await inspect(docker, found.id) is not None:
+                            bound.warning("sandbox_destroy_unconfirmed", reason="the container is still there")
+                            return DestroyVerdict.UNCONFIRMED
                 elif refusal := await asyncio.to_thread(directory.refusal, sandbox):
                     bound.warning("sandbox_destroy_refused", reason=refusal)
                     return DestroyVerdict.REFUSED
@@ -240,49 +251,31 @@ class DockerSandboxDriver:
 
     # -- helpers -----------------------------------------------------------------
 
-    async def _make(self, docker: aiodocker.Docker, name: str, spec: SandboxSpec) -> Container:
+    async def _make(self, docker: aiodocker.Docker, name: str, spec: SandboxSpec) -> HostDirectory:
+        """Make and start the container `name` for `spec`; the directory it mounts."""
         directory = HostDirectory(self._root / name)
-        await asyncio.to_thread(directory.prepare, self._uid, self._gid)
-        labels = self._labels(spec)
+        await asyncio.to_thread(directory.prepare, self._uid, self._gid, spec.env)
         try:
-            container = await docker.containers.create(self._recipe.body(labels, directory, spec.model_socket), name=name)
+            await self._recipe.make(docker, name, self._labels(spec), directory, spec.model_socket)
         except aiodocker.DockerError as error:
             if error.status == 409:  # made meanwhile by another create for the session: its directory too
                 found = await inspect(docker, name)
                 if found is None:
                     raise SandboxError(f"container {name} was made and removed meanwhile; try again") from error
                 self._check_owner(found, spec.session_id, spec.agent_id)
-                return found
+                return directory
             await asyncio.to_thread(shutil.rmtree, directory.path, True)
             if error.status == 404:
                 raise SandboxError(f"image {self._image} is missing: run `astrabox image build`") from None
             raise
-        try:
-            await container.start()
-        except aiodocker.DockerError as error:
-            with contextlib.suppress(aiodocker.DockerError):
-                await container.delete(force=True)
+        except SandboxError:
             await asyncio.to_thread(shutil.rmtree, directory.path, True)
-            raise SandboxError(f"container {name} did not start: {error.message}") from error
-        log.debug("sandbox_created", sandbox_id=name, container=container.id[:12])
-        return Container(
-            id=container.id,
-            name=name,
-            labels=labels,
-            running=True,
-            status="running",
-            directory=directory,
-            model_route=spec.model_socket is not None,
-            created_at=time.time(),
-        )
+            raise
+        return directory
 
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
-        return {
-            **spec.labels,
-            SESSION_LABEL: spec.session_id,
-            AGENT_LABEL: spec.agent_id,
-            INSTALLATION_LABEL: self._installation,
-        }
+        own = {SESSION_LABEL: spec.session_id, AGENT_LABEL: spec.agent_id, INSTALLATION_LABEL: self._installation}
+        return {**spec.labels, **own}
 
     def _check_owner(self, found: Container, session_id: str, agent_id: str) -> None:
         if reason := found.refusal(self._installation, session_id, agent_id):

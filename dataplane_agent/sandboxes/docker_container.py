@@ -3,15 +3,23 @@
 The container runs `sleep infinity` under docker-init, made from the sandbox
 image: no network, every capability dropped, no-new-privileges, a read-only
 root, CPU, memory and pids limits, an unprivileged user. Its host directory's
-`workspace/` and `home/` are bind-mounted at /workspace and /home/agent, /tmp
-is a tmpfs. The engine's CLI is not in the image: its directory is
-bind-mounted read-only at the same path. The model route's directory is
-bind-mounted read-only at /run/astrabox, so the socket an agent re-creates
-after a restart is the one its sandboxes reach.
+`workspace/` and `home/` are bind-mounted at /workspace and /home/agent, its
+`hosts` read-only at /etc/hosts; /tmp is a tmpfs. The engine's CLI is not in
+the image: its directory is bind-mounted read-only at the same path. The model
+route's directory is bind-mounted read-only at /run/astrabox, so the socket an
+agent re-creates after a restart is the one its sandboxes reach.
+
+No network: the container's networking is disabled, besides its network mode
+being "none" (which alone would still isolate it, should a daemon ignore the
+flag). Either way it gets a network namespace of its own holding a loopback
+alone; disabled, Docker leaves making it to the runtime instead of joining the
+container to its "none" network, which costs about as much as all the rest of
+a start. Docker then writes no /etc/hosts, hence the directory's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,9 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import aiodocker
+import structlog
 
-from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, MODEL_SOCKET_INNER, SESSION_LABEL
+from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, MODEL_SOCKET_INNER, SESSION_LABEL, SandboxError
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
+
+log = structlog.get_logger(__name__)
 
 INNER_WORKSPACE = "/workspace"
 INNER_HOME = "/home/agent"
@@ -52,11 +63,26 @@ class ContainerRecipe:
     # Host directories of the programs launchers run (the engine's CLI), mounted read-only.
     program_dirs: Sequence[Path]
 
+    async def make(
+        self, docker: aiodocker.Docker, name: str, labels: Mapping[str, str], directory: HostDirectory, model_socket: Path | None
+    ) -> None:
+        """Create the container `name` and start it. DockerError if it cannot be created (409: the
+        name is taken; 404: the image is missing); SandboxError, and it is removed, if it does not start."""
+        container = await docker.containers.create(self.body(labels, directory, model_socket), name=name)
+        try:
+            await container.start()
+        except aiodocker.DockerError as error:
+            with contextlib.suppress(aiodocker.DockerError):
+                await container.delete(force=True)
+            raise SandboxError(f"container {name} did not start: {error.message}") from error
+        log.debug("sandbox_created", sandbox_id=name, container=container.id[:12])
+
     def body(self, labels: Mapping[str, str], directory: HostDirectory, model_socket: Path | None) -> dict[str, Any]:
         """The Engine's create request for a sandbox of `directory` labelled `labels`."""
         mounts = [
             _bind(directory.workspace, INNER_WORKSPACE),
             _bind(directory.home, INNER_HOME),
+            _bind(directory.hosts, "/etc/hosts", read_only=True),
             *(_bind(path, str(path), read_only=True) for path in self.program_dirs),
         ]
         if model_socket is not None:
@@ -92,6 +118,7 @@ class ContainerRecipe:
             "Hostname": "astrabox",
             "Env": [f"PATH={DEFAULT_PATH}", f"HOME={INNER_HOME}"],
             "Labels": dict(labels),
+            "NetworkDisabled": True,
             "HostConfig": host,
         }
 

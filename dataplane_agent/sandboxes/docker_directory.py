@@ -1,7 +1,8 @@
 """A docker sandbox's host directory: its layout, the records the driver keeps there, and its home's hand-over.
 
 `<root>/<container name>/` holds `workspace/` and `home/`, bind-mounted at
-/workspace and /home/agent, and `run/`, which the container never sees: the
+/workspace and /home/agent, `hosts`, the container's /etc/hosts (the names of
+its loopback), and `run/`, which the container never sees: the
 spec's environment (`sandbox.env.json`), the launchers with their environment
 files, and, once a warm-pool sandbox is handed to a session, its binding record
 (`binding.json`): the labels that replace the container's, which are fixed when
@@ -16,16 +17,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataplane_agent.sandboxes.base import POOL_LABEL, SESSION_LABEL, Sandbox
+from dataplane_agent.sandboxes.base import POOL_LABEL, SESSION_LABEL, Sandbox, SandboxError
 
 _BINDING = "binding.json"
 _SPEC_ENV = "sandbox.env.json"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The container's /etc/hosts: the names of its loopback, which Docker does not write for a
+# container whose networking is disabled.
+_HOSTS = "127.0.0.1\tlocalhost astrabox\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +52,13 @@ class HostDirectory:
     def run(self) -> Path:
         return self.path / "run"
 
-    def prepare(self, uid: int, gid: int) -> None:
-        """Make the directories: the mounted ones the sandbox user's and private to it, `run/` the agent's."""
+    @property
+    def hosts(self) -> Path:
+        return self.path / "hosts"
+
+    def prepare(self, uid: int, gid: int, env: Mapping[str, str]) -> None:
+        """Make the directory of a new sandbox, with its /etc/hosts and `env` as its spec's
+        environment: the mounted directories the sandbox user's and private to it, `run/` the agent's."""
         for part in (self.workspace, self.home, self.run):
             part.mkdir(parents=True, exist_ok=True)
         self.run.chmod(0o700)
@@ -55,6 +66,8 @@ class HostDirectory:
             if os.geteuid() == 0:
                 os.chown(part, uid, gid)
             part.chmod(0o700)
+        _write_private(self.hosts, _HOSTS, 0o644)
+        self.write_env(env)
 
     def write_env(self, env: Mapping[str, str]) -> None:
         """Keep the spec's environment, which every launcher passes in."""
@@ -63,9 +76,19 @@ class HostDirectory:
     def read_env(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in _read_json(self.run / _SPEC_ENV).items()}
 
-    def write_binding(self, labels: Mapping[str, str]) -> None:
-        """Record `labels` as the sandbox's, over those its container was made with."""
+    def bind(self, labels: Mapping[str, str], env: Mapping[str, str]) -> None:
+        """Record `labels` as the sandbox's, over those its container was made with, and `env` as
+        its spec's environment. SandboxError if it was bound before: it went to a session already.
+        OSError if the directory is gone."""
+        if (bound := self.binding()) is not None:
+            raise SandboxError(f"sandbox {self.path.name} went to session {bound.get(SESSION_LABEL)!r} already")
+        self.write_env(env)
         _write_private(self.run / _BINDING, json.dumps({"labels": dict(labels)}))
+
+    def unbind(self) -> None:
+        """Forget the binding record: the sandbox is no session's after all."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.run / _BINDING).unlink()
 
     def binding(self) -> dict[str, str] | None:
         """The labels of the binding record; None if the sandbox was never handed to a session."""
@@ -105,7 +128,11 @@ class HostDirectory:
 
     def write_launcher(self, stem: str, env: Mapping[str, str], command: Sequence[str], purpose: str) -> Path:
         """Write the launcher `stem`: a script, executable by the agent alone, that runs `command`
-        with its own arguments appended; and the environment file `command` reads `env` from."""
+        with its own arguments appended; and the environment file `command` reads `env` from.
+        SandboxError if `env` cannot be written as such a file (one NAME=value a line)."""
+        for name, value in env.items():
+            if not _ENV_NAME.match(name) or "\n" in value or "\0" in value or "\r" in value:
+                raise SandboxError(f"environment variable {name!r} cannot be passed into a container")
         _write_private(self.launcher_env(stem), "".join(f"{k}={v}\n" for k, v in env.items()))
         script = f'#!/bin/sh\n# {purpose}\nexec {shlex.join(command)} "$@"\n'
         return _write_private(self.run / f"{stem}.launcher", script, 0o700)
@@ -120,7 +147,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _write_private(path: Path, text: str, mode: int = 0o600) -> Path:
-    """Replace `path` with `text` at once, readable by its owner alone (`mode`)."""
+    """Replace `path` with `text` at once, with `mode` (by default: for its owner alone)."""
     temporary = path.with_name(path.name + ".tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as handle:

@@ -175,12 +175,12 @@ async def test_the_container_is_hardened_and_its_configuration_holds_no_secret(
     assert config["Labels"][SESSION_LABEL] == "hard" and config["Labels"][AGENT_LABEL] == "agent-1"
     assert config["Labels"][INSTALLATION_LABEL] == containers.installation
     mounts = {m["Destination"]: m for m in info["Mounts"]}
-    assert set(mounts) == {"/workspace", "/home/agent", "/run/astrabox", str(BUNDLED_CLI.parent)}
-    assert not mounts["/run/astrabox"]["RW"] and not mounts[str(BUNDLED_CLI.parent)]["RW"]
+    assert set(mounts) == {"/workspace", "/home/agent", "/etc/hosts", "/run/astrabox", str(BUNDLED_CLI.parent)}
+    assert not any(mounts[target]["RW"] for target in ("/etc/hosts", "/run/astrabox", str(BUNDLED_CLI.parent)))
     assert SECRET not in json.dumps(info)
 
 
-async def test_inside_nothing_is_writable_but_the_workspace_home_and_tmp_and_no_network(
+async def test_inside_nothing_is_writable_but_the_workspace_home_and_tmp_and_no_network_but_the_loopback(
     driver: DockerSandboxDriver, tmp_path: Path
 ) -> None:
     mine = await driver.create(spec("mine"))
@@ -193,7 +193,8 @@ async def test_inside_nothing_is_writable_but_the_workspace_home_and_tmp_and_no_
     script = (
         f"{checks}; for d in / /usr /etc /workspace /home/agent /tmp; do touch $d/w 2>/dev/null && echo WRITABLE $d; done; "
         f"socat -T2 /dev/null TCP:127.0.0.1:{port} 2>/dev/null && echo REACHED host; "
-        "grep -c : /proc/net/dev; ls -A /workspace"
+        "grep -c : /proc/net/dev; for n in localhost astrabox; do echo RESOLVED $n $(getent hosts $n | awk '{print $1}'); done; "
+        "ls -A /workspace"
     )
     try:
         result = await sh(driver, mine, script)
@@ -205,6 +206,7 @@ async def test_inside_nothing_is_writable_but_the_workspace_home_and_tmp_and_no_
     assert "VISIBLE" not in result.stdout and "REACHED" not in result.stdout
     assert [line for line in lines if line.startswith("WRITABLE")] == ["WRITABLE /workspace", "WRITABLE /home/agent", "WRITABLE /tmp"]
     assert "1" in lines  # one interface: the loopback
+    assert [line for line in lines if line.startswith("RESOLVED")] == ["RESOLVED localhost ::1", "RESOLVED astrabox 127.0.0.1"]
     assert "private.txt" not in result.stdout
 
 
@@ -313,6 +315,55 @@ async def test_a_pool_sandbox_rebound_to_a_session_is_that_sessions(driver: Dock
     assert await driver.destroy(warm) is DestroyVerdict.REFUSED  # the pool's stale record
     assert await driver.destroy(bound) is DestroyVerdict.CONFIRMED
     assert not bound.workspace.exists()
+
+
+def pool_spec(pool_id: str) -> SandboxSpec:
+    return SandboxSpec(session_id=pool_id, agent_id="agent-1", labels={POOL_LABEL: "key"})
+
+
+async def test_a_claim_for_a_session_that_has_a_sandbox_fails_and_leaves_both_as_they_were(
+    driver: DockerSandboxDriver, containers: Containers
+) -> None:
+    taken = await driver.create(spec("taken", env={"WHOSE": "taken"}))
+    warm = await driver.create(pool_spec("pool-3"))
+
+    with pytest.raises(SandboxError, match=r"session taken has a sandbox already"):
+        await driver.rebind(warm, spec("taken", env={"WHOSE": "claimer"}))
+
+    [pooled] = await driver.list_sandboxes({POOL_LABEL: "key"})
+    assert pooled.sandbox == warm and pooled.labels[SESSION_LABEL] == "pool-3"
+    [session] = await driver.list_sandboxes({SESSION_LABEL: "taken"})
+    assert session.sandbox == taken
+    assert (await sh(driver, taken, "echo $WHOSE")).stdout == "taken\n"
+    assert await driver.destroy(warm) is DestroyVerdict.CONFIRMED  # the pool can retire it
+    assert await containers.inspect(taken.sandbox_id) is not None
+
+
+async def test_a_claim_of_a_pool_sandbox_removed_behind_our_back_fails_and_its_directory_can_be_retired(
+    driver: DockerSandboxDriver,
+) -> None:
+    warm = await driver.create(pool_spec("pool-4"))
+    subprocess.run(["docker", "rm", "-f", warm.sandbox_id], check=True, capture_output=True, timeout=60)
+
+    with pytest.raises(SandboxError, match=rf"sandbox {warm.sandbox_id} does not exist"):
+        await driver.rebind(warm, spec("late"))
+
+    assert not await driver.list_sandboxes({SESSION_LABEL: "late"})
+    assert await driver.destroy(warm) is DestroyVerdict.CONFIRMED
+    assert not warm.workspace.parent.exists()
+
+
+async def test_a_pool_sandbox_claimed_twice_stays_with_its_first_session(driver: DockerSandboxDriver) -> None:
+    warm = await driver.create(pool_spec("pool-5"))
+    first = await driver.rebind(warm, spec("first", env={"WHOSE": "first"}))
+
+    with pytest.raises(SandboxError, match=r"went to session 'first' already"):
+        await driver.rebind(warm, spec("second", env={"WHOSE": "second"}))
+
+    [listed] = await driver.list_sandboxes({SESSION_LABEL: "first"})
+    assert listed.sandbox == first
+    assert not await driver.list_sandboxes({SESSION_LABEL: "second"})
+    assert (await sh(driver, first, "echo $WHOSE")).stdout == "first\n"
 
 
 def _cmdline(pid: str) -> str:
