@@ -13,8 +13,9 @@ Engine readers, input pumps and interrupt deadlines live in a TaskGroup owned
 by `run()`. Whatever a shutdown leaves open stays recorded; `recover()` at the
 next start settles it as aborted.
 
-A new session's sandbox comes from the warm pool when one is ready, else it is
-created. Starts and destructions hold the session's guard, which the
+Sandboxes and engines come from the `Launcher` (`dataplane_agent.launch`): a
+new session's sandbox from the warm pool when one is ready, with the engine
+the pool started in it, else both made now. Starts and destructions hold the session's guard, which the
 reconciler (`dataplane_agent.reconcile`) takes too before it adopts or
 destroys anything of that session, and they tell `Placements` what the
 control plane asked for since its last Welcome.
@@ -24,13 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from typing import Any
 
 import grpc
 import structlog
@@ -38,18 +36,11 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused
+from dataplane_agent.launch import Launcher, RuntimeTimeouts, SandboxPool
 from dataplane_agent.model_route import ModelAccess, model_env
 from dataplane_agent.outbox import Outbox
-from dataplane_agent.pool import Claimed
 from dataplane_agent.reconcile import DESTROYED, Placements
-from dataplane_agent.sandboxes.base import (
-    AGENT_LABEL,
-    SESSION_LABEL,
-    DestroyVerdict,
-    Sandbox,
-    SandboxDriver,
-    SandboxSpec,
-)
+from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
 from dataplane_agent.transcripts import TranscriptStore
 from dataplane_agent.turns import WORKSPACE_GONE_REASON, Input, SessionTurns, TurnLimits, close_quietly, describe
@@ -63,24 +54,6 @@ RESTART_QUEUED_REASON = "the data-plane agent restarted before the engine took t
 NO_MANIFEST_REASON = "contract violation: the engine declared no capability manifest"
 # The session id a warm pool's template spec is made with (the pool replaces it).
 TEMPLATE_SESSION_ID = "template"
-
-
-class SandboxPool(Protocol):
-    """Prepared sandboxes (implemented by `pool.WarmPool`)."""
-
-    async def claim(self, spec: SandboxSpec) -> Claimed | None:
-        """A ready sandbox rebound to `spec`'s session, maybe with an engine started in it; None:
-        none is ready (the caller creates one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeTimeouts:
-    """Deadlines, in seconds, for the runtime's transitional steps."""
-
-    create_sandbox: float = 120.0
-    start_engine: float = 120.0
-    destroy_sandbox: float = 60.0
-    server_info: float = 30.0
 
 
 class Runtimes:
@@ -102,21 +75,25 @@ class Runtimes:
         placements: Placements | None = None,
         pool: SandboxPool | None = None,
     ) -> None:
-        self._agent_id = agent_id
         self._db = db
         self._state = state
         self._outbox = outbox
-        self._driver = driver
-        self._adapters = dict(engines)
-        self._model = model
         self._transcripts = transcripts
-        self._timeouts = timeouts
         self._limits = limits
         self._sessions: dict[str, SessionTurns] = {}
         self._tasks: asyncio.TaskGroup | None = None
         self._running = asyncio.Event()
         self._placements = placements if placements is not None else Placements()
-        self._pool = pool
+        self._launcher = Launcher(
+            agent_id=agent_id,
+            driver=driver,
+            engines=engines,
+            model=model,
+            pool=pool,
+            timeouts=timeouts,
+            close_engine=limits.close_engine,
+            background=self._background,
+        )
         self._guards: dict[str, asyncio.Lock] = {}
         self._guard_users: dict[str, int] = {}
 
@@ -177,10 +154,9 @@ class Runtimes:
             # Already up: report it again rather than tear down a working runtime.
             await self._db.write(lambda c: self._started_tx(c, existing, 0, receipt))
             return
-        adapter = self._adapters.get(req.engine)
+        adapter = self._launcher.adapter(req.engine)
         if adapter is None:
-            available = ", ".join(sorted(self._adapters)) or "none"
-            reason = f"engine {req.engine!r} is not available on this agent (available: {available})"
+            reason = f"engine {req.engine!r} is not available on this agent (available: {self._launcher.available()})"
             await self._start_failed(session_id, reason, receipt)
             return
         manifest = getattr(adapter, "manifest", None)
@@ -190,7 +166,7 @@ class Runtimes:
         resume = req.resume_engine_session_id or (existing.engine_session_id if existing else "")
         began = time.monotonic()
         try:
-            sandbox, claimed = await self._new_sandbox(session_id, fresh=existing is None)
+            sandbox, claimed = await self._launcher.sandbox(session_id, fresh=existing is None)
         except Exception as exc:  # every failure becomes a readable RuntimeStartFailed
             await self._start_failed(session_id, f"could not create the sandbox: {describe(exc)}", receipt)
             if existing is None:
@@ -213,14 +189,12 @@ class Runtimes:
             model=req.model,
             resume_engine_session_id=resume,
             transcript=req.transcript,
-            env=self._model.env(session_id),
+            env=self._launcher.engine_env(session_id),
             interactions=turns,
         )
         connecting = time.monotonic()
-        engine = await self._adopt(session_id, claimed, req.engine, sandbox, config) if claimed else None
         try:
-            if engine is None:
-                engine = await asyncio.wait_for(adapter.start(sandbox, self._driver, config), self._timeouts.start_engine)
+            engine, adopted = await self._launcher.engine(session_id, adapter, sandbox, config, claimed)
         except Exception as exc:
             if existing is None:
                 self._sessions.pop(session_id, None)
@@ -229,10 +203,9 @@ class Runtimes:
             await self._start_failed(session_id, f"could not start the {req.engine} engine: {describe(exc)}", receipt)
             return
         try:
-            adopted = claimed is not None and engine is claimed.engine
             phase = "engine_adopted" if adopted else "engine_connected"
             reports.append(pb.StartupPhase(phase=phase, duration_ms=_ms_since(connecting)))
-            if manifest.supports_server_info and (info := await self._server_info(session_id, engine)):
+            if manifest.supports_server_info and (info := await self._launcher.server_info(session_id, engine)):
                 reports.append(info)
             record = SessionRecord(
                 session_id=session_id,
@@ -369,7 +342,7 @@ class Runtimes:
 
     def sandbox_template(self) -> SandboxSpec:
         """The spec every new session's sandbox is made from, for the warm pool."""
-        return self._spec(TEMPLATE_SESSION_ID)
+        return self._launcher.spec(TEMPLATE_SESSION_ID)
 
     async def _teardown(self, record: SessionRecord, reason: str, step: Receipt) -> DestroyVerdict:
         """Close the engine (settling its turns with `reason`) and destroy the sandbox; on a confirmed
@@ -379,50 +352,14 @@ class Runtimes:
         turns = self._sessions.get(session_id)
         if turns is not None:
             await turns.close(reason)
-        try:
-            # Not wait_for: on Python 3.11 it can lose the reconciler loop's cancellation.
-            async with asyncio.timeout(self._timeouts.destroy_sandbox):
-                verdict = await self._driver.destroy(record.sandbox)
-        except Exception as exc:
-            bound.warning("sandbox_destroy_failed", error=describe(exc))
-            verdict = DestroyVerdict.UNCONFIRMED
+        verdict = await self._launcher.destroy(record.sandbox)
         if verdict is DestroyVerdict.CONFIRMED:
             await self._db.write(lambda c: (self._state.delete_session_tx(c, session_id), step(c)))
             self._sessions.pop(session_id, None)
-            self._model.forget(session_id)
+            self._launcher.forget(session_id)
             await self._transcripts.forget(session_id)
             bound.info("runtime_destroyed", sandbox_id=record.sandbox.sandbox_id)
         return verdict
-
-    async def _new_sandbox(self, session_id: str, *, fresh: bool) -> tuple[Sandbox, Claimed | None]:
-        """A warm one for a session new here, else one created (or re-opened) by the driver."""
-        spec = self._spec(session_id)
-        if fresh and self._pool is not None:
-            claimed = await self._pool.claim(spec)
-            if claimed is not None:
-                return claimed.sandbox, claimed
-        async with asyncio.timeout(self._timeouts.create_sandbox):
-            return await self._driver.create(spec), None
-
-    async def _adopt(
-        self, session_id: str, claimed: Claimed, engine_kind: str, sandbox: Sandbox, config: EngineConfig
-    ) -> EngineSession | None:
-        """The engine the pool started in the claimed sandbox, taken on by the session; None when the
-        session cannot use it (it is closed in the background and a fresh one started)."""
-        engine = claimed.engine
-        if engine is None:
-            return None
-        if claimed.engine_kind == engine_kind:
-            try:
-                await engine.adopt(sandbox, config)
-            except Exception as exc:
-                log.info("prestarted_engine_not_adopted", session_id=session_id, reason=describe(exc))
-            else:
-                self._model.hand_over(claimed.pool_id, session_id)
-                return engine
-        assert self._tasks is not None  # _turns() refused the start otherwise
-        self._tasks.create_task(close_quietly(engine, self._limits.close_engine))
-        return None
 
     # -- engine (re)starts ---------------------------------------------------
 
@@ -432,7 +369,7 @@ class Runtimes:
         turns = self._sessions.get(session_id)
         if record is None or turns is None:
             raise EngineError(f"session {session_id} is no longer held by this agent")
-        adapter = self._adapters.get(record.engine)
+        adapter = self._launcher.adapter(record.engine)
         if adapter is None:
             raise EngineError(f"engine {record.engine!r} is not available on this agent")
         if not turns.lost_reason and not record.sandbox.workspace.exists():
@@ -442,17 +379,17 @@ class Runtimes:
             await self._outbox.append(session_id, "", pb.RuntimeLost(reason=lost))
             log.warning("runtime_lost", session_id=session_id, reason=lost)
         began = time.monotonic()
-        sandbox = await asyncio.wait_for(self._driver.create(self._spec(session_id)), self._timeouts.create_sandbox)
+        sandbox = await self._launcher.create(self._launcher.spec(session_id))
         sandbox_ms = _ms_since(began)
         config = EngineConfig(
             permission_mode=record.permission_mode,
             model=record.model,
             resume_engine_session_id=record.engine_session_id,
             transcript=await self._transcripts.load(session_id) if lost else b"",
-            env=self._model.env(session_id),
+            env=self._launcher.engine_env(session_id),
             interactions=turns,
         )
-        engine = await asyncio.wait_for(adapter.start(sandbox, self._driver, config), self._timeouts.start_engine)
+        engine, _ = await self._launcher.engine(session_id, adapter, sandbox, config, claimed=None)
         try:
 
             def tx(c: sqlite3.Connection) -> None:
@@ -497,22 +434,6 @@ class Runtimes:
         )
         return turns
 
-    def _spec(self, session_id: str) -> SandboxSpec:
-        return SandboxSpec(
-            session_id=session_id,
-            agent_id=self._agent_id,
-            model_socket=self._model.socket,
-            labels={SESSION_LABEL: session_id, AGENT_LABEL: self._agent_id},
-        )
-
-    async def _server_info(self, session_id: str, engine: EngineSession) -> pb.EngineInfo | None:
-        try:
-            info = await asyncio.wait_for(engine.server_info(), self._timeouts.server_info)
-        except Exception as exc:  # the runtime works without it; only the slash commands are unknown
-            log.warning("server_info_unavailable", session_id=session_id, error=describe(exc))
-            return None
-        return pb.EngineInfo(server_info_json=json.dumps(info, default=str)) if info is not None else None
-
     def _started_tx(self, c: sqlite3.Connection, record: SessionRecord, sandbox_ms: int, receipt: Receipt) -> None:
         self._state.put_session_tx(c, record)
         self._outbox.append_tx(c, record.session_id, "", _runtime_started(record.sandbox, sandbox_ms))
@@ -524,12 +445,14 @@ class Runtimes:
             lambda c: (self._outbox.append_tx(c, session_id, "", pb.RuntimeStartFailed(reason=reason)), receipt(c))
         )
 
-    async def _destroy_sandbox(self, sandbox: Sandbox) -> None:
-        try:
-            verdict = await asyncio.wait_for(self._driver.destroy(sandbox), self._timeouts.destroy_sandbox)
-        except Exception as exc:
-            log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=describe(exc))
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        if self._tasks is None:  # shutting down: the engine closes with the agent
+            work.close()
             return
+        self._tasks.create_task(work)
+
+    async def _destroy_sandbox(self, sandbox: Sandbox) -> None:
+        verdict = await self._launcher.destroy(sandbox)
         if verdict is not DestroyVerdict.CONFIRMED:
             log.warning("sandbox_destroy_unconfirmed", sandbox_id=sandbox.sandbox_id, verdict=verdict.value)
 

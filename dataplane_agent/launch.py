@@ -1,0 +1,155 @@
+"""Getting a session a sandbox and a connected engine.
+
+`Launcher` is what a runtime's start needs of the sandbox driver, the engine
+adapters, the model route and the warm pool: the sandbox spec of a session;
+a sandbox claimed from the pool (with the engine the pool started in it) or
+made by the driver; that engine adopted by the session, or a fresh one
+started; the engine's server info; a sandbox destroyed after a failed start.
+It records nothing: `runtimes.Runtimes` decides what is committed and
+reported, and when.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineSession
+from dataplane_agent.model_route import ModelAccess
+from dataplane_agent.pool import Claimed
+from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
+from dataplane_agent.turns import close_quietly, describe
+
+log = structlog.get_logger(__name__)
+
+
+class SandboxPool(Protocol):
+    """Prepared sandboxes (implemented by `pool.WarmPool`)."""
+
+    async def claim(self, spec: SandboxSpec) -> Claimed | None:
+        """A ready sandbox rebound to `spec`'s session, maybe with an engine started in it; None:
+        none is ready (the caller creates one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeTimeouts:
+    """Deadlines, in seconds, for the runtime's transitional steps."""
+
+    create_sandbox: float = 120.0
+    start_engine: float = 120.0
+    destroy_sandbox: float = 60.0
+    server_info: float = 30.0
+
+
+class Launcher:
+    """Sandboxes and engines for the sessions of one agent."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        driver: SandboxDriver,
+        engines: Mapping[str, EngineAdapter],
+        model: ModelAccess,
+        pool: SandboxPool | None,
+        timeouts: RuntimeTimeouts,
+        close_engine: float,
+        background: Callable[[Coroutine[Any, Any, None]], object],
+    ) -> None:
+        self._agent_id = agent_id
+        self._driver = driver
+        self._adapters = dict(engines)
+        self._model = model
+        self._pool = pool
+        self._timeouts = timeouts
+        self._close_engine = close_engine
+        # Runs a coroutine the caller need not wait for (closing an engine nobody uses).
+        self._background = background
+
+    def adapter(self, kind: str) -> EngineAdapter | None:
+        return self._adapters.get(kind)
+
+    def available(self) -> str:
+        return ", ".join(sorted(self._adapters)) or "none"
+
+    def spec(self, session_id: str) -> SandboxSpec:
+        """What the session's sandbox is made from (the warm pool's template, with its own id)."""
+        return SandboxSpec(
+            session_id=session_id,
+            agent_id=self._agent_id,
+            model_socket=self._model.socket,
+            labels={SESSION_LABEL: session_id, AGENT_LABEL: self._agent_id},
+        )
+
+    def engine_env(self, session_id: str) -> Mapping[str, str]:
+        return self._model.env(session_id)
+
+    async def sandbox(self, session_id: str, *, fresh: bool) -> tuple[Sandbox, Claimed | None]:
+        """A warm one for a session new here, else one created (or re-opened) by the driver."""
+        spec = self.spec(session_id)
+        if fresh and self._pool is not None:
+            claimed = await self._pool.claim(spec)
+            if claimed is not None:
+                return claimed.sandbox, claimed
+        return await self.create(spec), None
+
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        async with asyncio.timeout(self._timeouts.create_sandbox):
+            return await self._driver.create(spec)
+
+    async def engine(
+        self, session_id: str, adapter: EngineAdapter, sandbox: Sandbox, config: EngineConfig, claimed: Claimed | None
+    ) -> tuple[EngineSession, bool]:
+        """The session's engine and whether it was adopted (the one the pool started in its sandbox)
+        rather than started now."""
+        if claimed is not None and (engine := await self._adopt(session_id, claimed, adapter.kind, sandbox, config)):
+            return engine, True
+        async with asyncio.timeout(self._timeouts.start_engine):
+            return await adapter.start(sandbox, self._driver, config), False
+
+    async def _adopt(
+        self, session_id: str, claimed: Claimed, kind: str, sandbox: Sandbox, config: EngineConfig
+    ) -> EngineSession | None:
+        """The engine the pool started in the claimed sandbox, taken on by the session; None when the
+        session cannot use it (it is closed in the background and a fresh one started)."""
+        engine = claimed.engine
+        if engine is None:
+            return None
+        if claimed.engine_kind == kind:
+            try:
+                await engine.adopt(sandbox, config)
+            except Exception as exc:
+                log.info("prestarted_engine_not_adopted", session_id=session_id, reason=describe(exc))
+            else:
+                self._model.hand_over(claimed.pool_id, session_id)
+                return engine
+        self._background(close_quietly(engine, self._close_engine))
+        return None
+
+    async def server_info(self, session_id: str, engine: EngineSession) -> pb.EngineInfo | None:
+        try:
+            info = await asyncio.wait_for(engine.server_info(), self._timeouts.server_info)
+        except Exception as exc:  # the runtime works without it; only the slash commands are unknown
+            log.warning("server_info_unavailable", session_id=session_id, error=describe(exc))
+            return None
+        return pb.EngineInfo(server_info_json=json.dumps(info, default=str)) if info is not None else None
+
+    async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
+        """Destroy the sandbox; UNCONFIRMED when the driver failed or took too long."""
+        try:
+            # Not wait_for: on Python 3.11 it can lose the reconciler loop's cancellation.
+            async with asyncio.timeout(self._timeouts.destroy_sandbox):
+                return await self._driver.destroy(sandbox)
+        except Exception as exc:
+            log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=describe(exc))
+            return DestroyVerdict.UNCONFIRMED
+
+    def forget(self, session_id: str) -> None:
+        """The session's runtime is gone from this agent."""
+        self._model.forget(session_id)
