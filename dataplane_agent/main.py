@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import logging
 import re
 import signal
@@ -51,6 +52,10 @@ async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = Non
             await _run(settings, db, stop or asyncio.Event())
         finally:
             await db.close()
+            # The SDK lets go of an ended CLI's subprocess transport without closing it; collected
+            # now, while the loop runs, it closes quietly, rather than after asyncio.run closed the
+            # loop, where its finalizer prints a RuntimeError traceback per engine into the log.
+            gc.collect()
 
 
 async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> None:
