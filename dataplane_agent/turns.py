@@ -37,6 +37,7 @@ import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import structlog
 
@@ -49,6 +50,8 @@ from dataplane_agent.state import AgentState, Database, Receipt
 from dataplane_agent.transcripts import TranscriptStore
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 INTERRUPTED_BY_ENGINE = "the engine stopped the turn"
 INTERRUPTED_AT_DEADLINE = "deadline passed; engine replaced"
@@ -217,19 +220,19 @@ class SessionTurns:
         self._tasks.create_task(self._watch_deadline(turn, engine, deadline or self._limits.interrupt_deadline))
         if engine is not None:
             try:
-                await asyncio.wait_for(engine.interrupt(), self._limits.engine_call)
+                await bounded(engine.interrupt(), self._limits.engine_call)
             except Exception as exc:  # the deadline settles the turn anyway
                 self._log.warning("engine_interrupt_failed", turn_id=turn_id, error=describe(exc))
 
     async def set_permission_mode(self, mode: str) -> None:
         if self._engine is not None:
-            await asyncio.wait_for(self._engine.set_permission_mode(mode), self._limits.engine_call)
+            await bounded(self._engine.set_permission_mode(mode), self._limits.engine_call)
 
     async def stop_task(self, task_id: str) -> bool:
         """Stop a background task; False when no engine runs (its tasks ended with it)."""
         if self._engine is None:
             return False
-        await asyncio.wait_for(self._engine.stop_task(task_id), self._limits.engine_call)
+        await bounded(self._engine.stop_task(task_id), self._limits.engine_call)
         return True
 
     async def close(self, abort_reason: str) -> None:
@@ -318,7 +321,7 @@ class SessionTurns:
                     )
                 )
                 try:
-                    await asyncio.wait_for(engine.send(item.text, item.permission_mode), self._limits.engine_call)
+                    await bounded(engine.send(item.text, item.permission_mode), self._limits.engine_call)
                 except Exception as exc:
                     bound.warning("engine_send_failed", error=describe(exc))
                     self._detach()
@@ -492,7 +495,7 @@ class SessionTurns:
 
     async def _snapshot(self, engine: EngineSession, turn_id: str) -> None:
         try:
-            content = await asyncio.wait_for(engine.transcript(), self._limits.engine_call)
+            content = await bounded(engine.transcript(), self._limits.engine_call)
         except Exception as exc:
             self._log.warning("transcript_unavailable", turn_id=turn_id, error=describe(exc))
             return
@@ -521,9 +524,20 @@ class SessionTurns:
         return "the engine started a turn on its own"
 
 
+async def bounded(call: Awaitable[T], seconds: float) -> T:
+    """Await `call` for at most `seconds`; TimeoutError after that.
+
+    Not `asyncio.wait_for`: on Python 3.11 a caller cancelled just as `call`
+    completes gets the result instead of its cancellation. A reader or input
+    pump cancelled by its task group then carries on and waits on the engine
+    forever, and the task group (so the agent's shutdown) never finishes."""
+    async with asyncio.timeout(seconds):
+        return await call
+
+
 async def close_quietly(engine: EngineSession, timeout: float) -> None:
     try:
-        await asyncio.wait_for(engine.close(), timeout)
+        await bounded(engine.close(), timeout)
     except Exception as exc:
         log.warning("engine_close_failed", error=describe(exc))
 

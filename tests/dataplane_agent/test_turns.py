@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from dataplane_agent.engines.base import EngineOutput
+from dataplane_agent.outbox import Outbox
 from dataplane_agent.runtimes import WORKSPACE_GONE_REASON
+from dataplane_agent.sandboxes.base import SandboxSpec
+from dataplane_agent.state import AgentState, Database
+from dataplane_agent.transcripts import TranscriptStore
 from dataplane_agent.turns import (
     INTERRUPTED_AT_DEADLINE,
     INTERRUPTED_BEFORE_SEND,
     INTERRUPTED_BY_ENGINE,
+    Input,
+    SessionTurns,
     TurnLimits,
 )
 from tests.dataplane_agent.fakes import (
@@ -32,6 +39,13 @@ from tests.dataplane_agent.fakes import (
     running_agent,
     start,
 )
+
+
+async def eventually(condition: Callable[[], bool]) -> None:
+    """Wait until `condition` holds: an engine is closed after the outcome that replaces it is recorded."""
+    async with asyncio.timeout(5):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 def task_started(task_id: str = "task-1") -> EngineOutput:
@@ -127,7 +141,8 @@ async def test_an_engine_turn_that_does_not_end_is_interrupted_for_a_waiting_inp
         outputs = (await agent.wait_for("s-1", "ResultMessage"))[len(STARTED) :]
         assert kinds(outputs)[:3] == ["engine_turn_started", "AssistantMessage", "turn_interrupted"]
         assert outputs[2].turn_interrupted.reason == INTERRUPTED_AT_DEADLINE
-        assert first.interrupts == 1 and first.closed
+        await eventually(lambda: first.closed)
+        assert first.interrupts == 1
         assert [o.turn_id for o in outputs[3:]] == ["t-1"] * 4
         assert engine.last is not first and engine.last.sent == [("hi", "acceptEdits")]
 
@@ -193,7 +208,8 @@ async def test_interrupt_with_a_stuck_engine_replaces_it_at_the_deadline_and_the
         outputs = (await agent.wait_for("s-1", "turn_interrupted"))[len(STARTED) :]
         assert kinds(outputs) == ["input_consumed", "SystemMessage", "AssistantMessage", "turn_interrupted"]
         assert outputs[-1].turn_interrupted.reason == INTERRUPTED_AT_DEADLINE
-        assert stuck.interrupts == 1 and stuck.closed
+        await eventually(lambda: stuck.closed)
+        assert stuck.interrupts == 1
         assert (await agent.state.session("s-1")).turn_id == ""
         # The next input starts a new engine on the same conversation, in the same sandbox.
         await agent.command("s-1", **deliver("t-2"))
@@ -300,3 +316,69 @@ async def test_a_parked_turn_keeps_waiting_while_nothing_answers(tmp_path: Path)
         outputs = await agent.outputs("s-1")
         assert kinds(outputs)[-1] == "interaction_requested"
         assert (await agent.state.session("s-1")).turn_id == "t-1"
+
+
+class StopsTheAgentForItsTranscript:
+    """An engine that answers every message at once; asking for its transcript stops the agent.
+
+    The task owning the session's task group is cancelled while the transcript
+    call completes, the moment at which `asyncio.wait_for` on Python 3.11
+    returns the result and drops the cancellation."""
+
+    engine_session_id = "eng-1"
+
+    def __init__(self) -> None:
+        self.agent: asyncio.Task[None] | None = None
+        self._outputs: asyncio.Queue[EngineOutput | None] = asyncio.Queue()
+
+    async def outputs(self) -> AsyncIterator[EngineOutput]:
+        while (output := await self._outputs.get()) is not None:
+            yield output
+
+    async def send(self, text: str, permission_mode: str = "") -> None:
+        for output in result_turn():
+            self._outputs.put_nowait(output)
+
+    async def transcript(self) -> bytes:
+        assert self.agent is not None
+        self.agent.cancel()
+        return b""
+
+    async def close(self) -> None:
+        self._outputs.put_nowait(None)
+
+
+async def test_a_turn_ending_as_the_agent_stops_does_not_keep_it_from_stopping(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "agent.db")
+    outbox = Outbox(db)
+    sandbox = await DirectorySandboxDriver(tmp_path / "sandboxes").create(SandboxSpec("s-1", "agent-1"))
+    engine = StopsTheAgentForItsTranscript()
+
+    async def start_engine() -> StopsTheAgentForItsTranscript:
+        raise AssertionError("the attached engine is used")
+
+    async def run() -> None:
+        async with asyncio.TaskGroup() as tasks:
+            turns = SessionTurns(
+                "s-1",
+                db=db,
+                state=AgentState(db),
+                outbox=outbox,
+                transcripts=TranscriptStore(tmp_path / "transcripts"),
+                tasks=tasks,
+                start_engine=start_engine,
+            )
+            turns.attach(engine, sandbox)
+            turns.enqueue(Input("t-1", "hi"))
+            await asyncio.Event().wait()
+
+    agent = engine.agent = asyncio.create_task(run())
+    try:
+        stopped, _ = await asyncio.wait([agent], timeout=5)
+        assert stopped, "the session's tasks outlived the agent's stop"
+        outputs = [o for o in await outbox.pending({}, limit=100) if o.session_id == "s-1"]
+        assert kinds(outputs)[-1] == "ResultMessage"
+    finally:
+        await engine.close()  # lets a reader that missed its cancellation end
+        await asyncio.wait([agent], timeout=5)
+        await db.close()
