@@ -28,8 +28,11 @@ class Subscription:
 
     async def wait(self, timeout: float) -> None:
         """Return when the journal may have grown, or after `timeout` seconds."""
+        # Not wait_for: on Python 3.11 a watcher cancelled just as the event is set would get the
+        # wake-up instead of its cancellation, and go on watching for a client that has gone.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
         self._event.clear()
 
 

@@ -24,7 +24,7 @@ from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineSess
 from dataplane_agent.model_route import ModelAccess
 from dataplane_agent.pool import Claimed
 from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
-from dataplane_agent.turns import close_quietly, describe
+from dataplane_agent.engine_calls import bounded, close_quietly, describe
 
 log = structlog.get_logger(__name__)
 
@@ -134,7 +134,7 @@ class Launcher:
 
     async def server_info(self, session_id: str, engine: EngineSession) -> pb.EngineInfo | None:
         try:
-            info = await asyncio.wait_for(engine.server_info(), self._timeouts.server_info)
+            info = await bounded(engine.server_info(), self._timeouts.server_info)
         except Exception as exc:  # the runtime works without it; only the slash commands are unknown
             log.warning("server_info_unavailable", session_id=session_id, error=describe(exc))
             return None
