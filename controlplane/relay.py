@@ -79,7 +79,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         bound.info("agent_connected", sessions=len(cursors), live_sessions=len(live), instance_id=hello.instance_id)
         stream = _AgentStream(hello.agent_id, lease, self._agents, self._committer, self._live, self._router, bound)
         try:
-            with self._router.attach(hello.agent_id, stream.send):
+            async with self._router.attach(hello.agent_id, lease.generation, stream.send):
                 await stream.run(request_iterator, context)
         finally:
             # The lease runs its course: an agent that reconnects within it

@@ -20,12 +20,13 @@ from controlplane.api import SessionKernelServicer
 from controlplane.conversation import Conversation
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.database import create_pool, migrate
+from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.relay import RelaySettings, RunnerServicer
-from controlplane.settings import ControlPlaneSettings
+from controlplane.settings import ControlPlaneSettings, advertise_address
 from controlplane.turns import Turns
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 
@@ -45,6 +46,17 @@ class RunningControlPlane:
     server: grpc.aio.Server
     pool: asyncpg.Pool
     kernel: SessionKernel
+    # Where other replicas reach this one.
+    advertise_address: str
+
+
+class RunnerService:
+    """RunnerService's two audiences: agents call Connect (`controlplane.relay`),
+    other replicas call ForwardWorkspace (`controlplane.forwarding`)."""
+
+    def __init__(self, relay: RunnerServicer, forwarding: ForwardingServicer) -> None:
+        self.Connect = relay.Connect
+        self.ForwardWorkspace = forwarding.ForwardWorkspace
 
 
 @contextlib.asynccontextmanager
@@ -53,14 +65,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
     pool = await create_pool(settings.database_url)
     try:
         await migrate(pool)
-        live = LiveTail()
-        journal = Journal(pool, live)
-        agents = Agents(pool, settings.lease_ttl)
-        turns = Turns(agents)
-        kernel = SessionKernel(pool, journal, agents, turns, live)
-        conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
-        router = WorkspaceRouter()
-        sweeper = DeadlineSweeper(pool, journal, turns, agents, settings.startup_deadline)
+        secret = await read_cluster_secret(pool)
         server = grpc.aio.server(
             options=[
                 ("grpc.so_reuseport", 0),
@@ -68,40 +73,51 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ]
         )
-        session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(
-            SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router)), server
-        )
-        runner_service_pb2_grpc.add_RunnerServiceServicer_to_server(
-            RunnerServicer(
-                agents, OutputCommitter(journal, turns), live,
-                RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
-                router,
-            ),
-            server,
-        )
-        health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         host, _, port = settings.listen.rpartition(":")
         bound = server.add_insecure_port(f"{host}:{port}")
         if bound == 0:
             raise OSError(f"cannot listen on {settings.listen}")
+        advertised = advertise_address(settings, host, bound)
+        live = LiveTail()
+        journal = Journal(pool, live)
+        agents = Agents(pool, settings.lease_ttl)
+        turns = Turns(agents)
+        kernel = SessionKernel(pool, journal, agents, turns, live)
+        conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
+        replicas = ReplicaLinks(pool, advertised, secret)
+        router = WorkspaceRouter(replicas)
+        sweeper = DeadlineSweeper(pool, journal, turns, agents, settings.startup_deadline)
+        session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(
+            SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router)), server
+        )
+        relay = RunnerServicer(
+            agents, OutputCommitter(journal, turns), live,
+            RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
+            router,
+        )
+        runner_service_pb2_grpc.add_RunnerServiceServicer_to_server(
+            RunnerService(relay, ForwardingServicer(router, secret)), server
+        )
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         await server.start()
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         address = f"{host}:{bound}"
-        log.info("controlplane_listening", address=address)
+        log.info("controlplane_listening", address=address, advertise_address=advertised)
         async with asyncio.TaskGroup() as background:
             loops = [
                 background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
                 background.create_task(sweeper.run(settings.sweep_interval.total_seconds())),
             ]
             try:
-                yield RunningControlPlane(address, server, pool, kernel)
+                yield RunningControlPlane(address, server, pool, kernel, advertised)
             finally:
                 for loop in loops:
                     loop.cancel()
                 await health_servicer.enter_graceful_shutdown()
                 await server.stop(grace=2)
+                await replicas.close()
     finally:
         await asyncio.wait_for(pool.close(), 10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -14,6 +15,10 @@ class ControlPlaneSettings:
     database_url: str
     # host:port to listen on; port 0 picks a free one (ASTRABOX_LISTEN, default 127.0.0.1:7233).
     listen: str = "127.0.0.1:7233"
+    # host:port other replicas reach this one at, to forward workspace requests to the
+    # agents attached here (ASTRABOX_ADVERTISE_ADDRESS, default: the bound address,
+    # or <hostname>:<port> when listening on a wildcard address).
+    advertise_address: str = ""
     # Secret agents present in Hello (ASTRABOX_ENROLLMENT_TOKEN, default empty = any agent on loopback).
     enrollment_token: str = ""
     # How long an agent's lease lasts without a heartbeat.
@@ -33,11 +38,26 @@ class ControlPlaneSettings:
                             help="PostgreSQL DSN (env ASTRABOX_DATABASE_URL)")
         parser.add_argument("--listen", default=os.environ.get("ASTRABOX_LISTEN", cls.listen),
                             help="host:port to serve gRPC on (env ASTRABOX_LISTEN, default %(default)s)")
+        parser.add_argument("--advertise-address", default=os.environ.get("ASTRABOX_ADVERTISE_ADDRESS", ""),
+                            help="host:port other control-plane replicas reach this one at (env "
+                                 "ASTRABOX_ADVERTISE_ADDRESS, default the listen address, or <hostname>:<port> "
+                                 "when it is a wildcard)")
         parser.add_argument("--enrollment-token", default=os.environ.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
                             help="token agents must present (env ASTRABOX_ENROLLMENT_TOKEN)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, **overrides: object) -> ControlPlaneSettings:
-        values = {"database_url": args.database_url, "listen": args.listen, "enrollment_token": args.enrollment_token}
+        values = {"database_url": args.database_url, "listen": args.listen, "enrollment_token": args.enrollment_token,
+                  "advertise_address": args.advertise_address}
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
+
+
+_WILDCARDS = {"", "0.0.0.0", "::", "[::]", "*"}
+
+
+def advertise_address(settings: ControlPlaneSettings, host: str, port: int) -> str:
+    """The address to give other replicas, once the server is bound to `host`:`port`."""
+    if settings.advertise_address:
+        return settings.advertise_address
+    return f"{socket.gethostname() if host in _WILDCARDS else host}:{port}"

@@ -1,10 +1,12 @@
 """Workspace files and commands: requests a client waits on, carried to the
 session's agent over its Connect stream and answered piece by piece.
 
-They are not journaled and not durable: the agent must be connected to this
-control plane (AGENT_NOT_CONNECTED otherwise, a retryable UNAVAILABLE), and a
-stream that breaks fails the call. A client that stops reading cancels the
-request on the agent.
+They are not journaled and not durable. The agent's stream may be attached to
+any control-plane replica: when it is not attached here, the request is
+forwarded to the replica that recorded it (`controlplane.forwarding`). An
+agent attached nowhere reachable is AGENT_NOT_CONNECTED, a retryable
+UNAVAILABLE, and a stream that breaks fails the call. A client that stops
+reading cancels the request on the agent.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 from google.rpc import error_details_pb2
@@ -40,18 +43,34 @@ class CommandOutput:
     exit_code: int | None = None
 
 
-class WorkspaceRouter:
-    """Knows the agent streams on this replica and the requests waiting on them."""
+class Replicas(Protocol):
+    """The other control-plane replicas, as far as workspace requests go."""
 
-    def __init__(self) -> None:
+    async def record(self, agent_id: str, generation: int) -> None:
+        """Note that this replica holds the stream of the agent's lease `generation`."""
+
+    def forward(
+        self, agent_id: str, session_id: str, requests: AsyncIterator[runner_pb2.WorkspaceRequest]
+    ) -> AsyncGenerator[runner_pb2.WorkspaceReply, None]:
+        """Exchange `requests` through the replica holding the agent's stream."""
+
+
+class WorkspaceRouter:
+    """Knows the agent streams on this replica and the requests waiting on them;
+    hands requests for agents attached elsewhere to `replicas`."""
+
+    def __init__(self, replicas: Replicas | None = None) -> None:
+        self._replicas = replicas
         self._streams: dict[str, Send] = {}
         self._pending: dict[str, asyncio.Queue[runner_pb2.WorkspaceReply]] = {}
 
-    @contextlib.contextmanager
-    def attach(self, agent_id: str, send: Send) -> Iterator[None]:
+    @contextlib.asynccontextmanager
+    async def attach(self, agent_id: str, generation: int, send: Send) -> AsyncIterator[None]:
         """While the context is open, requests for `agent_id` go through `send`."""
         self._streams[agent_id] = send
         try:
+            if self._replicas is not None:
+                await self._replicas.record(agent_id, generation)
             yield
         finally:
             if self._streams.get(agent_id) is send:
@@ -70,7 +89,20 @@ class WorkspaceRouter:
     async def exchange(
         self, agent_id: str, session_id: str, requests: AsyncIterator[runner_pb2.WorkspaceRequest]
     ) -> AsyncIterator[runner_pb2.WorkspaceReply]:
-        """Send `requests` (one, or an upload's chunks) and yield the replies up to the last."""
+        """Send `requests` (one, or an upload's chunks) and yield the replies up to the last,
+        through the agent's stream here or through the replica that holds it."""
+        if agent_id in self._streams or self._replicas is None:
+            replies = self.exchange_here(agent_id, session_id, requests)
+        else:
+            replies = self._replicas.forward(agent_id, session_id, requests)
+        async with contextlib.aclosing(replies):
+            async for reply in replies:
+                yield reply
+
+    async def exchange_here(
+        self, agent_id: str, session_id: str, requests: AsyncIterator[runner_pb2.WorkspaceRequest]
+    ) -> AsyncIterator[runner_pb2.WorkspaceReply]:
+        """`exchange` through the agent's stream on this replica only."""
         send = self._streams.get(agent_id)
         if send is None:
             raise AgentNotConnected(

@@ -465,3 +465,19 @@ class ArchiveWritten(_message.Message):
     entries: int
     bytes: int
     def __init__(self, entries: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class ForwardWorkspaceRequest(_message.Message):
+    __slots__ = ("agent_id", "session_id", "request")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    session_id: str
+    request: WorkspaceRequest
+    def __init__(self, agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., request: _Optional[_Union[WorkspaceRequest, _Mapping]] = ...) -> None: ...
+
+class ForwardWorkspaceResponse(_message.Message):
+    __slots__ = ("reply",)
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    reply: WorkspaceReply
+    def __init__(self, reply: _Optional[_Union[WorkspaceReply, _Mapping]] = ...) -> None: ...

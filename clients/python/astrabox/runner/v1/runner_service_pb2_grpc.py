@@ -45,6 +45,11 @@ class RunnerServiceStub:
     Unacknowledged commands are redelivered after a reconnect. A command
     with a stale lease_generation is rejected.
     5. The agent sends Heartbeat; the control plane renews the lease.
+
+    ForwardWorkspace is not for agents: a control-plane replica that a client
+    asked for a session's workspace calls it on the replica holding the
+    session's agent stream. It needs the cluster secret (metadata
+    `astrabox-cluster-secret`) that only replicas know.
     """
 
     def __init__(self, channel):
@@ -57,6 +62,11 @@ class RunnerServiceStub:
                 '/astrabox.runner.v1.RunnerService/Connect',
                 request_serializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ConnectRequest.SerializeToString,
                 response_deserializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ConnectResponse.FromString,
+                _registered_method=True)
+        self.ForwardWorkspace = channel.stream_stream(
+                '/astrabox.runner.v1.RunnerService/ForwardWorkspace',
+                request_serializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceRequest.SerializeToString,
+                response_deserializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceResponse.FromString,
                 _registered_method=True)
 
 
@@ -80,10 +90,26 @@ class RunnerServiceServicer:
     Unacknowledged commands are redelivered after a reconnect. A command
     with a stale lease_generation is rejected.
     5. The agent sends Heartbeat; the control plane renews the lease.
+
+    ForwardWorkspace is not for agents: a control-plane replica that a client
+    asked for a session's workspace calls it on the replica holding the
+    session's agent stream. It needs the cluster secret (metadata
+    `astrabox-cluster-secret`) that only replicas know.
     """
 
     def Connect(self, request_iterator, context):
         """The agent's bidirectional stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForwardWorkspace(self, request_iterator, context):
+        """Carries one workspace request (one message, or an upload's chunks) to the
+        agent attached to the called replica and streams back the agent's replies
+        up to the last. Only the called replica's own agent streams are used; the
+        call is never forwarded again. Errors keep the agent's code and reason;
+        an agent not attached there is UNAVAILABLE with reason AGENT_NOT_CONNECTED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -96,6 +122,11 @@ def add_RunnerServiceServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ConnectRequest.FromString,
                     response_serializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ConnectResponse.SerializeToString,
+            ),
+            'ForwardWorkspace': grpc.stream_stream_rpc_method_handler(
+                    servicer.ForwardWorkspace,
+                    request_deserializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceRequest.FromString,
+                    response_serializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -125,6 +156,11 @@ class RunnerService:
     Unacknowledged commands are redelivered after a reconnect. A command
     with a stale lease_generation is rejected.
     5. The agent sends Heartbeat; the control plane renews the lease.
+
+    ForwardWorkspace is not for agents: a control-plane replica that a client
+    asked for a session's workspace calls it on the replica holding the
+    session's agent stream. It needs the cluster secret (metadata
+    `astrabox-cluster-secret`) that only replicas know.
     """
 
     @staticmethod
@@ -144,6 +180,33 @@ class RunnerService:
             '/astrabox.runner.v1.RunnerService/Connect',
             astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ConnectRequest.SerializeToString,
             astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ConnectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForwardWorkspace(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/astrabox.runner.v1.RunnerService/ForwardWorkspace',
+            astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceRequest.SerializeToString,
+            astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceResponse.FromString,
             options,
             channel_credentials,
             insecure,
