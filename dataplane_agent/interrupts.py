@@ -7,7 +7,8 @@ ends the turn with its ResultMessage, which the output router follows with
 `TurnInterrupted`. A turn still running at the deadline is settled as
 interrupted there and then, and its engine is detached and closed: one that
 did not stop when asked may still be busy with the old turn, so the next
-input starts a new engine that resumes the conversation.
+input starts a new engine that resumes the conversation, once the old one has
+closed (`TurnLedger.retire`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engine_calls import bounded, close_quietly, describe
+from dataplane_agent.engine_calls import bounded, describe
 from dataplane_agent.engines.base import EngineSession
 from dataplane_agent.interactions import INTERRUPTED
 from dataplane_agent.turn_inputs import TurnInputs
@@ -70,4 +71,4 @@ class Interrupts:
             self._log.warning("interrupt_deadline_passed", turn_id=turn.turn_id, deadline=deadline)
             await self._ledger.settle(turn, pb.TurnInterrupted(reason=INTERRUPTED_AT_DEADLINE))
         if engine is not None:
-            await close_quietly(engine, self._ctx.limits.close_engine)
+            await self._ledger.retire(engine)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engine_calls import bounded, close_quietly, describe
+from dataplane_agent.engine_calls import bounded, describe
 from dataplane_agent.engines.base import EngineSession
 from dataplane_agent.turn_ledger import TurnContext, TurnLedger
 
@@ -143,6 +143,8 @@ class TurnInputs:
                 return
             await self._probe_sandbox()
             try:
+                if ledger.engine is None:
+                    await ledger.retired()  # one CLI per conversation: the replaced one is gone first
                 engine = ledger.engine or await self._start_engine()
             except Exception as exc:
                 bound.warning("engine_start_failed", error=describe(exc))
@@ -170,7 +172,7 @@ class TurnInputs:
                     await ctx.outbox.append(ctx.session_id, item.turn_id, pb.InputConsumed())
             if ledger.engine is not engine:
                 # The engine that refused the message is closed; the next input starts a new one with resume.
-                await close_quietly(engine, ctx.limits.close_engine)
+                await ledger.retire(engine)
                 return
             bound.info("input_consumed")
             await turn.settled.wait()
@@ -186,7 +188,7 @@ class TurnInputs:
                 ledger.lost_reason = ledger.lost_reason or WORKSPACE_GONE_REASON
                 self._log.warning("sandbox_gone", workspace=str(ledger.sandbox.workspace))
         if engine is not None:
-            await close_quietly(engine, self._ctx.limits.close_engine)
+            await ledger.retire(engine)
 
     async def _wait_idle(self) -> None:
         while (turn := self._ledger.current) is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.engine_calls import close_quietly
 from dataplane_agent.engines.base import EngineSession
 from dataplane_agent.interactions import INTERRUPTED, TURN_ENDED, Interactions
 from dataplane_agent.outbox import Outbox
@@ -85,11 +86,27 @@ class TurnLedger:
         self.lost_reason = ""
         self._ctx = context
         self._log = log.bind(session_id=context.session_id)
+        # Closes of detached engines still under way.
+        self._closing: set[asyncio.Future[None]] = set()
 
     def attach(self, engine: EngineSession, sandbox: Sandbox) -> None:
         """Take a freshly connected engine; `sandbox` is where it runs."""
         self.engine, self.sandbox = engine, sandbox
         self.lost_reason = ""
+
+    async def retire(self, engine: EngineSession) -> None:
+        """Close a detached engine. Until it is closed no new engine starts for this session
+        (`retired`): a stuck engine may take its whole close timeout, and two CLIs on one
+        conversation would both write its transcript."""
+        closing = asyncio.ensure_future(close_quietly(engine, self._ctx.limits.close_engine))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        await asyncio.shield(closing)
+
+    async def retired(self) -> None:
+        """Until every engine this session detached is closed."""
+        if self._closing:
+            await asyncio.shield(asyncio.gather(*self._closing))
 
     def detach(self) -> EngineSession | None:
         """Forget the engine (its reader stops) so its end is not mistaken for a loss."""

@@ -24,7 +24,7 @@ import sqlite3
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engine_calls import bounded, close_quietly, describe
+from dataplane_agent.engine_calls import bounded, describe
 from dataplane_agent.engines.base import EngineOutput, EngineSession, ToolDecision, ToolRequest
 from dataplane_agent.interactions import INTERRUPTED, TURN_ENDED
 from dataplane_agent.sandboxes.base import Sandbox
@@ -146,7 +146,7 @@ class OutputRouter:
             turn = ledger.current
             if turn is not None and not turn.ended:
                 await ledger.settle(turn, pb.TurnAborted(reason=aborted))
-        await close_quietly(engine, self._ctx.limits.close_engine)
+        await ledger.retire(engine)
 
     async def _open_engine_turn(self, reason: str) -> Turn:
         """Open a turn the engine started on its own (caller holds the lock)."""

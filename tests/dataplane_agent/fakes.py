@@ -210,7 +210,9 @@ class ScriptedEngineSession:
         self.config = self.adopted[1]
 
     async def close(self) -> None:
+        await asyncio.sleep(self.adapter.close_delay)  # a CLI that takes its time to exit
         self.closed = True
+        self.adapter.events.append(("closed", self))
         if self._turn is not None:
             self._turn.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -233,6 +235,7 @@ class ScriptedEngine:
         transcript: bytes = b"",
         server_info: dict[str, Any] | None = None,
         manifest: EngineManifest | None = MANIFEST,
+        close_delay: float = 0.0,
     ) -> None:
         self.default_turn = list(default_turn)
         self.turns = [list(t) for t in turns]
@@ -241,13 +244,17 @@ class ScriptedEngine:
         self.transcript = transcript
         self.server_info = server_info
         self.manifest = manifest
+        self.close_delay = close_delay
         self.sessions: list[ScriptedEngineSession] = []
+        # ("started" | "closed", session) in the order they happened.
+        self.events: list[tuple[str, ScriptedEngineSession]] = []
 
     async def start(self, sandbox: Sandbox, driver: SandboxDriver, config: EngineConfig) -> ScriptedEngineSession:
         if self.fail_start:
             raise EngineError(self.fail_start)
         session = ScriptedEngineSession(self, config, engine_session_id=config.resume_engine_session_id)
         self.sessions.append(session)
+        self.events.append(("started", session))
         return session
 
     @property

@@ -221,6 +221,25 @@ async def test_interrupt_with_a_stuck_engine_replaces_it_at_the_deadline_and_the
         assert driver.created == ["s-1", "s-1"]
 
 
+async def test_after_a_deadline_the_next_input_waits_for_the_stuck_engine_to_close_before_starting_another(
+    tmp_path: Path,
+) -> None:
+    engine = ScriptedEngine(turns=[[init("eng-5"), assistant("stuck"), Forever()]], cooperative=False, close_delay=0.5)
+    engine.default_turn = result_turn("eng-5")
+    async with running_agent(tmp_path, engine, DirectorySandboxDriver(tmp_path / "sandboxes")) as agent:
+        await agent.command("s-1", **start())
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "AssistantMessage")
+        stuck = engine.last
+        await agent.command("s-1", **interrupt("t-1", deadline_ms=50))
+        await agent.wait_for("s-1", "turn_interrupted")
+        assert not stuck.closed  # still closing: the deadline settled the turn without waiting for it
+        await agent.command("s-1", **deliver("t-2"))
+        await agent.wait_for("s-1", "ResultMessage")
+        # Never two CLIs on one conversation: the new engine started only once the stuck one was closed.
+        assert [(what, session is stuck) for what, session in engine.events[1:]] == [("closed", True), ("started", False)]
+
+
 async def test_interrupting_a_queued_turn_settles_it_without_sending_it(tmp_path: Path) -> None:
     engine = ScriptedEngine(turns=[[init(), assistant(), UntilInterrupted(), result()]])
     engine.default_turn = result_turn()
