@@ -13,6 +13,10 @@ pass, after every Welcome and periodically, compares them:
   sandbox destroyed; the record is forgotten, with a
   `SandboxReconciled{action: "destroyed"}`, only on a CONFIRMED verdict,
   otherwise it is kept and the next pass tries again;
+- a live session whose sandbox is gone (removed behind the agent's back) has
+  its runtime rebuilt at once if it is idle (`RuntimeLost`, a new sandbox,
+  the engine resuming the conversation, `RuntimeStarted`), rather than at its
+  next message; a rebuild that fails is left to that next message;
 - a sandbox no record names is destroyed unless its session is live (a
   StartRuntime redelivered after a crash re-opens it), and a warm-pool sandbox
   is destroyed unless the running pool owns it.
@@ -54,6 +58,7 @@ DESTROYED = "destroyed"
 ADOPTED_REASON = "the data-plane agent restarted; the session is live, so its sandbox was kept"
 NOT_LIVE_REASON = "the control plane does not expect this agent to run the session (deleted, archived, failed or moved)"
 STALE_REASON = "a sandbox of the session that its runtime no longer uses"
+VANISHED_REASON = "the sandbox disappeared (removed outside AstraBox)"
 
 
 # -- what the control plane believes ------------------------------------------------
@@ -180,6 +185,10 @@ class HeldRuntimes(Protocol):
         """Close the engine and destroy the sandbox of a recorded session (call while guarded);
         forget it with a SandboxReconciled output only when CONFIRMED; None when not recorded."""
 
+    async def recover_lost(self, session_id: str, reason: str) -> bool:
+        """Rebuild the runtime of a recorded, idle session whose sandbox is gone (call while
+        guarded); False when it is not idle or an earlier rebuild failed (its next input recovers it)."""
+
 
 class PoolView(Protocol):
     """What the reconciler needs of `pool.WarmPool`."""
@@ -208,6 +217,8 @@ class Pass:
     unconfirmed: list[str] = field(default_factory=list)
     # Sandboxes of live sessions no record names yet (their StartRuntime re-opens them).
     kept: list[str] = field(default_factory=list)
+    # Sessions whose vanished sandbox was rebuilt.
+    recovered: list[str] = field(default_factory=list)
 
 
 class Reconciler:
@@ -284,13 +295,14 @@ class Reconciler:
             for item in found:
                 if item.sandbox.sandbox_id not in recorded:
                     await self._settle_unrecorded(item, records.keys(), done)
-        if done.adopted or done.destroyed or done.unconfirmed:
+        if done.adopted or done.destroyed or done.unconfirmed or done.recovered:
             log.info(
                 "reconciled",
                 adopted=done.adopted,
                 destroyed=done.destroyed,
                 unconfirmed=done.unconfirmed,
                 kept=done.kept,
+                recovered=done.recovered,
             )
         return done
 
@@ -305,7 +317,8 @@ class Reconciler:
                 if record.sandbox.sandbox_id in present:
                     await self._report(sid, record.sandbox, ADOPTED, ADOPTED_REASON)
                     done.adopted.append(record.sandbox.sandbox_id)
-                # A missing one is recovered (RuntimeLost, then a new sandbox) by the next message.
+            if record.sandbox.sandbox_id not in present:
+                await self._recover(record, done)
             return
         async with self._runtimes.guarded(sid):
             if self._placements.is_live(sid):
@@ -321,6 +334,27 @@ class Reconciler:
             log.warning("orphan_destroy_unconfirmed", session_id=sid, sandbox_id=record.sandbox.sandbox_id,
                         verdict=verdict.value)
             done.unconfirmed.append(record.sandbox.sandbox_id)
+
+    async def _recover(self, record: SessionRecord, done: Pass) -> None:
+        """Rebuild a live session's vanished sandbox, if it is still gone once the session is held
+        (the listing is older than any command that ran since)."""
+        sid = record.session_id
+        async with self._runtimes.guarded(sid):
+            current = await self._state.session(sid)
+            if current is None or not self._placements.is_live(sid):
+                return
+            async with asyncio.timeout(self._settings.list_timeout):
+                listed = {f.sandbox.sandbox_id for f in await self._inventory.sandboxes()}
+            if current.sandbox.sandbox_id in listed:
+                return
+            log.warning("sandbox_vanished", session_id=sid, sandbox_id=current.sandbox.sandbox_id)
+            try:
+                recovered = await self._runtimes.recover_lost(sid, VANISHED_REASON)
+            except Exception as exc:  # the next message tries again
+                log.warning("sandbox_recovery_failed", session_id=sid, error=f"{type(exc).__name__}: {exc}")
+                return
+        if recovered:
+            done.recovered.append(sid)
 
     async def _settle_unrecorded(self, item: ListedSandbox, recorded: Collection[str], done: Pass) -> None:
         sandbox = item.sandbox

@@ -95,6 +95,8 @@ class Runtimes:
             background=self._background,
         )
         self._guards: dict[str, asyncio.Lock] = {}
+        # Sessions whose rebuild by the reconciler failed: it does not try again (an input does).
+        self._rebuild_failed: set[str] = set()
         self._guard_users: dict[str, int] = {}
 
     # -- lifecycle -----------------------------------------------------------
@@ -340,6 +342,19 @@ class Runtimes:
             lambda c: self._outbox.append_tx(c, session_id, "", body),
         )
 
+    async def recover_lost(self, session_id: str, reason: str) -> bool:
+        """Rebuild the runtime of an idle session whose sandbox is gone, now (hold its guard);
+        False when it is busy, or an earlier rebuild failed: its next input recovers it then."""
+        record = await self._state.session(session_id)
+        if record is None or session_id in self._rebuild_failed:
+            return False
+        turns = self._turns(session_id, record.engine_session_id)
+        try:
+            return await turns.recover(reason)
+        except Exception:
+            self._rebuild_failed.add(session_id)
+            raise
+
     def sandbox_template(self) -> SandboxSpec:
         """The spec every new session's sandbox is made from, for the warm pool."""
         return self._launcher.spec(TEMPLATE_SESSION_ID)
@@ -402,6 +417,7 @@ class Runtimes:
             await asyncio.shield(close_quietly(engine, self._limits.close_engine))
             raise
         turns.attach(engine, sandbox)
+        self._rebuild_failed.discard(session_id)
         log.info(
             "engine_resumed", session_id=session_id, engine_session_id=record.engine_session_id, recovered=bool(lost)
         )

@@ -72,6 +72,8 @@ class TurnInputs:
         # The input the pump is giving to the engine; it still waits until its turn opens.
         self._taking: QueuedInput | None = None
         self._pump: asyncio.Task[None] | None = None
+        # One engine start at a time, whether for an input or a recovery.
+        self._starting = asyncio.Lock()
         self._log = log.bind(session_id=context.session_id)
 
     def waits(self, turn_id: str) -> bool:
@@ -143,9 +145,7 @@ class TurnInputs:
                 return
             await self._probe_sandbox()
             try:
-                if ledger.engine is None:
-                    await ledger.retired()  # one CLI per conversation: the replaced one is gone first
-                engine = ledger.engine or await self._start_engine()
+                engine = await self.engine()
             except Exception as exc:
                 bound.warning("engine_start_failed", error=describe(exc))
                 await ctx.db.write(
@@ -177,6 +177,29 @@ class TurnInputs:
             bound.info("input_consumed")
             await turn.settled.wait()
             return
+
+    async def engine(self) -> EngineSession:
+        """The attached engine, else one started now: one start at a time, and only once the
+        engine it replaces has closed (two CLIs on one conversation would both write its transcript)."""
+        async with self._starting:
+            if self._ledger.engine is not None:
+                return self._ledger.engine
+            await self._ledger.retired()
+            return await self._start_engine()
+
+    async def recover(self, reason: str) -> bool:
+        """Replace the engine and sandbox of an idle session whose sandbox is gone, now rather than at
+        its next input; False, doing nothing, when a turn runs or inputs wait (they recover it)."""
+        ledger = self._ledger
+        async with ledger.lock:
+            if ledger.current is not None or self._queue or self._taking is not None:
+                return False
+            engine = ledger.detach()
+            ledger.lost_reason = ledger.lost_reason or reason
+        if engine is not None:
+            await ledger.retire(engine)
+        await self.engine()
+        return True
 
     async def _probe_sandbox(self) -> None:
         """Before an input: an engine whose workspace vanished is closed, so the runtime is recovered."""

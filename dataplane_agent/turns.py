@@ -114,6 +114,10 @@ class SessionTurns:
         """Stop the turn if it is running or waiting; otherwise nothing happens."""
         await self._interrupts.interrupt(turn_id, deadline)
 
+    async def recover(self, reason: str) -> bool:
+        """Rebuild the runtime of an idle session whose sandbox is gone (`reason`); False if not idle."""
+        return await self._inputs.recover(reason)
+
     async def set_permission_mode(self, mode: str) -> None:
         if self._ledger.engine is not None:
             await bounded(self._ledger.engine.set_permission_mode(mode), self._limits.engine_call)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,8 +29,11 @@ from tests.dataplane_agent.fakes import (
     MODEL_ENV,
     DirectorySandboxDriver,
     FixedModel,
+    Forever,
     ScriptedEngine,
+    assistant,
     deliver,
+    init,
     kinds,
     result_turn,
     start,
@@ -238,3 +242,42 @@ async def test_the_loop_reconciles_after_each_welcome(tmp_path: Path) -> None:
         finally:
             loop.cancel()
             await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_an_idle_sessions_vanished_sandbox_is_rebuilt_without_waiting_for_a_message(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    engine = ScriptedEngine(turns=[result_turn("eng-7"), [init("eng-8"), assistant("working"), Forever()]])
+    async with agent_process(tmp_path, LocalSandboxDriver(root), engine=engine) as node:
+        for sid in ("s-idle", "s-busy"):
+            assert not (await node.command(sid, **start())).HasField("error")
+        await node.command("s-idle", **deliver("t-1"))
+        async with asyncio.timeout(5):
+            while "ResultMessage" not in kinds(await node.outbox.pending({}, limit=1000)):
+                await asyncio.sleep(0.01)
+        await node.command("s-busy", **deliver("t-2"))
+        async with asyncio.timeout(5):
+            while "AssistantMessage" not in kinds([o for o in await node.outbox.pending({}, limit=1000)
+                                                   if o.session_id == "s-busy"]):
+                await asyncio.sleep(0.01)
+        first = engine.sessions[0]
+        node.welcome("s-idle", "s-busy")
+        assert (await node.reconciler.reconcile()).recovered == []  # nothing is missing
+
+        for sid in ("s-idle", "s-busy"):  # removed behind the agent's back
+            shutil.rmtree(root / f"local-{sid}")
+        done = await node.reconciler.reconcile()
+
+        assert done.recovered == ["s-idle"] and done.destroyed == []
+        assert (root / "local-s-idle" / "workspace").is_dir()
+        outputs = [o for o in await node.outbox.pending({}, limit=1000) if o.session_id == "s-idle"]
+        tail = [o.WhichOneof("body") for o in outputs][-2:]
+        assert tail == ["runtime_lost", "runtime_started"]
+        assert "removed outside AstraBox" in outputs[-2].runtime_lost.reason
+        # The old engine is closed; the new one resumes the conversation the session had.
+        assert first.closed and engine.last is not first
+        assert engine.last.config.resume_engine_session_id == "eng-7"
+        # Once rebuilt, a further pass finds nothing to do; the busy session's turn is left alone
+        # (its next input recovers it) and nothing of it was destroyed.
+        assert (await node.reconciler.reconcile()).recovered == []
+        assert not (root / "local-s-busy").exists()
+        assert "runtime_lost" not in kinds([o for o in await node.outbox.pending({}, limit=1000) if o.session_id == "s-busy"])

@@ -176,3 +176,44 @@ async def docker_exec(container: str, script: str, stdin: str = "") -> subproces
         subprocess.run, ["docker", "exec", "-i", container, "sh", "-c", script],
         input=stdin + "\n" if stdin else "", capture_output=True, text=True, timeout=60,
     )
+
+
+@pytest.fixture
+def reconciling_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
+    stack = docker_stack(database_url, tmp_path, containers.installation, args=("--reconcile-interval", "1"))
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+async def test_an_idle_sessions_container_removed_outside_is_rebuilt_before_its_next_message(
+    reconciling_stack: Stack, containers: Containers
+) -> None:
+    async with AstraBoxClient.connect(reconciling_stack.address) as client:
+        session = await client.create_session(request_id="docker-vanished")
+        sid = session.session_id
+        await client.wait_for_state(sid, ["READY"], timeout=120)
+        accepted = await client.send_message(sid, "Please create hello.txt", client_message_id="m1")
+        await collect_turn(client, sid, accepted.turn_id)
+        name = f"astrabox-{containers.installation}-{sid}"
+        before = await containers.inspect(name)
+        assert before is not None
+        last_seq = (await client.get_session(sid)).last_seq
+
+        await asyncio.to_thread(subprocess.run, ["docker", "rm", "-f", name], check=True, capture_output=True)
+
+        # No message is sent: the agent's reconciler notices and rebuilds the runtime by itself.
+        seen: list[str] = []
+        async with asyncio.timeout(120):
+            async for event in client.watch(sid, after_seq=last_seq):
+                seen.append(event.WhichOneof("payload"))
+                if seen[-1] == "runtime_ready":
+                    break
+        assert "runtime_lost" in seen
+        after = await containers.inspect(name)
+        assert after is not None and after["Id"] != before["Id"] and after["State"]["Running"]
+        # The workspace survived on the host, and the next message runs at once in the new container.
+        again = await client.send_message(sid, "run: ls", client_message_id="m2")
+        events = await collect_turn(client, sid, again.turn_id)
+        assert events[-1].WhichOneof("payload") == "turn_completed" and "hello.txt" in events[-1].turn_completed.result
