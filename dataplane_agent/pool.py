@@ -96,6 +96,8 @@ class PoolSettings:
     close_engine_timeout: float = 30.0
     # After a failed create, wait this long before trying again.
     backoff: float = 5.0
+    # After a claim, wait this long before refilling.
+    refill_delay: float = 0.25
 
 
 def template_key(driver: str, spec: SandboxSpec) -> str:
@@ -182,7 +184,9 @@ class WarmPool:
             self.misses += 1
             return None
         self._busy.add(warm.pool_id)
-        self._wake.set()  # refill behind it
+        # Refill behind it, once the claiming session is under way: a sandbox (and engine) being
+        # made competes for the CPU with the session's own start.
+        asyncio.get_running_loop().call_later(self._settings.refill_delay, self._wake.set)
         try:
             async with asyncio.timeout(self._settings.rebind_timeout):
                 sandbox = await self._driver.rebind(warm.sandbox, spec)
