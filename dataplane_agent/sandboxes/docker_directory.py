@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dataplane_agent.sandboxes.base import POOL_LABEL, SESSION_LABEL, Sandbox, SandboxError
+from dataplane_agent.sandboxes.files import write_private
 
 _BINDING = "binding.json"
 _SPEC_ENV = "sandbox.env.json"
@@ -66,12 +67,12 @@ class HostDirectory:
             if os.geteuid() == 0:
                 os.chown(part, uid, gid)
             part.chmod(0o700)
-        _write_private(self.hosts, _HOSTS, 0o644)
+        write_private(self.hosts, _HOSTS, 0o644)
         self.write_env(env)
 
     def write_env(self, env: Mapping[str, str]) -> None:
         """Keep the spec's environment, which every launcher passes in."""
-        _write_private(self.run / _SPEC_ENV, json.dumps(dict(env)))
+        write_private(self.run / _SPEC_ENV, json.dumps(dict(env)))
 
     def read_env(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in _read_json(self.run / _SPEC_ENV).items()}
@@ -83,7 +84,7 @@ class HostDirectory:
         if (bound := self.binding()) is not None:
             raise SandboxError(f"sandbox {self.path.name} went to session {bound.get(SESSION_LABEL)!r} already")
         self.write_env(env)
-        _write_private(self.run / _BINDING, json.dumps({"labels": dict(labels)}))
+        write_private(self.run / _BINDING, json.dumps({"labels": dict(labels)}))
 
     def unbind(self) -> None:
         """Forget the binding record: the sandbox is no session's after all."""
@@ -133,9 +134,9 @@ class HostDirectory:
         for name, value in env.items():
             if not _ENV_NAME.match(name) or "\n" in value or "\0" in value or "\r" in value:
                 raise SandboxError(f"environment variable {name!r} cannot be passed into a container")
-        _write_private(self.launcher_env(stem), "".join(f"{k}={v}\n" for k, v in env.items()))
+        write_private(self.launcher_env(stem), "".join(f"{k}={v}\n" for k, v in env.items()))
         script = f'#!/bin/sh\n# {purpose}\nexec {shlex.join(command)} "$@"\n'
-        return _write_private(self.run / f"{stem}.launcher", script, 0o700)
+        return write_private(self.run / f"{stem}.launcher", script, 0o700)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -145,13 +146,3 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
     return value if isinstance(value, dict) else {}
 
-
-def _write_private(path: Path, text: str, mode: int = 0o600) -> Path:
-    """Replace `path` with `text` at once, with `mode` (by default: for its owner alone)."""
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(temporary, mode)
-    os.replace(temporary, path)
-    return path

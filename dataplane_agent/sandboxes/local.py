@@ -35,6 +35,7 @@ from pathlib import Path
 import structlog
 
 from dataplane_agent.sandboxes.base import MODEL_SOCKET_INNER, DestroyVerdict, Sandbox, SandboxError, SandboxSpec, model_relay
+from dataplane_agent.sandboxes.files import write_private
 from dataplane_agent.sandboxes.limits import LocalLimits, PidsCgroups
 
 log = structlog.get_logger(__name__)
@@ -199,7 +200,7 @@ class LocalSandboxDriver:
         stem = directory / "run" / (Path(program[0]).name or "program")
         # The options (environment and credentials included) reach bubblewrap through a private
         # file on fd 3, so they never show in a process listing, inside the sandbox or out.
-        options_file = _write_private(stem.with_name(stem.name + ".bwrap-args"), "".join(f"{option}\0" for option in options))
+        options_file = write_private(stem.with_name(stem.name + ".bwrap-args"), "".join(f"{option}\0" for option in options))
         # `env -i`: bubblewrap's first process inside is a copy of the launcher, and its
         # /proc/1/environ would show the agent's whole environment to the sandbox.
         command = [_ENV, "-i", isolation.bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
@@ -218,7 +219,7 @@ class LocalSandboxDriver:
                 "",
             ]
         )
-        return _write_private(stem.with_name(stem.name + ".launcher"), script, mode=0o700)
+        return write_private(stem.with_name(stem.name + ".launcher"), script, mode=0o700)
 
     async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
         directory = self._directory(sandbox)
@@ -356,15 +357,6 @@ def _alive(pid: int) -> bool:
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
-
-def _write_private(path: Path, text: str, mode: int = 0o600) -> Path:
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(temporary, mode)
-    os.replace(temporary, path)
-    return path
 
 
 def _is_within(path: Path, parent: Path) -> bool:

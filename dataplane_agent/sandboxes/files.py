@@ -1,0 +1,22 @@
+"""Host files that drivers write for their sandboxes: launchers, option and environment files, records.
+
+They can hold credentials (a launcher's environment), and a sandbox process
+or a crash must never see one half-written: `write_private` replaces a file
+at once, readable by its owner alone unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_private(path: Path, text: str, mode: int = 0o600) -> Path:
+    """Replace `path` with `text` at once, with `mode` (by default: for its owner alone)."""
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(temporary, mode)
+    os.replace(temporary, path)
+    return path
