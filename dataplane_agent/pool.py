@@ -208,6 +208,9 @@ class WarmPool:
         """Pop the oldest fresh sandbox of `key`; synchronous, so two claims never get the same one."""
         oldest_allowed = self._clock() - self._settings.max_age
         for warm in self._ready:
+            if warm.engine is not None and warm.engine.ended:
+                self._wake.set()  # the run loop retires it
+                continue
             if warm.key == key and warm.created_at >= oldest_allowed:
                 self._ready.remove(warm)
                 return warm
@@ -323,11 +326,17 @@ class WarmPool:
         key = self._key()
         oldest_allowed = self._clock() - self._settings.max_age
         for warm in list(self._ready):
-            if warm.key != key or warm.created_at < oldest_allowed:
-                with contextlib.suppress(ValueError):
-                    self._ready.remove(warm)
-                reason = "its template changed" if warm.key != key else "older than the pool's max age"
-                await self._retire(warm, reason)
+            if warm.key != key:
+                reason = "its template changed"
+            elif warm.created_at < oldest_allowed:
+                reason = "older than the pool's max age"
+            elif warm.engine is not None and warm.engine.ended:
+                reason = "its engine ended"
+            else:
+                continue
+            with contextlib.suppress(ValueError):
+                self._ready.remove(warm)
+            await self._retire(warm, reason)
 
     async def _retire(self, warm: _Warm, reason: str) -> None:
         self._busy.add(warm.pool_id)

@@ -101,6 +101,10 @@ class EngineSession(Protocol):
     def engine_session_id(self) -> str:
         """The engine's conversation id, empty until the engine reported it."""
 
+    @property
+    def ended(self) -> bool:
+        """The engine's process is gone (it exited, or the session was closed)."""
+
     def outputs(self) -> AsyncIterator[EngineOutput]:
         """Every SDK message, in order, until the engine process ends."""
 

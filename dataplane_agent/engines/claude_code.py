@@ -198,6 +198,10 @@ class ClaudeCodeSession:
         return self._engine_session_id
 
     @property
+    def ended(self) -> bool:
+        return self._closed or self._ended is not None
+
+    @property
     def permission_mode(self) -> str:
         return self._permission_mode
 

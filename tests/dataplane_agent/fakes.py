@@ -134,6 +134,10 @@ class ScriptedEngineSession:
     _interrupted: asyncio.Event = field(default_factory=asyncio.Event)
     _turn: asyncio.Task[None] | None = None
 
+    @property
+    def ended(self) -> bool:
+        return self.closed
+
     async def outputs(self) -> AsyncIterator[EngineOutput]:
         while True:
             item = await self._queue.get()

@@ -23,7 +23,7 @@ from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.transcripts import TranscriptStore
 from dataplane_agent.warm_engines import EngineWarmer, WarmEngineSettings
-from tests.dataplane_agent.fakes import MODEL_ENV, FixedModel, ScriptedEngine, deliver, kinds, result_turn, start
+from tests.dataplane_agent.fakes import MODEL_ENV, FixedModel, ScriptedEngine, deliver, result_turn, start
 
 AGENT = "agent-1"
 
@@ -347,3 +347,20 @@ async def test_a_stopped_pool_closes_its_engines_and_the_next_one_starts_engines
         assert dirs(root) == kept  # the same sandboxes, each with a new engine
         claimed = await second.claim(dataclasses.replace(template, session_id="s-1"))
         assert claimed is not None and claimed.engine in engine.sessions[2:] and not claimed.engine.closed
+
+
+async def test_a_ready_sandbox_whose_engine_died_is_not_handed_out_but_retired_and_replaced(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    engine = ScriptedEngine(result_turn())
+    template = SandboxSpec(session_id="template", agent_id=AGENT)
+    driver = LocalSandboxDriver(root)
+    warmer = EngineWarmer(engine, driver, FixedModel(MODEL_ENV), WarmEngineSettings(engine=engine.kind))
+    pool = WarmPool(driver, lambda: template, PoolSettings(size=2), engines=warmer)
+    async with running(pool):
+        await wait_until(lambda: pool.ready == 2)
+        dead, alive = engine.sessions
+        await dead.close()  # the CLI exited while it waited (killed, out of memory)
+        claimed = await pool.claim(dataclasses.replace(template, session_id="s-1"))
+        assert claimed is not None and claimed.engine is alive
+        await wait_until(lambda: pool.retired == 1 and pool.ready == 2)
+        assert len(engine.sessions) == 4 and len(dirs(root, "local-pool-")) == 2  # its sandbox went with it
