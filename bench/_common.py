@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
