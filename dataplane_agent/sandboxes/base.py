@@ -85,7 +85,7 @@ class Sandbox:
 
 
 class SandboxDriver(Protocol):
-    """Creates, enters and destroys sandboxes."""
+    """Creates, enters, stops and destroys sandboxes."""
 
     name: str
 
@@ -99,6 +99,13 @@ class SandboxDriver(Protocol):
         """Write an executable on the host that runs `program` (plus its own
         arguments) inside the sandbox with exactly `env` as its environment, with
         stdin/stdout/stderr connected. The SDK spawns it as the CLI."""
+
+    async def stop(self, sandbox: Sandbox) -> None:
+        """Stop everything running in the sandbox and keep its files (workspace, home, tmp as the
+        driver keeps them); `create(spec)` for the same session afterwards re-opens it and starts
+        it again. A stopped sandbox is still listed (by `list_sandboxes` or the reconciler's
+        inventory). Stopping a stopped or missing sandbox is not an error (missing: nothing to
+        stop). SandboxError when it cannot be stopped."""
 
     async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
         """Destroy the sandbox and its workspace; report what is known."""

@@ -7,6 +7,9 @@ for what it is made with) and a host directory `<root>/<container name>/` (see
 Programs run through `docker exec`; their environment reaches it in a private
 env file, never on a command line nor in the container's configuration.
 
+A stopped sandbox is a stopped container, kept with its directory; `create`
+starts it again. Its /tmp is a tmpfs: that does not survive a stop.
+
 Labels are fixed when a container is made. A warm-pool container handed to a
 session (`rebind`) is renamed for it and keeps its new session in its binding
 record, which listing and destruction read over the labels.
@@ -58,6 +61,8 @@ log = structlog.get_logger(__name__)
 DEFAULT_INSTALLATION = "default"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _REMOVE_TIMEOUT = 30.0
+# Seconds `docker stop` lets the container's init end before it kills it (see `stop`).
+_STOP_GRACE = 2
 
 
 class DockerSandboxDriver:
@@ -195,6 +200,27 @@ class DockerSandboxDriver:
         purpose = f"Runs {program[0]} inside the AstraBox sandbox {sandbox.sandbox_id}."
         return await asyncio.to_thread(directory.write_launcher, stem, merged, command, purpose)
 
+    async def stop(self, sandbox: Sandbox) -> None:
+        directory = self._directory(sandbox)
+        async with self._engine.client("stop the sandbox") as docker:
+            found = await inspect(docker, sandbox.sandbox_id)
+            if found is None:
+                return
+            if refusal := self._refusal(found, sandbox, directory):
+                raise SandboxError(f"container {found.name} is not the sandbox to stop: {refusal}")
+            if not found.running:
+                return
+            # The SIGTERM reaches the container's init, which passes it to `sleep infinity` alone:
+            # what `docker exec` started (the CLI, already closed by the caller, and whatever it
+            # left behind) is killed with the PID namespace when init ends, whatever the grace.
+            # So a short one: it only spares init a SIGKILL.
+            try:
+                await docker.containers.container(found.id).stop(t=_STOP_GRACE)
+            except aiodocker.DockerError as error:
+                if error.status != 404:  # 404: removed meanwhile, nothing to stop
+                    raise
+        log.debug("sandbox_stopped", sandbox_id=sandbox.sandbox_id)
+
     async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
         directory = self._directory(sandbox)
         bound = log.bind(sandbox_id=sandbox.sandbox_id)
@@ -202,10 +228,7 @@ class DockerSandboxDriver:
             async with self._engine.client("destroy the sandbox") as docker:
                 found = await inspect(docker, sandbox.sandbox_id)
                 if found is not None:
-                    refusal = found.refusal(self._installation, sandbox.session_id, self._agent_id)
-                    if not refusal and found.directory is not None and found.directory != directory:
-                        refusal = f"its workspace is {found.directory.path}, not {directory.path}"
-                    if refusal:
+                    if refusal := self._refusal(found, sandbox, directory):
                         bound.warning("sandbox_destroy_refused", reason=refusal)
                         return DestroyVerdict.REFUSED
                     try:
@@ -280,6 +303,14 @@ class DockerSandboxDriver:
     def _check_owner(self, found: Container, session_id: str, agent_id: str) -> None:
         if reason := found.refusal(self._installation, session_id, agent_id):
             raise SandboxError(f"container {found.name} is not this session's sandbox: {reason}")
+
+    def _refusal(self, found: Container, sandbox: Sandbox, directory: HostDirectory) -> str:
+        """Why the container `found` is not `sandbox` of this agent (empty: it is)."""
+        if refusal := found.refusal(self._installation, sandbox.session_id, self._agent_id):
+            return refusal
+        if found.directory is not None and found.directory != directory:
+            return f"its workspace is {found.directory.path}, not {directory.path}"
+        return ""
 
     def _name(self, session_id: str) -> str:
         _check_id(session_id, "session id")

@@ -15,6 +15,9 @@ relayed to the sandbox's loopback, is its only way out. Where the kernel refuses
 user namespaces the driver says why in its log and keeps the other namespaces
 (the programs then run as root without capabilities). Resource limits: see
 `limits.py`.
+
+A stopped sandbox is its directory with nothing running in it: `create`
+re-opens it as any other, and its next launcher starts programs again.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ _ENV = shutil.which("env") or "/usr/bin/env"
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _PROBE_TIMEOUT = 10.0
 _DESTROY_TIMEOUT = 30.0
+_STOP_TIMEOUT = 30.0
 _KILL_WAIT = 5.0
 _NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try")
 _USER_NAMESPACE = ("--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID))
@@ -221,6 +225,17 @@ class LocalSandboxDriver:
         )
         return write_private(stem.with_name(stem.name + ".launcher"), script, mode=0o700)
 
+    async def stop(self, sandbox: Sandbox) -> None:
+        directory = self._directory(sandbox)
+        if not directory.exists():
+            return
+        try:
+            async with asyncio.timeout(_STOP_TIMEOUT):
+                await asyncio.to_thread(self._stop, sandbox.sandbox_id, directory)
+        except TimeoutError:
+            raise SandboxError(f"sandbox {sandbox.sandbox_id} did not stop within {_STOP_TIMEOUT:.0f}s") from None
+        log.debug("sandbox_stopped", sandbox_id=sandbox.sandbox_id)
+
     async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
         directory = self._directory(sandbox)
         self._spec_env.pop(sandbox.sandbox_id, None)
@@ -296,6 +311,14 @@ class LocalSandboxDriver:
         args += ["--remount-ro", "/", "--chdir", INNER_WORKSPACE]
         return args
 
+    def _stop(self, sandbox_id: str, directory: Path) -> None:
+        if survivors := _kill_launched(directory):
+            raise SandboxError(f"sandbox {sandbox_id} could not be stopped: pids {survivors} survived SIGKILL")
+        # Whatever is left in its pids cgroup is killed with it; the next launcher makes it again.
+        cgroups = self._isolation.cgroups if self._isolation else None
+        if cgroups is not None and not cgroups.remove(sandbox_id):
+            raise SandboxError(f"sandbox {sandbox_id} could not be stopped: its pids cgroup is still busy")
+
     def _remove(self, sandbox_id: str, directory: Path) -> None:
         _kill_launched(directory)
         cgroups = self._isolation.cgroups if self._isolation else None
@@ -325,14 +348,15 @@ async def _try_bwrap(args: list[str]) -> str:
     return stderr.decode(errors="replace").strip() or f"exit status {process.returncode}"
 
 
-def _kill_launched(directory: Path) -> None:
+def _kill_launched(directory: Path) -> list[int]:
     """SIGKILL the bubblewrap processes this sandbox's launchers started (their namespaces die
-    with them), and wait until they are dead so nothing writes into the directory being removed."""
+    with them), and wait until they are dead so nothing writes into the directory being removed;
+    those still alive after that wait."""
     run = directory / "run"
     try:
         pids = {int(line) for line in (run / "pids").read_text().split() if line.isdigit()}
     except FileNotFoundError:
-        return
+        return []
     killed = []
     for pid in pids:
         try:
@@ -347,6 +371,7 @@ def _kill_launched(directory: Path) -> None:
     while killed and time.monotonic() < deadline:
         killed = [pid for pid in killed if _alive(pid)]
         time.sleep(0.01)
+    return [pid for pid in killed if _alive(pid)]
 
 
 def _alive(pid: int) -> bool:

@@ -58,6 +58,7 @@ class DirectorySandboxDriver:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.created: list[str] = []
+        self.stopped: list[str] = []
         self.destroyed: list[str] = []
         self.verdict = DestroyVerdict.CONFIRMED
 
@@ -80,6 +81,10 @@ class DirectorySandboxDriver:
 
     async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
         raise NotImplementedError
+
+    async def stop(self, sandbox: Sandbox) -> None:
+        """Nothing runs in a directory: the call is recorded and the directory kept."""
+        self.stopped.append(sandbox.sandbox_id)
 
     async def destroy(self, sandbox: Sandbox) -> DestroyVerdict:
         self.destroyed.append(sandbox.sandbox_id)

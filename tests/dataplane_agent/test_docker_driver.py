@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from dataplane_agent.engines.claude_code import BUNDLED_CLI
+from dataplane_agent.reconcile import inventory_for
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
     INSTALLATION_LABEL,
@@ -114,6 +115,69 @@ async def test_create_reopens_and_restarts_a_stopped_sandbox(driver: DockerSandb
     assert again == first
     assert (await containers.inspect(first.sandbox_id) or {})["State"]["Running"]
     assert (await sh(driver, again, "cat keep.txt")).stdout == "kept"
+
+
+async def test_stop_ends_what_runs_keeps_the_files_and_create_starts_it_again(
+    driver: DockerSandboxDriver, containers: Containers, sandbox_root: Path
+) -> None:
+    sandbox = await driver.create(spec("hibernated"))
+    launcher = await driver.launcher(sandbox, ["/bin/sh", "-c"], {})
+    running = subprocess.Popen([str(launcher), "echo written > kept.txt; sleep 60"])
+    try:
+        deadline = time.monotonic() + 30
+        while not (sandbox.workspace / "kept.txt").exists():
+            assert time.monotonic() < deadline and running.poll() is None
+            await asyncio.sleep(0.05)
+        before = await containers.inspect(sandbox.sandbox_id)
+
+        await driver.stop(sandbox)
+
+        stopped = await containers.inspect(sandbox.sandbox_id)
+        assert stopped is not None and not stopped["State"]["Running"]
+        assert await asyncio.to_thread(running.wait, 30) != 0  # its program ended with the container
+    finally:
+        running.kill()
+        running.wait()
+    assert (sandbox.workspace / "kept.txt").read_text() == "written\n"
+    [listed] = await driver.list_sandboxes({SESSION_LABEL: "hibernated"})
+    assert listed.sandbox == sandbox and not listed.running
+    inventory = inventory_for(driver, "agent-1", sandbox_root)
+    assert sandbox in {item.sandbox for item in await inventory.sandboxes()}  # neither missing nor an orphan
+    with pytest.raises(SandboxError, match="is not running"):
+        await driver.launcher(sandbox, ["/bin/sh", "-c"], {})
+    await driver.stop(sandbox)  # stopped already: nothing to do
+
+    again = await driver.create(spec("hibernated"))
+
+    after = await containers.inspect(again.sandbox_id)
+    assert again == sandbox
+    assert before is not None and after is not None and after["Id"] == before["Id"] and after["State"]["Running"]
+    assert (await sh(driver, again, "cat kept.txt")).stdout == "written\n"
+
+
+async def test_stop_of_a_missing_sandbox_does_nothing(driver: DockerSandboxDriver) -> None:
+    removed = await driver.create(spec("removed"))
+    subprocess.run(["docker", "rm", "-f", removed.sandbox_id], check=True, capture_output=True, timeout=60)
+    destroyed = await driver.create(spec("destroyed"))
+    assert await driver.destroy(destroyed) is DestroyVerdict.CONFIRMED
+
+    await driver.stop(removed)
+    await driver.stop(destroyed)
+
+    assert not await driver.list_sandboxes({SESSION_LABEL: "destroyed"})
+
+
+async def test_stop_refuses_a_container_of_another_session(driver: DockerSandboxDriver, containers: Containers) -> None:
+    sandbox = await driver.create(spec("not-yours"))
+    impostor = Sandbox(
+        sandbox_id=sandbox.sandbox_id, driver="docker", session_id="someone-else", workspace=sandbox.workspace,
+        inner_workspace="/workspace", home=sandbox.home,
+    )
+
+    with pytest.raises(SandboxError, match="is not the sandbox to stop: it is the sandbox of session 'not-yours'"):
+        await driver.stop(impostor)
+
+    assert (await containers.inspect(sandbox.sandbox_id) or {})["State"]["Running"]
 
 
 async def test_create_makes_the_sandbox_again_when_its_workspace_was_removed(driver: DockerSandboxDriver, containers: Containers) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dataplane_agent.model_route import ModelRoute
+from dataplane_agent.reconcile import LocalDirectoryInventory
 from dataplane_agent.sandboxes.base import MODEL_PORT, DestroyVerdict, Sandbox, SandboxError, SandboxSpec
 from dataplane_agent.sandboxes.limits import LocalLimits
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
@@ -120,6 +122,56 @@ async def test_destroy_stops_what_runs_and_removes_everything(driver: LocalSandb
     finally:
         running.kill()
         running.wait()
+
+
+async def test_stop_ends_what_runs_keeps_the_files_and_create_opens_it_again(
+    driver: LocalSandboxDriver, sandbox_root: Path
+) -> None:
+    spec = SandboxSpec(session_id="hibernated", agent_id="agent-1")
+    sandbox = await driver.create(spec)
+    launcher = await driver.launcher(sandbox, ["/bin/sh", "-c"], {})
+    # A background program of its own, as a CLI leaves behind, besides the launched one.
+    running = subprocess.Popen([str(launcher), "sleep 7171 & echo written > kept.txt; wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while not (sandbox.workspace / "kept.txt").exists():
+            assert time.monotonic() < deadline and running.poll() is None
+            await asyncio.sleep(0.05)
+        assert _host_processes("sleep 7171")
+
+        await driver.stop(sandbox)
+
+        assert await asyncio.to_thread(running.wait, 10) != 0  # killed, not finished
+        assert not _host_processes("sleep 7171")
+    finally:
+        running.kill()
+        running.wait()
+    assert (sandbox.workspace / "kept.txt").read_text() == "written\n"
+    listed = await LocalDirectoryInventory(sandbox_root, "agent-1").sandboxes()
+    assert [item.sandbox for item in listed] == [sandbox]  # neither missing nor an orphan
+    await driver.stop(sandbox)  # stopped already: nothing to do
+
+    again = await driver.create(spec)
+
+    assert again == sandbox
+    result = await _sh(driver, again, "cat kept.txt")
+    assert result.returncode == 0 and result.stdout == "written\n", result.stderr
+    assert await driver.destroy(again) is DestroyVerdict.CONFIRMED
+    assert not sandbox.workspace.parent.exists()
+
+
+async def test_stop_of_a_missing_sandbox_does_nothing(driver: LocalSandboxDriver, sandbox_root: Path) -> None:
+    destroyed = await driver.create(SandboxSpec(session_id="destroyed", agent_id="agent-1"))
+    assert await driver.destroy(destroyed) is DestroyVerdict.CONFIRMED
+    never = Sandbox(
+        sandbox_id="local-never", driver="local", session_id="never", workspace=sandbox_root / "local-never" / "workspace",
+        inner_workspace="/workspace", home=sandbox_root / "local-never" / "home",
+    )
+
+    await driver.stop(destroyed)
+    await driver.stop(never)
+
+    assert list(sandbox_root.iterdir()) == []
 
 
 async def test_unsafe_session_ids_are_refused(driver: LocalSandboxDriver) -> None:
@@ -241,3 +293,34 @@ async def test_destroy_removes_the_pids_cgroup(driver: LocalSandboxDriver) -> No
     assert await driver.destroy(sandbox) is DestroyVerdict.CONFIRMED
 
     assert not groups[0].exists()
+
+
+async def test_the_pids_limit_holds_again_after_a_stop(sandbox_root: Path, bwrap: str) -> None:
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("the fork loop needs /usr/bin/python3 inside the sandbox")
+    driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, limits=LocalLimits(pids=40))
+    if not (await driver.isolation()).pids_limited:
+        pytest.skip("no writable pids cgroup hierarchy here")
+    spec = SandboxSpec(session_id="cgroup-stop", agent_id="agent-1")
+    sandbox = await driver.create(spec)
+    assert (await _sh(driver, sandbox, "true")).returncode == 0
+
+    await driver.stop(sandbox)
+    again = await driver.create(spec)
+    result = await _sh(driver, again, f"/usr/bin/python3 -c '{_FORK_LOOP}'")
+
+    assert int(result.stdout) < 40, result.stderr  # the fork loop hit the sandbox's pids cgroup
+    assert await driver.destroy(again) is DestroyVerdict.CONFIRMED
+    assert not [path for path in Path("/sys/fs/cgroup").glob(f"**/astrabox/*-{sandbox.sandbox_id}") if path.is_dir()]
+
+
+def _host_processes(command: str) -> list[str]:
+    """Pids of the host's processes whose command line is `command`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip() == command.encode():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
