@@ -28,6 +28,7 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         session_id=record.session_id,
         state=_STATES[record.state],
         runtime_available=record.runtime_available,
+        runtime_stopped=record.runtime_stopped,
         engine=record.engine,
         permission_mode=record.permission_mode,
         model=record.model,

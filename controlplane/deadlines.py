@@ -5,7 +5,13 @@ A periodic sweep settles what outlived its deadline:
   message places them again), and their running turn fails with a reason;
 - an interrupt the agent never reported is settled as interrupted;
 - a runtime start that never finished fails the session;
-- a sandbox whose destruction the agent could not confirm is destroyed again.
+- a sandbox whose destruction the agent could not confirm is destroyed again;
+- a session idle for `idle_stop_after` (no turn, no queued message, no open
+  background task, no event since) has its runtime stopped (StopRuntime):
+  the agent closes the engine and stops the sandbox, keeping its files, and
+  the next message starts both again. The RUNTIME_STOP_REQUESTED event is
+  itself activity, so a stop the agent skipped is asked again only after
+  another idle period.
 """
 
 from __future__ import annotations
@@ -24,11 +30,19 @@ from controlplane.turns import TurnOutcome, Turns
 
 log = structlog.get_logger(__name__)
 
+# Sessions whose runtime runs and has nothing to do (the query's alias: s).
+_IDLE = (
+    " WHERE s.state = 'ready' AND s.runtime_available AND NOT s.runtime_stopped AND s.current_turn_id IS NULL"
+    " AND s.deleted_at IS NULL AND s.agent_id IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.session_id AND t.state = 'queued')"
+    " AND NOT EXISTS (SELECT 1 FROM background_tasks b WHERE b.session_id = s.session_id AND b.state = 'open')"
+)
+
 
 class DeadlineSweeper:
     def __init__(
         self, pool: asyncpg.Pool, journal: Journal, turns: Turns, agents: Agents, startup_deadline: timedelta,
-        destroy_retry: timedelta = timedelta(seconds=30),
+        destroy_retry: timedelta = timedelta(seconds=30), idle_stop_after: timedelta = timedelta(0),
     ) -> None:
         self._pool = pool
         self._journal = journal
@@ -36,6 +50,7 @@ class DeadlineSweeper:
         self._agents = agents
         self._startup_deadline = startup_deadline
         self._destroy_retry = destroy_retry
+        self._idle_stop_after = idle_stop_after
 
     async def run(self, interval: float) -> None:
         """Sweep every `interval` seconds until cancelled."""
@@ -66,7 +81,38 @@ class DeadlineSweeper:
         for row in startups:
             await self._startup_overdue(row["session_id"])
         retried = await self._retry_destroys()
-        return len(lost) + len(interrupts) + len(startups) + retried
+        stopped = await self._stop_idle()
+        return len(lost) + len(interrupts) + len(startups) + retried + stopped
+
+    async def _stop_idle(self) -> int:
+        """Ask the agents of sessions idle for `idle_stop_after` to stop their runtimes."""
+        if self._idle_stop_after <= timedelta(0):
+            return 0
+        rows = await self._pool.fetch(
+            "SELECT s.session_id::text AS session_id FROM sessions s"
+            " JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq"
+            + _IDLE + " AND e.at < now() - $1::interval",
+            self._idle_stop_after,
+        )
+        reason = f"idle for {self._idle_stop_after.total_seconds():g} s"
+        stopped = 0
+        for row in rows:
+            session_id = row["session_id"]
+            async with self._journal.transaction() as tx:
+                # Still idle, and nothing journaled since the query: the session is locked now.
+                idle = await tx.conn.fetchrow(
+                    "SELECT s.agent_id FROM sessions s JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq"
+                    + _IDLE + " AND e.at < now() - $1::interval AND s.session_id = $2 FOR UPDATE OF s",
+                    self._idle_stop_after, session_id,
+                )
+                if idle is None:
+                    continue
+                await tx.append(session_id, [NewEvent(EventKind.RUNTIME_STOP_REQUESTED, {"reason": reason})])
+                await self._agents.enqueue(tx, idle["agent_id"], session_id, runner_pb2.Command(
+                    stop_runtime=runner_pb2.StopRuntime(reason=reason)))
+            stopped += 1
+            log.info("idle_runtime_stop_requested", session_id=session_id, agent_id=idle["agent_id"])
+        return stopped
 
     async def _retry_destroys(self) -> int:
         """Released sessions still naming a sandbox whose destroy was refused get another one."""

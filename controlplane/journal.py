@@ -47,6 +47,8 @@ class EventKind(enum.Enum):
     ENGINE_INFO = "engine_info"
     ENGINE_TURN_STARTED = "engine_turn_started"
     SANDBOX_RECONCILED = "sandbox_reconciled"
+    RUNTIME_STOP_REQUESTED = "runtime_stop_requested"
+    RUNTIME_STOPPED = "runtime_stopped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,7 @@ _SESSION_COLUMNS = frozenset(
     {
         "state",
         "runtime_available",
+        "runtime_stopped",
         "agent_id",
         "current_turn_id",
         "engine_session_id",

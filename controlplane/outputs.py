@@ -194,7 +194,7 @@ class _Applier:
             output_seq=output.output_seq,
         ))
         session = await self._current()
-        changes: dict[str, Any] = {"runtime_available": True, "sandbox_id": started.sandbox_id}
+        changes: dict[str, Any] = {"runtime_available": True, "runtime_stopped": False, "sandbox_id": started.sandbox_id}
         if session["state"] == SessionState.CREATING.value:
             changes.update(state=SessionState.READY, failure_reason="")
         await self._tx.update_session(self._session_id, **changes)
@@ -300,6 +300,13 @@ class _Applier:
 
     async def _on_runtime_lost(self, output: runner_pb2.Output, lost: runner_pb2.RuntimeLost) -> None:
         self._pending.append(NewEvent(EventKind.RUNTIME_LOST, {"reason": lost.reason}, output_seq=output.output_seq))
+
+    async def _on_runtime_stopped(self, output: runner_pb2.Output, stopped: runner_pb2.RuntimeStopped) -> None:
+        await self._journal_now(NewEvent(
+            EventKind.RUNTIME_STOPPED, {"reason": stopped.reason, "sandbox_id": stopped.sandbox_id},
+            output_seq=output.output_seq,
+        ))
+        await self._tx.update_session(self._session_id, runtime_stopped=True)
 
     async def _on_sandbox_reconciled(self, output: runner_pb2.Output, done: runner_pb2.SandboxReconciled) -> None:
         self._pending.append(NewEvent(

@@ -86,7 +86,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
         replicas = ReplicaLinks(pool, advertised, secret)
         router = WorkspaceRouter(replicas)
-        sweeper = DeadlineSweeper(pool, journal, turns, agents, settings.startup_deadline)
+        sweeper = DeadlineSweeper(pool, journal, turns, agents, settings.startup_deadline,
+                                  idle_stop_after=settings.idle_stop_after)
         session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(
             SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router)), server
         )

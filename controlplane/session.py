@@ -86,6 +86,8 @@ class SessionRecord:
     model: str
     state: SessionState
     runtime_available: bool
+    # Stopped while idle; the next message starts it again on the same agent.
+    runtime_stopped: bool
     agent_id: str
     current_turn_id: str
     engine_session_id: str
@@ -114,6 +116,7 @@ class SessionRecord:
             model=row["model"],
             state=SessionState(row["state"]),
             runtime_available=row["runtime_available"],
+            runtime_stopped=row["runtime_stopped"],
             agent_id=row["agent_id"] or "",
             current_turn_id=row["current_turn_id"] or "",
             engine_session_id=row["engine_session_id"],

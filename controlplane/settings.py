@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 
+DEFAULT_IDLE_STOP_AFTER_S = 900.0
+
+
 @dataclass(frozen=True, slots=True)
 class ControlPlaneSettings:
     # asyncpg DSN of the PostgreSQL database (ASTRABOX_DATABASE_URL).
@@ -31,6 +34,10 @@ class ControlPlaneSettings:
     startup_deadline: timedelta = timedelta(seconds=180)
     # How often deadlines and leases are checked.
     sweep_interval: timedelta = timedelta(seconds=2)
+    # A session idle this long (no turn, no queued message, no open background task) has its
+    # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
+    # again. Zero: never (ASTRABOX_IDLE_STOP_AFTER, seconds).
+    idle_stop_after: timedelta = timedelta(seconds=DEFAULT_IDLE_STOP_AFTER_S)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -44,11 +51,17 @@ class ControlPlaneSettings:
                                  "when it is a wildcard)")
         parser.add_argument("--enrollment-token", default=os.environ.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
                             help="token agents must present (env ASTRABOX_ENROLLMENT_TOKEN)")
+        parser.add_argument("--idle-stop-after", type=float,
+                            default=float(os.environ.get("ASTRABOX_IDLE_STOP_AFTER", DEFAULT_IDLE_STOP_AFTER_S)),
+                            help="seconds a session may stay idle before its runtime is stopped (files kept; the "
+                                 "next message starts it again); 0: never (env ASTRABOX_IDLE_STOP_AFTER, default "
+                                 "%(default)s)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, **overrides: object) -> ControlPlaneSettings:
         values = {"database_url": args.database_url, "listen": args.listen, "enrollment_token": args.enrollment_token,
-                  "advertise_address": args.advertise_address}
+                  "advertise_address": args.advertise_address,
+                  "idle_stop_after": timedelta(seconds=args.idle_stop_after)}
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
 

@@ -60,6 +60,8 @@ class RuntimeOps(Protocol):
 
     async def stop_task(self, session_id: str, req: pb.StopTask, receipt: Receipt) -> None: ...
 
+    async def stop_runtime(self, session_id: str, req: pb.StopRuntime, receipt: Receipt) -> None: ...
+
 
 class CommandApplier:
     """Applies commands idempotently and reports their acknowledgements."""
@@ -168,6 +170,8 @@ class CommandApplier:
             if not command.stop_task.task_id:
                 raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "StopTask needs a task_id")
             await self._runtimes.stop_task(command.session_id, command.stop_task, receipt)
+        elif kind == "stop_runtime":
+            await self._runtimes.stop_runtime(command.session_id, command.stop_runtime, receipt)
         else:
             raise CommandRefused(grpc.StatusCode.UNIMPLEMENTED, f"this agent does not know command kind {kind!r}")
 

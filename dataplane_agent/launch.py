@@ -150,6 +150,11 @@ class Launcher:
             log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=describe(exc))
             return DestroyVerdict.UNCONFIRMED
 
+    async def stop(self, sandbox: Sandbox) -> None:
+        """Stop what runs in the sandbox, keeping its files (SandboxError if the driver cannot)."""
+        async with asyncio.timeout(self._timeouts.destroy_sandbox):
+            await self._driver.stop(sandbox)
+
     def forget(self, session_id: str) -> None:
         """The session's runtime is gone from this agent."""
         self._model.forget(session_id)

@@ -289,6 +289,34 @@ class Runtimes:
             log.info("stop_task_without_engine", session_id=session_id, task_id=req.task_id)
         await self._db.write(receipt)
 
+    async def stop_runtime(self, session_id: str, req: pb.StopRuntime, receipt: Receipt) -> None:
+        """Close an idle session's engine and stop its sandbox, keeping its files; a session that is
+        busy here (a turn runs, an input waits) is left alone. The next input starts both again."""
+        async with self.guarded(session_id):
+            record = await self._state.session(session_id)
+            turns = self._sessions.get(session_id)
+            if record is None or turns is None:  # nothing held, or no engine since the agent started
+                if record is not None:
+                    await self._stopped(record, req.reason, receipt)
+                else:
+                    await self._db.write(receipt)
+                return
+            if not await turns.stop_idle(lambda: self._stopped(record, req.reason, receipt)):
+                log.info("runtime_stop_skipped", session_id=session_id, reason="the session is busy on the agent")
+                await self._db.write(receipt)
+
+    async def _stopped(self, record: SessionRecord, reason: str, receipt: Receipt) -> None:
+        """Stop the sandbox (its engine is closed) and report it, with the command's receipt."""
+        try:
+            await self._launcher.stop(record.sandbox)
+        except Exception as exc:
+            raise CommandRefused(
+                grpc.StatusCode.UNAVAILABLE, f"the sandbox could not be stopped: {describe(exc)}", final=False
+            ) from exc
+        body = pb.RuntimeStopped(reason=reason, sandbox_id=record.sandbox.sandbox_id)
+        await self._db.write(lambda c: (self._outbox.append_tx(c, record.session_id, "", body), receipt(c)))
+        log.info("runtime_stopped", session_id=record.session_id, sandbox_id=record.sandbox.sandbox_id, reason=reason)
+
     async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> None:
         """Stop the engine and destroy the sandbox; forget the session only when destruction is confirmed."""
         self._placements.released(session_id)
@@ -409,8 +437,9 @@ class Runtimes:
 
             def tx(c: sqlite3.Connection) -> None:
                 self._state.set_sandbox_tx(c, session_id, sandbox)
-                if lost:
-                    self._outbox.append_tx(c, session_id, "", _runtime_started(sandbox, sandbox_ms))
+                # The runtime is up again: after a loss, an idle stop, an engine replaced or an
+                # agent restart alike, so the control plane's view follows.
+                self._outbox.append_tx(c, session_id, "", _runtime_started(sandbox, sandbox_ms))
 
             await self._db.write(tx)
         except BaseException:

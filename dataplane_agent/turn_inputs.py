@@ -187,6 +187,20 @@ class TurnInputs:
             await self._ledger.retired()
             return await self._start_engine()
 
+    async def stop_idle(self, then: Callable[[], Awaitable[None]]) -> bool:
+        """Close the engine of an idle session and run `then` (stopping its sandbox) before any new
+        engine may start; False, doing nothing, when a turn runs or inputs wait."""
+        ledger = self._ledger
+        async with self._starting:
+            async with ledger.lock:
+                if ledger.current is not None or self._queue or self._taking is not None:
+                    return False
+                engine = ledger.detach()
+            if engine is not None:
+                await ledger.retire(engine)
+            await then()
+        return True
+
     async def recover(self, reason: str) -> bool:
         """Replace the engine and sandbox of an idle session whose sandbox is gone, now rather than at
         its next input; False, doing nothing, when a turn runs or inputs wait (they recover it)."""

@@ -21,6 +21,7 @@ destroyed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from dataplane_agent.engine_calls import bounded, close_quietly, describe
 from dataplane_agent.engines.base import EngineSession, ToolDecision, ToolRequest
@@ -113,6 +114,11 @@ class SessionTurns:
     async def interrupt(self, turn_id: str, deadline: float = 0.0) -> None:
         """Stop the turn if it is running or waiting; otherwise nothing happens."""
         await self._interrupts.interrupt(turn_id, deadline)
+
+    async def stop_idle(self, then: Callable[[], Awaitable[None]]) -> bool:
+        """Close the engine if the session is idle, then run `then` (stopping the sandbox); the next
+        input starts a new engine. False, doing nothing, if a turn runs or inputs wait."""
+        return await self._inputs.stop_idle(then)
 
     async def recover(self, reason: str) -> bool:
         """Rebuild the runtime of an idle session whose sandbox is gone (`reason`); False if not idle."""

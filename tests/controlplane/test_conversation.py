@@ -4,7 +4,9 @@ through the servicer (grpcio-testing) and the agent outputs the relay commits.""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from datetime import timedelta
 
 import grpc
 import pytest_asyncio
@@ -13,6 +15,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.api import SessionKernelServicer
+from controlplane.deadlines import DeadlineSweeper
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from controlplane.journal import EventKind
 from tests.support.grpc_testing_bridge import ServicerHarness
@@ -282,3 +285,39 @@ async def test_a_start_that_never_finishes_fails_the_session_and_destroys_what_i
     session = await session_of(api, sid)
     assert session.state == session_pb2.SESSION_STATE_FAILED and "did not start" in session.failure_reason
     assert [c.WhichOneof("body") for c in await commands(plane, sid)] == ["start_runtime", "destroy_runtime"]
+
+
+async def test_an_idle_runtime_is_stopped_once_and_the_next_message_starts_it_again(api, plane):
+    idle = await ready(api, plane)
+    busy = await ready(api, plane, request_id="s2")
+    await ok(api, "SendMessage", session_id=busy, client_message_id="m", text="a turn still running")
+    tasked = await ready(api, plane, request_id="s3")
+    turn = (await ok(api, "SendMessage", session_id=tasked, client_message_id="m", text="background: sleep 60")).turn_id
+    await finish_turn(plane, tasked, turn)
+    await plane.report(tasked, **engine("TaskStartedMessage", task_id="t1", description="sleep 60", subtype="task_started"))
+    sweeper = DeadlineSweeper(plane.pool, plane.journal, plane.turns, plane.agents, timedelta(seconds=180),
+                              idle_stop_after=timedelta(milliseconds=300))
+    assert await sweeper.sweep() == 0  # nothing has been idle that long yet
+
+    await asyncio.sleep(0.4)
+    assert await sweeper.sweep() == 1  # a running turn or an open background task keeps a runtime up
+    [stop] = [c.stop_runtime for c in await commands(plane, idle) if c.HasField("stop_runtime")]
+    assert stop.reason == "idle for 0.3 s"
+    assert (await kinds(plane, idle))[-1] is EventKind.RUNTIME_STOP_REQUESTED
+    others = [c for sid in (busy, tasked) for c in await commands(plane, sid)]
+    assert not any(c.HasField("stop_runtime") for c in others)
+    assert await sweeper.sweep() == 0  # the request is activity: not asked again at once
+
+    await plane.report(idle, runtime_stopped=runner_pb2.RuntimeStopped(reason=stop.reason, sandbox_id="sb"))
+    stopped = await session_of(api, idle)
+    assert stopped.runtime_stopped and stopped.runtime_available
+    assert stopped.state == session_pb2.SESSION_STATE_READY
+    await asyncio.sleep(0.4)
+    assert await sweeper.sweep() == 0  # a stopped runtime is not stopped again
+
+    # The next message goes to the same agent as ever; its RuntimeStarted clears the flag.
+    sent = await ok(api, "SendMessage", session_id=idle, client_message_id="again", text="hello again")
+    delivered = [c.deliver_input.turn_id for c in await commands(plane, idle) if c.HasField("deliver_input")]
+    assert delivered == [sent.turn_id]
+    await plane.runtime_started(idle)
+    assert not (await session_of(api, idle)).runtime_stopped

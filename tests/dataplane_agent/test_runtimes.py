@@ -274,3 +274,41 @@ async def test_permission_mode_and_stop_task_reach_the_engine_and_the_mode_is_re
         await agent.command("s-1", **deliver("t-1", permission_mode=""))
         await agent.wait_for("s-1", "ResultMessage")
         assert engine.last.config.permission_mode == "plan"
+
+
+async def test_an_idle_runtime_is_stopped_and_the_next_input_starts_it_again_resuming(tmp_path: Path) -> None:
+    engine = ScriptedEngine(result_turn("eng-3"))
+    driver = DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start())
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "ResultMessage")
+        first = engine.last
+        (driver.root / "s-1" / "workspace" / "kept.txt").write_text("kept")
+
+        ack = await agent.command("s-1", stop_runtime=pb.StopRuntime(reason="idle for 900 s"))
+        assert not ack.HasField("error")
+        assert first.closed and driver.stopped == ["sb-s-1-1"] and driver.destroyed == []
+        stopped = (await agent.outputs("s-1"))[-1]
+        assert stopped.runtime_stopped.reason == "idle for 900 s" and stopped.runtime_stopped.sandbox_id == "sb-s-1-1"
+
+        await agent.command("s-1", **deliver("t-2"))
+        outputs = await agent.wait_for("s-1", "ResultMessage", count=2)
+        after = outputs[outputs.index(stopped) + 1:]
+        assert kinds(after)[0] == "runtime_started" and [o.turn_id for o in after[1:]] == ["t-2"] * len(after[1:])
+        assert engine.last is not first and engine.last.config.resume_engine_session_id == "eng-3"
+        assert driver.created == ["s-1", "s-1"]  # re-opened in place: the files are still there
+        assert (driver.root / "s-1" / "workspace" / "kept.txt").read_text() == "kept"
+
+
+async def test_a_busy_runtime_is_not_stopped(tmp_path: Path) -> None:
+    engine = ScriptedEngine(turns=[[init("eng-4"), assistant("working"), Forever()]])
+    driver = DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start())
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "AssistantMessage")
+        ack = await agent.command("s-1", stop_runtime=pb.StopRuntime(reason="idle for 900 s"))
+        assert not ack.HasField("error")
+        assert not engine.last.closed and driver.stopped == []
+        assert "runtime_stopped" not in kinds(await agent.outputs("s-1"))

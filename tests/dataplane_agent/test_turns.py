@@ -143,7 +143,9 @@ async def test_an_engine_turn_that_does_not_end_is_interrupted_for_a_waiting_inp
         assert outputs[2].turn_interrupted.reason == INTERRUPTED_AT_DEADLINE
         await eventually(lambda: first.closed)
         assert first.interrupts == 1
-        assert [o.turn_id for o in outputs[3:]] == ["t-1"] * 4
+        # The replacement engine reports the runtime up again, then runs the waiting input.
+        assert kinds(outputs)[3] == "runtime_started"
+        assert [o.turn_id for o in outputs[4:]] == ["t-1"] * 4
         assert engine.last is not first and engine.last.sent == [("hi", "acceptEdits")]
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from astrabox.client import AstraBoxClient
+from astrabox.sessionkernel.v1 import session_pb2
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, SESSION_LABEL
 from tests.e2e.test_session_end_to_end import (  # noqa: F401 - the foundation's test, run here with docker
@@ -45,11 +46,12 @@ async def containers() -> AsyncIterator[Containers]:
 
 
 def docker_stack(
-    database_url: str, tmp_path: Path, installation: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+    database_url: str, tmp_path: Path, installation: str, env: dict[str, str] | None = None, args: tuple[str, ...] = (),
+    controlplane_args: tuple[str, ...] = (),
 ) -> Stack:
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    controlplane, address = start_controlplane(database_url, log_dir)
+    controlplane, address = start_controlplane(database_url, log_dir, args=controlplane_args)
     stack = Stack(
         address, controlplane, tmp_path / "agent-state", log_dir, database_url,
         agent_args=("--driver", "docker", "--installation", installation, *args), agent_env=env or {},
@@ -217,3 +219,45 @@ async def test_an_idle_sessions_container_removed_outside_is_rebuilt_before_its_
         again = await client.send_message(sid, "run: ls", client_message_id="m2")
         events = await collect_turn(client, sid, again.turn_id)
         assert events[-1].WhichOneof("payload") == "turn_completed" and "hello.txt" in events[-1].turn_completed.result
+
+
+@pytest.fixture
+def hibernating_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
+    stack = docker_stack(database_url, tmp_path, containers.installation, controlplane_args=("--idle-stop-after", "2"))
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+async def test_an_idle_sessions_container_is_stopped_and_the_next_message_starts_it_with_its_files(
+    hibernating_stack: Stack, containers: Containers
+) -> None:
+    async with AstraBoxClient.connect(hibernating_stack.address) as client:
+        session = await client.create_session(request_id="docker-idle")
+        sid = session.session_id
+        await client.wait_for_state(sid, ["READY"], timeout=120)
+        accepted = await client.send_message(sid, "Please create hello.txt", client_message_id="m1")
+        await collect_turn(client, sid, accepted.turn_id)
+        name = f"astrabox-{containers.installation}-{sid}"
+        running = await containers.inspect(name)
+        assert running is not None and running["State"]["Running"]
+
+        # Idle for two seconds: the control plane asks for a stop, the agent stops the container.
+        async with asyncio.timeout(60):
+            async for event in client.watch(sid, after_seq=accepted.seq):
+                if event.WhichOneof("payload") == "runtime_stopped":
+                    break
+        stopped = await containers.inspect(name)
+        assert stopped is not None and not stopped["State"]["Running"] and stopped["Id"] == running["Id"]
+        view = await client.get_session(sid)
+        assert view.runtime_stopped and view.state == session_pb2.SESSION_STATE_READY
+
+        # The next message starts the same container again; the file and the conversation are there.
+        again = await client.send_message(sid, "run: cat hello.txt", client_message_id="m2")
+        events = await collect_turn(client, sid, again.turn_id)
+        assert events[-1].WhichOneof("payload") == "turn_completed"
+        assert "Hello from AstraBox" in events[-1].turn_completed.result
+        restarted = await containers.inspect(name)
+        assert restarted is not None and restarted["State"]["Running"] and restarted["Id"] == running["Id"]
+        assert not (await client.get_session(sid)).runtime_stopped

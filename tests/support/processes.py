@@ -90,10 +90,12 @@ class Process:
         self._log.close()
 
 
-def start_controlplane(database_url: str, log_dir: Path, listen: str = "127.0.0.1:0") -> tuple[Process, str]:
+def start_controlplane(
+    database_url: str, log_dir: Path, listen: str = "127.0.0.1:0", args: Sequence[str] = ()
+) -> tuple[Process, str]:
     process = Process(
         "controlplane",
-        [sys.executable, "-m", "controlplane", "--database-url", database_url, "--listen", listen],
+        [sys.executable, "-m", "controlplane", "--database-url", database_url, "--listen", listen, *args],
         log_dir / "controlplane.log",
     )
     address = process.wait_for_line(r"controlplane listening on (\S+)").group(1)

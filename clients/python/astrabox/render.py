@@ -108,6 +108,10 @@ def render(event: events_pb2.SessionEvent) -> list[str]:
         lines = [f"● engine offers {len(event.engine_info.slash_commands)} slash commands"]
     elif kind == "task_stop_requested":
         lines = [f"■ stop requested for task {event.task_stop_requested.task_id}"]
+    elif kind == "runtime_stop_requested":
+        lines = [f"● stopping the idle runtime: {event.runtime_stop_requested.reason}"]
+    elif kind == "runtime_stopped":
+        lines = [f"● runtime stopped ({event.runtime_stopped.reason}); the next message starts it again"]
     elif kind == "sandbox_reconciled":
         done = event.sandbox_reconciled
         lines = [f"● sandbox {done.sandbox_id} {done.action or 'reconciled'}: {done.reason}".rstrip(": ")]

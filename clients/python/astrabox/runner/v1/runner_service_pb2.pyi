@@ -97,7 +97,7 @@ class OutputBatch(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[Output, _Mapping]]] = ...) -> None: ...
 
 class Output(_message.Message):
-    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled")
+    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled", "runtime_stopped")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +115,7 @@ class Output(_message.Message):
     ENGINE_TURN_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_LOST_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_RECONCILED_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_STOPPED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     output_seq: int
     turn_id: str
@@ -132,7 +133,16 @@ class Output(_message.Message):
     engine_turn_started: EngineTurnStarted
     runtime_lost: RuntimeLost
     sandbox_reconciled: SandboxReconciled
-    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ...) -> None: ...
+    runtime_stopped: RuntimeStopped
+    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ...) -> None: ...
+
+class RuntimeStopped(_message.Message):
+    __slots__ = ("reason", "sandbox_id")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    sandbox_id: str
+    def __init__(self, reason: _Optional[str] = ..., sandbox_id: _Optional[str] = ...) -> None: ...
 
 class SandboxReconciled(_message.Message):
     __slots__ = ("action", "sandbox_id", "driver", "reason")
@@ -245,7 +255,7 @@ class OutputAck(_message.Message):
     def __init__(self, committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., error_session_id: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task")
+    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task", "stop_runtime")
     COMMAND_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_GENERATION_FIELD_NUMBER: _ClassVar[int]
@@ -257,6 +267,7 @@ class Command(_message.Message):
     INTERRUPT_TURN_FIELD_NUMBER: _ClassVar[int]
     SET_PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     STOP_TASK_FIELD_NUMBER: _ClassVar[int]
+    STOP_RUNTIME_FIELD_NUMBER: _ClassVar[int]
     command_seq: int
     command_id: str
     lease_generation: int
@@ -268,7 +279,8 @@ class Command(_message.Message):
     interrupt_turn: InterruptTurn
     set_permission_mode: SetPermissionMode
     stop_task: StopTask
-    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ...) -> None: ...
+    stop_runtime: StopRuntime
+    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ..., stop_runtime: _Optional[_Union[StopRuntime, _Mapping]] = ...) -> None: ...
 
 class AnswerInteraction(_message.Message):
     __slots__ = ("interaction_id", "allow", "deny")
@@ -337,6 +349,12 @@ class DeliverInput(_message.Message):
     def __init__(self, turn_id: _Optional[str] = ..., text: _Optional[str] = ..., permission_mode: _Optional[str] = ...) -> None: ...
 
 class DestroyRuntime(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class StopRuntime(_message.Message):
     __slots__ = ("reason",)
     REASON_FIELD_NUMBER: _ClassVar[int]
     reason: str

@@ -37,6 +37,8 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_ENGINE_INFO: _ClassVar[EventKind]
     EVENT_KIND_ENGINE_TURN_STARTED: _ClassVar[EventKind]
     EVENT_KIND_SANDBOX_RECONCILED: _ClassVar[EventKind]
+    EVENT_KIND_RUNTIME_STOP_REQUESTED: _ClassVar[EventKind]
+    EVENT_KIND_RUNTIME_STOPPED: _ClassVar[EventKind]
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_SESSION_CREATED: EventKind
 EVENT_KIND_STARTUP_REQUESTED: EventKind
@@ -61,9 +63,11 @@ EVENT_KIND_TASK_STOP_REQUESTED: EventKind
 EVENT_KIND_ENGINE_INFO: EventKind
 EVENT_KIND_ENGINE_TURN_STARTED: EventKind
 EVENT_KIND_SANDBOX_RECONCILED: EventKind
+EVENT_KIND_RUNTIME_STOP_REQUESTED: EventKind
+EVENT_KIND_RUNTIME_STOPPED: EventKind
 
 class SessionEvent(_message.Message):
-    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled")
+    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +96,8 @@ class SessionEvent(_message.Message):
     ENGINE_INFO_FIELD_NUMBER: _ClassVar[int]
     ENGINE_TURN_STARTED_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_RECONCILED_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_STOP_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_STOPPED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     seq: int
     time: _timestamp_pb2.Timestamp
@@ -120,7 +126,9 @@ class SessionEvent(_message.Message):
     engine_info: EngineInfo
     engine_turn_started: EngineTurnStarted
     sandbox_reconciled: SandboxReconciled
-    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ...) -> None: ...
+    runtime_stop_requested: RuntimeStopRequested
+    runtime_stopped: RuntimeStopped
+    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ...) -> None: ...
 
 class SessionCreated(_message.Message):
     __slots__ = ("engine", "permission_mode", "model", "request_id")
@@ -322,3 +330,17 @@ class SandboxReconciled(_message.Message):
     driver: str
     reason: str
     def __init__(self, action: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., driver: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RuntimeStopRequested(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class RuntimeStopped(_message.Message):
+    __slots__ = ("reason", "sandbox_id")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    sandbox_id: str
+    def __init__(self, reason: _Optional[str] = ..., sandbox_id: _Optional[str] = ...) -> None: ...
