@@ -127,11 +127,18 @@ async def test_forwarding_without_the_cluster_secret_is_refused_and_reaches_no_a
             call = runner_grpc.RunnerServiceStub(channel).ForwardWorkspace(iter([request]), metadata=metadata)
             return [response.reply async for response in call]
 
+    async def refusal(metadata: tuple[tuple[str, str], ...]) -> tuple[grpc.StatusCode, str]:
+        """The status of a call that sends nothing: the replica judges the metadata before any request
+        (a request written meanwhile could race the refusal and end the call INTERNAL client-side)."""
+        async with grpc.aio.insecure_channel(replicas.b) as channel:
+            call = runner_grpc.RunnerServiceStub(channel).ForwardWorkspace(metadata=metadata)
+            return await call.code(), await call.details() or ""
+
     for metadata in ((), (("astrabox-cluster-secret", "guess"),), (("astrabox-cluster-secret", secret[:-1]),)):
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
+        code, details = await refusal(metadata)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and secret not in details
+        with pytest.raises(grpc.aio.AioRpcError):
             await forward("touch pwned", metadata)
-        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        assert secret not in (refused.value.details() or "")
     assert "pwned" not in {e.name for e in await client.list_workspace(sid)}
 
     # The same call with the secret is how replicas reach the agent.
