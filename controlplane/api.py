@@ -15,7 +15,7 @@ from controlplane.conversation import Answer, Conversation, SendMessage
 from controlplane.errors import InvalidArgument, KernelError
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.status import maps_errors, to_status
-from controlplane.workspace import WorkspaceFiles
+from controlplane.workspace import WorkspaceFiles, drain
 
 log = structlog.get_logger(__name__)
 
@@ -143,6 +143,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
 
             written = await self._workspace.upload((first.session_id, first.path), chunks())
         except KernelError as error:
+            await drain(request_iterator)
             await context.abort_with_status(to_status(error))
         return pb.UploadWorkspaceArchiveResponse(entries=written.entries, bytes=written.bytes)
 

@@ -28,7 +28,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane.errors import AgentNotConnected, KernelError, WorkspaceFailed
 from controlplane.status import to_status
-from controlplane.workspace import REPLY_TIMEOUT_S, WorkspaceRouter
+from controlplane.workspace import REPLY_TIMEOUT_S, WorkspaceRouter, drain
 
 log = structlog.get_logger(__name__)
 
@@ -210,6 +210,7 @@ class ForwardingServicer:
             async for reply in self._router.exchange_here(first.agent_id, first.session_id, requests()):
                 yield runner_pb2.ForwardWorkspaceResponse(reply=reply)
         except KernelError as error:
+            await drain(request_iterator)
             await context.abort_with_status(to_status(error))
 
     def _from_a_replica(self, context: grpc.aio.ServicerContext) -> bool:

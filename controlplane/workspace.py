@@ -33,6 +33,8 @@ MAX_CHUNK_BYTES = 1024 * 1024
 DELIVERY_TIMEOUT_S = 30.0
 # How long the agent may stay silent on a request.
 REPLY_TIMEOUT_S = 660.0
+# How long the rest of a refused upload is read before the refusal is sent (see `drain`).
+DRAIN_TIMEOUT_S = 30.0
 _REPLIES_BUFFERED = 64
 
 
@@ -143,6 +145,19 @@ def _failure(reply: runner_pb2.WorkspaceReply) -> WorkspaceFailed:
             reason = info.reason
     code = next((c for c in grpc.StatusCode if c.value[0] == reply.error.code), grpc.StatusCode.INTERNAL)
     return WorkspaceFailed(code, reason, reply.error.message)
+
+
+async def drain(messages: AsyncIterator[object]) -> None:
+    """Read and drop what a client still streams after its call was refused, so that it learns why.
+
+    gRPC fails a client's write into a stream the server has already closed with INTERNAL ("Internal
+    error from Core"), which hides the refusal's code and reason: a client sending a large archive to
+    a bad path would see that rather than INVALID_ARGUMENT. Bounded in time: a client that keeps
+    sending gets the refusal after DRAIN_TIMEOUT_S anyway."""
+    with contextlib.suppress(Exception):  # a broken stream or the timeout: the refusal follows regardless
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            async for _ in messages:
+                pass
 
 
 async def _one(request: runner_pb2.WorkspaceRequest) -> AsyncIterator[runner_pb2.WorkspaceRequest]:
