@@ -10,6 +10,7 @@ import pytest
 
 from dataplane_agent.model_route import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
+from tests.support.containers import containers  # noqa: F401 - fixture
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -32,20 +31,11 @@ from dataplane_agent.sandboxes.base import (
     SandboxSpec,
 )
 from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
-from tests.support.containers import Containers, new_installation, require_docker
+from tests.support.containers import Containers
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-secret-value-0123456789"
 
-
-@pytest.fixture
-async def containers() -> AsyncIterator[Containers]:
-    await require_docker()
-    containers = Containers(new_installation())
-    try:
-        yield containers
-    finally:
-        await containers.remove_all()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -26,52 +26,19 @@ from tests.e2e.test_session_end_to_end import (  # noqa: F401 - the foundation's
     test_real_cli_runs_bash_in_the_sandbox_and_the_stream_shows_the_whole_turn,
 )
 from tests.e2e.test_workspace_end_to_end import test_a_repository_round_trips_through_the_api  # noqa: F401 - with docker
-from tests.support.containers import Containers, new_installation, require_docker
-from tests.support.processes import start_controlplane
-from tests.support.stack import Stack
+from tests.support.containers import Containers
+from tests.support.stack import StartDockerStack, Stack
 
 pytestmark = pytest.mark.e2e
 
 API_KEY = "sk-ant-e2e-real-key-never-in-a-sandbox-0123456789"
 
 
-@pytest.fixture
-async def containers() -> AsyncIterator[Containers]:
-    await require_docker()
-    containers = Containers(new_installation())
-    try:
-        yield containers
-    finally:
-        await containers.remove_all()
-
-
-def docker_stack(
-    database_url: str, tmp_path: Path, installation: str, env: dict[str, str] | None = None, args: tuple[str, ...] = (),
-    controlplane_args: tuple[str, ...] = (),
-) -> Stack:
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    controlplane, address = start_controlplane(database_url, log_dir, args=controlplane_args)
-    stack = Stack(
-        address, controlplane, tmp_path / "agent-state", log_dir, database_url,
-        agent_args=("--driver", "docker", "--installation", installation, *args), agent_env=env or {},
-    )
-    try:
-        stack.start_agent()
-    except BaseException:
-        stack.stop()
-        raise
-    return stack
-
 
 @pytest.fixture
-def stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
+def stack(docker_stacks: StartDockerStack) -> Stack:
     """The foundation's stack, its agent on the docker driver (and its built-in offline model)."""
-    stack = docker_stack(database_url, tmp_path, containers.installation)
-    try:
-        yield stack
-    finally:
-        stack.stop()
+    return docker_stacks()
 
 
 @pytest.fixture
@@ -85,23 +52,24 @@ async def upstream() -> AsyncIterator[OfflineModel]:
 
 
 @pytest.fixture
-def keyed_stack(database_url: str, tmp_path: Path, containers: Containers, upstream: OfflineModel) -> Iterator[Stack]:
+def keyed_stack(docker_stacks: StartDockerStack, upstream: OfflineModel) -> Stack:
     """An agent with a real-looking API key and a model upstream of its own (the offline model)."""
-    env = {"ANTHROPIC_API_KEY": API_KEY, "ASTRABOX_MODEL_BASE_URL": upstream.base_url}
-    stack = docker_stack(database_url, tmp_path, containers.installation, env)
-    try:
-        yield stack
-    finally:
-        stack.stop()
+    return docker_stacks(env={"ANTHROPIC_API_KEY": API_KEY, "ASTRABOX_MODEL_BASE_URL": upstream.base_url})
 
 
 @pytest.fixture
-def pooled_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
-    stack = docker_stack(database_url, tmp_path, containers.installation, args=("--warm-pool", "2"))
-    try:
-        yield stack
-    finally:
-        stack.stop()
+def pooled_stack(docker_stacks: StartDockerStack) -> Stack:
+    return docker_stacks(args=("--warm-pool", "2"))
+
+
+@pytest.fixture
+def reconciling_stack(docker_stacks: StartDockerStack) -> Stack:
+    return docker_stacks(args=("--reconcile-interval", "1"))
+
+
+@pytest.fixture
+def hibernating_stack(docker_stacks: StartDockerStack) -> Stack:
+    return docker_stacks(controlplane_args=("--idle-stop-after", "2"))
 
 
 async def test_a_session_takes_a_warm_container_and_the_pool_refills(pooled_stack: Stack, containers: Containers) -> None:
@@ -180,15 +148,6 @@ async def docker_exec(container: str, script: str, stdin: str = "") -> subproces
     )
 
 
-@pytest.fixture
-def reconciling_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
-    stack = docker_stack(database_url, tmp_path, containers.installation, args=("--reconcile-interval", "1"))
-    try:
-        yield stack
-    finally:
-        stack.stop()
-
-
 async def test_an_idle_sessions_container_removed_outside_is_rebuilt_before_its_next_message(
     reconciling_stack: Stack, containers: Containers
 ) -> None:
@@ -219,15 +178,6 @@ async def test_an_idle_sessions_container_removed_outside_is_rebuilt_before_its_
         again = await client.send_message(sid, "run: ls", client_message_id="m2")
         events = await collect_turn(client, sid, again.turn_id)
         assert events[-1].WhichOneof("payload") == "turn_completed" and "hello.txt" in events[-1].turn_completed.result
-
-
-@pytest.fixture
-def hibernating_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
-    stack = docker_stack(database_url, tmp_path, containers.installation, controlplane_args=("--idle-stop-after", "2"))
-    try:
-        yield stack
-    finally:
-        stack.stop()
 
 
 async def test_an_idle_sessions_container_is_stopped_and_the_next_message_starts_it_with_its_files(

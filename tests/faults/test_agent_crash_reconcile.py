@@ -6,16 +6,13 @@ with the local driver (sandbox directories), once with the docker driver (contai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from astrabox.client import AstraBoxClient
 from dataplane_agent.sandboxes.base import SESSION_LABEL
-from tests.support.containers import Containers, new_installation, require_docker
-from tests.support.processes import start_controlplane
-from tests.support.stack import Stack
+from tests.support.stack import StartDockerStack, Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -77,28 +74,10 @@ async def test_local_sandboxes_after_an_agent_crash(client, stack):
     await crash_delete_restart(client, stack, sandboxes, "local")
 
 
-@pytest.fixture
-async def containers() -> Containers:
-    await require_docker()
-    containers = Containers(new_installation())
-    try:
-        yield containers
-    finally:
-        await containers.remove_all()
-
 
 @pytest.fixture
-def docker_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    controlplane, address = start_controlplane(database_url, log_dir)
-    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir, database_url,
-                  agent_args=("--driver", "docker", "--installation", containers.installation))
-    try:
-        stack.start_agent()
-        yield stack
-    finally:
-        stack.stop()
+def docker_stack(docker_stacks: StartDockerStack) -> Stack:
+    return docker_stacks()
 
 
 async def test_docker_containers_after_an_agent_crash(docker_stack, containers):

@@ -7,38 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 
 from astrabox.client import AstraBoxClient
-from tests.e2e.test_docker_end_to_end import collect_turn, docker_stack
-from tests.support.containers import Containers, new_installation, require_docker
-from tests.support.stack import Stack
+from tests.e2e.test_docker_end_to_end import collect_turn
+from tests.support.containers import Containers
+from tests.support.stack import StartDockerStack, Stack
 
 pytestmark = pytest.mark.e2e
 
 POOL = 2
 
 
-@pytest.fixture
-async def containers() -> AsyncIterator[Containers]:
-    await require_docker()
-    containers = Containers(new_installation())
-    try:
-        yield containers
-    finally:
-        await containers.remove_all()
-
 
 @pytest.fixture
-def pooled_stack(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[Stack]:
-    stack = docker_stack(database_url, tmp_path, containers.installation, args=("--warm-pool", str(POOL)))
-    try:
-        yield stack
-    finally:
-        stack.stop()
+def pooled_stack(docker_stacks: StartDockerStack) -> Stack:
+    return docker_stacks(args=("--warm-pool", str(POOL)))
 
 
 async def clis_in(container: str) -> int:

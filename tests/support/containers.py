@@ -3,7 +3,7 @@
 `require_docker()` skips the calling test when no Docker daemon answers (the
 only reason these tests skip) and fails it when the sandbox image is missing.
 `Containers` lists and removes what one test installation left, so a failing
-test leaks nothing.
+test leaks nothing; the `containers` fixture gives each test its own.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiodocker
@@ -69,3 +70,14 @@ class Containers:
             for info in await self.list():
                 with contextlib.suppress(aiodocker.DockerError):
                     await docker.containers.container(info["Id"]).delete(force=True)
+
+
+@pytest.fixture
+async def containers() -> AsyncIterator[Containers]:
+    """A test installation of its own; every container of it is removed afterwards. Skips without Docker."""
+    await require_docker()
+    containers = Containers(new_installation())
+    try:
+        yield containers
+    finally:
+        await containers.remove_all()

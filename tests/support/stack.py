@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +10,9 @@ import pytest
 import pytest_asyncio
 
 from astrabox.client import AstraBoxClient
+from tests.support.containers import Containers
 from tests.support.processes import Process, start_agent, start_controlplane
+
 
 
 @dataclass
@@ -55,6 +57,37 @@ def stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
         yield stack
     finally:
         stack.stop()
+
+
+# Starts the test's docker stack: `(args=(), controlplane_args=(), env=None) -> Stack`.
+StartDockerStack = Callable[..., Stack]
+
+
+@pytest.fixture
+def docker_stacks(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[StartDockerStack]:
+    """Starts the test's stack with its agent on the docker driver, in the test's own installation
+    (extra agent flags `args`, control-plane flags `controlplane_args`, agent environment `env`);
+    whatever was started is stopped afterwards."""
+    started: list[Stack] = []
+
+    def start(*, args: tuple[str, ...] = (), controlplane_args: tuple[str, ...] = (),
+              env: dict[str, str] | None = None) -> Stack:
+        log_dir = tmp_path / "logs"
+        log_dir.mkdir()
+        controlplane, address = start_controlplane(database_url, log_dir, args=controlplane_args)
+        stack = Stack(
+            address, controlplane, tmp_path / "agent-state", log_dir, database_url,
+            agent_args=("--driver", "docker", "--installation", containers.installation, *args), agent_env=env or {},
+        )
+        started.append(stack)
+        stack.start_agent()
+        return stack
+
+    try:
+        yield start
+    finally:
+        for stack in started:
+            stack.stop()
 
 
 @pytest_asyncio.fixture
