@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -60,3 +62,31 @@ def revision() -> str:
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+TURN_END = ("turn_completed", "turn_failed", "turn_interrupted")
+WATCH_TIMEOUT = 180.0
+
+
+def event_ms(event) -> float:
+    """An event's journal time, in milliseconds."""
+    return event.time.ToNanoseconds() / 1e6
+
+
+async def watch_until(watch, predicate) -> list[tuple[object, float]]:
+    """Events from an open watch up to and including the first that satisfies `predicate`, each with
+    its perf_counter receive time; RuntimeError on RUNTIME_FAILED or the watch ending."""
+    events = []
+    async with asyncio.timeout(WATCH_TIMEOUT):
+        async for event in watch:
+            events.append((event, time.perf_counter()))
+            if event.WhichOneof("payload") == "runtime_failed":
+                raise RuntimeError(f"runtime_failed: {event}")
+            if predicate(event):
+                return events
+    raise RuntimeError("watch ended")
+
+
+def turn_end(turn_id: str):
+    """A `watch_until` predicate: the turn's last event."""
+    return lambda e: e.turn_id == turn_id and e.WhichOneof("payload") in TURN_END

@@ -36,12 +36,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import Process, embedded_postgres, percentile, revision, summary_row
+from _common import Process, embedded_postgres, event_ms, percentile, revision, summary_row, turn_end, watch_until
 from astrabox.client import AstraBoxClient
 from controlplane import logs
 
-TIMEOUT = 180.0
-TURN_END = ("turn_completed", "turn_failed", "turn_interrupted")
 RECOVERED = "recovered: 2nd turn, sandbox destroyed"
 BASELINE = "baseline: 2nd turn, sandbox intact"
 ORDER = (
@@ -65,39 +63,17 @@ def destroy_behind_the_platforms_back(sandbox_dir: Path) -> None:
     shutil.rmtree(sandbox_dir)
 
 
-def ms(event) -> float:
-    return event.time.ToNanoseconds() / 1e6
-
-
-async def until(watch, predicate) -> list[tuple[object, float]]:
-    """Events from an open watch up to and including the first that satisfies `predicate`, each with
-    its perf_counter receive time."""
-    events = []
-    async with asyncio.timeout(TIMEOUT):
-        async for event in watch:
-            events.append((event, time.perf_counter()))
-            if event.WhichOneof("payload") == "runtime_failed":
-                raise RuntimeError(f"runtime_failed: {event}")
-            if predicate(event):
-                return events
-    raise RuntimeError("watch ended")
-
-
-def turn_end(turn_id: str):
-    return lambda e: e.turn_id == turn_id and e.WhichOneof("payload") in TURN_END
-
-
 async def one_session(client: AstraBoxClient, sandboxes: Path, tag: str, destroy: bool,
                       figures: dict, problems: list[str], reasons: Counter) -> None:
     session = await client.create_session()
     sid = session.session_id
     watch = client.watch(sid)
-    events = await until(watch, lambda e: e.WhichOneof("payload") == "runtime_ready")
+    events = await watch_until(watch, lambda e: e.WhichOneof("payload") == "runtime_ready")
     workspace = Path(events[-1][0].runtime_ready.workspace)
 
     start = time.perf_counter()
     first = await client.send_message(sid, "run: echo one", client_message_id=f"{sid}-m1")
-    events = await until(watch, turn_end(first.turn_id))
+    events = await watch_until(watch, turn_end(first.turn_id))
     if events[-1][0].WhichOneof("payload") != "turn_completed":
         raise RuntimeError(f"{tag}: the first turn did not complete: {events[-1][0]}")
     figures["first turn (echo one), every session"].append((events[-1][1] - start) * 1000)
@@ -106,7 +82,7 @@ async def one_session(client: AstraBoxClient, sandboxes: Path, tag: str, destroy
         destroy_behind_the_platforms_back(workspace.parent)
     start = time.perf_counter()
     second = await client.send_message(sid, "run: echo two", client_message_id=f"{sid}-m2")
-    events = await until(watch, turn_end(second.turn_id))
+    events = await watch_until(watch, turn_end(second.turn_id))
     await watch.aclose()
     done, done_at = events[-1]
     kinds = [e.WhichOneof("payload") for e, _ in events]
@@ -128,10 +104,10 @@ async def one_session(client: AstraBoxClient, sandboxes: Path, tag: str, destroy
         if ready is None:
             problems.append(f"{tag}: no RUNTIME_READY after RUNTIME_LOST")
         else:
-            figures["  of which LOST -> READY (event times)"].append(ms(ready) - ms(lost))
+            figures["  of which LOST -> READY (event times)"].append(event_ms(ready) - event_ms(lost))
             figures["    of which sandbox create (agent)"].append(ready.runtime_ready.sandbox_ms)
             if ok:
-                figures["  of which READY -> COMPLETED (event times)"].append(ms(done) - ms(ready))
+                figures["  of which READY -> COMPLETED (event times)"].append(event_ms(done) - event_ms(ready))
 
     # The conversation was resumed: one engine session id across all ResultMessages, the session's own.
     ids = [json.loads(e.engine_message.payload_json).get("session_id") async for e in client.iter_events(sid)
