@@ -57,8 +57,12 @@ class ReplicaLinks:
 
     Implements `controlplane.workspace.Replicas`; one channel per replica address."""
 
-    def __init__(self, pool: asyncpg.Pool, own_address: str, secret: str) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, own_address: str, secret: str, credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
         self._pool = pool
+        # TLS to the other replicas when this one serves TLS; None: plaintext.
+        self._credentials = credentials
         self._own_address = own_address
         self._metadata = ((SECRET_METADATA, secret),)
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -110,10 +114,14 @@ class ReplicaLinks:
     async def _ready_channel(self, address: str, agent_id: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = grpc.aio.insecure_channel(address, options=[
+            options = [
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ])
+            ]
+            if self._credentials is None:
+                channel = grpc.aio.insecure_channel(address, options=options)
+            else:
+                channel = grpc.aio.secure_channel(address, self._credentials, options=options)
             self._channels[address] = channel
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):

@@ -26,7 +26,7 @@ from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.relay import RelaySettings, RunnerServicer
-from controlplane.settings import ControlPlaneSettings, advertise_address
+from controlplane.settings import ControlPlaneSettings, advertise_address, tls_credentials
 from controlplane.turns import Turns
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 
@@ -74,7 +74,11 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             ]
         )
         host, _, port = settings.listen.rpartition(":")
-        bound = server.add_insecure_port(f"{host}:{port}")
+        tls = tls_credentials(settings)
+        if tls is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", tls[0])
         if bound == 0:
             raise OSError(f"cannot listen on {settings.listen}")
         advertised = advertise_address(settings, host, bound)
@@ -84,7 +88,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         turns = Turns(agents)
         kernel = SessionKernel(pool, journal, agents, turns, live)
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
-        replicas = ReplicaLinks(pool, advertised, secret)
+        replicas = ReplicaLinks(pool, advertised, secret, tls[1] if tls else None)
         router = WorkspaceRouter(replicas)
         sweeper = DeadlineSweeper(pool, journal, turns, agents, settings.startup_deadline,
                                   idle_stop_after=settings.idle_stop_after)
@@ -106,7 +110,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         address = f"{host}:{bound}"
-        log.info("controlplane_listening", address=address, advertise_address=advertised)
+        log.info("controlplane_listening", address=address, advertise_address=advertised, tls=tls is not None)
         async with asyncio.TaskGroup() as background:
             loops = [
                 background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),

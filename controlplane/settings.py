@@ -7,6 +7,9 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
+
+import grpc
 
 
 DEFAULT_IDLE_STOP_AFTER_S = 900.0
@@ -24,6 +27,12 @@ class ControlPlaneSettings:
     advertise_address: str = ""
     # Secret agents present in Hello (ASTRABOX_ENROLLMENT_TOKEN, default empty = any agent on loopback).
     enrollment_token: str = ""
+    # TLS: the server's certificate chain and private key, PEM files (ASTRABOX_TLS_CERT, ASTRABOX_TLS_KEY);
+    # both empty: plaintext. `tls_ca` verifies the other replicas' certificates when forwarding
+    # (ASTRABOX_TLS_CA; default: tls_cert itself, for replicas sharing one certificate).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
     # How long an agent's lease lasts without a heartbeat.
     lease_ttl: timedelta = timedelta(seconds=15)
     # How often agents are asked to heartbeat.
@@ -51,6 +60,13 @@ class ControlPlaneSettings:
                                  "when it is a wildcard)")
         parser.add_argument("--enrollment-token", default=os.environ.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
                             help="token agents must present (env ASTRABOX_ENROLLMENT_TOKEN)")
+        parser.add_argument("--tls-cert", default=os.environ.get("ASTRABOX_TLS_CERT", ""),
+                            help="serve TLS with this PEM certificate chain (env ASTRABOX_TLS_CERT; with --tls-key)")
+        parser.add_argument("--tls-key", default=os.environ.get("ASTRABOX_TLS_KEY", ""),
+                            help="the PEM private key of --tls-cert (env ASTRABOX_TLS_KEY)")
+        parser.add_argument("--tls-ca", default=os.environ.get("ASTRABOX_TLS_CA", ""),
+                            help="PEM CA bundle that verifies the other replicas when forwarding to them (env "
+                                 "ASTRABOX_TLS_CA; default: --tls-cert itself)")
         parser.add_argument("--idle-stop-after", type=float,
                             default=float(os.environ.get("ASTRABOX_IDLE_STOP_AFTER", DEFAULT_IDLE_STOP_AFTER_S)),
                             help="seconds a session may stay idle before its runtime is stopped (files kept; the "
@@ -61,6 +77,7 @@ class ControlPlaneSettings:
     def from_args(cls, args: argparse.Namespace, **overrides: object) -> ControlPlaneSettings:
         values = {"database_url": args.database_url, "listen": args.listen, "enrollment_token": args.enrollment_token,
                   "advertise_address": args.advertise_address,
+                  "tls_cert": args.tls_cert, "tls_key": args.tls_key, "tls_ca": args.tls_ca,
                   "idle_stop_after": timedelta(seconds=args.idle_stop_after)}
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -74,3 +91,21 @@ def advertise_address(settings: ControlPlaneSettings, host: str, port: int) -> s
     if settings.advertise_address:
         return settings.advertise_address
     return f"{socket.gethostname() if host in _WILDCARDS else host}:{port}"
+
+
+def tls_credentials(settings: ControlPlaneSettings) -> tuple[grpc.ServerCredentials, grpc.ChannelCredentials] | None:
+    """The server's TLS credentials and those it forwards to other replicas with; None: plaintext.
+    ValueError naming the problem when the files are half given or unreadable."""
+    if not settings.tls_cert and not settings.tls_key:
+        if settings.tls_ca:
+            raise ValueError("--tls-ca needs --tls-cert and --tls-key: the replica itself serves plaintext")
+        return None
+    if not settings.tls_cert or not settings.tls_key:
+        raise ValueError("TLS needs both --tls-cert and --tls-key (or neither, for plaintext)")
+    try:
+        cert = Path(settings.tls_cert).read_bytes()
+        key = Path(settings.tls_key).read_bytes()
+        ca = Path(settings.tls_ca).read_bytes() if settings.tls_ca else cert
+    except OSError as error:
+        raise ValueError(f"cannot read a TLS file: {error.filename}: {error.strerror}") from error
+    return grpc.ssl_server_credentials([(key, cert)]), grpc.ssl_channel_credentials(root_certificates=ca)

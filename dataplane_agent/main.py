@@ -110,6 +110,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 drivers=(driver.name,),
                 engines=tuple(sorted(engines)),
                 capacity=settings.capacity,
+                root_certificates=_controlplane_ca(settings),
             ),
             state=state,
             outbox=outbox,
@@ -194,6 +195,15 @@ def _make_pool(
     warm = WarmEngineSettings()
     warmer = EngineWarmer(engines[warm.engine], driver, model, warm) if settings.warm_engines else None
     return WarmPool(driver, template, pool_settings, inventory=inventory, engines=warmer)  # type: ignore[arg-type]
+
+
+def _controlplane_ca(settings: AgentSettings) -> bytes | None:
+    if not settings.controlplane_ca:
+        return None
+    try:
+        return Path(settings.controlplane_ca).expanduser().read_bytes()
+    except OSError as error:
+        raise AgentError(f"cannot read the control plane's CA bundle {settings.controlplane_ca}: {error.strerror}") from error
 
 
 def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:

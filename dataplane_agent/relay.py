@@ -52,6 +52,8 @@ class RelayConfig:
     drivers: tuple[str, ...] = ()
     engines: tuple[str, ...] = ()
     capacity: int = 0
+    # TLS to the control plane, verified with these PEM root certificates; None: plaintext.
+    root_certificates: bytes | None = None
     batch_size: int = 64
     # Bytes of outputs per OutputBatch; one larger output travels alone.
     max_batch_bytes: int = 3 * 1024 * 1024
@@ -168,7 +170,12 @@ class RelayClient:
             ("grpc.max_send_message_length", cfg.max_message_bytes),
             ("grpc.max_receive_message_length", cfg.max_message_bytes),
         ]
-        async with grpc.aio.insecure_channel(cfg.target, options=options) as channel:
+        if cfg.root_certificates is None:
+            channel = grpc.aio.insecure_channel(cfg.target, options=options)
+        else:
+            tls = grpc.ssl_channel_credentials(root_certificates=cfg.root_certificates)
+            channel = grpc.aio.secure_channel(cfg.target, tls, options=options)
+        async with channel:
             call = pb_grpc.RunnerServiceStub(channel).Connect()
             try:
                 stream = await self._handshake(call)

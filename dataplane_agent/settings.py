@@ -5,6 +5,7 @@
 | controlplane     | --controlplane       | ASTRABOX_CONTROLPLANE       | 127.0.0.1:7233            |
 | agent_id         | --agent-id           | ASTRABOX_AGENT_ID           | stable id kept in state   |
 | enrollment_token | (env only)           | ASTRABOX_ENROLLMENT_TOKEN   | empty                     |
+| controlplane_ca  | --controlplane-ca    | ASTRABOX_CONTROLPLANE_CA    | empty (plaintext)         |
 | state_dir        | --state-dir          | ASTRABOX_AGENT_STATE_DIR    | ~/.astrabox/agent         |
 | driver           | --driver             | ASTRABOX_SANDBOX_DRIVER     | local (or docker)         |
 | image            | --image              | ASTRABOX_SANDBOX_IMAGE      | astrabox/sandbox:latest   |
@@ -51,6 +52,8 @@ class AgentSettings:
     # Empty: a stable id generated once and kept in the state directory.
     agent_id: str = ""
     enrollment_token: str = field(default="", repr=False)
+    # A PEM CA bundle: the control plane is reached over TLS and its certificate verified with it.
+    controlplane_ca: str = ""
     state_dir: Path = field(default_factory=lambda: Path(DEFAULT_STATE_DIR).expanduser())
     driver: str = "local"
     # The docker driver's image, and the id its containers are labelled with (so installations
@@ -90,6 +93,7 @@ class AgentSettings:
             controlplane=args.controlplane,
             agent_id=args.agent_id,
             enrollment_token=env.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
+            controlplane_ca=args.controlplane_ca,
             state_dir=Path(args.state_dir).expanduser(),
             driver=args.driver,
             image=args.image,
@@ -123,6 +127,12 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--controlplane",
         default=env.get("ASTRABOX_CONTROLPLANE", DEFAULT_CONTROLPLANE),
         help="control plane gRPC address, host:port (env ASTRABOX_CONTROLPLANE; default %(default)s)",
+    )
+    parser.add_argument(
+        "--controlplane-ca",
+        default=env.get("ASTRABOX_CONTROLPLANE_CA", ""),
+        help="reach the control plane over TLS, verifying its certificate with this PEM CA bundle "
+        "(env ASTRABOX_CONTROLPLANE_CA; default: plaintext)",
     )
     parser.add_argument(
         "--agent-id",

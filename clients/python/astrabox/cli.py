@@ -20,6 +20,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+import grpc
+
 # gRPC core's informational chatter (fork handlers) is noise on a terminal.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
@@ -28,15 +30,19 @@ from astrabox.render import render
 from astrabox.sessionkernel.v1 import session_pb2
 
 DEFAULT_TARGET = os.environ.get("ASTRABOX_TARGET", "127.0.0.1:7233")
+DEFAULT_TLS_CA = os.environ.get("ASTRABOX_TLS_CA", "")
 DEFAULT_PROMPT = "Create a file hello.txt in the workspace with a greeting, then show it."
 _TURN_END = ("turn_completed", "turn_failed")
+_TLS_CA_HELP = "reach the control plane over TLS, verified with this PEM CA bundle (env ASTRABOX_TLS_CA)"
 
 
-async def run_prompt(target: str, prompt: str, *, timeout: float, out=sys.stdout) -> tuple[int, session_pb2.Session]:
+async def run_prompt(
+    target: str, prompt: str, *, timeout: float, out=sys.stdout, credentials: grpc.ChannelCredentials | None = None
+) -> tuple[int, session_pb2.Session]:
     """Create a session, send `prompt`, print its events until the turn ends.
 
     Returns the exit status (0 when the turn completed) and the session."""
-    async with AstraBoxClient.connect(target) as client:
+    async with AstraBoxClient.connect(target, credentials=credentials) as client:
         session = await client.create_session()
         print(f"session {session.session_id}", file=out, flush=True)
         async with asyncio.timeout(timeout):
@@ -51,8 +57,19 @@ async def run_prompt(target: str, prompt: str, *, timeout: float, out=sys.stdout
     raise AssertionError("unreachable")
 
 
+def _credentials(tls_ca: str) -> grpc.ChannelCredentials | None:
+    """TLS verified with the PEM CA bundle at `tls_ca`; None (plaintext) when it is empty."""
+    if not tls_ca:
+        return None
+    try:
+        with open(os.path.expanduser(tls_ca), "rb") as bundle:
+            return grpc.ssl_channel_credentials(root_certificates=bundle.read())
+    except OSError as error:
+        raise SystemExit(f"astrabox: cannot read the CA bundle {tls_ca}: {error.strerror}") from error
+
+
 async def _session_command(args: argparse.Namespace) -> int:
-    async with AstraBoxClient.connect(args.target) as client:
+    async with AstraBoxClient.connect(args.target, credentials=_credentials(args.tls_ca)) as client:
         if args.action == "list":
             async for session in client.iter_sessions():
                 print(f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} agent {session.agent_id}")
@@ -99,7 +116,8 @@ def _state_name(session: session_pb2.Session) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    status, _ = asyncio.run(run_prompt(args.target, args.prompt, timeout=args.timeout))
+    credentials = _credentials(args.tls_ca)
+    status, _ = asyncio.run(run_prompt(args.target, args.prompt, timeout=args.timeout, credentials=credentials))
     return status
 
 
@@ -157,10 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt")
     run.add_argument("--target", default=DEFAULT_TARGET, help="control plane address (env ASTRABOX_TARGET)")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
+    run.add_argument("--tls-ca", default=DEFAULT_TLS_CA, help=_TLS_CA_HELP)
     run.set_defaults(func=_cmd_run)
 
     session = sub.add_parser("session", help="inspect sessions")
     session.add_argument("--target", default=DEFAULT_TARGET)
+    session.add_argument("--tls-ca", default=DEFAULT_TLS_CA, help=_TLS_CA_HELP)
     actions = session.add_subparsers(dest="action", required=True)
     actions.add_parser("list")
     for name in ("show", "delete", "archive", "interrupt"):
