@@ -20,10 +20,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-import grpc
-
-# gRPC core's informational chatter (fork handlers) is noise on a terminal.
+# gRPC core's informational chatter (fork handlers) is noise on a terminal; it reads this at import.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+import grpc
 
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.render import render
