@@ -72,7 +72,7 @@ async def test_a_session_runs_over_tls_and_plaintext_or_untrusting_peers_are_ref
 
     other, _ = self_signed(tmp_path, "other")
     for credentials in (None, trusting(other)):
-        async with AstraBoxClient.connect(tls_stack.address, credentials=credentials, timeout=3) as client:
+        async with AstraBoxClient.connect(tls_stack.address, credentials=credentials, timeout=20) as client:
             with pytest.raises(AstraBoxError) as refused:
                 await client.get_session(session.session_id)
             assert refused.value.code is grpc.StatusCode.UNAVAILABLE
