@@ -73,7 +73,16 @@ async def _turn(client: AstraBoxClient, session_id: str, text: str) -> list:
 
 
 def _files_holding(root: Path, needle: bytes) -> list[Path]:
-    return [path for path in root.rglob("*") if path.is_file() and not path.is_symlink() and needle in path.read_bytes()]
+    """Files under `root` containing `needle`; one that vanishes while this looks (the CLI's own temporary
+    files come and go) held nothing any more."""
+    holding = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                holding.append(path)
+        except FileNotFoundError:
+            continue
+    return holding
 
 
 async def test_from_inside_a_session_only_the_model_route_is_reachable(client: AstraBoxClient, stack: Stack) -> None:
