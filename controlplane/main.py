@@ -11,7 +11,7 @@ import structlog
 
 from controlplane import logs
 from controlplane.server import serve
-from controlplane.settings import ControlPlaneSettings, tls_credentials
+from controlplane.settings import ControlPlaneSettings, SettingsError
 
 log = structlog.get_logger(__name__)
 
@@ -37,10 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if not args.database_url:
         sys.exit("astrabox controlplane needs --database-url (or ASTRABOX_DATABASE_URL); `astrabox up` embeds one")
-    settings = ControlPlaneSettings.from_args(args)
-    try:
-        tls_credentials(settings)  # a half-given or unreadable TLS configuration stops here, said plainly
-    except ValueError as error:
-        sys.exit(f"astrabox controlplane: {error}")
     logs.configure()
-    asyncio.run(run_until_signalled(settings))
+    try:
+        asyncio.run(run_until_signalled(ControlPlaneSettings.from_args(args)))
+    except SettingsError as error:
+        sys.exit(f"astrabox controlplane: {error}")

@@ -62,6 +62,7 @@ class RunnerService:
 @contextlib.asynccontextmanager
 async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlPlane]:
     """Run the control plane until the context exits; yields its bound address."""
+    tls = tls_credentials(settings)  # a bad TLS configuration stops here, before anything starts
     pool = await create_pool(settings.database_url)
     try:
         await migrate(pool)
@@ -74,7 +75,6 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             ]
         )
         host, _, port = settings.listen.rpartition(":")
-        tls = tls_credentials(settings)
         if tls is None:
             bound = server.add_insecure_port(f"{host}:{port}")
         else:

@@ -15,6 +15,10 @@ import grpc
 DEFAULT_IDLE_STOP_AFTER_S = 900.0
 
 
+class SettingsError(ValueError):
+    """The settings cannot work as given; the message says what to change."""
+
+
 @dataclass(frozen=True, slots=True)
 class ControlPlaneSettings:
     # asyncpg DSN of the PostgreSQL database (ASTRABOX_DATABASE_URL).
@@ -95,17 +99,17 @@ def advertise_address(settings: ControlPlaneSettings, host: str, port: int) -> s
 
 def tls_credentials(settings: ControlPlaneSettings) -> tuple[grpc.ServerCredentials, grpc.ChannelCredentials] | None:
     """The server's TLS credentials and those it forwards to other replicas with; None: plaintext.
-    ValueError naming the problem when the files are half given or unreadable."""
+    SettingsError naming the problem when the files are half given or unreadable."""
     if not settings.tls_cert and not settings.tls_key:
         if settings.tls_ca:
-            raise ValueError("--tls-ca needs --tls-cert and --tls-key: the replica itself serves plaintext")
+            raise SettingsError("--tls-ca needs --tls-cert and --tls-key: the replica itself serves plaintext")
         return None
     if not settings.tls_cert or not settings.tls_key:
-        raise ValueError("TLS needs both --tls-cert and --tls-key (or neither, for plaintext)")
+        raise SettingsError("TLS needs both --tls-cert and --tls-key (or neither, for plaintext)")
     try:
         cert = Path(settings.tls_cert).read_bytes()
         key = Path(settings.tls_key).read_bytes()
         ca = Path(settings.tls_ca).read_bytes() if settings.tls_ca else cert
     except OSError as error:
-        raise ValueError(f"cannot read a TLS file: {error.filename}: {error.strerror}") from error
+        raise SettingsError(f"cannot read a TLS file: {error.filename}: {error.strerror}") from error
     return grpc.ssl_server_credentials([(key, cert)]), grpc.ssl_channel_credentials(root_certificates=ca)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -294,14 +295,14 @@ class Runtimes:
         busy here (a turn runs, an input waits) is left alone. The next input starts both again."""
         async with self.guarded(session_id):
             record = await self._state.session(session_id)
-            turns = self._sessions.get(session_id)
-            if record is None or turns is None:  # nothing held, or no engine since the agent started
-                if record is not None:
-                    await self._stopped(record, req.reason, receipt)
-                else:
-                    await self._db.write(receipt)
+            if record is None:  # nothing held
+                await self._db.write(receipt)
                 return
-            if not await turns.stop_idle(lambda: self._stopped(record, req.reason, receipt)):
+            turns = self._sessions.get(session_id)
+            stop = functools.partial(self._stopped, record, req.reason, receipt)
+            if turns is None:  # no engine since the agent started: only the sandbox to stop
+                await stop()
+            elif not await turns.stop_idle(stop):
                 log.info("runtime_stop_skipped", session_id=session_id, reason="the session is busy on the agent")
                 await self._db.write(receipt)
 
@@ -399,6 +400,7 @@ class Runtimes:
         if verdict is DestroyVerdict.CONFIRMED:
             await self._db.write(lambda c: (self._state.delete_session_tx(c, session_id), step(c)))
             self._sessions.pop(session_id, None)
+            self._rebuild_failed.discard(session_id)
             self._launcher.forget(session_id)
             await self._transcripts.forget(session_id)
             bound.info("runtime_destroyed", sandbox_id=record.sandbox.sandbox_id)

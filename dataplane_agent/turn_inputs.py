@@ -190,29 +190,32 @@ class TurnInputs:
     async def stop_idle(self, then: Callable[[], Awaitable[None]]) -> bool:
         """Close the engine of an idle session and run `then` (stopping its sandbox) before any new
         engine may start; False, doing nothing, when a turn runs or inputs wait."""
-        ledger = self._ledger
         async with self._starting:
-            async with ledger.lock:
-                if ledger.current is not None or self._queue or self._taking is not None:
-                    return False
-                engine = ledger.detach()
-            if engine is not None:
-                await ledger.retire(engine)
+            if not await self._close_if_idle():
+                return False
             await then()
         return True
 
     async def recover(self, reason: str) -> bool:
         """Replace the engine and sandbox of an idle session whose sandbox is gone, now rather than at
         its next input; False, doing nothing, when a turn runs or inputs wait (they recover it)."""
+        if not await self._close_if_idle(lost_reason=reason):
+            return False
+        await self.engine()
+        return True
+
+    async def _close_if_idle(self, lost_reason: str = "") -> bool:
+        """Detach and close the engine when no turn runs and no input waits (recording `lost_reason`
+        for the next start, if given); False, doing nothing, otherwise."""
         ledger = self._ledger
         async with ledger.lock:
             if ledger.current is not None or self._queue or self._taking is not None:
                 return False
             engine = ledger.detach()
-            ledger.lost_reason = ledger.lost_reason or reason
+            if lost_reason:
+                ledger.lost_reason = ledger.lost_reason or lost_reason
         if engine is not None:
             await ledger.retire(engine)
-        await self.engine()
         return True
 
     async def _probe_sandbox(self) -> None:

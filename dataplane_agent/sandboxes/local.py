@@ -245,7 +245,7 @@ class LocalSandboxDriver:
         try:
             removal = asyncio.to_thread(self._remove, sandbox.sandbox_id, directory)
             await asyncio.wait_for(removal, timeout=_DESTROY_TIMEOUT)
-        except (OSError, asyncio.TimeoutError) as error:
+        except (OSError, SandboxError, asyncio.TimeoutError) as error:
             log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=str(error))
         if directory.exists():
             return DestroyVerdict.UNCONFIRMED
@@ -320,10 +320,7 @@ class LocalSandboxDriver:
             raise SandboxError(f"sandbox {sandbox_id} could not be stopped: its pids cgroup is still busy")
 
     def _remove(self, sandbox_id: str, directory: Path) -> None:
-        _kill_launched(directory)
-        cgroups = self._isolation.cgroups if self._isolation else None
-        if cgroups is not None and not cgroups.remove(sandbox_id):
-            raise OSError(f"the pids cgroup of {sandbox_id} is still busy")
+        self._stop(sandbox_id, directory)  # nothing may still write into what is being removed
         shutil.rmtree(directory, ignore_errors=True)
         if directory.exists():  # a straggler wrote as we removed: once more, then report
             shutil.rmtree(directory)
