@@ -37,6 +37,12 @@ _IDLE = (
     " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.session_id AND t.state = 'queued')"
     " AND NOT EXISTS (SELECT 1 FROM background_tasks b WHERE b.session_id = s.session_id AND b.state = 'open')"
 )
+# Such sessions whose last event is older than $1.
+_IDLE_SINCE = (
+    "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s"
+    " JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq"
+    + _IDLE + " AND e.at < now() - $1::interval"
+)
 
 
 class DeadlineSweeper:
@@ -88,12 +94,7 @@ class DeadlineSweeper:
         """Ask the agents of sessions idle for `idle_stop_after` to stop their runtimes."""
         if self._idle_stop_after <= timedelta(0):
             return 0
-        rows = await self._pool.fetch(
-            "SELECT s.session_id::text AS session_id FROM sessions s"
-            " JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq"
-            + _IDLE + " AND e.at < now() - $1::interval",
-            self._idle_stop_after,
-        )
+        rows = await self._pool.fetch(_IDLE_SINCE, self._idle_stop_after)
         reason = f"idle for {self._idle_stop_after.total_seconds():g} s"
         stopped = 0
         for row in rows:
@@ -101,9 +102,7 @@ class DeadlineSweeper:
             async with self._journal.transaction() as tx:
                 # Still idle, and nothing journaled since the query: the session is locked now.
                 idle = await tx.conn.fetchrow(
-                    "SELECT s.agent_id FROM sessions s JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq"
-                    + _IDLE + " AND e.at < now() - $1::interval AND s.session_id = $2 FOR UPDATE OF s",
-                    self._idle_stop_after, session_id,
+                    _IDLE_SINCE + " AND s.session_id = $2 FOR UPDATE OF s", self._idle_stop_after, session_id
                 )
                 if idle is None:
                     continue
