@@ -270,19 +270,13 @@ class WarmPool:
                 async with asyncio.timeout(self._settings.create_timeout):
                     sandbox = await self._driver.create(_pool_spec(template, pool_id, key))
             except Exception as exc:
-                self._busy.discard(pool_id)
                 log.warning("pool_create_failed", error=f"{type(exc).__name__}: {exc}")
                 # Whatever part of it exists carries the pool label: the reconciler destroys it.
                 return True
-            warm = _Warm(sandbox, key, self._clock())
-            try:
-                if not await self._start_engine(warm):
-                    await self._retire(warm, "its engine did not start")
-                    return True
             finally:
                 self._busy.discard(pool_id)
-            self._ready.append(warm)
-            log.info("pool_sandbox_ready", sandbox_id=sandbox.sandbox_id, ready=len(self._ready))
+            if not await self._make_ready(_Warm(sandbox, key, self._clock())):
+                return True
         return False
 
     async def _warm_taken_back(self) -> bool:
@@ -292,27 +286,26 @@ class WarmPool:
         for warm in [warm for warm in self._ready if warm.engine is None]:
             with contextlib.suppress(ValueError):
                 self._ready.remove(warm)  # not claimable while its engine starts
-            self._busy.add(warm.pool_id)
-            try:
-                started = await self._start_engine(warm)
-            finally:
-                self._busy.discard(warm.pool_id)
-            if not started:
-                await self._retire(warm, "its engine did not start")
+            if not await self._make_ready(warm):
                 return True
-            self._ready.append(warm)
         return False
 
-    async def _start_engine(self, warm: _Warm) -> bool:
-        """Start `warm`'s engine if the pool has a warmer; whether it has what it needs now."""
-        if self._engines is None:
-            return True
-        try:
-            warm.engine = await self._engines.start(warm.sandbox)
-        except Exception as exc:
-            log.warning("pool_engine_start_failed", sandbox_id=warm.sandbox.sandbox_id,
-                        error=f"{type(exc).__name__}: {exc}")
-            return False
+    async def _make_ready(self, warm: _Warm) -> bool:
+        """Start `warm`'s engine (if the pool has a warmer) and add it to the ready sandboxes;
+        False, having retired it, when the engine did not start."""
+        if self._engines is not None:
+            self._busy.add(warm.pool_id)
+            try:
+                warm.engine = await self._engines.start(warm.sandbox)
+            except Exception as exc:
+                log.warning("pool_engine_start_failed", sandbox_id=warm.sandbox.sandbox_id,
+                            error=f"{type(exc).__name__}: {exc}")
+                await self._retire(warm, "its engine did not start")
+                return False
+            finally:
+                self._busy.discard(warm.pool_id)
+        self._ready.append(warm)
+        log.info("pool_sandbox_ready", sandbox_id=warm.sandbox.sandbox_id, ready=len(self._ready))
         return True
 
     async def _close(self, engine: EngineSession) -> None:
