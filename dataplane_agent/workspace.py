@@ -1,10 +1,16 @@
 """Workspace requests: list, download, upload and run commands in a session's sandbox.
 
 These are not durable: a client waits on the other end of the control plane,
-and a broken stream fails its call. Every path is confined to the session's
-workspace: ".." is refused, and so is anything that resolves outside the
-workspace through a symlink. Uploads are unpacked with tarfile's "data"
-filter, which also refuses members and links that would land outside.
+and a broken stream fails its call. The agent does nothing privileged with
+what the sandbox controls:
+
+- paths are walked beneath the workspace with directory descriptors, never
+  letting the host follow a link (`sandboxes.confined`): `..`, absolute paths
+  elsewhere and links leading out are refused;
+- uploads are checked and re-written by `archives` and unpacked by `tar`
+  inside the sandbox, as its user; downloads are packed there the same way;
+- a command's timeout, cancellation or end ends every process it started
+  (`SandboxDriver.end_processes`).
 """
 
 from __future__ import annotations
@@ -14,11 +20,10 @@ import contextlib
 import os
 import signal
 import stat
-import tarfile
 import tempfile
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
 from typing import IO
 
 import grpc
@@ -27,7 +32,10 @@ from google.protobuf import any_pb2, timestamp_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
+from dataplane_agent import archives
+from dataplane_agent.archives import ArchiveRefused, UnpackLimits
+from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError
+from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal, split
 
 log = structlog.get_logger(__name__)
 
@@ -35,9 +43,29 @@ CHUNK_BYTES = 256 * 1024
 MAX_UPLOAD_BYTES = 256 * 1024 * 1024
 DEFAULT_EXEC_TIMEOUT_S = 600.0
 _EXEC_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_ECHO_CHARS = 64
+_STDERR_BYTES = 2048
+# The environment variable that marks every process of one workspace command (see end_processes).
+RUN_MARKER = "ASTRABOX_RUN"
+# tar inside the sandbox, as its user: $1 is the destination or source under the workspace.
+_UNPACK = 'mkdir -p -- "$1" && cd -- "$1" && exec tar -x -f - --no-same-owner --no-same-permissions --no-overwrite-dir'
+_PACK = 'cd -- "$1" && exec tar -c -f - --format=pax -- "$2"'
 
 Reply = Callable[[pb.WorkspaceReply], Awaitable[None]]
 SandboxLookup = Callable[[str], Awaitable[Sandbox | None]]
+
+_REFUSALS = {
+    Refusal.INVALID: (grpc.StatusCode.INVALID_ARGUMENT, "PATH_INVALID"),
+    Refusal.OUTSIDE: (grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
+    Refusal.NOT_FOUND: (grpc.StatusCode.NOT_FOUND, "PATH_NOT_FOUND"),
+    Refusal.NOT_A_DIRECTORY: (grpc.StatusCode.INVALID_ARGUMENT, "NOT_A_DIRECTORY"),
+    Refusal.LOOP: (grpc.StatusCode.INVALID_ARGUMENT, "PATH_LOOP"),
+}
+_ARCHIVE_CODES = {
+    "PATH_OUTSIDE_WORKSPACE": grpc.StatusCode.PERMISSION_DENIED,
+    "TOO_MANY_ENTRIES": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "UNPACKED_TOO_LARGE": grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
 
 
 class WorkspaceError(Exception):
@@ -53,28 +81,36 @@ class WorkspaceError(Exception):
         return status_pb2.Status(code=self.code.value[0], message=self.message, details=[detail])
 
 
-def confine(workspace: Path, path: str) -> Path:
-    """The host path of `path` (relative to the workspace, or under /workspace)."""
-    text = path.strip()
-    if text == "/workspace" or text.startswith("/workspace/"):
-        text = text.removeprefix("/workspace")
-    elif text.startswith("/"):
-        raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "PATH_OUTSIDE_WORKSPACE",
-                             f"{path!r} is outside the workspace; give a path relative to it")
-    parts = PurePosixPath(text.lstrip("/")).parts
-    if ".." in parts:
-        raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "PATH_OUTSIDE_WORKSPACE",
-                             f"{path!r} climbs out of the workspace with '..'")
-    root = workspace.resolve()
-    resolved = root.joinpath(*parts).resolve()
-    if resolved != root and root not in resolved.parents:
-        raise WorkspaceError(grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE",
-                             f"{path!r} leads outside the workspace through a symbolic link")
-    return resolved
+def echo(path: str) -> str:
+    """A client's path as an error message may quote it: a bounded prefix."""
+    return repr(path[:_ECHO_CHARS] + ("…" if len(path) > _ECHO_CHARS else ""))
 
 
-def _not_found(path: str) -> WorkspaceError:
-    return WorkspaceError(grpc.StatusCode.NOT_FOUND, "PATH_NOT_FOUND", f"{path or '.'!r} does not exist in the workspace")
+def locate(sandbox: Sandbox, path: str, *, allow_missing: bool = False) -> list[str]:
+    """The canonical components of a client's path under the sandbox's workspace (blocking)."""
+    try:
+        parts = split(path, sandbox.inner_workspace)
+    except PathRefused as refused:
+        code = grpc.StatusCode.INVALID_ARGUMENT
+        reason = "PATH_OUTSIDE_WORKSPACE" if refused.refusal is Refusal.OUTSIDE else "PATH_INVALID"
+        raise WorkspaceError(code, reason, f"{echo(path)}: {refused}") from None
+    try:
+        return _root(sandbox).resolve(parts, allow_missing=allow_missing)
+    except PathRefused as refused:
+        raise _refused(path, refused) from None
+
+
+def _root(sandbox: Sandbox) -> ConfinedRoot:
+    return ConfinedRoot(sandbox.workspace, sandbox.inner_workspace)
+
+
+def _refused(path: str, refused: PathRefused) -> WorkspaceError:
+    code, reason = _REFUSALS[refused.refusal]
+    return WorkspaceError(code, reason, f"{echo(path or '.')}: {refused}")
+
+
+def _inner(sandbox: Sandbox, parts: Sequence[str]) -> str:
+    return "/".join([sandbox.inner_workspace.rstrip("/"), *parts])
 
 
 @dataclass
@@ -87,9 +123,10 @@ class _Upload:
 class WorkspaceService:
     """Serves the control plane's workspace requests; owns their tasks."""
 
-    def __init__(self, sandbox_of: SandboxLookup, driver: SandboxDriver) -> None:
+    def __init__(self, sandbox_of: SandboxLookup, driver: SandboxDriver, limits: UnpackLimits = UnpackLimits()) -> None:
         self._sandbox_of = sandbox_of
         self._driver = driver
+        self._limits = limits
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._uploads: dict[str, _Upload] = {}
 
@@ -131,11 +168,11 @@ class WorkspaceService:
             sandbox = await self._sandbox_of(request.session_id)
             if sandbox is None or not sandbox.workspace.is_dir():
                 raise WorkspaceError(grpc.StatusCode.FAILED_PRECONDITION, "RUNTIME_NOT_AVAILABLE",
-                                     f"session {request.session_id} has no sandbox on this agent right now; "
+                                     f"session {request.session_id[:64]} has no sandbox on this agent right now; "
                                      "send it a message to bring it back")
             op = request.WhichOneof("op")
             if op == "list_directory":
-                listing = await asyncio.to_thread(_list, sandbox.workspace, request.list_directory.path)
+                listing = await asyncio.to_thread(_list, sandbox, request.list_directory.path)
                 await reply(pb.WorkspaceReply(request_id=rid, last=True, listing=listing))
             elif op == "read_archive":
                 await self._download(sandbox, request.read_archive.path, rid, reply)
@@ -146,28 +183,37 @@ class WorkspaceService:
             elif op == "exec_command":
                 await self._exec(sandbox, request.exec_command, rid, reply)
             else:
-                raise WorkspaceError(grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED", f"unknown workspace op {op!r}")
+                raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "OPERATION_UNKNOWN", "the request names no operation")
         except WorkspaceError as error:
             await _report(reply, rid, error)
+        except SandboxError as error:
+            log.info("workspace_sandbox_unavailable", request_id=rid, error=str(error))
+            await _report(reply, rid, WorkspaceError(
+                grpc.StatusCode.FAILED_PRECONDITION, "RUNTIME_NOT_AVAILABLE",
+                "the session's sandbox is not running right now; send it a message to start it again"))
         except asyncio.CancelledError:
             log.info("workspace_request_cancelled", request_id=rid)
             raise
-        except Exception as error:  # report, never leave the client hanging
-            log.warning("workspace_request_failed", request_id=rid, error=repr(error))
-            await _report(reply, rid, WorkspaceError(grpc.StatusCode.INTERNAL, "INTERNAL", f"the agent failed: {error}"))
+        except Exception:  # report, never leave the client hanging; the details stay in the log
+            ref = uuid.uuid4().hex[:12]
+            log.exception("workspace_request_failed", request_id=rid, ref=ref)
+            await _report(reply, rid, WorkspaceError(grpc.StatusCode.INTERNAL, "INTERNAL", f"internal error (ref {ref})"))
         finally:
             if upload := self._uploads.pop(rid, None):
                 upload.spool.close()
 
     async def _download(self, sandbox: Sandbox, path: str, rid: str, reply: Reply) -> None:
-        target = confine(sandbox.workspace, path)
-        if not target.exists():
-            raise _not_found(path)
-        with tempfile.SpooledTemporaryFile(max_size=8 * CHUNK_BYTES) as spool:
-            await asyncio.to_thread(_pack, target, sandbox.workspace.resolve(), spool)
-            spool.seek(0)
-            while chunk := spool.read(CHUNK_BYTES):
+        parts = await asyncio.to_thread(locate, sandbox, path)
+        where, what = (parts[:-1], parts[-1]) if parts else ([], ".")
+        async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _PACK, "astrabox-download", _inner(sandbox, where), what],
+                                    rid, stdin=asyncio.subprocess.DEVNULL) as process:
+            assert process.stdout is not None
+            while chunk := await process.stdout.read(CHUNK_BYTES):
                 await reply(pb.WorkspaceReply(request_id=rid, archive_chunk=chunk))
+            stderr = await _bounded(process.stderr)
+            if await process.wait() not in (0, 1):  # 1: a file changed as it was read; the archive stands
+                raise WorkspaceError(grpc.StatusCode.FAILED_PRECONDITION, "ARCHIVE_FAILED",
+                                     f"tar in the sandbox could not pack {echo(path)}: {stderr}")
         await reply(pb.WorkspaceReply(request_id=rid, last=True, archive_chunk=b""))
 
     async def _unpack(self, sandbox: Sandbox, rid: str) -> pb.ArchiveWritten:
@@ -175,39 +221,74 @@ class WorkspaceService:
         if upload.size > MAX_UPLOAD_BYTES:
             raise WorkspaceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_LARGE",
                                  f"the upload is larger than {MAX_UPLOAD_BYTES // 2**20} MiB")
-        destination = confine(sandbox.workspace, upload.target)
-        upload.spool.seek(0)
-        return await asyncio.to_thread(_extract, upload.spool, destination, sandbox.workspace)
+        parts = await asyncio.to_thread(locate, sandbox, upload.target, allow_missing=True)
+        try:
+            checked = await asyncio.to_thread(archives.check, upload.spool, parts, self._limits)
+        except ArchiveRefused as refused:
+            code = _ARCHIVE_CODES.get(refused.reason, grpc.StatusCode.INVALID_ARGUMENT)
+            raise WorkspaceError(code, refused.reason, str(refused)) from None
+        reading, writing = os.pipe()
+        try:
+            async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _UNPACK, "astrabox-upload", _inner(sandbox, parts)],
+                                        rid, stdin=reading) as process:
+                os.close(reading)
+                reading = -1
+                feeding = asyncio.create_task(asyncio.to_thread(_feed, upload.spool, parts, self._limits, writing))
+                writing = -1  # _feed closes it
+                stderr = await _bounded(process.stderr)
+                code = await process.wait()
+                await feeding  # a failure to re-write the checked archive is the agent's: INTERNAL
+        finally:
+            for fd in (reading, writing):
+                if fd >= 0:
+                    os.close(fd)
+        if code != 0:
+            raise WorkspaceError(grpc.StatusCode.FAILED_PRECONDITION, "UNPACK_FAILED",
+                                 f"tar in the sandbox could not unpack the archive: {stderr}")
+        return pb.ArchiveWritten(entries=checked.entries, bytes=checked.bytes)
 
     async def _exec(self, sandbox: Sandbox, command: pb.ExecCommand, rid: str, reply: Reply) -> None:
         if not command.command.strip():
             raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "command must not be empty")
-        env = {"PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
-        launcher = await self._driver.launcher(sandbox, ["/bin/bash", "-lc"], env)
-        process = await asyncio.create_subprocess_exec(
-            str(launcher), command.command, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-        )
+        if "\0" in command.command:
+            raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "command must not contain NUL")
 
-        async def pump(stream: asyncio.StreamReader, name: str) -> None:
+        async def pump(stream: asyncio.StreamReader | None, name: str) -> None:
+            assert stream is not None
             while chunk := await stream.read(CHUNK_BYTES):
                 await reply(pb.WorkspaceReply(request_id=rid, **{name: chunk}))
 
         timeout = command.timeout_ms / 1000 if command.timeout_ms > 0 else DEFAULT_EXEC_TIMEOUT_S
-        try:
-            async with asyncio.timeout(timeout):
-                assert process.stdout is not None and process.stderr is not None
-                await asyncio.gather(pump(process.stdout, "stdout"), pump(process.stderr, "stderr"))
-                code = await process.wait()
-        except TimeoutError:
-            _kill_group(process.pid)
-            await process.wait()
+        async with self._in_sandbox(sandbox, ["/bin/bash", "-lc", command.command], rid) as process:
+            try:
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(pump(process.stdout, "stdout"), pump(process.stderr, "stderr"))
+                    code = await process.wait()
+            except TimeoutError:
+                code = None
+        if code is None:
             await reply(pb.WorkspaceReply(request_id=rid, stderr=f"\nkilled after {timeout:g} s\n".encode()))
             code = -signal.SIGKILL
-        except asyncio.CancelledError:
-            _kill_group(process.pid)
-            raise
         await reply(pb.WorkspaceReply(request_id=rid, last=True, exit_code=code))
+
+    @contextlib.asynccontextmanager
+    async def _in_sandbox(self, sandbox: Sandbox, argv: list[str], rid: str, stdin: int = asyncio.subprocess.DEVNULL):
+        """A program running inside the sandbox as its user; on leaving, whatever it started is ended."""
+        marker = uuid.uuid4().hex
+        # The marker is set by `env` inside, so one launcher serves every request at once.
+        env = {"PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
+        launcher = await self._driver.launcher(sandbox, ["/usr/bin/env"], env)
+        process = await asyncio.create_subprocess_exec(
+            str(launcher), f"{RUN_MARKER}={marker}", *argv, stdin=stdin,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )
+        try:
+            yield process
+        finally:
+            _kill_group(process.pid)
+            with contextlib.suppress(ProcessLookupError):
+                await asyncio.shield(process.wait())
+            await asyncio.shield(self._driver.end_processes(sandbox, marker))
 
 
 async def _report(reply: Reply, rid: str, error: WorkspaceError) -> None:
@@ -217,19 +298,38 @@ async def _report(reply: Reply, rid: str, error: WorkspaceError) -> None:
         log.info("workspace_reply_lost", request_id=rid, error=repr(lost))
 
 
+async def _bounded(stream: asyncio.StreamReader | None) -> str:
+    """What a sandbox program wrote to `stream`, cut to a size an error message may quote."""
+    if stream is None:
+        return ""
+    kept = b""
+    while chunk := await stream.read(CHUNK_BYTES):
+        kept = (kept + chunk)[:_STDERR_BYTES]
+    return kept.decode(errors="replace").strip()
+
+
+def _feed(spool: IO[bytes], parts: list[str], limits: UnpackLimits, fd: int) -> None:
+    """Write the canonical copy of the checked upload into the sandbox's tar (a thread)."""
+    with open(fd, "wb", closefd=True) as out, contextlib.suppress(BrokenPipeError):
+        archives.rewrite(spool, parts, limits, out)
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
 
-def _list(workspace: Path, path: str) -> pb.DirectoryListing:
-    directory = confine(workspace, path)
-    if not directory.is_dir():
-        raise _not_found(path) if not directory.exists() else WorkspaceError(
-            grpc.StatusCode.INVALID_ARGUMENT, "NOT_A_DIRECTORY", f"{path!r} is not a directory")
+def _list(sandbox: Sandbox, path: str) -> pb.DirectoryListing:
+    parts = locate(sandbox, path)
+    try:
+        if parts and not stat.S_ISDIR(_root(sandbox).lstat(parts).st_mode):
+            raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "NOT_A_DIRECTORY", f"{echo(path)} is not a directory")
+        found = _root(sandbox).list(parts)
+    except PathRefused as refused:
+        raise _refused(path, refused) from None
     entries = []
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        info = entry.stat(follow_symlinks=False)
+    for entry in found:
+        info = entry.info
         kind = ("directory" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode)
                 else "symlink" if stat.S_ISLNK(info.st_mode) else "other")
         modified = timestamp_pb2.Timestamp()
@@ -237,35 +337,3 @@ def _list(workspace: Path, path: str) -> pb.DirectoryListing:
         entries.append(pb.DirectoryEntry(name=entry.name, type=kind, size=info.st_size if kind == "file" else 0,
                                          mode=stat.S_IMODE(info.st_mode), modify_time=modified))
     return pb.DirectoryListing(entries=entries)
-
-
-def _pack(target: Path, root: Path, out: IO[bytes]) -> None:
-    # Symbolic links are archived as links, never followed, so nothing outside leaks in.
-    arcname = "." if target == root else target.name
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        archive.add(target, arcname=arcname, recursive=True)
-
-
-def _extract(spool: IO[bytes], destination: Path, workspace: Path) -> pb.ArchiveWritten:
-    owner = workspace.stat()
-    entries = size = 0
-    destination.mkdir(parents=True, exist_ok=True)
-    try:
-        with tarfile.open(fileobj=spool, mode="r:*") as archive:
-            members = []
-            for member in archive:
-                member = tarfile.data_filter(member, str(destination))
-                members.append(member)
-                entries += 1
-                size += member.size if member.isfile() else 0
-            archive.extractall(destination, members=members, filter="data")
-    except tarfile.FilterError as error:
-        raise WorkspaceError(grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE",
-                             f"the archive writes outside the workspace: {error}") from None
-    except tarfile.TarError as error:
-        raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARCHIVE", f"not a tar archive: {error}") from None
-    # Files belong to whoever owns the workspace (the sandbox's user), not to the agent.
-    for path in [destination, *(destination / m.name for m in members)]:
-        with contextlib.suppress(OSError):
-            os.lchown(path, owner.st_uid, owner.st_gid)
-    return pb.ArchiveWritten(entries=entries, bytes=size)

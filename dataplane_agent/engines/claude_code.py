@@ -42,6 +42,7 @@ from claude_agent_sdk import (
 from dataplane_agent.engines.base import EngineConfig, EngineError, EngineManifest, EngineOutput, InteractionBroker, ToolRequest
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError
+from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +77,8 @@ _SDK_ENV = {
 }
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 _STDERR_LINES = 40
+# A transcript larger than this is not read out of the sandbox (it is the sandbox's file).
+MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
 _OUTPUT_BUFFER = 1024
 _DEFAULT_DENIAL = "The user denied this tool use."
 
@@ -86,16 +89,26 @@ def cli_environment(config_env: Mapping[str, str]) -> dict[str, str]:
 
 
 def transcript_path(sandbox: Sandbox, engine_session_id: str) -> Path:
-    """Where the CLI keeps a conversation's transcript, as a host path.
+    """Where the CLI keeps a conversation's transcript, as a host path (see `_transcript_parts`)."""
+    return sandbox.home.joinpath(*_transcript_parts(sandbox, engine_session_id))
+
+
+def _transcript_parts(sandbox: Sandbox, engine_session_id: str) -> list[str]:
+    """The transcript's path under the sandbox's home, as components.
 
     The CLI files it under its config directory (`~/.claude`) by project, the
     project being its working directory with every non-alphanumeric character
-    turned into `-` (`/workspace` → `-workspace`).
+    turned into `-` (`/workspace` → `-workspace`). The home is the sandbox's:
+    it is read and written only through `ConfinedRoot`, which follows no link.
     """
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", engine_session_id):
-        raise EngineError(f"{engine_session_id!r} is not a Claude Code session id")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", engine_session_id):
+        raise EngineError(f"{engine_session_id[:64]!r} is not a Claude Code session id")
     project = re.sub(r"[^A-Za-z0-9]", "-", sandbox.inner_workspace)
-    return sandbox.home / ".claude" / "projects" / project / f"{engine_session_id}.jsonl"
+    return [".claude", "projects", project, f"{engine_session_id}.jsonl"]
+
+
+def _home(sandbox: Sandbox) -> ConfinedRoot:
+    return ConfinedRoot(sandbox.home, "/home/agent")
 
 
 class ClaudeCodeAdapter:
@@ -295,14 +308,16 @@ class ClaudeCodeSession:
     async def transcript(self) -> bytes:
         if not self._engine_session_id:
             return b""
-        path = transcript_path(self._sandbox, self._engine_session_id)
+        parts = _transcript_parts(self._sandbox, self._engine_session_id)
         try:
             async with asyncio.timeout(self._timeouts.control):
-                return await asyncio.to_thread(path.read_bytes)
-        except FileNotFoundError:
-            return b""
+                return await asyncio.to_thread(_home(self._sandbox).read_file, parts, MAX_TRANSCRIPT_BYTES)
+        except PathRefused as refused:
+            if refused.refusal is Refusal.NOT_FOUND:
+                return b""
+            raise EngineError(f"cannot read the transcript ~/{'/'.join(parts)}: {refused}") from None
         except (OSError, TimeoutError) as error:
-            raise EngineError(f"cannot read the transcript {path}: {error!r}") from error
+            raise EngineError(f"cannot read the transcript ~/{'/'.join(parts)}: {error!r}") from error
 
     async def close(self) -> None:
         self._closed = True
@@ -419,21 +434,10 @@ async def _restore_transcript(sandbox: Sandbox, config: EngineConfig) -> None:
     A transcript already in the sandbox is the CLI's own and at least as new, so it is kept."""
     if not config.resume_engine_session_id:
         raise EngineError("a transcript can only be restored to resume its conversation: no engine session id was given")
-    path = transcript_path(sandbox, config.resume_engine_session_id)
-
-    def write() -> bool:
-        if path.exists():
-            return False
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".restoring")
-        temporary.write_bytes(config.transcript)
-        temporary.chmod(0o600)
-        temporary.replace(path)
-        return True
-
+    parts = _transcript_parts(sandbox, config.resume_engine_session_id)
     try:
-        restored = await asyncio.to_thread(write)
-    except OSError as error:
+        restored = await asyncio.to_thread(_home(sandbox).write_new_file, parts, config.transcript)
+    except (OSError, PathRefused) as error:
         raise EngineError(f"cannot restore the transcript into sandbox {sandbox.sandbox_id}: {error}") from error
     log.debug("transcript_restored" if restored else "transcript_kept", sandbox_id=sandbox.sandbox_id, bytes=len(config.transcript))
 

@@ -100,6 +100,11 @@ class SandboxDriver(Protocol):
         arguments) inside the sandbox with exactly `env` as its environment, with
         stdin/stdout/stderr connected. The SDK spawns it as the CLI."""
 
+    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
+        """End every process of the sandbox that was started with ASTRABOX_RUN=`marker` in its
+        environment (one workspace command and whatever it left behind), where the launcher's
+        own end does not already end them. Never raises for a sandbox that is gone."""
+
     async def stop(self, sandbox: Sandbox) -> None:
         """Stop everything running in the sandbox and keep its files (workspace, home, tmp as the
         driver keeps them); `create(spec)` for the same session afterwards re-opens it and starts

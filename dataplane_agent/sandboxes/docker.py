@@ -63,6 +63,26 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _REMOVE_TIMEOUT = 30.0
 # Seconds `docker stop` lets the container's init end before it kills it (see `stop`).
 _STOP_GRACE = 2
+# Ends the processes carrying ASTRABOX_RUN=$1 in their environment, from inside the container. Bash
+# builtins only: under a fork bomb the container has no pid to spare for a `grep`. Each round stops
+# what it finds (a stopped process forks no more) and then kills it, until a round finds nothing.
+_END_PROCESSES = r"""
+marker="ASTRABOX_RUN=$1"
+for ((round = 0; round < 100; round++)); do
+  found=()
+  for entry in /proc/[0-9]*; do
+    pid=${entry#/proc/}
+    [[ $pid == $$ ]] && continue
+    while IFS= read -r -d '' variable; do
+      if [[ $variable == "$marker" ]]; then kill -STOP "$pid" 2>/dev/null && found+=("$pid"); break; fi
+    done < "$entry/environ" 2>/dev/null
+  done
+  ((${#found[@]})) || exit 0
+  kill -KILL "${found[@]}" 2>/dev/null
+done
+exit 1
+"""
+_END_ATTEMPTS = 20
 
 
 class DockerSandboxDriver:
@@ -190,7 +210,6 @@ class DockerSandboxDriver:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} is not running ({found.status})")
         spec_env = await asyncio.to_thread(directory.read_env)
         merged = {"PATH": DEFAULT_PATH, **spec_env, **env, "HOME": INNER_HOME}
-        await asyncio.to_thread(directory.hand_over_home, self._uid, self._gid)
         stem = Path(program[0]).name or "program"
         # The environment (credentials included) reaches `docker exec` in a private file: not on
         # a command line, not in the container's configuration.
@@ -199,6 +218,28 @@ class DockerSandboxDriver:
         command += ["--workdir", INNER_WORKSPACE, "--user", f"{self._uid}:{self._gid}", found.id, *inner]
         purpose = f"Runs {program[0]} inside the AstraBox sandbox {sandbox.sandbox_id}."
         return await asyncio.to_thread(directory.write_launcher, stem, merged, command, purpose)
+
+    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
+        """What `docker exec` started outlives the host process that asked for it, so the marked
+        processes are found and killed from inside the container, as the sandbox's user. A fork
+        bomb can hold every pid the container has: the exec is retried until one is free."""
+        for attempt in range(_END_ATTEMPTS):
+            try:
+                async with self._engine.client("end a command's processes") as docker:
+                    found = await inspect(docker, sandbox.sandbox_id)
+                    if found is None or not found.running:
+                        return
+                    run = await docker.containers.container(found.id).exec(
+                        ["/bin/bash", "-c", _END_PROCESSES, "astrabox-end", marker], user=f"{self._uid}:{self._gid}")
+                    async with run.start(detach=False) as stream:
+                        while await stream.read_out() is not None:
+                            pass
+                    if (await run.inspect()).get("ExitCode") == 0:
+                        return
+            except (SandboxError, aiodocker.DockerError) as error:
+                log.debug("sandbox_end_processes_retry", sandbox_id=sandbox.sandbox_id, attempt=attempt, error=str(error))
+            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+        log.warning("sandbox_end_processes_failed", sandbox_id=sandbox.sandbox_id, marker=marker)
 
     async def stop(self, sandbox: Sandbox) -> None:
         directory = self._directory(sandbox)

@@ -1,4 +1,4 @@
-"""A docker sandbox's host directory: its layout, the records the driver keeps there, and its home's hand-over.
+"""A docker sandbox's host directory: its layout, the records the driver keeps there.
 
 `<root>/<container name>/` holds `workspace/` and `home/`, bind-mounted at
 /workspace and /home/agent, `hosts`, the container's /etc/hosts (the names of
@@ -111,17 +111,6 @@ class HostDirectory:
             owner = bound.get(SESSION_LABEL)
             return "" if owner == sandbox.session_id else f"{self.path} went to session {owner!r}"
         return "" if self.path.name == sandbox.sandbox_id else f"{self.path} is not the directory of {sandbox.sandbox_id}"
-
-    def hand_over_home(self, uid: int, gid: int) -> None:
-        """Make what the agent put in the home (a restored transcript) the sandbox user's."""
-        if os.geteuid() != 0:
-            return
-        for top, dirs, files in os.walk(self.home):
-            for name in (*dirs, *files):
-                path = os.path.join(top, name)
-                with contextlib.suppress(FileNotFoundError):
-                    if os.lstat(path).st_uid != uid:
-                        os.lchown(path, uid, gid)
 
     def launcher_env(self, stem: str) -> Path:
         """Where the launcher `stem` finds the environment it passes to `docker exec`."""

@@ -8,12 +8,14 @@ at once, readable by its owner alone unless told otherwise.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 
 def write_private(path: Path, text: str, mode: int = 0o600) -> Path:
     """Replace `path` with `text` at once, with `mode` (by default: for its owner alone)."""
-    temporary = path.with_name(path.name + ".tmp")
+    # A name of its own, so two writers of one file never share (and truncate) a temporary.
+    temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)

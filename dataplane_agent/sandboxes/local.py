@@ -225,6 +225,11 @@ class LocalSandboxDriver:
         )
         return write_private(stem.with_name(stem.name + ".launcher"), script, mode=0o700)
 
+    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
+        """Nothing to do: each launcher's programs live in a PID namespace of their own, whose every
+        process the kernel kills when the launcher's bubblewrap (killed with its process group, or
+        ended with its program) goes."""
+
     async def stop(self, sandbox: Sandbox) -> None:
         directory = self._directory(sandbox)
         if not directory.exists():

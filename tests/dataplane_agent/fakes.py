@@ -82,6 +82,9 @@ class DirectorySandboxDriver:
     async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
         raise NotImplementedError
 
+    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
+        return None
+
     async def stop(self, sandbox: Sandbox) -> None:
         """Nothing runs in a directory: the call is recorded and the directory kept."""
         self.stopped.append(sandbox.sandbox_id)

@@ -55,6 +55,9 @@ class TimedDriver:
     async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
         return await self.inner.launcher(sandbox, program, env)
 
+    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
+        return None
+
     async def stop(self, sandbox: Sandbox) -> None:
         await self.inner.stop(sandbox)
 
