@@ -104,9 +104,9 @@ async def bench(args: argparse.Namespace) -> None:
     processes: list[Process] = []
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
-            controlplane = Process("controlplane", [sys.executable, "-m", "controlplane", "--database-url", dsn,
+            controlplane = Process("controlplane", [sys.executable, "-m", "controlplane",
                                                     "--listen", "127.0.0.1:0", "--idle-stop-after", "1"],
-                                   work / "controlplane.log")
+                                   work / "controlplane.log", env={"ASTRABOX_DATABASE_URL": dsn})
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
             driver = ["--driver", args.driver] + (["--installation", INSTALLATION] if args.driver == "docker" else [])

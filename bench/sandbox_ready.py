@@ -118,8 +118,8 @@ async def bench(args: argparse.Namespace) -> None:
     figures: dict[str, list[float]] = defaultdict(list)
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
-            controlplane = Process("controlplane", [sys.executable, "-m", "controlplane", "--database-url", dsn,
-                                                    "--listen", "127.0.0.1:0"], work / "controlplane.log")
+            controlplane = Process("controlplane", [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
+                                   work / "controlplane.log", env={"ASTRABOX_DATABASE_URL": dsn})
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
             async with AstraBoxClient.connect(address) as client:

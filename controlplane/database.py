@@ -26,16 +26,25 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
+class DatabaseUnreachable(Exception):
+    """No connection to the database could be made; the message says why, never with the URL (it may
+    hold a password)."""
+
+
 async def create_pool(dsn: str, *, min_size: int = 2, max_size: int = 10) -> asyncpg.Pool:
-    """Open a pool whose connections decode jsonb to Python values."""
-    return await asyncpg.create_pool(
-        dsn,
-        min_size=min_size,
-        max_size=max_size,
-        init=_init_connection,
-        command_timeout=30,
-        timeout=10,
-    )
+    """Open a pool whose connections decode jsonb to Python values. DatabaseUnreachable when the
+    first connections fail (refused, unknown host, bad password, malformed URL, timeout)."""
+    try:
+        return await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
+            command_timeout=30,
+            timeout=10,
+        )
+    except (OSError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        raise DatabaseUnreachable(f"{type(error).__name__}: {error}") from error
 
 
 def _migrations() -> list[tuple[int, str, str]]:

@@ -9,7 +9,9 @@ import sys
 
 import structlog
 
+from astrabox.secret_settings import warn_on_command_line
 from controlplane import logs
+from controlplane.database import DatabaseUnreachable
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings, SettingsError
 
@@ -35,10 +37,17 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if not args.database_url:
-        sys.exit("astrabox controlplane needs --database-url (or ASTRABOX_DATABASE_URL); `astrabox up` embeds one")
-    logs.configure()
     try:
-        asyncio.run(run_until_signalled(ControlPlaneSettings.from_args(args)))
+        settings = ControlPlaneSettings.from_args(args)
     except SettingsError as error:
         sys.exit(f"astrabox controlplane: {error}")
+    logs.configure()
+    warn_on_command_line(settings.secrets_on_command_line, "astrabox controlplane", log)
+    try:
+        asyncio.run(run_until_signalled(settings))
+    except SettingsError as error:
+        sys.exit(f"astrabox controlplane: {error}")
+    except DatabaseUnreachable as error:
+        # The URL goes to the log, where its password is masked, so the operator sees which database.
+        log.error("database_unreachable", database_url=settings.database_url, error=str(error))
+        sys.exit(f"astrabox controlplane: cannot connect to the database: {error}")

@@ -5,14 +5,22 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import grpc
 
+from astrabox.secret_settings import SecretOption, SecretSettingError
+
 
 DEFAULT_IDLE_STOP_AFTER_S = 900.0
+DEFAULT_LISTEN = "127.0.0.1:7233"
+
+DATABASE_URL = SecretOption("database-url", "ASTRABOX_DATABASE_URL", "the PostgreSQL DSN")
+ENROLLMENT_TOKEN = SecretOption("enrollment-token", "ASTRABOX_ENROLLMENT_TOKEN", "the token agents must present")
+SECRETS = (DATABASE_URL, ENROLLMENT_TOKEN)
 
 
 class SettingsError(ValueError):
@@ -21,16 +29,17 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ControlPlaneSettings:
-    # asyncpg DSN of the PostgreSQL database (ASTRABOX_DATABASE_URL).
-    database_url: str
+    # asyncpg DSN of the PostgreSQL database (a secret: ASTRABOX_DATABASE_URL or its _FILE).
+    database_url: str = field(repr=False)
     # host:port to listen on; port 0 picks a free one (ASTRABOX_LISTEN, default 127.0.0.1:7233).
-    listen: str = "127.0.0.1:7233"
+    listen: str = DEFAULT_LISTEN
     # host:port other replicas reach this one at, to forward workspace requests to the
     # agents attached here (ASTRABOX_ADVERTISE_ADDRESS, default: the bound address,
     # or <hostname>:<port> when listening on a wildcard address).
     advertise_address: str = ""
-    # Secret agents present in Hello (ASTRABOX_ENROLLMENT_TOKEN, default empty = any agent on loopback).
-    enrollment_token: str = ""
+    # Secret agents present in Hello (ASTRABOX_ENROLLMENT_TOKEN or its _FILE; default empty = any agent
+    # on loopback).
+    enrollment_token: str = field(default="", repr=False)
     # TLS: the server's certificate chain and private key, PEM files (ASTRABOX_TLS_CERT, ASTRABOX_TLS_KEY);
     # both empty: plaintext. `tls_ca` verifies the other replicas' certificates when forwarding
     # (ASTRABOX_TLS_CA; default: tls_cert itself, for replicas sharing one certificate).
@@ -51,19 +60,19 @@ class ControlPlaneSettings:
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
     # again. Zero: never (ASTRABOX_IDLE_STOP_AFTER, seconds).
     idle_stop_after: timedelta = timedelta(seconds=DEFAULT_IDLE_STOP_AFTER_S)
+    # The secrets given as flags rather than by environment or file (warned about at start).
+    secrets_on_command_line: tuple[SecretOption, ...] = ()
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--database-url", default=os.environ.get("ASTRABOX_DATABASE_URL", ""),
-                            help="PostgreSQL DSN (env ASTRABOX_DATABASE_URL)")
-        parser.add_argument("--listen", default=os.environ.get("ASTRABOX_LISTEN", cls.listen),
+        DATABASE_URL.add_to(parser)
+        parser.add_argument("--listen", default=os.environ.get("ASTRABOX_LISTEN", DEFAULT_LISTEN),
                             help="host:port to serve gRPC on (env ASTRABOX_LISTEN, default %(default)s)")
         parser.add_argument("--advertise-address", default=os.environ.get("ASTRABOX_ADVERTISE_ADDRESS", ""),
                             help="host:port other control-plane replicas reach this one at (env "
                                  "ASTRABOX_ADVERTISE_ADDRESS, default the listen address, or <hostname>:<port> "
                                  "when it is a wildcard)")
-        parser.add_argument("--enrollment-token", default=os.environ.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
-                            help="token agents must present (env ASTRABOX_ENROLLMENT_TOKEN)")
+        ENROLLMENT_TOKEN.add_to(parser, note="; default none: any agent on loopback")
         parser.add_argument("--tls-cert", default=os.environ.get("ASTRABOX_TLS_CERT", ""),
                             help="serve TLS with this PEM certificate chain (env ASTRABOX_TLS_CERT; with --tls-key)")
         parser.add_argument("--tls-key", default=os.environ.get("ASTRABOX_TLS_KEY", ""),
@@ -78,9 +87,19 @@ class ControlPlaneSettings:
                                  "%(default)s)")
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, **overrides: object) -> ControlPlaneSettings:
-        values = {"database_url": args.database_url, "listen": args.listen, "enrollment_token": args.enrollment_token,
+    def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None,
+                  **overrides: object) -> ControlPlaneSettings:
+        """SettingsError when a secret is given twice, its file is unreadable, or there is no database URL."""
+        try:
+            database_url, enrollment_token = (option.read(args, environ) for option in SECRETS)
+        except SecretSettingError as error:
+            raise SettingsError(str(error)) from None
+        if not database_url and "database_url" not in overrides:
+            raise SettingsError(f"needs {DATABASE_URL.what}: set {DATABASE_URL.env} or give {DATABASE_URL.file_flag} "
+                                "(`astrabox up` embeds a PostgreSQL)")
+        values = {"database_url": database_url, "listen": args.listen, "enrollment_token": enrollment_token,
                   "advertise_address": args.advertise_address,
+                  "secrets_on_command_line": tuple(option for option in SECRETS if option.on_command_line(args)),
                   "tls_cert": args.tls_cert, "tls_key": args.tls_key, "tls_ca": args.tls_ca,
                   "idle_stop_after": timedelta(seconds=args.idle_stop_after)}
         values.update(overrides)

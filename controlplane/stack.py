@@ -3,6 +3,8 @@
 One process runs an embedded PostgreSQL (unless a database URL is given), the
 control plane, and one data-plane agent with the local sandbox driver. The
 agent serves the built-in offline model when no ANTHROPIC_API_KEY is set.
+`astrabox up` takes its database URL like the control plane does: from the
+environment or a file, so that nothing here puts a secret on a command line.
 """
 
 from __future__ import annotations
@@ -12,14 +14,21 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import structlog
+
+from astrabox.secret_settings import SecretSettingError, warn_on_command_line
 from controlplane import logs
+from controlplane.database import DatabaseUnreachable
 from controlplane.embedded_postgres import EmbeddedPostgres
 from controlplane.server import serve
-from controlplane.settings import ControlPlaneSettings
+from controlplane.settings import DATABASE_URL, ControlPlaneSettings
+
+log = structlog.get_logger(__name__)
 
 AGENT_READY_TIMEOUT = 60.0
 
@@ -30,7 +39,11 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
     from dataplane_agent.main import run_agent
     from dataplane_agent.settings import AgentSettings
 
-    data_dir.mkdir(parents=True, exist_ok=True)
+    if not data_dir.exists():
+        data_dir.mkdir(parents=True)
+        # Private: it holds the database and the agent's state. Root runs PostgreSQL as `postgres`,
+        # which must get through to its own (0700) directory in here.
+        data_dir.chmod(0o711 if os.geteuid() == 0 else 0o700)
     postgres = None
     if not database_url:
         postgres = EmbeddedPostgres(data_dir / "postgres")
@@ -62,13 +75,39 @@ async def _wait_for_agent(pool, agent: asyncio.Task) -> None:
             await asyncio.sleep(0.05)
 
 
-async def run_up(args: argparse.Namespace) -> int:
+def build_up_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="astrabox up", description="Run the whole stack on this machine.")
+    parser.add_argument("--listen", default="127.0.0.1:7233", help="gRPC address (default %(default)s)")
+    DATABASE_URL.add_to(parser, note="; without one an embedded PostgreSQL is started in --data-dir")
+    parser.add_argument("--data-dir", default=os.path.expanduser("~/.astrabox"),
+                        help="state directory (default %(default)s)")
+    return parser
+
+
+def main(argv: Sequence[str]) -> None:
+    """`astrabox up`."""
+    args = build_up_parser().parse_args(argv)
+    try:
+        database_url = DATABASE_URL.read(args)
+    except SecretSettingError as error:
+        sys.exit(f"astrabox up: {error}")
     logs.configure()
+    warn_on_command_line([DATABASE_URL] if DATABASE_URL.on_command_line(args) else [], "astrabox up", log)
+    try:
+        sys.exit(asyncio.run(run_up(Path(args.data_dir), args.listen, database_url)))
+    except SecretSettingError as error:  # the local agent's
+        sys.exit(f"astrabox up: {error}")
+    except DatabaseUnreachable as error:
+        log.error("database_unreachable", database_url=database_url, error=str(error))
+        sys.exit(f"astrabox up: cannot connect to the database: {error}")
+
+
+async def run_up(data_dir: Path, listen: str, database_url: str) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with stack(Path(args.data_dir), args.listen, args.database_url) as address:
+    async with stack(data_dir, listen, database_url) as address:
         print(f"AstraBox is up on {address}\n"
               f"  try:  astrabox run --target {address} \"Create hello.txt\"\n"
               f"        grpcurl -plaintext {address} list\n"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import structlog
 
+from astrabox.secret_settings import SecretSettingError, redact, warn_on_command_line
 from dataplane_agent.commands import CommandApplier
 from dataplane_agent.engines.base import EngineAdapter
 from dataplane_agent.errors import AgentError
@@ -245,7 +246,7 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
 
 
 def configure_logging(log_format: str = "auto", level: str = "info") -> None:
-    """structlog to stdout: JSON in production, readable on a terminal."""
+    """structlog to stdout: JSON in production, readable on a terminal; secrets masked."""
     console = log_format == "console" or (log_format == "auto" and sys.stdout.isatty())
     rendering: list[structlog.typing.Processor] = (
         [structlog.dev.ConsoleRenderer()]
@@ -258,6 +259,7 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             *rendering,
+            redact,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
@@ -278,8 +280,12 @@ async def _serve(settings: AgentSettings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    settings = AgentSettings.from_args(argv)
+    try:
+        settings = AgentSettings.from_args(argv)
+    except SecretSettingError as error:
+        sys.exit(f"astrabox agent: {error}")
     configure_logging(settings.log_format, settings.log_level)
+    warn_on_command_line(settings.secrets_on_command_line, "astrabox agent", log)
     try:
         asyncio.run(_serve(settings))
     except AgentError as exc:

@@ -4,7 +4,7 @@
 |------------------|----------------------|-----------------------------|---------------------------|
 | controlplane     | --controlplane       | ASTRABOX_CONTROLPLANE       | 127.0.0.1:7233            |
 | agent_id         | --agent-id           | ASTRABOX_AGENT_ID           | stable id kept in state   |
-| enrollment_token | (env only)           | ASTRABOX_ENROLLMENT_TOKEN   | empty                     |
+| enrollment_token | (a secret: below)    | ASTRABOX_ENROLLMENT_TOKEN   | empty                     |
 | controlplane_ca  | --controlplane-ca    | ASTRABOX_CONTROLPLANE_CA    | empty (plaintext)         |
 | state_dir        | --state-dir          | ASTRABOX_AGENT_STATE_DIR    | ~/.astrabox/agent         |
 | driver           | --driver             | ASTRABOX_SANDBOX_DRIVER     | local (or docker)         |
@@ -15,7 +15,7 @@
 | docker_pids      | --docker-pids        | ASTRABOX_DOCKER_PIDS        | 512                       |
 | capacity         | --capacity           | ASTRABOX_AGENT_CAPACITY     | 8                         |
 | model_base_url   | --model-base-url     | ASTRABOX_MODEL_BASE_URL     | built-in offline model *  |
-| api_key          | (env only)           | ANTHROPIC_API_KEY           | empty                     |
+| api_key          | (a secret: below)    | ANTHROPIC_API_KEY           | empty                     |
 | claude_cli       | --claude-cli         | ASTRABOX_CLAUDE_CLI         | the SDK's bundled CLI     |
 | log_format       | --log-format         | ASTRABOX_LOG_FORMAT         | auto (console on a tty)   |
 | log_level        | --log-level          | ASTRABOX_LOG_LEVEL          | info                      |
@@ -26,7 +26,10 @@
 
 * With neither a model base URL nor an API key the agent serves the offline
 model on loopback; with only a key it uses https://api.anthropic.com.
-Secrets are read from the environment only, so they never show in `ps`.
+Secrets come from the environment or from a file (`--enrollment-token-file`,
+`$ASTRABOX_ENROLLMENT_TOKEN_FILE`, `--api-key-file`, `$ANTHROPIC_API_KEY_FILE`),
+so they never show in `ps`; `--enrollment-token` and `--api-key` work too, with
+a warning (`astrabox.secret_settings`).
 """
 
 from __future__ import annotations
@@ -37,11 +40,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from astrabox.secret_settings import SecretOption
+
 DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
 DEFAULT_STATE_DIR = "~/.astrabox/agent"
 DEFAULT_CAPACITY = 8
 DEFAULT_IMAGE = "astrabox/sandbox:latest"
 ANTHROPIC_API_URL = "https://api.anthropic.com"
+
+ENROLLMENT_TOKEN = SecretOption("enrollment-token", "ASTRABOX_ENROLLMENT_TOKEN", "the control plane's enrollment token")
+API_KEY = SecretOption("api-key", "ANTHROPIC_API_KEY", "the model API key")
+SECRETS = (ENROLLMENT_TOKEN, API_KEY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,8 @@ class AgentSettings:
     # Empty with no api_key: the built-in offline model.
     model_base_url: str = ""
     api_key: str = field(default="", repr=False)
+    # The secrets given as flags rather than by environment or file (warned about at start).
+    secrets_on_command_line: tuple[SecretOption, ...] = ()
     # Empty: the Claude Code CLI bundled with claude-agent-sdk.
     claude_cli: str = ""
     log_format: str = "auto"
@@ -87,12 +98,13 @@ class AgentSettings:
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> AgentSettings:
+        """SecretSettingError when a secret is given twice or its file cannot be read."""
         env = os.environ if environ is None else environ
         args = build_parser(env).parse_args(argv)
         return cls(
             controlplane=args.controlplane,
             agent_id=args.agent_id,
-            enrollment_token=env.get("ASTRABOX_ENROLLMENT_TOKEN", ""),
+            enrollment_token=ENROLLMENT_TOKEN.read(args, env),
             controlplane_ca=args.controlplane_ca,
             state_dir=Path(args.state_dir).expanduser(),
             driver=args.driver,
@@ -103,7 +115,8 @@ class AgentSettings:
             docker_pids=args.docker_pids,
             capacity=args.capacity,
             model_base_url=args.model_base_url,
-            api_key=env.get("ANTHROPIC_API_KEY", ""),
+            api_key=API_KEY.read(args, env),
+            secrets_on_command_line=tuple(option for option in SECRETS if option.on_command_line(args)),
             claude_cli=args.claude_cli,
             log_format=args.log_format,
             log_level=args.log_level,
@@ -119,8 +132,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         prog="astrabox agent",
         description=(
             "The AstraBox data-plane agent: dials the control plane, runs sandboxes and engine sessions, "
-            "and relays their output. Secrets come from the environment: ASTRABOX_ENROLLMENT_TOKEN, "
-            "ANTHROPIC_API_KEY."
+            "and relays their output. Secrets come from the environment or a file: ASTRABOX_ENROLLMENT_TOKEN "
+            "(--enrollment-token-file), ANTHROPIC_API_KEY (--api-key-file)."
         ),
     )
     parser.add_argument(
@@ -134,6 +147,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="reach the control plane over TLS, verifying its certificate with this PEM CA bundle "
         "(env ASTRABOX_CONTROLPLANE_CA; default: plaintext)",
     )
+    ENROLLMENT_TOKEN.add_to(parser, note="; default none")
+    API_KEY.add_to(parser, note="; default none: with no --model-base-url either, the built-in offline model")
     parser.add_argument(
         "--agent-id",
         default=env.get("ASTRABOX_AGENT_ID", ""),

@@ -92,8 +92,9 @@ async def test_a_session_runs_over_tls_and_plaintext_or_untrusting_peers_are_ref
 def test_half_a_tls_configuration_is_refused_with_a_reason(database_url: str, certificate: tuple[Path, Path],
                                                           tmp_path: Path) -> None:
     cert, _ = certificate
-    process = Process("controlplane", [sys.executable, "-m", "controlplane", "--database-url", database_url,
-                                       "--listen", "127.0.0.1:0", "--tls-cert", str(cert)], tmp_path / "cp.log")
+    process = Process("controlplane", [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0",
+                                       "--tls-cert", str(cert)],
+                      tmp_path / "cp.log", env={"ASTRABOX_DATABASE_URL": database_url})
     assert process.proc.wait(timeout=60) != 0
     assert "TLS needs both --tls-cert and --tls-key" in process.tail()
 

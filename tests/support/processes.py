@@ -95,8 +95,10 @@ def start_controlplane(
 ) -> tuple[Process, str]:
     process = Process(
         "controlplane",
-        [sys.executable, "-m", "controlplane", "--database-url", database_url, "--listen", listen, *args],
+        [sys.executable, "-m", "controlplane", "--listen", listen, *args],
         log_dir / "controlplane.log",
+        # By environment, as a user should: the URL holds the database's password.
+        env={"ASTRABOX_DATABASE_URL": database_url},
     )
     address = process.wait_for_line(r"controlplane listening on (\S+)").group(1)
     return process, address

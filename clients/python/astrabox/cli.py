@@ -27,6 +27,7 @@ import grpc
 
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.render import render
+from astrabox.secret_settings import SecretSettingError
 from astrabox.sessionkernel.v1 import session_pb2
 
 DEFAULT_TARGET = os.environ.get("ASTRABOX_TARGET", "127.0.0.1:7233")
@@ -125,12 +126,6 @@ def _cmd_session(args: argparse.Namespace) -> int:
     return asyncio.run(_session_command(args))
 
 
-def _cmd_up(args: argparse.Namespace) -> int:
-    from controlplane.stack import run_up
-
-    return asyncio.run(run_up(args))
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     from controlplane.stack import run_demo
 
@@ -156,12 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="astrabox", description="Run coding agents as durable sessions.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="run the whole stack on this machine")
-    up.add_argument("--listen", default="127.0.0.1:7233", help="gRPC address (default %(default)s)")
-    up.add_argument("--database-url", default=os.environ.get("ASTRABOX_DATABASE_URL", ""),
-                    help="PostgreSQL DSN; without one an embedded PostgreSQL is started in --data-dir")
-    up.add_argument("--data-dir", default=os.path.expanduser("~/.astrabox"), help="state directory (default %(default)s)")
-    up.set_defaults(func=_cmd_up)
+    sub.add_parser("up", help="run the whole stack on this machine (see `astrabox up --help`)", add_help=False)
 
     demo = sub.add_parser("demo", help="bring the stack up in a scratch directory, run one session, shut down")
     demo.add_argument("prompt", nargs="?", default="", help="the prompt (default: create hello.txt)")
@@ -213,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "up":
+        from controlplane.stack import main as up_main
+
+        return up_main(argv[1:])
     if argv and argv[0] == "controlplane":
         from controlplane.main import main as controlplane_main
 
@@ -224,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         sys.exit(args.func(args))
-    except AstraBoxError as error:
+    except (AstraBoxError, SecretSettingError) as error:
         sys.exit(f"astrabox: {error}")
     except KeyboardInterrupt:
         sys.exit(130)
