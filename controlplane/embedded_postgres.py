@@ -276,7 +276,9 @@ class EmbeddedPostgres:
                 "--no-instructions", *(["--no-sync"] if self._fast else []),
             )  # fmt: skip
         secret = self.data_dir / PASSWORD_FILE
-        secret.write_text(password)
+        # 0600 from its creation, whatever the umask.
+        with open(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+            file.write(password)
         secret.chmod(0o600)
         self._run_as.chown(secret)
 

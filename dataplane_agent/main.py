@@ -34,7 +34,7 @@ from dataplane_agent.relay import RelayClient, RelayConfig
 from dataplane_agent.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError, SandboxSpec
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.transcripts import TranscriptStore
 from dataplane_agent.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.workspace import WorkspaceService
@@ -46,7 +46,7 @@ _PROBE_TIMEOUT = 60.0
 
 async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = None) -> None:
     """Run the agent until cancelled or until `stop` is set."""
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    keep_private(settings.state_dir)
     with _exclusive(settings.state_dir / "agent.lock"):
         db = await Database.open(settings.state_dir / "agent.db")
         try:

@@ -12,6 +12,10 @@ record that it was applied commit in one transaction.
 
 WAL with synchronous=FULL: a committed transaction survives SIGKILL and power
 loss.
+
+The state directory holds every session's output, so it is kept private
+(`keep_private`: 0700) and so are the database and its WAL and shared-memory
+files (0600), whatever the umask and whatever modes an existing copy had.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,9 +33,12 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
+import structlog
 
 from dataplane_agent.errors import StateError
 from dataplane_agent.sandboxes.base import Sandbox
+
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -104,13 +113,14 @@ class Database:
         db = cls(path)
         try:
             await db._submit(db._connect)
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, StateError) as exc:
             db._executor.shutdown(wait=False)
             raise StateError(f"cannot open the agent state database {path}: {exc}") from exc
         return db
 
     def _connect(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        keep_private(self.path.parent)
+        _private_database_files(self.path)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
@@ -157,6 +167,39 @@ class Database:
 
     async def _submit(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+
+def keep_private(directory: Path) -> None:
+    """`directory` exists with mode 0700: created so (with any missing parents), or tightened to it,
+    logged, when an existing one was open to others. StateError when that is not possible."""
+    try:
+        missing = [d for d in (directory, *directory.parents) if not d.exists()]
+        for created in reversed(missing):
+            created.mkdir(mode=0o700, exist_ok=True)
+            created.chmod(0o700)  # mkdir's mode passes through the umask
+        _tighten(directory, 0o700)
+    except OSError as error:
+        raise StateError(f"cannot make the agent state directory {directory} private (0700): {error}") from error
+
+
+def _private_database_files(path: Path) -> None:
+    # SQLite creates the WAL and shared-memory files with the database file's own mode, so a
+    # database made here 0600 keeps them 0600 whatever the umask; older ones are tightened.
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    for file in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
+        try:
+            _tighten(file, 0o600)
+        except FileNotFoundError:
+            pass
+
+
+def _tighten(path: Path, private: int) -> None:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode == private:
+        return
+    path.chmod(private)
+    if mode & 0o077:
+        log.warning("state_permissions_tightened", path=str(path), mode=oct(mode), now=oct(private))
 
 
 @dataclass(frozen=True, slots=True)

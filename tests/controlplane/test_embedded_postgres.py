@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,3 +142,21 @@ async def test_each_test_gets_a_fresh_empty_database(database_url: str, run: int
     assert name.startswith("test_") and name not in _seen_databases
     assert tables == 0
     _seen_databases.add(name)
+
+
+@needs_postgres
+async def test_the_cluster_and_its_password_are_private_under_a_permissive_umask(data_dir: Path) -> None:
+    cluster = EmbeddedPostgres(data_dir, fast=True)
+    previous = os.umask(0)
+    try:
+        await cluster.start()
+    finally:
+        os.umask(previous)
+    try:
+        assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+        assert stat.S_IMODE((data_dir / "astrabox.password").stat().st_mode) == 0o600
+        # (Its unix socket is 0777, as PostgreSQL makes it, behind the 0700 directory.)
+        open_to_others = [p for p in data_dir.rglob("*") if not p.is_socket() and p.stat().st_mode & 0o007]
+        assert open_to_others == []
+    finally:
+        await cluster.stop()
