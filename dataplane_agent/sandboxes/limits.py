@@ -7,13 +7,18 @@ What applies depends on the host, and each part degrades on its own:
   address space of one process, no core dumps. RLIMIT_NPROC is not used: the
   kernel counts it per host uid (every process of the agent's user) and does
   not enforce it at all for root.
-- a pids cgroup per sandbox caps its tasks (processes and threads), so a fork
-  bomb stays inside. It needs a writable pids hierarchy: cgroup v1's `pids`,
-  or cgroup v2 with the pids controller enabled at its root (typically: the
-  agent runs as root). Without one, the driver logs why and runs without.
-- memory and CPU are not limited here: a memory cgroup would have to nest
-  under the agent's own cgroup, which belongs to whoever runs the agent. The
-  docker driver limits both.
+- a cgroup per sandbox and controller (`SandboxCgroups`) caps the sandbox as a
+  whole: its tasks (pids, so a fork bomb stays inside), its memory (the kernel's
+  OOM killer ends what exceeds it; swap is capped with it, so it is no way
+  out) and its CPU time (a CFS quota of `cpus` CPUs). cgroup v1 (each
+  controller a hierarchy of its own) and v2 (one unified hierarchy, the
+  controllers enabled in its root's cgroup.subtree_control) both serve. The
+  groups live in `astrabox/` at each hierarchy's root, not under the agent's
+  own cgroup, which belongs to whoever runs the agent: so it needs writable
+  hierarchies, typically an agent running as root. A controller the host does
+  not offer is left out, the driver says once at start which and why, and
+  sandboxes run without that limit (memory then stays capped per process only,
+  by RLIMIT_AS).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ log = structlog.get_logger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _PARENT = "astrabox"
 _REMOVE_WAIT = 5.0
+_CPU_PERIOD_US = 100_000
+_MIB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +49,10 @@ class LocalLimits:
 
     # Tasks (processes and threads) in the sandbox's pids cgroup, where there is one.
     pids: int = 1024
+    # Memory of the whole sandbox (swap included) in its memory cgroup, where there is one.
+    memory_mb: int = 2048
+    # CPUs' worth of time the whole sandbox may use, in its cpu cgroup, where there is one.
+    cpus: float = 1.0
     # RLIMIT_NOFILE of every process.
     open_files: int = 4096
     # RLIMIT_FSIZE: the largest file a process may write.
@@ -62,79 +73,219 @@ class LocalLimits:
         return lines
 
 
-class PidsCgroups:
-    """One pids cgroup per sandbox, `<hierarchy>/astrabox/<tag>-<sandbox_id>`; `tag` tells this
-    driver's sandboxes from another's on the same host."""
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One value written into a sandbox's cgroup before the launcher joins it."""
 
-    def __init__(self, parent: Path, tag: str) -> None:
-        self._parent = parent
+    file: str
+    value: str
+    # Allowed to fail: a first try the kernel may refuse (repeated later), or a setting this host
+    # can do without.
+    may_fail: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Hierarchy:
+    """Where the sandbox groups of some controllers live, and what each group is given."""
+
+    parent: Path
+    controllers: tuple[str, ...]
+    writes: tuple[_Write, ...]
+
+
+class SandboxCgroups:
+    """The cgroups of each sandbox, `<hierarchy>/astrabox/<tag>-<sandbox_id>` in every hierarchy
+    that holds one of its controllers (one on cgroup v2, one per controller on v1); `tag` tells
+    this driver's sandboxes from another's on the same host."""
+
+    def __init__(self, hierarchies: tuple[_Hierarchy, ...], tag: str) -> None:
+        self._hierarchies = hierarchies
         self._tag = tag
 
-    @classmethod
-    def find(cls, sandbox_root: Path, root: Path = CGROUP_ROOT) -> tuple[PidsCgroups | None, str]:
-        """The cgroups this host lets the driver make, or None and why not."""
-        tag = hashlib.sha256(str(sandbox_root).encode()).hexdigest()[:10]
-        if (root / "pids" / "cgroup.procs").exists():  # v1: a hierarchy of its own
-            parent, v2 = root / "pids" / _PARENT, False
-        elif "pids" in _read(root / "cgroup.subtree_control").split():
-            parent, v2 = root / _PARENT, True
-        else:
-            return None, f"no pids cgroup controller is available under {root}"
-        try:
-            parent.mkdir(exist_ok=True)
-            if v2:
-                (parent / "cgroup.subtree_control").write_text("+pids")
-        except OSError as error:
-            return None, f"cannot create {parent}: {error.strerror}"
-        return cls(parent, tag), ""
+    @property
+    def controllers(self) -> frozenset[str]:
+        """The controllers that limit each sandbox (of pids, memory, cpu)."""
+        return frozenset(name for hierarchy in self._hierarchies for name in hierarchy.controllers)
 
-    def shell(self, sandbox_id: str, pids: int) -> list[str]:
-        """Launcher lines that put the launcher (and so the whole sandbox) in the sandbox's cgroup,
-        creating it with its limit if need be; a launcher that cannot join refuses to run."""
-        group = shlex.quote(str(self._group(sandbox_id)))
-        limit = str(pids) if pids else "max"
-        return [
-            "joined=",
-            "for attempt in 1 2 3; do",
-            f"  mkdir -p {group} && echo {limit} > {group}/pids.max && echo $$ > {group}/cgroup.procs && joined=1 && break",
-            "done 2>/dev/null",
-            f'[ -n "$joined" ] || {{ echo "astrabox: cannot join the sandbox\'s pids cgroup {group}" >&2; exit 126; }}',
-        ]
+    @classmethod
+    def find(
+        cls, sandbox_root: Path, limits: LocalLimits, root: Path = CGROUP_ROOT
+    ) -> tuple[SandboxCgroups | None, dict[str, str]]:
+        """The cgroups this host lets the driver make for `limits` (None: none at all), and each
+        limit it cannot hold with a cgroup here: why, and what holds instead."""
+        tag = hashlib.sha256(str(sandbox_root).encode()).hexdigest()[:10]
+        found: dict[Path, tuple[list[str], list[_Write]]] = {}
+        missing: dict[str, str] = {}
+        for controller, limit in (("pids", limits.pids), ("memory", limits.memory_mb), ("cpu", limits.cpus)):
+            if not limit:
+                continue
+            located = _locate(root, controller)
+            if isinstance(located, str):
+                missing[controller] = f"{located}; {_fallback(controller, limits)}"
+                continue
+            parent, v1 = located
+            writes, why, swap = _prepare(parent, v1, f"{tag}-probe", controller, limits)
+            if why:
+                missing[controller] = f"{why}; {_fallback(controller, limits)}"
+                continue
+            if swap:
+                missing["swap"] = swap
+            names, all_writes = found.setdefault(parent, ([], []))
+            names.append(controller)
+            all_writes.extend(writes)
+        hierarchies = tuple(_Hierarchy(parent, tuple(names), tuple(writes)) for parent, (names, writes) in found.items())
+        return (cls(hierarchies, tag) if hierarchies else None), missing
+
+    def shell(self, sandbox_id: str) -> list[str]:
+        """Launcher lines that put the launcher (and so the whole sandbox) in each of the sandbox's
+        cgroups, creating them with their limits if need be; a launcher that cannot join refuses
+        to run."""
+        lines = []
+        for hierarchy in self._hierarchies:
+            steps = ['mkdir -p "$group"']
+            for write in hierarchy.writes:
+                echo = f'echo {write.value} > "$group/{write.file}"'
+                steps.append(f"{{ {echo} || :; }}" if write.may_fail else echo)
+            steps += ['echo $$ > "$group/cgroup.procs"', "joined=1", "break"]
+            what = "/".join(hierarchy.controllers)
+            lines += [
+                f"group={shlex.quote(str(self._group(hierarchy, sandbox_id)))}",
+                "joined=",
+                "for attempt in 1 2 3; do",
+                f"  {' && '.join(steps)}",
+                "done 2>/dev/null",
+                f'[ -n "$joined" ] || {{ echo "astrabox: cannot join the sandbox\'s {what} cgroup $group" >&2; exit 126; }}',
+            ]
+        return lines
 
     def remove(self, sandbox_id: str) -> bool:
-        """Kill whatever is left in the sandbox's cgroup and remove it; whether it is gone."""
-        group = self._group(sandbox_id)
-        deadline = time.monotonic() + _REMOVE_WAIT
-        while group.exists():
-            for pid in _read(group / "cgroup.procs").split():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(pid), signal.SIGKILL)
-            try:
-                group.rmdir()
-            except FileNotFoundError:
-                break
-            except OSError:  # still busy: its processes are dying
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.01)
-        return True
+        """Kill whatever is left in the sandbox's cgroups and remove them; whether they are gone."""
+        return all([_remove(self._group(hierarchy, sandbox_id)) for hierarchy in self._hierarchies])
 
     def rename(self, sandbox_id: str, new_id: str) -> None:
-        """The sandbox is now `new_id` (a warm-pool sandbox rebound to a session): its cgroup, with
-        whatever already runs in it, follows, so its limit still holds and `remove` finds it."""
-        with contextlib.suppress(FileNotFoundError):  # nothing was launched in it yet
-            os.rename(self._group(sandbox_id), self._group(new_id))
-
-    def _group(self, sandbox_id: str) -> Path:
-        return self._parent / f"{self._tag}-{sandbox_id}"
+        """The sandbox is now `new_id` (a warm-pool sandbox rebound to a session): its cgroups, with
+        whatever already runs in them, follow, so its limits still hold and `remove` finds them."""
+        renamed = []
+        try:
+            for hierarchy in self._hierarchies:
+                with contextlib.suppress(FileNotFoundError):  # nothing was launched in it yet
+                    os.rename(self._group(hierarchy, sandbox_id), self._group(hierarchy, new_id))
+                    renamed.append(hierarchy)
+        except OSError:
+            for hierarchy in renamed:  # all or nothing: the caller may try again under the old id
+                with contextlib.suppress(OSError):
+                    os.rename(self._group(hierarchy, new_id), self._group(hierarchy, sandbox_id))
+            raise
 
     def sweep(self) -> None:
         """Remove the empty cgroups sandboxes left (a run that never destroyed them); busy ones stay."""
+        for hierarchy in self._hierarchies:
+            with contextlib.suppress(OSError):
+                for group in hierarchy.parent.iterdir():
+                    if group.is_dir() and not _read(group / "cgroup.procs").strip():
+                        with contextlib.suppress(OSError):
+                            group.rmdir()
+
+    def _group(self, hierarchy: _Hierarchy, sandbox_id: str) -> Path:
+        return hierarchy.parent / f"{self._tag}-{sandbox_id}"
+
+
+def _locate(root: Path, controller: str) -> tuple[Path, bool] | str:
+    """The directory holding the sandboxes' groups of `controller`, and whether it is cgroup v1;
+    or why there is none."""
+    if (root / "cgroup.controllers").exists():  # v2: one hierarchy, the controllers enabled at its root
+        if controller in _read(root / "cgroup.subtree_control").split():
+            return root / _PARENT, False
+        return f"cgroup v2 at {root} does not enable the {controller} controller for its children"
+    if (root / controller / "cgroup.procs").exists():  # v1: a hierarchy of its own (maybe shared)
+        return (root / controller).resolve() / _PARENT, True
+    return f"no {controller} cgroup controller is available under {root}"
+
+
+def _prepare(parent: Path, v1: bool, trial_name: str, controller: str, limits: LocalLimits) -> tuple[list[_Write], str, str]:
+    """Make `parent` serve `controller`, and find what a sandbox's group there is given by making
+    one: those writes, why it cannot be done (empty: it can), and a gap left in the swap limit."""
+    try:
+        parent.mkdir(exist_ok=True)
+        if not v1:
+            (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+    except OSError as error:
+        return [], f"cannot create {parent}: {error.strerror}", ""
+    trial = parent / trial_name
+    try:
+        trial.mkdir(exist_ok=True)
+    except OSError as error:
+        return [], f"cannot create a cgroup in {parent}: {error.strerror}", ""
+    try:
+        writes, swap = _writes(controller, limits, v1, trial)
+        for write in writes:
+            try:
+                (trial / write.file).write_text(write.value)
+            except OSError as error:
+                if not write.may_fail:
+                    return [], f"cannot set {write.file} to {write.value} in {parent}: {error.strerror}", ""
+        return writes, "", swap
+    finally:
         with contextlib.suppress(OSError):
-            for group in self._parent.iterdir():
-                if group.is_dir() and not _read(group / "cgroup.procs").strip():
-                    with contextlib.suppress(OSError):
-                        group.rmdir()
+            trial.rmdir()
+
+
+def _writes(controller: str, limits: LocalLimits, v1: bool, group: Path) -> tuple[list[_Write], str]:
+    """What a sandbox's group of `controller` is given, judged by the files of `group` (a fresh
+    group in the same place), and a gap left in the swap limit."""
+    if controller == "pids":
+        return [_Write("pids.max", str(limits.pids))], ""
+    if controller == "cpu":
+        quota = max(1000, round(limits.cpus * _CPU_PERIOD_US))
+        if v1:
+            return [_Write("cpu.cfs_period_us", str(_CPU_PERIOD_US)), _Write("cpu.cfs_quota_us", str(quota))], ""
+        return [_Write("cpu.max", f"{quota} {_CPU_PERIOD_US}")], ""
+    size = str(limits.memory_mb * _MIB)
+    if not v1:
+        if (group / "memory.swap.max").exists():
+            return [_Write("memory.max", size), _Write("memory.swap.max", "0")], ""
+        return [_Write("memory.max", size)], _swap_gap("the kernel does not account swap per cgroup (no memory.swap.max)")
+    if (group / "memory.memsw.limit_in_bytes").exists():
+        # Memory plus swap may never be below memory alone: raising both takes memsw first,
+        # lowering both takes it last; trying it first and again last serves either way.
+        memsw = "memory.memsw.limit_in_bytes"
+        return [_Write(memsw, size, may_fail=True), _Write("memory.limit_in_bytes", size), _Write(memsw, size)], ""
+    # Without swap accounting, swappiness 0 keeps the group's pages out of swap altogether.
+    if (group / "memory.swappiness").exists():
+        return [_Write("memory.limit_in_bytes", size), _Write("memory.swappiness", "0", may_fail=not _host_swaps())], ""
+    return [_Write("memory.limit_in_bytes", size)], _swap_gap("the kernel does not account swap per cgroup")
+
+
+def _swap_gap(why: str) -> str:
+    return f"{why}: a sandbox may swap beyond its memory limit" if _host_swaps() else ""
+
+
+def _host_swaps() -> bool:
+    return len(_read(Path("/proc/swaps")).strip().splitlines()) > 1
+
+
+def _fallback(controller: str, limits: LocalLimits) -> str:
+    if controller == "memory" and limits.address_space_mb:
+        return f"only each process's address space is limited (RLIMIT_AS, {limits.address_space_mb} MiB)"
+    return {"pids": "tasks are not limited", "memory": "memory is not limited", "cpu": "CPU time is not limited"}[controller]
+
+
+def _remove(group: Path) -> bool:
+    """Kill whatever is left in `group` and remove it; whether it is gone."""
+    deadline = time.monotonic() + _REMOVE_WAIT
+    while group.exists():
+        for pid in _read(group / "cgroup.procs").split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        try:
+            group.rmdir()
+        except FileNotFoundError:
+            break
+        except OSError:  # still busy: its processes are dying
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+    return True
 
 
 def _read(path: Path) -> str:

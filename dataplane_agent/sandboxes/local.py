@@ -39,7 +39,7 @@ import structlog
 
 from dataplane_agent.sandboxes.base import MODEL_SOCKET_INNER, DestroyVerdict, Sandbox, SandboxError, SandboxSpec, model_relay
 from dataplane_agent.sandboxes.files import write_private
-from dataplane_agent.sandboxes.limits import LocalLimits, PidsCgroups
+from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
 
 log = structlog.get_logger(__name__)
 
@@ -81,11 +81,11 @@ class Isolation:
     bwrap: str
     # The user-namespace options that worked (empty: none).
     user_namespace: tuple[str, ...]
-    cgroups: PidsCgroups | None
+    cgroups: SandboxCgroups | None
 
     @property
     def pids_limited(self) -> bool:
-        return self.cgroups is not None
+        return self.cgroups is not None and "pids" in self.cgroups.controllers
 
 
 class LocalSandboxDriver:
@@ -93,10 +93,11 @@ class LocalSandboxDriver:
 
     name = "local"
 
-    def __init__(self, root: Path, bwrap: str = "bwrap", limits: LocalLimits = LocalLimits()) -> None:
+    def __init__(self, root: Path, bwrap: str = "bwrap", limits: LocalLimits = LocalLimits(), cgroup_root: Path = CGROUP_ROOT) -> None:
         self._root = Path(root).resolve()
         self._bwrap = bwrap
         self._limits = limits
+        self._cgroup_root = cgroup_root
         self._isolation: Isolation | None = None
         self._probing = asyncio.Lock()
         # Sandbox-wide environment and model socket from each spec, applied to every launcher.
@@ -149,12 +150,13 @@ class LocalSandboxDriver:
                 reason=refusals[-1],
                 consequence="sandboxed programs run as root without capabilities",
             )
-        cgroups, reason = PidsCgroups.find(self._root) if self._limits.pids else (None, "no pids limit is configured")
-        if cgroups is None:
-            log.warning("sandbox_pids_limit_unavailable", reason=reason)
-        else:
+        cgroups, missing = await asyncio.to_thread(SandboxCgroups.find, self._root, self._limits, self._cgroup_root)
+        if missing:
+            log.warning("sandbox_limits_unavailable", missing=missing)
+        if cgroups is not None:
             await asyncio.to_thread(cgroups.sweep)
-        log.info("local_sandbox_isolation", user_namespace=bool(user_namespace), pids_cgroup=cgroups is not None)
+        controllers = sorted(cgroups.controllers) if cgroups else []
+        log.info("local_sandbox_isolation", user_namespace=bool(user_namespace), cgroups=controllers)
         return Isolation(bwrap=bwrap, user_namespace=user_namespace, cgroups=cgroups)
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
@@ -208,7 +210,7 @@ class LocalSandboxDriver:
         # `env -i`: bubblewrap's first process inside is a copy of the launcher, and its
         # /proc/1/environ would show the agent's whole environment to the sandbox.
         command = [_ENV, "-i", isolation.bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
-        cgroup = isolation.cgroups.shell(sandbox.sandbox_id, self._limits.pids) if isolation.cgroups else []
+        cgroup = isolation.cgroups.shell(sandbox.sandbox_id) if isolation.cgroups else []
         script = "\n".join(
             [
                 "#!/bin/sh",
@@ -265,7 +267,7 @@ class LocalSandboxDriver:
         source, target = self._directory(sandbox), self._root / f"local-{spec.session_id}"
         if target.exists():
             raise SandboxError(f"session {spec.session_id} already has a sandbox directory {target}")
-        # What a pre-started engine runs in the sandbox keeps running: its pids cgroup is renamed
+        # What a pre-started engine runs in the sandbox keeps running: its cgroups are renamed
         # with the sandbox, and its mounts follow the renamed directory.
         cgroups = self._isolation.cgroups if self._isolation else None
         try:
@@ -319,10 +321,10 @@ class LocalSandboxDriver:
     def _stop(self, sandbox_id: str, directory: Path) -> None:
         if survivors := _kill_launched(directory):
             raise SandboxError(f"sandbox {sandbox_id} could not be stopped: pids {survivors} survived SIGKILL")
-        # Whatever is left in its pids cgroup is killed with it; the next launcher makes it again.
+        # Whatever is left in its cgroups is killed with it; the next launcher makes them again.
         cgroups = self._isolation.cgroups if self._isolation else None
         if cgroups is not None and not cgroups.remove(sandbox_id):
-            raise SandboxError(f"sandbox {sandbox_id} could not be stopped: its pids cgroup is still busy")
+            raise SandboxError(f"sandbox {sandbox_id} could not be stopped: its cgroups are still busy")
 
     def _remove(self, sandbox_id: str, directory: Path) -> None:
         self._stop(sandbox_id, directory)  # nothing may still write into what is being removed

@@ -288,11 +288,11 @@ async def test_destroy_removes_the_pids_cgroup(driver: LocalSandboxDriver) -> No
     result = await _sh(driver, sandbox, "cat /proc/self/cgroup")
     assert result.returncode == 0, result.stderr
     groups = [path for path in Path("/sys/fs/cgroup").glob(f"**/astrabox/*-{sandbox.sandbox_id}") if path.is_dir()]
-    assert len(groups) == 1
+    assert any((group / "pids.max").exists() for group in groups)
 
     assert await driver.destroy(sandbox) is DestroyVerdict.CONFIRMED
 
-    assert not groups[0].exists()
+    assert not [group for group in groups if group.exists()]
 
 
 async def test_the_pids_limit_holds_again_after_a_stop(sandbox_root: Path, bwrap: str) -> None:
