@@ -158,9 +158,11 @@ async def _stable_agent_id(state: AgentState) -> str:
 
 def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
     if settings.driver == "local":
+        from dataplane_agent.sandboxes.limits import LocalLimits
         from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
-        return LocalSandboxDriver(settings.state_dir / "sandboxes")
+        limits = LocalLimits(pids=settings.sandbox_pids, memory_mb=settings.sandbox_memory_mb, cpus=settings.sandbox_cpus)
+        return LocalSandboxDriver(settings.state_dir / "sandboxes", limits=limits)
     if settings.driver == "docker":
         from dataplane_agent.engines.claude_code import BUNDLED_CLI
         from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
@@ -172,7 +174,7 @@ def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
                 image=settings.image,
                 installation=settings.installation,
                 agent_id=agent_id,
-                limits=ContainerLimits(cpus=settings.docker_cpus, memory_mb=settings.docker_memory_mb, pids=settings.docker_pids),
+                limits=ContainerLimits(cpus=settings.sandbox_cpus, memory_mb=settings.sandbox_memory_mb, pids=settings.sandbox_pids),
                 program_dirs=[cli.parent],
             )
         except SandboxError as exc:

@@ -10,9 +10,9 @@
 | driver           | --driver             | ASTRABOX_SANDBOX_DRIVER     | local (or docker)         |
 | image            | --image              | ASTRABOX_SANDBOX_IMAGE      | astrabox/sandbox:latest   |
 | installation     | --installation       | ASTRABOX_INSTALLATION       | default                   |
-| docker_cpus      | --docker-cpus        | ASTRABOX_DOCKER_CPUS        | 1.0                       |
-| docker_memory_mb | --docker-memory-mb   | ASTRABOX_DOCKER_MEMORY_MB   | 2048                      |
-| docker_pids      | --docker-pids        | ASTRABOX_DOCKER_PIDS        | 512                       |
+| sandbox_cpus     | --sandbox-cpus       | ASTRABOX_SANDBOX_CPUS       | 1.0 **                    |
+| sandbox_memory_mb| --sandbox-memory-mb  | ASTRABOX_SANDBOX_MEMORY_MB  | 2048 **                   |
+| sandbox_pids     | --sandbox-pids       | ASTRABOX_SANDBOX_PIDS       | 512 **                    |
 | capacity         | --capacity           | ASTRABOX_AGENT_CAPACITY     | 8                         |
 | model_base_url   | --model-base-url     | ASTRABOX_MODEL_BASE_URL     | built-in offline model *  |
 | api_key          | (a secret: below)    | ANTHROPIC_API_KEY           | empty                     |
@@ -26,6 +26,8 @@
 
 * With neither a model base URL nor an API key the agent serves the offline
 model on loopback; with only a key it uses https://api.anthropic.com.
+** Each sandbox's limits, under either driver (0: unlimited); `--docker-cpus`,
+`--docker-memory-mb`, `--docker-pids` and `ASTRABOX_DOCKER_*` are older names.
 Secrets come from the environment or from a file (`--enrollment-token-file`,
 `$ASTRABOX_ENROLLMENT_TOKEN_FILE`, `--api-key-file`, `$ANTHROPIC_API_KEY_FILE`),
 so they never show in `ps`; `--enrollment-token` and `--api-key` work too, with
@@ -66,12 +68,13 @@ class AgentSettings:
     state_dir: Path = field(default_factory=lambda: Path(DEFAULT_STATE_DIR).expanduser())
     driver: str = "local"
     # The docker driver's image, and the id its containers are labelled with (so installations
-    # sharing a Docker Engine never touch each other's containers), and each container's limits.
+    # sharing a Docker Engine never touch each other's containers).
     image: str = DEFAULT_IMAGE
     installation: str = "default"
-    docker_cpus: float = 1.0
-    docker_memory_mb: int = 2048
-    docker_pids: int = 512
+    # Each sandbox's CPUs, memory and tasks, whichever the driver; 0: unlimited.
+    sandbox_cpus: float = 1.0
+    sandbox_memory_mb: int = 2048
+    sandbox_pids: int = 512
     capacity: int = DEFAULT_CAPACITY
     # Empty with no api_key: the built-in offline model.
     model_base_url: str = ""
@@ -110,9 +113,9 @@ class AgentSettings:
             driver=args.driver,
             image=args.image,
             installation=args.installation,
-            docker_cpus=args.docker_cpus,
-            docker_memory_mb=args.docker_memory_mb,
-            docker_pids=args.docker_pids,
+            sandbox_cpus=args.sandbox_cpus,
+            sandbox_memory_mb=args.sandbox_memory_mb,
+            sandbox_pids=args.sandbox_pids,
             capacity=args.capacity,
             model_base_url=args.model_base_url,
             api_key=API_KEY.read(args, env),
@@ -178,23 +181,26 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "default %(default)s)",
     )
     parser.add_argument(
+        "--sandbox-cpus",
         "--docker-cpus",
         type=float,
-        default=float(env.get("ASTRABOX_DOCKER_CPUS", 1.0)),
-        help="CPUs of each docker sandbox, 0: unlimited (env ASTRABOX_DOCKER_CPUS; default %(default)s)",
+        default=float(_sandbox_limit(env, "CPUS", 1.0)),
+        help="CPUs of each sandbox, 0: unlimited (env ASTRABOX_SANDBOX_CPUS; default %(default)s)",
     )
     parser.add_argument(
+        "--sandbox-memory-mb",
         "--docker-memory-mb",
         type=int,
-        default=int(env.get("ASTRABOX_DOCKER_MEMORY_MB", 2048)),
-        help="memory of each docker sandbox in MiB, 0: unlimited (env ASTRABOX_DOCKER_MEMORY_MB; default %(default)s)",
+        default=int(_sandbox_limit(env, "MEMORY_MB", 2048)),
+        help="memory of each sandbox in MiB, swap included, 0: unlimited (env ASTRABOX_SANDBOX_MEMORY_MB; "
+        "default %(default)s)",
     )
     parser.add_argument(
+        "--sandbox-pids",
         "--docker-pids",
         type=int,
-        default=int(env.get("ASTRABOX_DOCKER_PIDS", 512)),
-        help="processes and threads of each docker sandbox, 0: unlimited (env ASTRABOX_DOCKER_PIDS; "
-        "default %(default)s)",
+        default=int(_sandbox_limit(env, "PIDS", 512)),
+        help="processes and threads of each sandbox, 0: unlimited (env ASTRABOX_SANDBOX_PIDS; default %(default)s)",
     )
     parser.add_argument(
         "--capacity",
@@ -255,3 +261,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "(env ASTRABOX_RECONCILE_INTERVAL; default %(default)s; also after every reconnect)",
     )
     return parser
+
+
+def _sandbox_limit(env: Mapping[str, str], name: str, default: float) -> str | float:
+    """A sandbox limit from the environment: ASTRABOX_SANDBOX_<name>, else its older name
+    ASTRABOX_DOCKER_<name>, else `default`."""
+    return env.get(f"ASTRABOX_SANDBOX_{name}", env.get(f"ASTRABOX_DOCKER_{name}", default))

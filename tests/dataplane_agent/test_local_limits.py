@@ -14,6 +14,7 @@ import structlog
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
+from dataplane_agent.settings import AgentSettings
 
 MIB = 1024 * 1024
 
@@ -207,3 +208,14 @@ def _count(text: str, key: str) -> int:
     """The value of `key` in a flat-keyed cgroup file (`key value` lines)."""
     return sum(int(value) for name, _, value in (line.partition(" ") for line in text.splitlines()) if name == key)
 
+
+def test_one_set_of_flags_limits_either_driver_and_the_docker_names_still_work() -> None:
+    given = AgentSettings.from_args(["--sandbox-cpus", "0.5", "--sandbox-memory-mb", "64", "--sandbox-pids", "32"], environ={})
+    old_flags = AgentSettings.from_args(["--docker-cpus", "1.5", "--docker-memory-mb", "96", "--docker-pids", "48"], environ={})
+    new_env = AgentSettings.from_args([], environ={"ASTRABOX_SANDBOX_MEMORY_MB": "128", "ASTRABOX_DOCKER_MEMORY_MB": "1"})
+    old_env = AgentSettings.from_args([], environ={"ASTRABOX_DOCKER_CPUS": "0", "ASTRABOX_DOCKER_PIDS": "0"})
+
+    assert (given.sandbox_cpus, given.sandbox_memory_mb, given.sandbox_pids) == (0.5, 64, 32)
+    assert (old_flags.sandbox_cpus, old_flags.sandbox_memory_mb, old_flags.sandbox_pids) == (1.5, 96, 48)
+    assert new_env.sandbox_memory_mb == 128
+    assert (old_env.sandbox_cpus, old_env.sandbox_pids) == (0, 0)
