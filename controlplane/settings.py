@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import grpc
+import structlog
 
 from astrabox.secret_settings import SecretOption, SecretSettingError
 
+
+log = structlog.get_logger(__name__)
 
 DEFAULT_IDLE_STOP_AFTER_S = 900.0
 DEFAULT_LISTEN = "127.0.0.1:7233"
@@ -118,7 +122,8 @@ def advertise_address(settings: ControlPlaneSettings, host: str, port: int) -> s
 
 def tls_credentials(settings: ControlPlaneSettings) -> tuple[grpc.ServerCredentials, grpc.ChannelCredentials] | None:
     """The server's TLS credentials and those it forwards to other replicas with; None: plaintext.
-    SettingsError naming the problem when the files are half given or unreadable."""
+    SettingsError naming the problem when the files are half given or unreadable; a private key that
+    other users can read is used, and warned about."""
     if not settings.tls_cert and not settings.tls_key:
         if settings.tls_ca:
             raise SettingsError("--tls-ca needs --tls-cert and --tls-key: the replica itself serves plaintext")
@@ -127,8 +132,13 @@ def tls_credentials(settings: ControlPlaneSettings) -> tuple[grpc.ServerCredenti
         raise SettingsError("TLS needs both --tls-cert and --tls-key (or neither, for plaintext)")
     try:
         cert = Path(settings.tls_cert).read_bytes()
-        key = Path(settings.tls_key).read_bytes()
+        with open(settings.tls_key, "rb") as key_file:
+            mode = stat.S_IMODE(os.fstat(key_file.fileno()).st_mode)
+            key = key_file.read()
         ca = Path(settings.tls_ca).read_bytes() if settings.tls_ca else cert
     except OSError as error:
         raise SettingsError(f"cannot read a TLS file: {error.filename}: {error.strerror}") from error
+    if mode & 0o077:
+        log.warning("tls_key_readable_by_others", path=settings.tls_key, mode=oct(mode),
+                    fix=f"chmod 600 {settings.tls_key}")
     return grpc.ssl_server_credentials([(key, cert)]), grpc.ssl_channel_credentials(root_certificates=ca)
