@@ -89,7 +89,8 @@ class Conversation:
             if previous is not None:
                 if previous["fingerprint"] != print_:
                     raise RequestIdReused(
-                        f"client_message_id {request.client_message_id!r} was already used for a different message",
+                        f"client_message_id {validation.echo(request.client_message_id)} was already used"
+                        " for a different message",
                         {"client_message_id": request.client_message_id, "turn_id": previous["turn_id"]},
                     )
                 return AcceptedMessage(previous["turn_id"], previous["accepted_seq"])
@@ -145,11 +146,12 @@ class Conversation:
                 interaction_id, session_id,
             )
             if row is None:
-                raise InteractionNotFound(f"session {session_id} has no interaction {interaction_id}",
+                raise InteractionNotFound(f"session {session_id} has no interaction {validation.echo(interaction_id)}",
                                           {"interaction_id": interaction_id})
             if row["state"] != "pending":
                 raise InteractionNotPending(
-                    f"interaction {interaction_id} is already {row['state']}; only one answer takes effect",
+                    f"interaction {validation.echo(interaction_id)} is already {row['state']};"
+                    " only one answer takes effect",
                     {"interaction_id": interaction_id, "state": row["state"]},
                 )
             command = _decision(InteractionKind(row["kind"]), row["input"], answer)
@@ -196,7 +198,7 @@ class Conversation:
                 "SELECT state FROM background_tasks WHERE session_id = $1 AND task_id = $2", session_id, task_id
             )
             if state != "open":
-                raise TaskNotFound(f"session {session_id} has no open background task {task_id}",
+                raise TaskNotFound(f"session {session_id} has no open background task {validation.echo(task_id)}",
                                    {"task_id": task_id})
             await tx.append(session_id, [NewEvent(EventKind.TASK_STOP_REQUESTED,
                                                   {"task_id": task_id, "request_id": request_id})])

@@ -1,8 +1,9 @@
 """The control plane's domain errors.
 
     KernelError
-    ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT, PAGE_TOKEN_INVALID,
-    │                                                   PERMISSION_MODE_INVALID
+    ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT, FIELD_TOO_LONG, MALFORMED_REQUEST,
+    │                                                   PAGE_TOKEN_INVALID, PERMISSION_MODE_INVALID,
+    │                                                   PATH_OUTSIDE_WORKSPACE
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
     ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
     ├── TaskNotFound           NOT_FOUND            reason TASK_NOT_FOUND
@@ -13,7 +14,9 @@
     ├── TooLarge               RESOURCE_EXHAUSTED   reason TOO_LARGE
     ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
     ├── AgentNotConnected      UNAVAILABLE          reason AGENT_NOT_CONNECTED
-    └── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
+    ├── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
+    └── Internal               INTERNAL             reason INTERNAL; the message holds only a reference
+                                                    to the log entry with the details
 
 The mapping to gRPC status codes lives in one place, `controlplane.status`.
 """
@@ -85,6 +88,15 @@ class TooLarge(KernelError):
 
 class AgentNotConnected(KernelError):
     reason = "AGENT_NOT_CONNECTED"
+
+
+class Internal(KernelError):
+    """Something failed that the caller cannot act on; what is logged under `ref` says what."""
+
+    reason = "INTERNAL"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"internal error (ref {ref})", {"ref": ref})
 
 
 class WorkspaceFailed(KernelError):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import base64
-import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from controlplane.engines import DEFAULT_ENGINE
 from controlplane.errors import InvalidArgument, NoAgentAvailable, RequestIdReused, SessionNotFound
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
 from controlplane.live import LiveTail
+from controlplane.page_tokens import PageTokens
 from controlplane.session import VIEW_SQL, SessionRecord, SessionState
 from controlplane.turns import TurnOutcome, Turns
 
@@ -45,27 +44,12 @@ class CreateSession:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-def _bad_page_token() -> InvalidArgument:
-    return InvalidArgument("page_token", "page_token is not one this server issued", "PAGE_TOKEN_INVALID")
-
-
-def _encode_token(data: dict[str, object]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
-
-
-def _decode_token(token: str) -> dict[str, object]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        if not isinstance(data, dict):
-            raise ValueError
-        return data
-    except (ValueError, UnicodeDecodeError):
-        raise _bad_page_token() from None
-
-
 class SessionKernel:
-    def __init__(self, pool: asyncpg.Pool, journal: Journal, agents: Agents, turns: Turns, live: LiveTail) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, journal: Journal, agents: Agents, turns: Turns, live: LiveTail, page_tokens: PageTokens
+    ) -> None:
         self._pool = pool
+        self._page_tokens = page_tokens
         self._turns = turns
         self._journal = journal
         self._agents = agents
@@ -137,7 +121,7 @@ class SessionKernel:
             return None
         if row["request_fingerprint"] != fingerprint:
             raise RequestIdReused(
-                f"request_id {request_id!r} was already used to create a different session",
+                f"request_id {validation.echo(request_id)} was already used to create a different session",
                 {"request_id": request_id, "session_id": str(row["session_id"])},
             )
         return await self._view(str(row["session_id"]))
@@ -152,11 +136,11 @@ class SessionKernel:
     async def list_sessions(self, page_size: int, page_token: str) -> tuple[list[SessionRecord], str]:
         size = validation.page_size(page_size, default=50, maximum=500)
         if page_token:
-            token = _decode_token(page_token)
+            token = self._page_tokens.read("sessions", page_token)
             try:
                 before = (datetime.fromisoformat(str(token["t"])), str(uuid.UUID(str(token["id"]))))
             except (KeyError, ValueError):
-                raise _bad_page_token() from None
+                raise validation.page_token_invalid() from None
             rows = await self._pool.fetch(
                 VIEW_SQL + " WHERE s.deleted_at IS NULL AND (s.created_at, s.session_id) < ($1, $2::uuid)"
                 " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $3",
@@ -172,7 +156,7 @@ class SessionKernel:
         next_token = ""
         if len(rows) > size:
             last = records[-1]
-            next_token = _encode_token({"t": last.created_at.isoformat(), "id": last.session_id})
+            next_token = self._page_tokens.issue("sessions", {"t": last.created_at.isoformat(), "id": last.session_id})
         return records, next_token
 
     async def delete_session(self, session_id: str, request_id: str) -> SessionRecord:
@@ -227,24 +211,27 @@ class SessionKernel:
     async def list_events(
         self, session_id: str, after_seq: int, page_size: int, page_token: str
     ) -> tuple[list[StoredEvent], str]:
-        await self.get_session(session_id)
+        session_id = validation.session_id(session_id)
         size = validation.page_size(page_size, default=100, maximum=1000)
+        scope = f"events/{session_id}"
         if page_token:
-            after = _decode_token(page_token).get("after")
+            after = self._page_tokens.read(scope, page_token).get("after")
             if not isinstance(after, int) or after < 0:
-                raise _bad_page_token()
+                raise validation.page_token_invalid()
             after_seq = after
         elif after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
-        events = await self._journal.read(validation.session_id(session_id), after_seq, size + 1)
-        next_token = _encode_token({"after": events[size - 1].seq}) if len(events) > size else ""
+        await self.get_session(session_id)
+        events = await self._journal.read(session_id, after_seq, size + 1)
+        next_token = self._page_tokens.issue(scope, {"after": events[size - 1].seq}) if len(events) > size else ""
         return events[:size], next_token
 
     async def watch(self, session_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
         """Replay stored events after `after_seq`, then follow live ones, forever."""
-        session_id = (await self.get_session(session_id)).session_id
+        session_id = validation.session_id(session_id)
         if after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
+        await self.get_session(session_id)
         cursor = after_seq
         with self._live.subscribe(session_id) as subscription:
             while True:

@@ -35,7 +35,7 @@ async def first_time(tx: JournalTransaction, session_id: str, request_id: str, k
     )
     if previous != print_:
         raise RequestIdReused(
-            f"request_id {request_id!r} was already used for a different request on this session",
+            f"request_id {validation.echo(request_id)} was already used for a different request on this session",
             {"request_id": request_id, "session_id": session_id},
         )
     return False

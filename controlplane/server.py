@@ -20,11 +20,13 @@ from controlplane.api import SessionKernelServicer
 from controlplane.conversation import Conversation
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.database import create_pool, migrate
+from controlplane.edge import Edge
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
+from controlplane.page_tokens import PageTokens
 from controlplane.relay import RelaySettings, RunnerServicer
 from controlplane.settings import ControlPlaneSettings, advertise_address, tls_credentials
 from controlplane.turns import Turns
@@ -68,6 +70,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         await migrate(pool)
         secret = await read_cluster_secret(pool)
         server = grpc.aio.server(
+            # The client-facing service; RunnerService's callers are agents and other replicas.
+            interceptors=[Edge(SERVICE_NAMES[0])],
             options=[
                 ("grpc.so_reuseport", 0),
                 # Agents send transcript snapshots of up to 16 MiB in one output.
@@ -86,7 +90,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         journal = Journal(pool, live)
         agents = Agents(pool, settings.lease_ttl)
         turns = Turns(agents)
-        kernel = SessionKernel(pool, journal, agents, turns, live)
+        kernel = SessionKernel(pool, journal, agents, turns, live, PageTokens.from_cluster_secret(secret))
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
         replicas = ReplicaLinks(pool, advertised, secret, tls[1] if tls else None)
         router = WorkspaceRouter(replicas)

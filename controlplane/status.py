@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
+import structlog
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from controlplane import errors
+
+log = structlog.get_logger(__name__)
 
 ERROR_DOMAIN = "astrabox.dev"
 
@@ -39,11 +43,23 @@ def code_for(error: errors.KernelError) -> grpc.StatusCode:
 def to_status(error: errors.KernelError) -> grpc.Status:
     """Build the rich gRPC status (code, message, ErrorInfo) for a domain error."""
     code = code_for(error)
+    if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN) and not isinstance(error, errors.Internal):
+        # An agent's or a replica's own failure: its text stays in the log.
+        return to_status(unexpected(error))
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
     detail = any_pb2.Any()
     detail.Pack(info)
     status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
     return rpc_status.to_status(status)
+
+
+def unexpected(error: BaseException, **where: str) -> errors.Internal:
+    """The INTERNAL error for one no rule foresaw: logged with its traceback under a
+    reference, and only the reference goes to the caller (a driver's text can hold
+    anybody's data)."""
+    ref = uuid.uuid4().hex[:16]
+    log.error("rpc_failed", ref=ref, **where, exc_info=error)
+    return errors.Internal(ref)
 
 
 def rpc_status_for(code: grpc.StatusCode, message: str) -> status_pb2.Status:

@@ -22,13 +22,20 @@ import grpc
 from google.rpc import error_details_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane.errors import AgentNotConnected, InvalidArgument, RuntimeNotAvailable, TooLarge, WorkspaceFailed
+from controlplane import validation
+from controlplane.errors import (
+    AgentNotConnected,
+    InvalidArgument,
+    KernelError,
+    RuntimeNotAvailable,
+    TooLarge,
+    WorkspaceFailed,
+)
 from controlplane.kernel import SessionKernel
 
 Send = Callable[[runner_pb2.ConnectResponse], Awaitable[None]]
 
 MAX_UPLOAD_BYTES = 256 * 1024 * 1024
-MAX_CHUNK_BYTES = 1024 * 1024
 # How long a reply may wait for a slow client before the request is dropped.
 DELIVERY_TIMEOUT_S = 30.0
 # How long the agent may stay silent on a request.
@@ -156,18 +163,17 @@ async def drain(messages: AsyncIterator[object]) -> None:
     sending gets the refusal after DRAIN_TIMEOUT_S anyway."""
     with contextlib.suppress(Exception):  # a broken stream or the timeout: the refusal follows regardless
         async with asyncio.timeout(DRAIN_TIMEOUT_S):
-            async for _ in messages:
-                pass
+            while True:
+                try:
+                    await anext(messages)
+                except StopAsyncIteration:
+                    return
+                except KernelError:
+                    pass  # a message refused at the edge (`controlplane.edge`): dropped like the rest
 
 
 async def _one(request: runner_pb2.WorkspaceRequest) -> AsyncIterator[runner_pb2.WorkspaceRequest]:
     yield request
-
-
-def _path(value: str) -> str:
-    if ".." in value.replace("\\", "/").split("/"):
-        raise InvalidArgument("path", f"{value!r} climbs out of the workspace with '..'", "PATH_OUTSIDE_WORKSPACE")
-    return value
 
 
 class WorkspaceFiles:
@@ -188,15 +194,17 @@ class WorkspaceFiles:
         return session.agent_id, session.session_id
 
     async def list(self, session_id: str, path: str) -> runner_pb2.DirectoryListing:
+        listing = runner_pb2.ListDirectory(path=validation.workspace_path(path))
+        request = runner_pb2.WorkspaceRequest(list_directory=listing)
         agent_id, session_id = await self._agent_of(session_id)
-        request = runner_pb2.WorkspaceRequest(list_directory=runner_pb2.ListDirectory(path=_path(path)))
         async for reply in self._router.exchange(agent_id, session_id, _one(request)):
             return reply.listing
         raise AssertionError("the agent answered nothing")
 
     async def download(self, session_id: str, path: str) -> AsyncIterator[bytes]:
+        reading = runner_pb2.ReadArchive(path=validation.workspace_path(path))
+        request = runner_pb2.WorkspaceRequest(read_archive=reading)
         agent_id, session_id = await self._agent_of(session_id)
-        request = runner_pb2.WorkspaceRequest(read_archive=runner_pb2.ReadArchive(path=_path(path)))
         async for reply in self._router.exchange(agent_id, session_id, _one(request)):
             if reply.archive_chunk:
                 yield reply.archive_chunk
@@ -217,15 +225,12 @@ class WorkspaceFiles:
 
     async def upload(self, first: tuple[str, str], chunks: AsyncIterator[bytes]) -> runner_pb2.ArchiveWritten:
         """Unpack the archive in `chunks` into `first` = (session_id, path)."""
-        session_id, path = first
+        session_id, path = validation.session_id(first[0]), validation.workspace_path(first[1])
         agent_id, session_id = await self._agent_of(session_id)
-        _path(path)
 
         async def requests() -> AsyncIterator[runner_pb2.WorkspaceRequest]:
             total, target = 0, path
-            async for chunk in chunks:
-                if len(chunk) > MAX_CHUNK_BYTES:
-                    raise InvalidArgument("chunk", f"chunks must be at most {MAX_CHUNK_BYTES // 2**20} MiB")
+            async for chunk in chunks:  # each at most validation.MAX_CHUNK_BYTES (checked at the edge)
                 total += len(chunk)
                 if total > MAX_UPLOAD_BYTES:
                     raise TooLarge(f"the upload is larger than {MAX_UPLOAD_BYTES // 2**20} MiB")

@@ -14,10 +14,12 @@ from controlplane.agents import AgentHello, Agents
 from controlplane.conversation import Conversation
 from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
+from controlplane.forwarding import read_cluster_secret
 from controlplane.journal import Journal
 from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
+from controlplane.page_tokens import PageTokens
 from controlplane.turns import Turns
 
 
@@ -62,9 +64,10 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
     journal = Journal(pool, live)
     agents = Agents(pool, timedelta(seconds=30))
     turns = Turns(agents)
+    page_tokens = PageTokens.from_cluster_secret(await read_cluster_secret(pool))
     try:
         yield Plane(
-            pool, journal, agents, SessionKernel(pool, journal, agents, turns, live),
+            pool, journal, agents, SessionKernel(pool, journal, agents, turns, live, page_tokens),
             Conversation(journal, agents, turns, timedelta(seconds=10)), OutputCommitter(journal, turns), live, turns,
             DeadlineSweeper(pool, journal, turns, agents, timedelta(seconds=180), destroy_retry=timedelta(0)),
         )

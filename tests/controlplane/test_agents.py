@@ -11,13 +11,14 @@ from controlplane.agents import AgentHello, Agents
 from controlplane.conversation import SendMessage
 from controlplane.journal import EventKind
 from controlplane.kernel import CreateSession, SessionKernel
+from controlplane.page_tokens import PageTokens
 from controlplane.session import SessionState
 from controlplane.turns import Turns
 
 
 async def test_lapsed_lease_loses_the_runtime_and_fails_the_running_turn(plane):
     agents = Agents(plane.pool, timedelta(milliseconds=300))
-    kernel = SessionKernel(plane.pool, plane.journal, agents, Turns(agents), plane.live)
+    kernel = SessionKernel(plane.pool, plane.journal, agents, Turns(agents), plane.live, PageTokens(b"key"))
     hello = AgentHello("agent-1", "i1", ["local"], ["claude_code"], 4, {})
     await agents.register(hello)
     session = await kernel.create_session(CreateSession(request_id="lease"))

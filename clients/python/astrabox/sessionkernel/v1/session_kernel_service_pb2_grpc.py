@@ -30,11 +30,17 @@ class SessionKernelServiceStub:
     messages and watch everything they do as an ordered, resumable stream.
 
     Errors use standard gRPC codes with a google.rpc.ErrorInfo detail whose
-    domain is "astrabox.dev" and whose reason is one of:
-    INVALID_ARGUMENT         a field is missing or malformed; metadata "field" names it
+    domain is "astrabox.dev"; these are all the reasons, each with its code(s):
+    INVALID_ARGUMENT         (INVALID_ARGUMENT) a field is missing or malformed;
+    metadata "field" names it
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum (below); metadata "field" names it
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
     PERMISSION_MODE_INVALID  (INVALID_ARGUMENT) not one of the engine's modes; the
     message lists the valid ones
-    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one we issued
+    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one this
+    service issued for this listing
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
@@ -49,10 +55,21 @@ class SessionKernelServiceStub:
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
-    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT / PERMISSION_DENIED) a path climbs
+    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
     PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
+    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path is a file
+    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a tar archive
     TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
+    workspace operation (an older agent)
+    INTERNAL                 (INTERNAL) the service failed; the message is only
+    "internal error (ref <id>)", metadata "ref" the id
+    under which the service logged what happened
+
+    Every string, bytes and map field has a maximum, given on the field, and no
+    string holds a NUL character. An error message quotes at most the first 64
+    characters of a refused value.
 
     A message sent while a turn runs is not refused: it is accepted at once
     (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine
@@ -154,11 +171,17 @@ class SessionKernelServiceServicer:
     messages and watch everything they do as an ordered, resumable stream.
 
     Errors use standard gRPC codes with a google.rpc.ErrorInfo detail whose
-    domain is "astrabox.dev" and whose reason is one of:
-    INVALID_ARGUMENT         a field is missing or malformed; metadata "field" names it
+    domain is "astrabox.dev"; these are all the reasons, each with its code(s):
+    INVALID_ARGUMENT         (INVALID_ARGUMENT) a field is missing or malformed;
+    metadata "field" names it
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum (below); metadata "field" names it
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
     PERMISSION_MODE_INVALID  (INVALID_ARGUMENT) not one of the engine's modes; the
     message lists the valid ones
-    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one we issued
+    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one this
+    service issued for this listing
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
@@ -173,10 +196,21 @@ class SessionKernelServiceServicer:
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
-    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT / PERMISSION_DENIED) a path climbs
+    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
     PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
+    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path is a file
+    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a tar archive
     TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
+    workspace operation (an older agent)
+    INTERNAL                 (INTERNAL) the service failed; the message is only
+    "internal error (ref <id>)", metadata "ref" the id
+    under which the service logged what happened
+
+    Every string, bytes and map field has a maximum, given on the field, and no
+    string holds a NUL character. An error message quotes at most the first 64
+    characters of a refused value.
 
     A message sent while a turn runs is not refused: it is accepted at once
     (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine
@@ -402,11 +436,17 @@ class SessionKernelService:
     messages and watch everything they do as an ordered, resumable stream.
 
     Errors use standard gRPC codes with a google.rpc.ErrorInfo detail whose
-    domain is "astrabox.dev" and whose reason is one of:
-    INVALID_ARGUMENT         a field is missing or malformed; metadata "field" names it
+    domain is "astrabox.dev"; these are all the reasons, each with its code(s):
+    INVALID_ARGUMENT         (INVALID_ARGUMENT) a field is missing or malformed;
+    metadata "field" names it
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum (below); metadata "field" names it
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
     PERMISSION_MODE_INVALID  (INVALID_ARGUMENT) not one of the engine's modes; the
     message lists the valid ones
-    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one we issued
+    PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one this
+    service issued for this listing
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
@@ -421,10 +461,21 @@ class SessionKernelService:
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
-    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT / PERMISSION_DENIED) a path climbs
+    PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
     PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
+    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path is a file
+    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a tar archive
     TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
+    workspace operation (an older agent)
+    INTERNAL                 (INTERNAL) the service failed; the message is only
+    "internal error (ref <id>)", metadata "ref" the id
+    under which the service logged what happened
+
+    Every string, bytes and map field has a maximum, given on the field, and no
+    string holds a NUL character. An error message quotes at most the first 64
+    characters of a refused value.
 
     A message sent while a turn runs is not refused: it is accepted at once
     (USER_MESSAGE_ACCEPTED with its seq), queued, and delivered when the engine

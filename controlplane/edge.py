@@ -1,0 +1,156 @@
+"""What every SessionKernelService call passes through around its handler.
+
+Before: the request bytes are decoded here rather than by gRPC (which answers
+bytes that are no valid request with UNKNOWN and the parser's text), and every
+request message is bounded by `controlplane.validation.request`; either
+refusal is INVALID_ARGUMENT. After: a domain error becomes its status
+(`controlplane.status`), anything else INTERNAL with a reference to the log
+entry that holds the details. So a caller never sees UNKNOWN, nor an
+exception's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from controlplane import validation
+from controlplane.errors import InvalidArgument, KernelError
+from controlplane.status import to_status, unexpected
+from controlplane.workspace import drain
+
+MALFORMED_REQUEST = "MALFORMED_REQUEST"
+
+
+@dataclass(frozen=True, slots=True)
+class _Undecodable:
+    """What a request's bytes decoded to when they are not a valid message of its type."""
+
+    type_name: str
+
+
+class Edge(grpc.aio.ServerInterceptor):
+    """Guards the methods of the services named; calls to other services pass untouched."""
+
+    def __init__(self, *service_names: str) -> None:
+        self._prefixes = tuple(f"/{name}/" for name in service_names)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or not method.startswith(self._prefixes):
+            return handler
+        return guarded(handler, method)
+
+
+def guarded(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """`handler` with tolerant decoding, bounded requests and every error mapped to a status."""
+    decode = handler.request_deserializer
+    type_name = method.rsplit("/", 1)[-1] + "Request"
+
+    def deserialize(data: bytes) -> Message | _Undecodable:
+        try:
+            return decode(data)
+        except Exception:  # DecodeError, or bad UTF-8 in a string field
+            return _Undecodable(type_name)
+
+    if handler.unary_unary:
+        kind, behavior = "unary_unary", _unary_unary(handler.unary_unary, method)
+    elif handler.unary_stream:
+        kind, behavior = "unary_stream", _unary_stream(handler.unary_stream, method)
+    elif handler.stream_unary:
+        kind, behavior = "stream_unary", _stream_unary(handler.stream_unary, method)
+    else:
+        kind, behavior = "stream_stream", _stream_stream(handler.stream_stream, method)
+    return handler._replace(request_deserializer=deserialize, **{kind: behavior})
+
+
+def _checked(request: Message | _Undecodable) -> Message:
+    if isinstance(request, _Undecodable):
+        raise InvalidArgument("", f"the request is not a valid {request.type_name} message", MALFORMED_REQUEST)
+    validation.request(request)
+    return request
+
+
+class _CheckedStream:
+    """A request stream whose messages are checked as they are read: a refused one raises
+    InvalidArgument to the handler, and the stream stays readable (`controlplane.workspace.drain`
+    reads the rest of a refused call before the refusal is sent)."""
+
+    def __init__(self, requests: AsyncIterator[Any]) -> None:
+        self._requests = requests
+
+    def __aiter__(self) -> _CheckedStream:
+        return self
+
+    async def __anext__(self) -> Message:
+        return _checked(await anext(self._requests))
+
+
+async def _refuse(context: grpc.aio.ServicerContext, error: Exception, method: str) -> None:
+    if context.cancelled():  # the caller went away (its call's abort may have failed on that): nobody to tell
+        return
+    known = error if isinstance(error, KernelError) else unexpected(error, method=method)
+    await context.abort_with_status(to_status(known))
+
+
+def _unary_unary(behavior: Callable[..., Awaitable[Any]], method: str) -> Callable[..., Awaitable[Any]]:
+    async def call(request: Message | _Undecodable, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await behavior(_checked(request), context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            await _refuse(context, error, method)
+
+    return call
+
+
+def _unary_stream(behavior: Callable[..., AsyncIterator[Any]], method: str) -> Callable[..., AsyncIterator[Any]]:
+    async def call(request: Message | _Undecodable, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            async for response in behavior(_checked(request), context):
+                yield response
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            await _refuse(context, error, method)
+
+    return call
+
+
+def _stream_unary(behavior: Callable[..., Awaitable[Any]], method: str) -> Callable[..., Awaitable[Any]]:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        checked = _CheckedStream(requests)
+        try:
+            return await behavior(checked, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            await drain(requests)  # see `drain`: else the client may see its own write fail instead
+            await _refuse(context, error, method)
+
+    return call
+
+
+def _stream_stream(behavior: Callable[..., AsyncIterator[Any]], method: str) -> Callable[..., AsyncIterator[Any]]:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        checked = _CheckedStream(requests)
+        try:
+            async for response in behavior(checked, context):
+                yield response
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            await drain(requests)
+            await _refuse(context, error, method)
+
+    return call
