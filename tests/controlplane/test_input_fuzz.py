@@ -1,0 +1,388 @@
+"""Thousands of generated requests, plausible and hostile, to every SessionKernelService RPC of a
+real control plane (gRPC over a socket, real PostgreSQL): NUL characters, megabytes, unicode,
+control characters, forged page tokens, and bytes that are no protobuf at all.
+
+Whatever comes back is a documented answer: OK, or a code and ErrorInfo reason listed in the
+service's comment in session_kernel_service.proto; never UNKNOWN or INTERNAL; and the message is
+short and never carries the oversized input back. A seeded generator rather than hypothesis: one
+server and database for the whole run, the same requests every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+import pytest_asyncio
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
+from controlplane.kernel import CreateSession
+from controlplane.server import RunningControlPlane, serve
+from controlplane.settings import ControlPlaneSettings
+from controlplane.status import ERROR_DOMAIN
+
+PROTO = Path(__file__).resolve().parents[2] / "proto/astrabox/sessionkernel/v1/session_kernel_service.proto"
+SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
+SEED = 20240808
+REQUESTS_PER_RPC = 200
+RAW_REQUESTS_PER_RPC = 30
+CONCURRENCY = 16
+MAX_DETAILS = 1024
+MB = 1024 * 1024
+
+
+def documented_reasons() -> dict[str, set[grpc.StatusCode]]:
+    """The reasons the proto's service comment lists, each with its codes: `//   REASON  (CODE, CODE) …`."""
+    lines = re.findall(r"^//   ([A-Z][A-Z_]+) +\(([A-Z_, ]+)\)", PROTO.read_text(), re.MULTILINE)
+    return {reason: {grpc.StatusCode[c.strip()] for c in codes.split(",")} for reason, codes in lines}
+
+
+DOCUMENTED = documented_reasons()
+
+
+def test_the_proto_lists_the_reasons() -> None:
+    assert len(DOCUMENTED) >= 20
+    assert DOCUMENTED["PATH_OUTSIDE_WORKSPACE"] == {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED}
+    assert DOCUMENTED["FIELD_TOO_LONG"] == {grpc.StatusCode.INVALID_ARGUMENT}
+
+
+# ---- values ------------------------------------------------------------------------------------
+
+UNICODE = ["é", "漢字", "🦀", "\u202e", "\u0301", "\ufeff", "\U0010fffd", "ﷺ", "\u2028", "𝔘"]
+
+
+@dataclass
+class Values:
+    """Generates field values: mostly plausible, often hostile; remembers the long ones."""
+
+    rng: random.Random
+    sessions: list[str]
+    # The first 100 characters of every value longer than that.
+    long_prefixes: set[str] = field(default_factory=set)
+
+    def huge(self) -> str:
+        size = self.rng.choice([70, 300, 5000, 70_000, 300_000, self.rng.randint(1, 3) * MB])
+        value = self.rng.choice(["a", "\x00", "é", "🦀", "/", "x\x00"]) * size
+        return self.remember(value[:size])
+
+    def remember(self, value: str | bytes) -> str | bytes:
+        if len(value) > 100:
+            self.long_prefixes.add(value[:100].decode("latin-1") if isinstance(value, bytes) else value[:100])
+        return value
+
+    def hostile(self, huge: bool = True) -> str:
+        """An empty, NUL, huge (or, not `huge`, merely long), unicode, control-character or odd value."""
+        rng = self.rng
+        kinds: list[Callable[[], str]] = [
+            lambda: "",
+            lambda: "a\x00b",
+            self.huge if huge else lambda: self.remember("L" * 300),
+            lambda: "".join(rng.choice(UNICODE) for _ in range(rng.randint(1, 40))),
+            lambda: "".join(chr(rng.randint(1, 31)) for _ in range(rng.randint(1, 20))),
+            lambda: " " * rng.randint(1, 5),
+            lambda: "'; DROP TABLE sessions; --",
+            lambda: "%s%n{0}\\u0000" * rng.randint(1, 3),
+            lambda: "".join(chr(rng.randint(32, 0x2FFF)) for _ in range(rng.randint(1, 200))),
+        ]
+        return str(rng.choice(kinds)())
+
+    def either(self, plausible: Callable[[], str], huge: bool = True) -> str:
+        return plausible() if self.rng.random() < 0.5 else self.hostile(huge)
+
+    def session_id(self) -> str:
+        return self.either(lambda: self.rng.choice([*self.sessions, str(uuid.uuid4()), self.sessions[0].upper()]))
+
+    def released(self) -> str:
+        """The id of a session an archive or delete changes nothing of."""
+        return self.either(lambda: self.rng.choice([str(uuid.uuid4()), self.sessions[2]]))
+
+    def client_id(self) -> str:
+        return self.either(lambda: f"id-{self.rng.randrange(50)}")
+
+    def mode(self) -> str:
+        return self.either(lambda: self.rng.choice(["default", "plan", "acceptEdits", "bypassPermissions", ""]))
+
+    def path(self) -> str:
+        choices = ["", "src", "a/b/c", "../etc", "a/../../x", "/abs", "x" * 256, "/".join(["d"] * 3000),
+                   "ok\x00no", "dir\\..\\up", "é/🦀"]
+        return self.either(lambda: self.remember(self.rng.choice(choices)))
+
+    def text(self) -> str:
+        return self.either(lambda: self.rng.choice(["hello", "line\nline", "  x  ", "é🦀"]))
+
+    def token(self) -> str:
+        choices = ["garbage", "eyJ0IjoxfQ", "eyJhZnRlciI6IDF9.AAAA", "a.b.c", "=" * 600, "...."]
+        return self.either(lambda: self.rng.choice(choices))
+
+    def small_int(self) -> int:
+        return self.rng.choice([0, 1, 5, -1, 2**31 - 1, -(2**31), 499, 500, 501, 1000, 1001])
+
+    def big_int(self) -> int:
+        return self.rng.choice([0, 1, 3, -1, 2**63 - 1, -(2**63), 86_400_000, 86_400_001, 10**12])
+
+    def labels(self) -> dict[str, str]:
+        count = self.rng.choice([0, 1, 3, 64, 65, 200])
+        return {self.either(lambda: f"k{i}", huge=False) or f"e{i}": self.either(lambda: "v", huge=False)
+                for i in range(count)}
+
+    def answers(self) -> dict[str, str]:
+        entries = {self.either(lambda: f"q{i}", huge=False) or f"e{i}": self.either(lambda: "yes", huge=False)
+                   for i in range(self.rng.choice([0, 1, 3, 65]))}
+        if self.rng.random() < 0.1:
+            entries["big"] = self.huge()
+        return entries
+
+    def chunk(self) -> bytes:
+        size = self.rng.choice([0, 10, 4096, MB, MB + 1, 2 * MB])
+        return bytes(self.remember(b"\x00" * size))
+
+
+def request_for(rpc: str, v: Values) -> Message:
+    rng = v.rng
+    if rpc == "CreateSession":
+        return pb.CreateSessionRequest(
+            request_id=v.client_id(), engine=v.either(lambda: rng.choice(["", "claude_code"])),
+            permission_mode=v.mode(), model=v.either(lambda: rng.choice(["", "sonnet", "claude-opus-4-1[1m]"])),
+            labels=v.labels(),
+        )
+    if rpc == "GetSession":
+        return pb.GetSessionRequest(session_id=v.session_id())
+    if rpc == "ListSessions":
+        return pb.ListSessionsRequest(page_size=v.small_int(), page_token=v.token())
+    if rpc == "SendMessage":
+        return pb.SendMessageRequest(session_id=v.session_id(), client_message_id=v.client_id(), text=v.text(),
+                                     permission_mode=v.mode())
+    if rpc == "WatchSessionEvents":
+        return pb.WatchSessionEventsRequest(session_id=v.session_id(), after_seq=v.big_int())
+    if rpc == "ListSessionEvents":
+        return pb.ListSessionEventsRequest(session_id=v.session_id(), after_seq=v.big_int(),
+                                           page_size=v.small_int(), page_token=v.token())
+    if rpc == "InterruptTurn":
+        return pb.InterruptTurnRequest(session_id=v.session_id(), request_id=v.client_id())
+    if rpc == "RespondToInteraction":
+        request = pb.RespondToInteractionRequest(session_id=v.session_id(), interaction_id=v.client_id(),
+                                                 request_id=v.client_id())
+        which = rng.randrange(4)
+        if which == 0:
+            request.allow.updated_input_json = v.either(lambda: rng.choice(["", "{}", '{"a": 1}', "[1]"]))
+        elif which == 1:
+            request.deny.message = v.text()
+        elif which == 2:
+            request.answers.answers.update(v.answers())
+        return request
+    if rpc == "SetPermissionMode":
+        return pb.SetPermissionModeRequest(session_id=v.session_id(), permission_mode=v.mode(),
+                                           request_id=v.client_id())
+    # Only sessions that do not exist or are archived already, so the fixture's sessions live through the run.
+    if rpc == "ArchiveSession":
+        return pb.ArchiveSessionRequest(session_id=v.released(), request_id=v.client_id())
+    if rpc == "DeleteSession":
+        return pb.DeleteSessionRequest(session_id=v.released(), request_id=v.client_id())
+    if rpc == "StopBackgroundTask":
+        return pb.StopBackgroundTaskRequest(session_id=v.session_id(), task_id=v.client_id(),
+                                            request_id=v.client_id())
+    if rpc == "UploadWorkspaceArchive":
+        return pb.UploadWorkspaceArchiveRequest(session_id=v.session_id(), path=v.path(), chunk=v.chunk())
+    if rpc == "ListWorkspace":
+        return pb.ListWorkspaceRequest(session_id=v.session_id(), path=v.path())
+    if rpc == "DownloadWorkspaceArchive":
+        return pb.DownloadWorkspaceArchiveRequest(session_id=v.session_id(), path=v.path())
+    if rpc == "RunCommand":
+        return pb.RunCommandRequest(session_id=v.session_id(), command=v.text(), timeout_ms=v.big_int())
+    raise AssertionError(f"no generator for {rpc}")
+
+
+def refusable(message: Message) -> bool:
+    """Whether any rule would refuse `message` (a NUL in a string, a value of more than 1 MiB):
+    an answer told apart from the validation code's own, so that a call with such a value is known
+    to be refused before it reaches a session, an agent or the database."""
+    for descriptor, value in message.ListFields():
+        values = list(value.items()) if isinstance(value, Mapping) else [value]
+        for item in values:
+            for part in item if isinstance(item, tuple) else (item,):
+                if isinstance(part, Message) and refusable(part):
+                    return True
+                if isinstance(part, str | bytes) and (len(part) > MB or isinstance(part, str) and "\x00" in part):
+                    return True
+    return False
+
+
+def garbage(rng: random.Random, valid: bytes) -> bytes:
+    """Bytes that are not a request: random, cut short, or a string field of bad UTF-8."""
+    pick = rng.randrange(5)
+    if pick == 0:
+        return rng.randbytes(rng.choice([1, 7, 100, 70_000]))
+    if pick == 1 and len(valid) > 1:
+        return valid[: rng.randrange(1, len(valid))]
+    if pick == 2:
+        return b"\x0a\x03\xed\xa0\x80"  # field 1, a UTF-8 encoded surrogate
+    if pick == 3:
+        return b"\x12\x02\xc3\x28" + valid  # field 2, an invalid two-byte sequence
+    return b"\xff" * rng.randint(1, 50)
+
+
+# ---- answers -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    answers: dict[tuple[str, str], int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def ok(self, rpc: str, refuse: bool) -> None:
+        self.answers[(rpc, "OK")] = self.answers.get((rpc, "OK"), 0) + 1
+        if refuse:
+            self.problems.append(f"{rpc}: OK for a request with a NUL or more than 1 MiB")
+
+    def error(self, rpc: str, error: grpc.aio.AioRpcError, long_prefixes: set[str], refuse: bool) -> None:
+        code, details = error.code(), error.details() or ""
+        info = _error_info(error)
+        reason = info.reason if info else "<no ErrorInfo>"
+        key = (rpc, f"{code.name}/{reason}")
+        self.answers[key] = self.answers.get(key, 0) + 1
+        where = f"{rpc}: {code.name} {reason} {details[:200]!r}"
+        if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL):
+            self.problems.append(f"{where}: never UNKNOWN or INTERNAL")
+        if info is None or info.domain != ERROR_DOMAIN:
+            self.problems.append(f"{where}: no ErrorInfo of {ERROR_DOMAIN}")
+        elif code not in DOCUMENTED.get(info.reason, set()):
+            self.problems.append(f"{where}: not a documented reason and code")
+        if refuse and code is not grpc.StatusCode.INVALID_ARGUMENT:
+            self.problems.append(f"{where}: not INVALID_ARGUMENT for a request with a NUL or more than 1 MiB")
+        if len(details) >= MAX_DETAILS:
+            self.problems.append(f"{where}: a message of {len(details)} characters")
+        if info is not None and sum(len(k) + len(v) for k, v in info.metadata.items()) >= MAX_DETAILS:
+            self.problems.append(f"{where}: ErrorInfo metadata of more than {MAX_DETAILS} characters")
+        if any(prefix in details for prefix in long_prefixes):
+            self.problems.append(f"{where}: echoes 100 characters of input or more")
+
+
+def _error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    except ValueError:
+        return None
+    for detail in status.details if status else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
+    return None
+
+
+async def read_some(call: grpc.aio.UnaryStreamCall, quiet: float | None) -> None:
+    """Read a streaming answer until it ends, or stays `quiet` that long (a watch follows live
+    events forever); a call the server ended with an error raises it from `read`."""
+    try:
+        while True:
+            if await asyncio.wait_for(call.read(), quiet) is grpc.aio.EOF:
+                return
+    except TimeoutError:
+        pass
+    finally:
+        call.cancel()
+
+
+async def exchange(channel: grpc.aio.Channel, rpc: str, request: Message | bytes,
+                   more: list[bytes | Message] | None = None) -> None:
+    """Make one call; raw `bytes` go out as they are. Raises AioRpcError for a refusal."""
+    method = SERVICE.methods_by_name[rpc]
+    path = f"/{SERVICE.full_name}/{rpc}"
+    raw = isinstance(request, bytes)
+    serialize = None if raw else type(request).SerializeToString
+    output = getattr(pb, method.output_type.name)
+    deserialize = None if raw else output.FromString
+    if method.client_streaming:
+        call = channel.stream_unary(path, request_serializer=serialize, response_deserializer=deserialize)
+        await call(iter([request, *(more or [])]))
+    elif method.server_streaming:
+        call = channel.unary_stream(path, request_serializer=serialize, response_deserializer=deserialize)
+        await read_some(call(request), 0.3 if rpc == "WatchSessionEvents" else None)
+    else:
+        await channel.unary_unary(path, request_serializer=serialize, response_deserializer=deserialize)(request)
+
+
+# ---- the run -----------------------------------------------------------------------------------
+
+
+@pytest_asyncio.fixture
+async def control_plane(database_url: str, plane) -> AsyncIterator[tuple[RunningControlPlane, list[str]]]:
+    """A control plane with an agent on record (not attached) and sessions: creating, ready, archived."""
+    await plane.connect_agent(capacity=1000)
+    sessions = [(await plane.kernel.create_session(CreateSession(request_id=f"fuzz-{i}"))).session_id for i in range(3)]
+    await plane.runtime_started(sessions[1])
+    await plane.kernel.archive_session(sessions[2], "")
+    settings = ControlPlaneSettings(database_url=database_url, listen="127.0.0.1:0", lease_ttl=timedelta(minutes=10),
+                                    idle_stop_after=timedelta(0))
+    async with serve(settings) as running:
+        yield running, sessions
+
+
+async def test_every_rpc_answers_generated_input_with_a_documented_status(control_plane) -> None:
+    running, sessions = control_plane
+    rng = random.Random(SEED)
+    values = Values(rng, sessions)
+    seen = Seen()
+    jobs: list[tuple[str, Message | bytes, list[bytes | Message]]] = []
+    for method in SERVICE.methods:
+        for _ in range(REQUESTS_PER_RPC):
+            request = request_for(method.name, values)
+            more: list[bytes | Message] = []
+            if method.client_streaming:
+                more = [pb.UploadWorkspaceArchiveRequest(chunk=values.chunk()) for _ in range(rng.randrange(3))]
+            jobs.append((method.name, request, more))
+        for _ in range(RAW_REQUESTS_PER_RPC):
+            valid = request_for(method.name, values).SerializeToString()
+            jobs.append((method.name, garbage(rng, valid), [garbage(rng, valid)] if method.client_streaming else []))
+    rng.shuffle(jobs)
+
+    limit = asyncio.Semaphore(CONCURRENCY)
+    options = [("grpc.max_send_message_length", 64 * MB), ("grpc.max_receive_message_length", 64 * MB)]
+    async with grpc.aio.insecure_channel(running.address, options=options) as channel:
+
+        async def one(rpc: str, request: Message | bytes, more: list[bytes | Message]) -> None:
+            # Only the first message of an upload is read before its session is looked up.
+            refuse = isinstance(request, Message) and refusable(request)
+            async with limit:
+                try:
+                    await asyncio.wait_for(exchange(channel, rpc, request, more), 60)
+                    seen.ok(rpc, refuse)
+                except grpc.aio.AioRpcError as error:
+                    seen.error(rpc, error, values.long_prefixes, refuse)
+
+        await asyncio.gather(*(one(*job) for job in jobs))
+
+        # The server still answers, and every RPC was reached.
+        answer = await pb_grpc.SessionKernelServiceStub(channel).GetSession(pb.GetSessionRequest(session_id=sessions[1]))
+        assert answer.session.session_id == sessions[1]
+
+    assert seen.problems == [], "\n".join(sorted(set(seen.problems))[:40])
+    assert len(jobs) >= 3000
+    reached = {rpc for rpc, _ in seen.answers}
+    assert reached == {m.name for m in SERVICE.methods}
+    refusals = {answer.split("/")[1] for _, answer in seen.answers if answer != "OK"}
+    assert {"INVALID_ARGUMENT", "FIELD_TOO_LONG", "MALFORMED_REQUEST", "PAGE_TOKEN_INVALID"} <= refusals
+    # Valid workspace calls reach the (unattached) agent's turn: the session has no runtime, or no stream here.
+    assert {"RUNTIME_NOT_AVAILABLE", "AGENT_NOT_CONNECTED"} <= refusals
+
+
+async def test_bytes_that_are_no_request_are_invalid_argument(control_plane) -> None:
+    running, _ = control_plane
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        for method in SERVICE.methods:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await asyncio.wait_for(exchange(channel, method.name, b"\xff\xfe\xfd"), 30)
+            info = _error_info(refused.value)
+            assert (refused.value.code(), info and info.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+            assert refused.value.details() == f"the request is not a valid {method.input_type.name} message"
