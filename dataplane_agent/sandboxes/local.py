@@ -39,6 +39,7 @@ import structlog
 
 from dataplane_agent.sandboxes.base import MODEL_SOCKET_INNER, DestroyVerdict, Sandbox, SandboxError, SandboxSpec, model_relay
 from dataplane_agent.sandboxes.files import write_private
+from dataplane_agent.sandboxes.host_user import HostUser
 from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
 
 log = structlog.get_logger(__name__)
@@ -81,6 +82,8 @@ class Isolation:
     bwrap: str
     # The user-namespace options that worked (empty: none).
     user_namespace: tuple[str, ...]
+    # Who sandboxes are on the host when the agent is root (see host_user); None: the agent's user.
+    host_user: HostUser | None
     cgroups: SandboxCgroups | None
 
     @property
@@ -93,8 +96,16 @@ class LocalSandboxDriver:
 
     name = "local"
 
-    def __init__(self, root: Path, bwrap: str = "bwrap", limits: LocalLimits = LocalLimits(), cgroup_root: Path = CGROUP_ROOT) -> None:
+    def __init__(
+        self,
+        root: Path,
+        bwrap: str = "bwrap",
+        limits: LocalLimits = LocalLimits(),
+        cgroup_root: Path = CGROUP_ROOT,
+        host_user: HostUser = HostUser(),
+    ) -> None:
         self._root = Path(root).resolve()
+        self._host_user = host_user
         self._bwrap = bwrap
         self._limits = limits
         self._cgroup_root = cgroup_root
@@ -128,12 +139,15 @@ class LocalSandboxDriver:
             )
         try:
             self._root.mkdir(parents=True, exist_ok=True)
+            self._root.chmod(0o700)
         except OSError as error:
             raise SandboxError(f"the sandbox root {self._root} cannot be created: {error.strerror}") from error
+        host_user = await self._find_host_user(bwrap)
         refusals = []
         for user_namespace in _ISOLATION_LADDER:
             mounts = ("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev")
-            refusal = await _try_bwrap([bwrap, "--die-with-parent", *user_namespace, *_NAMESPACES, *mounts, "true"])
+            test = [bwrap, "--die-with-parent", *user_namespace, *_NAMESPACES, *mounts, "true"]
+            refusal = await _try_bwrap(host_user.command({}, test)[1] if host_user else test)
             if not refusal:
                 break
             refusals.append(refusal)
@@ -157,21 +171,37 @@ class LocalSandboxDriver:
             await asyncio.to_thread(cgroups.sweep)
         controllers = sorted(cgroups.controllers) if cgroups else []
         log.info("local_sandbox_isolation", user_namespace=bool(user_namespace), cgroups=controllers)
-        return Isolation(bwrap=bwrap, user_namespace=user_namespace, cgroups=cgroups)
+        return Isolation(bwrap=bwrap, user_namespace=user_namespace, host_user=host_user, cgroups=cgroups)
+
+    async def _find_host_user(self, bwrap: str) -> HostUser | None:
+        """The host user a root agent's sandboxes run as, if this host lets bubblewrap run as it."""
+        if os.geteuid() != 0:
+            return None
+        test = [bwrap, "--die-with-parent", *_USER_NAMESPACE, "--ro-bind", "/", "/", "true"]
+        missing = self._host_user.missing_tools()
+        refusal = f"{', '.join(missing)} not found (util-linux)" if missing else await _try_bwrap(
+            self._host_user.command({}, test)[1])
+        if not refusal:
+            return self._host_user
+        log.warning(
+            "sandbox_host_user_unavailable",
+            host_uid=self._host_user.uid,
+            reason=refusal,
+            consequence="files sandboxes write are owned by root on the host; only the agent's private "
+                        "directories keep other host users from them",
+        )
+        return None
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
         if not _SESSION_ID.match(spec.session_id):
             raise SandboxError(f"session id {spec.session_id!r} cannot name a local sandbox directory")
         sandbox_id = f"local-{spec.session_id}"
         directory = self._root / sandbox_id
+        isolation = await self.isolation()
         try:
-            for part in ("workspace", "home", "tmp", "run"):
-                (directory / part).mkdir(parents=True, exist_ok=True)
-            (directory / "run").chmod(0o700)
+            await asyncio.to_thread(self._prepare, directory, isolation.host_user)
             record = {"sandbox_id": sandbox_id, "session_id": spec.session_id, "agent_id": spec.agent_id, "labels": dict(spec.labels)}
-            (directory / "run" / "sandbox.json").write_text(json.dumps(record))
-            (directory / "run" / "passwd").write_text(_PASSWD)
-            (directory / "run" / "group").write_text(_GROUP)
+            write_private(directory / "run" / "sandbox.json", json.dumps(record))
         except OSError as error:
             raise SandboxError(f"cannot create sandbox directory {directory}: {error}") from error
         self._spec_env[sandbox_id] = dict(spec.env)
@@ -189,6 +219,20 @@ class LocalSandboxDriver:
             home=directory / "home",
         )
 
+    def _prepare(self, directory: Path, host_user: HostUser | None) -> None:
+        """The sandbox's directory: private to the agent; inside it, what the sandbox mounts
+        writable is its user's, `etc/` (its passwd and group) readable, `run/` the agent's alone."""
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)
+        for part in ("workspace", "home", "tmp", "etc", "run"):
+            (directory / part).mkdir(mode=0o700, exist_ok=True)
+        (directory / "etc").chmod(0o755)
+        write_private(directory / "etc" / "passwd", _PASSWD, 0o644)
+        write_private(directory / "etc" / "group", _GROUP, 0o644)
+        if host_user is not None:
+            for part in ("workspace", "home", "tmp"):
+                host_user.hand_over(directory / part)
+
     async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
         if not program:
             raise SandboxError("launcher needs a program to run")
@@ -198,7 +242,9 @@ class LocalSandboxDriver:
         isolation = await self.isolation()
         merged = {"PATH": DEFAULT_PATH, **self._spec_env.get(sandbox.sandbox_id, {}), **env, "HOME": INNER_HOME}
         model_socket = self._model_sockets.get(sandbox.sandbox_id)
-        options = [*self._bwrap_args(isolation, directory, program[0], model_socket), "--clearenv"]
+        sources = self._sources(directory, program[0], model_socket)
+        staged = {name: Path(isolation.host_user.staged(name)) for name in sources} if isolation.host_user else sources
+        options = [*self._bwrap_args(isolation, staged, program[0], model_socket), "--clearenv"]
         for name, value in merged.items():
             options += ["--setenv", name, value]
         if any("\0" in option for option in options):
@@ -209,7 +255,10 @@ class LocalSandboxDriver:
         options_file = write_private(stem.with_name(stem.name + ".bwrap-args"), "".join(f"{option}\0" for option in options))
         # `env -i`: bubblewrap's first process inside is a copy of the launcher, and its
         # /proc/1/environ would show the agent's whole environment to the sandbox.
-        command = [_ENV, "-i", isolation.bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
+        command = [isolation.bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
+        opens = ""
+        if isolation.host_user is not None:
+            opens, command = isolation.host_user.command(sources, command)
         cgroup = isolation.cgroups.shell(sandbox.sandbox_id) if isolation.cgroups else []
         script = "\n".join(
             [
@@ -221,7 +270,8 @@ class LocalSandboxDriver:
                 "echo $$ >> pids",
                 *self._limits.shell(),
                 *cgroup,
-                f"exec {shlex.join(command)} \"$@\" 3< {shlex.quote(str(options_file))}",
+                opens,
+                f"exec {shlex.join([_ENV, '-i', *command])} \"$@\" 3< {shlex.quote(str(options_file))}",
                 "",
             ]
         )
@@ -290,9 +340,21 @@ class LocalSandboxDriver:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} is not a local sandbox")
         return self._root / sandbox.sandbox_id
 
-    def _bwrap_args(self, isolation: Isolation, directory: Path, executable: str, model_socket: Path | None) -> list[str]:
+    def _sources(self, directory: Path, executable: str, model_socket: Path | None) -> dict[str, Path]:
+        """The host directories a launcher mounts into the sandbox, by name (see host_user)."""
+        sources = {name: directory / name for name in ("etc", "workspace", "home", "tmp")}
+        # The program's own directory, unless the system's /usr holds it already.
+        program_dir = Path(executable).resolve().parent if "/" in executable else None
+        if program_dir is not None and not _is_within(program_dir, Path("/usr")):
+            sources["program"] = program_dir
+        if model_socket is not None:
+            sources["model"] = model_socket.parent
+        return sources
+
+    def _bwrap_args(self, isolation: Isolation, sources: Mapping[str, Path], executable: str, model_socket: Path | None) -> list[str]:
+        """bubblewrap's options, mounting `sources` (host paths, or where a hand-over staged them)."""
         args = ["--die-with-parent", "--new-session", *isolation.user_namespace, *_NAMESPACES]
-        if os.geteuid() == 0:  # bubblewrap keeps a privileged caller's capabilities unless told
+        if os.geteuid() == 0 and isolation.host_user is None:  # a privileged caller keeps its capabilities unless told
             args += ["--cap-drop", "ALL"]
         args += ["--hostname", "astrabox", "--ro-bind", "/usr", "/usr"]
         for name in _SYSTEM_DIRS:
@@ -303,18 +365,17 @@ class LocalSandboxDriver:
                 args += ["--ro-bind", str(host), str(host)]
         for name in _ETC_FILES:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        run = directory / "run"
-        args += ["--ro-bind", str(run / "passwd"), "/etc/passwd", "--ro-bind", str(run / "group"), "/etc/group"]
+        args += ["--ro-bind", str(sources["etc"] / "passwd"), "/etc/passwd", "--ro-bind", str(sources["etc"] / "group"), "/etc/group"]
         args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--bind", str(directory / "tmp"), "/tmp"]
-        args += ["--bind", str(directory / "home"), INNER_HOME]
-        args += ["--bind", str(directory / "workspace"), INNER_WORKSPACE]
+        args += ["--bind", str(sources["tmp"]), "/tmp"]
+        args += ["--bind", str(sources["home"]), INNER_HOME]
+        args += ["--bind", str(sources["workspace"]), INNER_WORKSPACE]
         if model_socket is not None:
-            args += ["--ro-bind", str(model_socket), MODEL_SOCKET_INNER]
+            args += ["--ro-bind", str(sources["model"] / model_socket.name), MODEL_SOCKET_INNER]
         # The program's own directory, read-only, mounted last so nothing above hides it.
-        program_dir = Path(executable).resolve().parent if "/" in executable else None
-        if program_dir is not None and not _is_within(program_dir, Path("/usr")):
-            args += ["--ro-bind", str(program_dir), str(program_dir)]
+        if "program" in sources:
+            program_dir = Path(executable).resolve().parent
+            args += ["--ro-bind", str(sources["program"]), str(program_dir)]
         args += ["--remount-ro", "/", "--chdir", INNER_WORKSPACE]
         return args
 

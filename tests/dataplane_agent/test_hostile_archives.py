@@ -207,7 +207,7 @@ async def test_what_an_archive_may_hold_is_unpacked_neutralised_as_the_sandbox_u
     for path in (dest / "bin" / "sh-copy", dest / "shared", dest / "flat"):
         info = os.lstat(path)
         assert not info.st_mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX), path
-        assert info.st_uid == owner, path
+        assert info.st_uid == owner and (info.st_uid != 0 or os.geteuid() != 0), path
     assert os.lstat(dest / "bin" / "again").st_ino == os.lstat(dest / "bin" / "sh-copy").st_ino
     assert os.readlink(dest / "latest") == "bin" and os.readlink(dest / "absolute") == "/workspace/bin/sh-copy"
     listing = (await client.call(list_directory=pb.ListDirectory(path="/workspace/dest/latest")))[-1].listing
