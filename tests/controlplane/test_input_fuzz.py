@@ -31,7 +31,10 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from controlplane.kernel import CreateSession
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
-from controlplane.status import ERROR_DOMAIN
+from controlplane import errors
+from controlplane.edge import MALFORMED_REQUEST
+from controlplane.status import ERROR_DOMAIN, code_for
+from controlplane.validation import FIELD_TOO_LONG, PAGE_TOKEN_INVALID
 
 PROTO = Path(__file__).resolve().parents[2] / "proto/astrabox/sessionkernel/v1/session_kernel_service.proto"
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
@@ -52,10 +55,16 @@ def documented_reasons() -> dict[str, set[grpc.StatusCode]]:
 DOCUMENTED = documented_reasons()
 
 
-def test_the_proto_lists_the_reasons() -> None:
-    assert len(DOCUMENTED) >= 20
+def test_the_proto_lists_every_reason_of_the_control_plane() -> None:
     assert DOCUMENTED["PATH_OUTSIDE_WORKSPACE"] == {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED}
-    assert DOCUMENTED["FIELD_TOO_LONG"] == {grpc.StatusCode.INVALID_ARGUMENT}
+    domain_errors = [errors.Internal("ref"), errors.SessionNotFound("s"), errors.InvalidArgument("f", "m")]
+    domain_errors += [kind("m") for kind in vars(errors).values() if isinstance(kind, type)
+                      and issubclass(kind, errors.KernelError) and kind.__init__ is errors.KernelError.__init__]
+    assert len(domain_errors) >= 10
+    for error in domain_errors:
+        assert code_for(error) in DOCUMENTED[error.reason], error
+    for reason in (FIELD_TOO_LONG, PAGE_TOKEN_INVALID, MALFORMED_REQUEST, "PERMISSION_MODE_INVALID"):
+        assert DOCUMENTED[reason] == {grpc.StatusCode.INVALID_ARGUMENT}
 
 
 # ---- values ------------------------------------------------------------------------------------
