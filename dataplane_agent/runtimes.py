@@ -506,7 +506,8 @@ class Runtimes:
 
 def _runtime_started(sandbox: Sandbox, sandbox_ms: int) -> pb.RuntimeStarted:
     return pb.RuntimeStarted(
-        sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, workspace=str(sandbox.workspace), sandbox_ms=sandbox_ms
+        # Where the workspace is inside the sandbox: host paths never leave the agent.
+        sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, workspace=sandbox.inner_workspace, sandbox_ms=sandbox_ms
     )
 
 

@@ -203,7 +203,7 @@ class LocalSandboxDriver:
             record = {"sandbox_id": sandbox_id, "session_id": spec.session_id, "agent_id": spec.agent_id, "labels": dict(spec.labels)}
             write_private(directory / "run" / "sandbox.json", json.dumps(record))
         except OSError as error:
-            raise SandboxError(f"cannot create sandbox directory {directory}: {error}") from error
+            raise SandboxError(f"cannot create the directory of sandbox {sandbox_id}: {error.strerror}") from error
         self._spec_env[sandbox_id] = dict(spec.env)
         if spec.model_socket is not None:
             self._model_sockets[sandbox_id] = spec.model_socket
@@ -238,7 +238,7 @@ class LocalSandboxDriver:
             raise SandboxError("launcher needs a program to run")
         directory = self._directory(sandbox)
         if not directory.is_dir():
-            raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist (no {directory})")
+            raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist (its directory is gone)")
         isolation = await self.isolation()
         merged = {"PATH": DEFAULT_PATH, **self._spec_env.get(sandbox.sandbox_id, {}), **env, "HOME": INNER_HOME}
         model_socket = self._model_sockets.get(sandbox.sandbox_id)
@@ -316,7 +316,7 @@ class LocalSandboxDriver:
             raise SandboxError(f"session id {spec.session_id!r} cannot name a local sandbox directory")
         source, target = self._directory(sandbox), self._root / f"local-{spec.session_id}"
         if target.exists():
-            raise SandboxError(f"session {spec.session_id} already has a sandbox directory {target}")
+            raise SandboxError(f"session {spec.session_id} already has a sandbox directory")
         # What a pre-started engine runs in the sandbox keeps running: its cgroups are renamed
         # with the sandbox, and its mounts follow the renamed directory.
         cgroups = self._isolation.cgroups if self._isolation else None
@@ -330,7 +330,7 @@ class LocalSandboxDriver:
                     cgroups.rename(target.name, sandbox.sandbox_id)
                 raise
         except OSError as error:
-            raise SandboxError(f"cannot rebind sandbox {sandbox.sandbox_id} to {target}: {error}") from error
+            raise SandboxError(f"cannot rebind sandbox {sandbox.sandbox_id} to session {spec.session_id}: {error.strerror}") from error
         self._spec_env.pop(sandbox.sandbox_id, None)
         self._model_sockets.pop(sandbox.sandbox_id, None)
         return await self.create(spec)

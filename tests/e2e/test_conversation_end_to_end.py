@@ -49,10 +49,6 @@ def final_text(events) -> str:
     return next(e.turn_completed.result for e in reversed(events) if e.WhichOneof("payload") == "turn_completed")
 
 
-def workspace_of(events) -> Path:
-    return Path(next(e.runtime_ready.workspace for e in events if e.WhichOneof("payload") == "runtime_ready"))
-
-
 async def all_events(client, session_id):
     return [e async for e in client.iter_events(session_id)]
 
@@ -60,7 +56,7 @@ async def all_events(client, session_id):
 async def test_denied_then_approved_tool_call(client, stack):
     session = await new_session(client, permission_mode="default")
     sid = session.session_id
-    workspace = workspace_of(await all_events(client, sid))
+    workspace = stack.host_workspace(await all_events(client, sid))
 
     first = await client.send_message(sid, "run: touch approved.txt")
     asked = await until(client, sid, first.seq, kind("interaction_requested"))
@@ -85,7 +81,7 @@ async def test_denied_then_approved_tool_call(client, stack):
 async def test_a_pending_interaction_survives_a_controlplane_restart(client, stack):
     session = await new_session(client, permission_mode="default")
     sid = session.session_id
-    workspace = workspace_of(await all_events(client, sid))
+    workspace = stack.host_workspace(await all_events(client, sid))
     sent = await client.send_message(sid, "run: touch after-restart.txt")
     asked = await until(client, sid, sent.seq, kind("interaction_requested"))
 
@@ -135,7 +131,7 @@ async def test_a_background_task_finishes_after_the_turn(client, stack):
     events = await until(client, sid, sent.seq, turn_end(sent.turn_id))
     assert events[-1].WhichOneof("payload") == "turn_completed"
     opened = await client.get_session(sid)
-    workspace = workspace_of(await all_events(client, sid))
+    workspace = stack.host_workspace(await all_events(client, sid))
 
     def task_closed(e):
         return e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name in (
@@ -169,7 +165,7 @@ async def test_a_sandbox_destroyed_behind_our_back_comes_back_with_its_conversat
     sid = (await new_session(client)).session_id
     first = await client.send_message(sid, "run: echo remember-me > note.txt")
     events = await until(client, sid, first.seq, turn_end(first.turn_id))
-    workspace = workspace_of(await all_events(client, sid))
+    workspace = stack.host_workspace(await all_events(client, sid))
     destroy_behind_the_platforms_back(workspace.parent)
 
     second = await client.send_message(sid, "run: echo back")

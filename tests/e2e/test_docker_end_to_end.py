@@ -13,7 +13,6 @@ import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -89,7 +88,7 @@ async def test_a_session_takes_a_warm_container_and_the_pool_refills(pooled_stac
 
         kinds = [e.WhichOneof("payload") for e in events]
         assert kinds[-1] == "turn_completed" and not events[-1].turn_completed.is_error
-        workspace = Path(events[kinds.index("runtime_ready")].runtime_ready.workspace)
+        workspace = pooled_stack.host_workspace(events)
         assert (workspace / "hello.txt").read_text() == "Hello from AstraBox\n"
         mine = await containers.inspect(f"astrabox-{containers.installation}-{session.session_id}")
         assert mine is not None and mine["Id"] in prepared
@@ -109,7 +108,7 @@ async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key
         events = await collect_turn(client, session.session_id, accepted.turn_id)
         kinds = [e.WhichOneof("payload") for e in events]
         assert kinds[-1] == "turn_completed" and not events[-1].turn_completed.is_error
-        workspace = Path(events[kinds.index("runtime_ready")].runtime_ready.workspace)
+        workspace = keyed_stack.host_workspace(events)
         assert (workspace / "hello.txt").read_text() == "Hello from AstraBox\n"
 
         [listed] = await containers.list()

@@ -53,7 +53,7 @@ async def test_an_idle_local_session_is_stopped_and_resumed_with_its_files_and_c
         await client.wait_for_state(sid, ["READY"], timeout=120)
         accepted = await client.send_message(sid, "Please create hello.txt", client_message_id="m1")
         events = await collect_turn(client, sid, accepted.turn_id)
-        workspace = Path(next(e.runtime_ready.workspace for e in events if e.WhichOneof("payload") == "runtime_ready"))
+        workspace = hibernating_stack.host_workspace(events)
         run = workspace.parent / "run"
         assert cli_pids(run)  # the CLI runs in the sandbox
 

@@ -52,12 +52,12 @@ def stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
         model.stop()
 
 
-async def _ready_workspace(client: AstraBoxClient, request_id: str) -> tuple[str, Path]:
+async def _ready_workspace(client: AstraBoxClient, stack: Stack, request_id: str) -> tuple[str, Path]:
     session = await client.create_session(request_id=request_id)
     await client.wait_for_state(session.session_id, ["READY"], timeout=120)
     async for event in client.iter_events(session.session_id):
         if event.WhichOneof("payload") == "runtime_ready":
-            return session.session_id, Path(event.runtime_ready.workspace)
+            return session.session_id, stack.host_workspace([event])
     raise AssertionError("the session is ready without a runtime_ready event")
 
 
@@ -86,9 +86,9 @@ def _files_holding(root: Path, needle: bytes) -> list[Path]:
 
 
 async def test_from_inside_a_session_only_the_model_route_is_reachable(client: AstraBoxClient, stack: Stack) -> None:
-    other_id, other_workspace = await _ready_workspace(client, "isolation-other")
+    other_id, other_workspace = await _ready_workspace(client, stack, "isolation-other")
     (other_workspace / "private.txt").write_text("the other session's secret")
-    mine_id, workspace = await _ready_workspace(client, "isolation-mine")
+    mine_id, workspace = await _ready_workspace(client, stack, "isolation-mine")
     controlplane_port = stack.address.rpartition(":")[2]
     command = (
         "{ env; cat /proc/[0-9]*/environ | tr '\\0' '\\n'; ps -eo pid,args; } > seen.txt 2>&1; "

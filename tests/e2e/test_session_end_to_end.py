@@ -65,7 +65,7 @@ async def test_real_cli_runs_bash_in_the_sandbox_and_the_stream_shows_the_whole_
     output_seqs = [e.engine_message.output_seq for e in events if e.WhichOneof("payload") == "engine_message"]
     assert output_seqs == sorted(set(output_seqs)) and output_seqs[0] > 0
 
-    workspace = Path(events[kinds.index("runtime_ready")].runtime_ready.workspace)
+    workspace = stack.host_workspace(events)
     assert (workspace / "hello.txt").read_text() == "Hello from AstraBox\n"
 
     final = await client.get_session(session.session_id)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -44,6 +45,13 @@ class Stack:
     def stop(self) -> None:
         for process in [*self.agents, self.controlplane]:
             process.stop()
+
+    def host_workspace(self, events: Iterable[Any]) -> Path:
+        """Where the session's workspace is on this test's host (clients only see /workspace):
+        both drivers keep it in `<agent state>/sandboxes/<sandbox id>/workspace`."""
+        ready = next(e.runtime_ready for e in events if e.WhichOneof("payload") == "runtime_ready")
+        assert ready.workspace == "/workspace", ready.workspace
+        return self.agent_state / "sandboxes" / ready.sandbox_id / "workspace"
 
 
 @pytest.fixture
