@@ -24,7 +24,7 @@ import pytest
 import pytest_asyncio
 
 from astrabox.client import AstraBoxClient
-from tests.support.processes import Process, start_agent, start_controlplane
+from tests.support.processes import Process, start_agent
 
 pytestmark = pytest.mark.e2e
 
