@@ -183,7 +183,7 @@ class WorkspaceService:
             elif op == "exec_command":
                 await self._exec(sandbox, request.exec_command, rid, reply)
             else:
-                raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "OPERATION_UNKNOWN", "the request names no operation")
+                raise WorkspaceError(grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED", f"this agent does not know the workspace operation {op!r}")
         except WorkspaceError as error:
             await _report(reply, rid, error)
         except SandboxError as error:
