@@ -43,12 +43,16 @@ _HEADER_ALLOWANCE = 64 * 1024 * 1024
 _READ_BYTES = 1024 * 1024
 
 
+DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
+DEFAULT_MAX_ENTRIES = 100_000
+
+
 @dataclass(frozen=True, slots=True)
 class UnpackLimits:
     """Bounds on what one upload may unpack to (the agent's --upload-* settings)."""
 
-    max_bytes: int = 1024 * 1024 * 1024
-    max_entries: int = 100_000
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_entries: int = DEFAULT_MAX_ENTRIES
 
 
 class ArchiveRefused(Exception):

@@ -37,6 +37,7 @@ from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.transcripts import TranscriptStore
 from dataplane_agent.warm_engines import EngineWarmer, WarmEngineSettings
+from dataplane_agent.archives import UnpackLimits
 from dataplane_agent.workspace import WorkspaceService
 
 log = structlog.get_logger(__name__)
@@ -101,7 +102,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             record = await state.session(session_id)
             return record.sandbox if record else None
 
-        workspace = WorkspaceService(sandbox_of, driver)
+        upload_limits = UnpackLimits(max_bytes=settings.upload_max_bytes, max_entries=settings.upload_max_entries)
+        workspace = WorkspaceService(sandbox_of, driver, upload_limits)
         relay = RelayClient(
             RelayConfig(
                 target=settings.controlplane,
@@ -159,10 +161,11 @@ async def _stable_agent_id(state: AgentState) -> str:
 def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
     if settings.driver == "local":
         from dataplane_agent.sandboxes.limits import LocalLimits
+        from dataplane_agent.sandboxes.host_user import HostUser
         from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
         limits = LocalLimits(pids=settings.sandbox_pids, memory_mb=settings.sandbox_memory_mb, cpus=settings.sandbox_cpus)
-        return LocalSandboxDriver(settings.state_dir / "sandboxes", limits=limits)
+        return LocalSandboxDriver(settings.state_dir / "sandboxes", limits=limits, host_user=HostUser(settings.sandbox_host_uid))
     if settings.driver == "docker":
         from dataplane_agent.engines.claude_code import BUNDLED_CLI
         from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver

@@ -13,6 +13,9 @@
 | sandbox_cpus     | --sandbox-cpus       | ASTRABOX_SANDBOX_CPUS       | 1.0 **                    |
 | sandbox_memory_mb| --sandbox-memory-mb  | ASTRABOX_SANDBOX_MEMORY_MB  | 2048 **                   |
 | sandbox_pids     | --sandbox-pids       | ASTRABOX_SANDBOX_PIDS       | 512 **                    |
+| sandbox_host_uid | --sandbox-host-uid   | ASTRABOX_SANDBOX_HOST_UID   | 2000000000 ***            |
+| upload_max_bytes | --upload-max-bytes   | ASTRABOX_UPLOAD_MAX_BYTES   | 1 GiB unpacked            |
+| upload_max_entries| --upload-max-entries| ASTRABOX_UPLOAD_MAX_ENTRIES | 100000                    |
 | capacity         | --capacity           | ASTRABOX_AGENT_CAPACITY     | 8                         |
 | model_base_url   | --model-base-url     | ASTRABOX_MODEL_BASE_URL     | built-in offline model *  |
 | api_key          | (a secret: below)    | ANTHROPIC_API_KEY           | empty                     |
@@ -28,6 +31,8 @@
 model on loopback; with only a key it uses https://api.anthropic.com.
 ** Each sandbox's limits, under either driver (0: unlimited); `--docker-cpus`,
 `--docker-memory-mb`, `--docker-pids` and `ASTRABOX_DOCKER_*` are older names.
+*** The host uid (and gid) local sandboxes run as when the agent is root
+(`sandboxes.host_user`); it must own nothing else on the host.
 Secrets come from the environment or from a file (`--enrollment-token-file`,
 `$ASTRABOX_ENROLLMENT_TOKEN_FILE`, `--api-key-file`, `$ANTHROPIC_API_KEY_FILE`),
 so they never show in `ps`; `--enrollment-token` and `--api-key` work too, with
@@ -43,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from astrabox.secret_settings import SecretOption
+from dataplane_agent.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
+from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 
 DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
 DEFAULT_STATE_DIR = "~/.astrabox/agent"
@@ -75,6 +82,11 @@ class AgentSettings:
     sandbox_cpus: float = 1.0
     sandbox_memory_mb: int = 2048
     sandbox_pids: int = 512
+    # The host uid a root agent's local sandboxes run as (what they write is owned by it).
+    sandbox_host_uid: int = DEFAULT_HOST_UID
+    # What one workspace upload may unpack to.
+    upload_max_bytes: int = DEFAULT_MAX_BYTES
+    upload_max_entries: int = DEFAULT_MAX_ENTRIES
     capacity: int = DEFAULT_CAPACITY
     # Empty with no api_key: the built-in offline model.
     model_base_url: str = ""
@@ -116,6 +128,9 @@ class AgentSettings:
             sandbox_cpus=args.sandbox_cpus,
             sandbox_memory_mb=args.sandbox_memory_mb,
             sandbox_pids=args.sandbox_pids,
+            sandbox_host_uid=args.sandbox_host_uid,
+            upload_max_bytes=args.upload_max_bytes,
+            upload_max_entries=args.upload_max_entries,
             capacity=args.capacity,
             model_base_url=args.model_base_url,
             api_key=API_KEY.read(args, env),
@@ -196,6 +211,26 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "default %(default)s)",
     )
     parser.add_argument(
+        "--sandbox-host-uid",
+        type=_host_uid,
+        default=env.get("ASTRABOX_SANDBOX_HOST_UID", str(DEFAULT_HOST_UID)),  # a string: argparse checks it
+        help="host uid and gid a root agent's local sandboxes run as; it must own nothing else "
+        "(env ASTRABOX_SANDBOX_HOST_UID; default %(default)s)",
+    )
+    parser.add_argument(
+        "--upload-max-bytes",
+        type=_positive,
+        default=env.get("ASTRABOX_UPLOAD_MAX_BYTES", str(DEFAULT_MAX_BYTES)),
+        help="most bytes one workspace upload may unpack to (env ASTRABOX_UPLOAD_MAX_BYTES; default %(default)s)",
+    )
+    parser.add_argument(
+        "--upload-max-entries",
+        type=_positive,
+        default=env.get("ASTRABOX_UPLOAD_MAX_ENTRIES", str(DEFAULT_MAX_ENTRIES)),
+        help="most files, directories and links in one workspace upload (env ASTRABOX_UPLOAD_MAX_ENTRIES; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
         "--sandbox-pids",
         "--docker-pids",
         type=int,
@@ -267,3 +302,17 @@ def _sandbox_limit(env: Mapping[str, str], name: str, default: float) -> str | f
     """A sandbox limit from the environment: ASTRABOX_SANDBOX_<name>, else its older name
     ASTRABOX_DOCKER_<name>, else `default`."""
     return env.get(f"ASTRABOX_SANDBOX_{name}", env.get(f"ASTRABOX_DOCKER_{name}", default))
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _host_uid(text: str) -> int:
+    value = int(text)
+    if not 1000 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"must be an unprivileged uid (1000 to 2147483647), got {text!r}")
+    return value

@@ -229,3 +229,17 @@ async def test_an_absolute_link_is_read_as_the_sandbox_sees_it(box) -> None:
     os.symlink("loop", sandbox.workspace / "loop")
     assert error_reason((await client.call(list_directory=pb.ListDirectory(path="loop")))[-1]) == (
         grpc.StatusCode.INVALID_ARGUMENT, "PATH_LOOP")
+
+
+def test_the_upload_limits_and_the_sandbox_host_uid_are_settings() -> None:
+    from dataplane_agent.settings import AgentSettings
+
+    defaults = AgentSettings.from_args([], {})
+    assert (defaults.upload_max_bytes, defaults.upload_max_entries) == (UnpackLimits().max_bytes, UnpackLimits().max_entries)
+    assert defaults.sandbox_host_uid == 2_000_000_000
+    given = AgentSettings.from_args(["--upload-max-bytes", "4096"], {"ASTRABOX_UPLOAD_MAX_ENTRIES": "10",
+                                                                     "ASTRABOX_SANDBOX_HOST_UID": "3000000"})
+    assert (given.upload_max_bytes, given.upload_max_entries, given.sandbox_host_uid) == (4096, 10, 3_000_000)
+    for argv in (["--sandbox-host-uid", "0"], ["--upload-max-entries", "0"]):
+        with pytest.raises(SystemExit):
+            AgentSettings.from_args(argv, {})
