@@ -69,7 +69,7 @@ async def one_session(client: AstraBoxClient, sandboxes: Path, tag: str, destroy
     sid = session.session_id
     watch = client.watch(sid)
     events = await watch_until(watch, lambda e: e.WhichOneof("payload") == "runtime_ready")
-    workspace = Path(events[-1][0].runtime_ready.workspace)
+    workspace = sandboxes / events[-1][0].runtime_ready.sandbox_id / "workspace"  # clients see /workspace
 
     start = time.perf_counter()
     first = await client.send_message(sid, "run: echo one", client_message_id=f"{sid}-m1")

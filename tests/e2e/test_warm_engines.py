@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from astrabox.client import AstraBoxClient
-from tests.e2e.test_conversation_end_to_end import TIMEOUT, all_events, kind, new_session, turn_end, until, workspace_of
+from tests.e2e.test_conversation_end_to_end import TIMEOUT, all_events, kind, new_session, turn_end, until
 from tests.support.processes import start_controlplane
 from tests.support.stack import Stack
 
@@ -51,7 +51,7 @@ async def test_a_session_adopts_the_pools_running_cli_and_gets_its_own_permissio
         sid = session.session_id
         events = await all_events(client, sid)
         assert phases(events)[-3:] == ["sandbox_claimed", "engine_adopted", "ready"]
-        workspace = workspace_of(events)
+        workspace = pooled_stack.host_workspace(events)
         assert workspace.name == "workspace" and sid in str(workspace)
 
         sent = await client.send_message(sid, "run: touch adopted.txt")
@@ -73,4 +73,4 @@ async def test_a_session_adopts_the_pools_running_cli_and_gets_its_own_permissio
         done = await until(client, other.session_id, sent.seq, turn_end(sent.turn_id))
         assert done[-1].WhichOneof("payload") == "turn_completed"
         assert not any(e.WhichOneof("payload") == "interaction_requested" for e in done)
-        assert (workspace_of(other_events) / "quietly.txt").exists() and not (workspace / "quietly.txt").exists()
+        assert (pooled_stack.host_workspace(other_events) / "quietly.txt").exists() and not (workspace / "quietly.txt").exists()
