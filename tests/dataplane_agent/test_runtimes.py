@@ -47,7 +47,7 @@ async def test_start_runtime_reports_its_phases_engine_info_and_runtime_started(
         assert json.loads(outputs[2].engine_info.server_info_json) == info
         started = outputs[-1].runtime_started
         assert started.sandbox_id == "sb-s-1-1"
-        assert started.workspace == str(tmp_path / "sandboxes" / "s-1" / "workspace")
+        assert started.workspace == "/workspace"  # as the sandbox sees it: no host path leaves the agent
         config = engine.last.config
         assert (config.permission_mode, config.model) == ("default", "m-1")
         assert dict(config.env) == MODEL_ENV

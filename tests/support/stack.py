@@ -49,9 +49,14 @@ class Stack:
     def host_workspace(self, events: Iterable[Any]) -> Path:
         """Where the session's workspace is on this test's host (clients only see /workspace):
         both drivers keep it in `<agent state>/sandboxes/<sandbox id>/workspace`."""
-        ready = next(e.runtime_ready for e in events if e.WhichOneof("payload") == "runtime_ready")
-        assert ready.workspace == "/workspace", ready.workspace
-        return self.agent_state / "sandboxes" / ready.sandbox_id / "workspace"
+        event = next(e for e in events if e.WhichOneof("payload") == "runtime_ready")
+        assert event.runtime_ready.workspace == "/workspace", event.runtime_ready.workspace
+        sandboxes = self.agent_state / "sandboxes"
+        if (sandboxes / event.runtime_ready.sandbox_id).is_dir():
+            return sandboxes / event.runtime_ready.sandbox_id / "workspace"
+        # A docker warm-pool sandbox keeps the directory it was made with; its binding names the session.
+        [bound] = [b.parent.parent for b in sandboxes.glob("*/run/binding.json") if event.session_id in b.read_text()]
+        return bound / "workspace"
 
 
 @pytest.fixture

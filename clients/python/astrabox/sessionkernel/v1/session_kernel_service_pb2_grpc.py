@@ -57,10 +57,32 @@ class SessionKernelServiceStub:
     (send a message to bring it back)
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
+    (links are read as the sandbox sees them); or an
+    upload's member, link or hard link would land outside
     PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
-    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path is a file
-    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a tar archive
+    PATH_INVALID             (INVALID_ARGUMENT) a path holds a NUL, is longer than
+    4096 bytes, has a part over 255 bytes or is deeper
+    than 256 directories
+    PATH_LOOP                (INVALID_ARGUMENT) more than 40 symbolic links on a
+    path, or it changed while it was being read
+    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path, or a part of
+    a path, is not a directory
+    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a readable tar
+    archive (plain, gzip, bzip2 or xz), or is truncated
+    ARCHIVE_MEMBER_UNSUPPORTED (INVALID_ARGUMENT) an upload holds a device node,
+    FIFO or other special file
+    PATH_TOO_LONG            (INVALID_ARGUMENT) an upload's member has a path
+    beyond the path limits above
     TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    UNPACKED_TOO_LARGE       (RESOURCE_EXHAUSTED) an upload unpacks to more bytes
+    than the agent allows (--upload-max-bytes)
+    TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
+    the agent allows (--upload-max-entries)
+    UNPACK_FAILED            (FAILED_PRECONDITION) tar inside the sandbox could not
+    unpack a checked upload (e.g. the disk is full); the
+    message quotes its error
+    ARCHIVE_FAILED           (FAILED_PRECONDITION) tar inside the sandbox could not
+    pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
     workspace operation (an older agent)
     INTERNAL                 (INTERNAL) the service failed; the message is only
@@ -198,10 +220,32 @@ class SessionKernelServiceServicer:
     (send a message to bring it back)
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
+    (links are read as the sandbox sees them); or an
+    upload's member, link or hard link would land outside
     PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
-    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path is a file
-    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a tar archive
+    PATH_INVALID             (INVALID_ARGUMENT) a path holds a NUL, is longer than
+    4096 bytes, has a part over 255 bytes or is deeper
+    than 256 directories
+    PATH_LOOP                (INVALID_ARGUMENT) more than 40 symbolic links on a
+    path, or it changed while it was being read
+    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path, or a part of
+    a path, is not a directory
+    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a readable tar
+    archive (plain, gzip, bzip2 or xz), or is truncated
+    ARCHIVE_MEMBER_UNSUPPORTED (INVALID_ARGUMENT) an upload holds a device node,
+    FIFO or other special file
+    PATH_TOO_LONG            (INVALID_ARGUMENT) an upload's member has a path
+    beyond the path limits above
     TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    UNPACKED_TOO_LARGE       (RESOURCE_EXHAUSTED) an upload unpacks to more bytes
+    than the agent allows (--upload-max-bytes)
+    TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
+    the agent allows (--upload-max-entries)
+    UNPACK_FAILED            (FAILED_PRECONDITION) tar inside the sandbox could not
+    unpack a checked upload (e.g. the disk is full); the
+    message quotes its error
+    ARCHIVE_FAILED           (FAILED_PRECONDITION) tar inside the sandbox could not
+    pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
     workspace operation (an older agent)
     INTERNAL                 (INTERNAL) the service failed; the message is only
@@ -463,10 +507,32 @@ class SessionKernelService:
     (send a message to bring it back)
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
+    (links are read as the sandbox sees them); or an
+    upload's member, link or hard link would land outside
     PATH_NOT_FOUND           (NOT_FOUND) no such file or directory in the workspace
-    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path is a file
-    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a tar archive
+    PATH_INVALID             (INVALID_ARGUMENT) a path holds a NUL, is longer than
+    4096 bytes, has a part over 255 bytes or is deeper
+    than 256 directories
+    PATH_LOOP                (INVALID_ARGUMENT) more than 40 symbolic links on a
+    path, or it changed while it was being read
+    NOT_A_DIRECTORY          (INVALID_ARGUMENT) ListWorkspace's path, or a part of
+    a path, is not a directory
+    INVALID_ARCHIVE          (INVALID_ARGUMENT) an upload is not a readable tar
+    archive (plain, gzip, bzip2 or xz), or is truncated
+    ARCHIVE_MEMBER_UNSUPPORTED (INVALID_ARGUMENT) an upload holds a device node,
+    FIFO or other special file
+    PATH_TOO_LONG            (INVALID_ARGUMENT) an upload's member has a path
+    beyond the path limits above
     TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    UNPACKED_TOO_LARGE       (RESOURCE_EXHAUSTED) an upload unpacks to more bytes
+    than the agent allows (--upload-max-bytes)
+    TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
+    the agent allows (--upload-max-entries)
+    UNPACK_FAILED            (FAILED_PRECONDITION) tar inside the sandbox could not
+    unpack a checked upload (e.g. the disk is full); the
+    message quotes its error
+    ARCHIVE_FAILED           (FAILED_PRECONDITION) tar inside the sandbox could not
+    pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
     workspace operation (an older agent)
     INTERNAL                 (INTERNAL) the service failed; the message is only
