@@ -205,12 +205,14 @@ class WorkspaceService:
     async def _download(self, sandbox: Sandbox, path: str, rid: str, reply: Reply) -> None:
         parts = await asyncio.to_thread(locate, sandbox, path)
         where, what = (parts[:-1], parts[-1]) if parts else ([], ".")
-        async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _PACK, "astrabox-download", _inner(sandbox, where), what],
-                                    rid, stdin=asyncio.subprocess.DEVNULL) as process:
-            assert process.stdout is not None
-            while chunk := await process.stdout.read(CHUNK_BYTES):
+        async def send(stdout: asyncio.StreamReader | None) -> None:
+            assert stdout is not None
+            while chunk := await stdout.read(CHUNK_BYTES):
                 await reply(pb.WorkspaceReply(request_id=rid, archive_chunk=chunk))
-            stderr = await _bounded(process.stderr)
+
+        async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _PACK, "astrabox-download", _inner(sandbox, where), what],
+                                    rid) as process:
+            _, stderr = await asyncio.gather(send(process.stdout), _bounded(process.stderr))
             if await process.wait() not in (0, 1):  # 1: a file changed as it was read; the archive stands
                 raise WorkspaceError(grpc.StatusCode.FAILED_PRECONDITION, "ARCHIVE_FAILED",
                                      f"tar in the sandbox could not pack {echo(path)}: {stderr}")
@@ -259,7 +261,7 @@ class WorkspaceService:
                 await reply(pb.WorkspaceReply(request_id=rid, **{name: chunk}))
 
         timeout = command.timeout_ms / 1000 if command.timeout_ms > 0 else DEFAULT_EXEC_TIMEOUT_S
-        async with self._in_sandbox(sandbox, ["/bin/bash", "-lc", command.command], rid) as process:
+        async with self._in_sandbox(sandbox, ["/bin/bash", "-lc", command.command], rid, leaves_processes=True) as process:
             try:
                 async with asyncio.timeout(timeout):
                     await asyncio.gather(pump(process.stdout, "stdout"), pump(process.stderr, "stderr"))
@@ -272,8 +274,10 @@ class WorkspaceService:
         await reply(pb.WorkspaceReply(request_id=rid, last=True, exit_code=code))
 
     @contextlib.asynccontextmanager
-    async def _in_sandbox(self, sandbox: Sandbox, argv: list[str], rid: str, stdin: int = asyncio.subprocess.DEVNULL):
-        """A program running inside the sandbox as its user; on leaving, whatever it started is ended."""
+    async def _in_sandbox(self, sandbox: Sandbox, argv: list[str], rid: str, stdin: int = asyncio.subprocess.DEVNULL,
+                          leaves_processes: bool = False):
+        """A program running inside the sandbox as its user; on leaving, whatever it started is ended
+        (a command may leave processes behind even when it ends: `leaves_processes`)."""
         marker = uuid.uuid4().hex
         # The marker is set by `env` inside, so one launcher serves every request at once.
         env = {"PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
@@ -285,10 +289,12 @@ class WorkspaceService:
         try:
             yield process
         finally:
+            ended = process.returncode is not None
             _kill_group(process.pid)
             with contextlib.suppress(ProcessLookupError):
                 await asyncio.shield(process.wait())
-            await asyncio.shield(self._driver.end_processes(sandbox, marker))
+            if leaves_processes or not ended:
+                await asyncio.shield(self._driver.end_processes(sandbox, marker))
 
 
 async def _report(reply: Reply, rid: str, error: WorkspaceError) -> None:
