@@ -5,7 +5,6 @@ interceptor and a servicer whose every method fails the way a database driver mi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import grpc
 import pytest
