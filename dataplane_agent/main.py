@@ -38,6 +38,7 @@ from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.transcripts import TranscriptStore
 from dataplane_agent.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.archives import UnpackLimits
+from dataplane_agent.sandboxes.disk import WorkspaceDisk
 from dataplane_agent.workspace import WorkspaceService
 
 log = structlog.get_logger(__name__)
@@ -165,7 +166,8 @@ def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
         from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
         limits = LocalLimits(pids=settings.sandbox_pids, memory_mb=settings.sandbox_memory_mb, cpus=settings.sandbox_cpus)
-        return LocalSandboxDriver(settings.state_dir / "sandboxes", limits=limits, host_user=HostUser(settings.sandbox_host_uid))
+        return LocalSandboxDriver(settings.state_dir / "sandboxes", limits=limits,
+                                  host_user=HostUser(settings.sandbox_host_uid), disk=_disk(settings))
     if settings.driver == "docker":
         from dataplane_agent.engines.claude_code import BUNDLED_CLI
         from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
@@ -179,10 +181,15 @@ def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
                 agent_id=agent_id,
                 limits=ContainerLimits(cpus=settings.sandbox_cpus, memory_mb=settings.sandbox_memory_mb, pids=settings.sandbox_pids),
                 program_dirs=[cli.parent],
+                disk=_disk(settings),
             )
         except SandboxError as exc:
             raise AgentError(str(exc)) from exc
     raise AgentError(f"unknown sandbox driver {settings.driver!r} (this agent has: local, docker)")
+
+
+def _disk(settings: AgentSettings) -> WorkspaceDisk | None:
+    return WorkspaceDisk(settings.sandbox_disk_mb) if settings.sandbox_disk_mb else None
 
 
 def _make_pool(

@@ -14,6 +14,7 @@
 | sandbox_memory_mb| --sandbox-memory-mb  | ASTRABOX_SANDBOX_MEMORY_MB  | 2048 **                   |
 | sandbox_pids     | --sandbox-pids       | ASTRABOX_SANDBOX_PIDS       | 512 **                    |
 | sandbox_host_uid | --sandbox-host-uid   | ASTRABOX_SANDBOX_HOST_UID   | 2000000000 ***            |
+| sandbox_disk_mb  | --sandbox-disk-mb    | ASTRABOX_SANDBOX_DISK_MB    | 0 (no limit) ****         |
 | upload_max_bytes | --upload-max-bytes   | ASTRABOX_UPLOAD_MAX_BYTES   | 1 GiB unpacked            |
 | upload_max_entries| --upload-max-entries| ASTRABOX_UPLOAD_MAX_ENTRIES | 100000                    |
 | capacity         | --capacity           | ASTRABOX_AGENT_CAPACITY     | 8                         |
@@ -33,6 +34,8 @@ model on loopback; with only a key it uses https://api.anthropic.com.
 `--docker-memory-mb`, `--docker-pids` and `ASTRABOX_DOCKER_*` are older names.
 *** The host uid (and gid) local sandboxes run as when the agent is root
 (`sandboxes.host_user`); it must own nothing else on the host.
+**** Each workspace's size, enforced by the filesystem: an ext4 image of its
+own, loop-mounted (`sandboxes.disk`; needs root).
 Secrets come from the environment or from a file (`--enrollment-token-file`,
 `$ASTRABOX_ENROLLMENT_TOKEN_FILE`, `--api-key-file`, `$ANTHROPIC_API_KEY_FILE`),
 so they never show in `ps`; `--enrollment-token` and `--api-key` work too, with
@@ -84,6 +87,8 @@ class AgentSettings:
     sandbox_pids: int = 512
     # The host uid a root agent's local sandboxes run as (what they write is owned by it).
     sandbox_host_uid: int = DEFAULT_HOST_UID
+    # Each workspace's size in MiB, as an image of its own; 0: a plain directory, no limit.
+    sandbox_disk_mb: int = 0
     # What one workspace upload may unpack to.
     upload_max_bytes: int = DEFAULT_MAX_BYTES
     upload_max_entries: int = DEFAULT_MAX_ENTRIES
@@ -129,6 +134,7 @@ class AgentSettings:
             sandbox_memory_mb=args.sandbox_memory_mb,
             sandbox_pids=args.sandbox_pids,
             sandbox_host_uid=args.sandbox_host_uid,
+            sandbox_disk_mb=args.sandbox_disk_mb,
             upload_max_bytes=args.upload_max_bytes,
             upload_max_entries=args.upload_max_entries,
             capacity=args.capacity,
@@ -216,6 +222,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=env.get("ASTRABOX_SANDBOX_HOST_UID", str(DEFAULT_HOST_UID)),  # a string: argparse checks it
         help="host uid and gid a root agent's local sandboxes run as; it must own nothing else "
         "(env ASTRABOX_SANDBOX_HOST_UID; default %(default)s)",
+    )
+    parser.add_argument(
+        "--sandbox-disk-mb",
+        type=_not_negative,
+        default=env.get("ASTRABOX_SANDBOX_DISK_MB", "0"),
+        help="size of each sandbox's workspace in MiB, enforced by giving it an ext4 image of its own (needs "
+        "root and loop devices); 0: a plain directory, no limit (env ASTRABOX_SANDBOX_DISK_MB; default %(default)s)",
     )
     parser.add_argument(
         "--upload-max-bytes",
@@ -308,6 +321,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _not_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
     return value
 
 

@@ -229,6 +229,10 @@ class WorkspaceService:
         except ArchiveRefused as refused:
             code = _ARCHIVE_CODES.get(refused.reason, grpc.StatusCode.INVALID_ARGUMENT)
             raise WorkspaceError(code, refused.reason, str(refused)) from None
+        free = await asyncio.to_thread(_free_bytes, sandbox)
+        if checked.bytes > free:
+            raise WorkspaceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "WORKSPACE_FULL",
+                                 f"the archive unpacks to {checked.bytes} bytes; the workspace has {free} bytes free")
         reading, writing = os.pipe()
         try:
             async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _UNPACK, "astrabox-upload", _inner(sandbox, parts)],
@@ -318,6 +322,12 @@ def _feed(spool: IO[bytes], parts: list[str], limits: UnpackLimits, fd: int) -> 
     """Write the canonical copy of the checked upload into the sandbox's tar (a thread)."""
     with open(fd, "wb", closefd=True) as out, contextlib.suppress(BrokenPipeError):
         archives.rewrite(spool, parts, limits, out)
+
+
+def _free_bytes(sandbox: Sandbox) -> int:
+    """Room left in the workspace's file system (its own image, under a disk limit)."""
+    info = os.statvfs(sandbox.workspace)
+    return info.f_bavail * info.f_frsize
 
 
 def _kill_group(pid: int) -> None:

@@ -51,6 +51,7 @@ from dataplane_agent.sandboxes.docker_container import (
     inspect,
     listed,
 )
+from dataplane_agent.sandboxes.disk import WorkspaceDisk, detach
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 
@@ -101,6 +102,7 @@ class DockerSandboxDriver:
         program_dirs: Sequence[Path] = (),
         docker_cli: str = "docker",
         timeout: float = 30.0,
+        disk: WorkspaceDisk | None = None,
     ) -> None:
         if not _ID.match(installation):
             raise SandboxError(f"installation id {installation!r} cannot name containers")
@@ -113,6 +115,10 @@ class DockerSandboxDriver:
         # As root the agent hands the sandbox's directories to the image's user; otherwise the
         # container runs as the agent's own user, which owns them already.
         self._uid, self._gid = (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+        if disk is not None and (why := disk.unavailable()):
+            log.warning("sandbox_disk_limit_unavailable", reason=why, consequence="workspaces are not limited in size")
+            disk = None
+        self._disk = disk
         programs = tuple(dict.fromkeys(Path(d).resolve() for d in program_dirs))
         self._recipe = ContainerRecipe(image, self._uid, self._gid, limits, programs)
 
@@ -156,6 +162,8 @@ class DockerSandboxDriver:
                 directory = await self._make(docker, name, spec)
             else:
                 if not found.running:
+                    if self._disk is not None and found.directory is not None:  # after a reboot: mounted again
+                        await asyncio.to_thread(self._attach, found.directory)
                     await docker.containers.container(found.id).start()
                     log.info("sandbox_restarted", sandbox_id=name, was=found.status)
                 directory = found.directory or HostDirectory(self._root / name)
@@ -285,9 +293,9 @@ class DockerSandboxDriver:
             bound.warning("sandbox_destroy_failed", error=str(error))
             return DestroyVerdict.UNCONFIRMED
         try:
-            await asyncio.wait_for(asyncio.to_thread(shutil.rmtree, directory.path, True), _REMOVE_TIMEOUT)
-        except TimeoutError:
-            pass
+            await asyncio.wait_for(asyncio.to_thread(_discard, directory), _REMOVE_TIMEOUT)
+        except (TimeoutError, SandboxError) as error:
+            bound.warning("sandbox_directory_not_removed", error=str(error) or "timed out")
         if directory.path.exists():
             bound.warning("sandbox_destroy_unconfirmed", reason=f"{directory.path} could not be removed")
             return DestroyVerdict.UNCONFIRMED
@@ -320,6 +328,8 @@ class DockerSandboxDriver:
         directory = HostDirectory(self._root / name)
         await asyncio.to_thread(directory.prepare, self._uid, self._gid, spec.env)
         try:
+            if self._disk is not None:
+                await asyncio.to_thread(self._attach, directory)
             await self._recipe.make(docker, name, self._labels(spec), directory, spec.model_socket)
         except aiodocker.DockerError as error:
             if error.status == 409:  # made meanwhile by another create for the session: its directory too
@@ -328,14 +338,18 @@ class DockerSandboxDriver:
                     raise SandboxError(f"container {name} was made and removed meanwhile; try again") from error
                 self._check_owner(found, spec.session_id, spec.agent_id)
                 return directory
-            await asyncio.to_thread(shutil.rmtree, directory.path, True)
+            await asyncio.to_thread(_discard, directory)
             if error.status == 404:
                 raise SandboxError(f"image {self._image} is missing: run `astrabox image build`") from None
             raise
         except SandboxError:
-            await asyncio.to_thread(shutil.rmtree, directory.path, True)
+            await asyncio.to_thread(_discard, directory)
             raise
         return directory
+
+    def _attach(self, directory: HostDirectory) -> None:
+        assert self._disk is not None
+        self._disk.attach(directory.path, directory.workspace, self._uid, self._gid)
 
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
         own = {SESSION_LABEL: spec.session_id, AGENT_LABEL: spec.agent_id, INSTALLATION_LABEL: self._installation}
@@ -380,3 +394,9 @@ class DockerSandboxDriver:
 def _check_id(value: str, what: str) -> None:
     if not _ID.match(value):
         raise SandboxError(f"{what} {value!r} cannot name a container")
+
+
+def _discard(directory: HostDirectory) -> None:
+    """Remove a sandbox's directory, its workspace image unmounted first."""
+    detach(directory.workspace)
+    shutil.rmtree(directory.path, ignore_errors=True)

@@ -38,6 +38,7 @@ from pathlib import Path
 import structlog
 
 from dataplane_agent.sandboxes.base import MODEL_SOCKET_INNER, DestroyVerdict, Sandbox, SandboxError, SandboxSpec, model_relay
+from dataplane_agent.sandboxes.disk import WorkspaceDisk, detach
 from dataplane_agent.sandboxes.files import write_private
 from dataplane_agent.sandboxes.host_user import HostUser
 from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
@@ -84,6 +85,8 @@ class Isolation:
     user_namespace: tuple[str, ...]
     # Who sandboxes are on the host when the agent is root (see host_user); None: the agent's user.
     host_user: HostUser | None
+    # Each workspace's own image (see disk); None: plain directories, no disk limit.
+    disk: WorkspaceDisk | None
     cgroups: SandboxCgroups | None
 
     @property
@@ -103,9 +106,11 @@ class LocalSandboxDriver:
         limits: LocalLimits = LocalLimits(),
         cgroup_root: Path = CGROUP_ROOT,
         host_user: HostUser = HostUser(),
+        disk: WorkspaceDisk | None = None,
     ) -> None:
         self._root = Path(root).resolve()
         self._host_user = host_user
+        self._disk = disk
         self._bwrap = bwrap
         self._limits = limits
         self._cgroup_root = cgroup_root
@@ -171,7 +176,11 @@ class LocalSandboxDriver:
             await asyncio.to_thread(cgroups.sweep)
         controllers = sorted(cgroups.controllers) if cgroups else []
         log.info("local_sandbox_isolation", user_namespace=bool(user_namespace), cgroups=controllers)
-        return Isolation(bwrap=bwrap, user_namespace=user_namespace, host_user=host_user, cgroups=cgroups)
+        disk = self._disk
+        if disk is not None and (why := disk.unavailable()):
+            log.warning("sandbox_disk_limit_unavailable", reason=why, consequence="workspaces are not limited in size")
+            disk = None
+        return Isolation(bwrap=bwrap, user_namespace=user_namespace, host_user=host_user, cgroups=cgroups, disk=disk)
 
     async def _find_host_user(self, bwrap: str) -> HostUser | None:
         """The host user a root agent's sandboxes run as, if this host lets bubblewrap run as it."""
@@ -199,7 +208,7 @@ class LocalSandboxDriver:
         directory = self._root / sandbox_id
         isolation = await self.isolation()
         try:
-            await asyncio.to_thread(self._prepare, directory, isolation.host_user)
+            await asyncio.to_thread(self._prepare, directory, isolation)
             record = {"sandbox_id": sandbox_id, "session_id": spec.session_id, "agent_id": spec.agent_id, "labels": dict(spec.labels)}
             write_private(directory / "run" / "sandbox.json", json.dumps(record))
         except OSError as error:
@@ -219,7 +228,7 @@ class LocalSandboxDriver:
             home=directory / "home",
         )
 
-    def _prepare(self, directory: Path, host_user: HostUser | None) -> None:
+    def _prepare(self, directory: Path, isolation: Isolation) -> None:
         """The sandbox's directory: private to the agent; inside it, what the sandbox mounts
         writable is its user's, `etc/` (its passwd and group) readable, `run/` the agent's alone."""
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -229,6 +238,10 @@ class LocalSandboxDriver:
         (directory / "etc").chmod(0o755)
         write_private(directory / "etc" / "passwd", _PASSWD, 0o644)
         write_private(directory / "etc" / "group", _GROUP, 0o644)
+        host_user = isolation.host_user
+        if isolation.disk is not None:
+            owner = (host_user.uid, host_user.gid) if host_user else (os.getuid(), os.getgid())
+            isolation.disk.attach(directory, directory / "workspace", *owner)
         if host_user is not None:
             for part in ("workspace", "home", "tmp"):
                 host_user.hand_over(directory / part)
@@ -389,6 +402,7 @@ class LocalSandboxDriver:
 
     def _remove(self, sandbox_id: str, directory: Path) -> None:
         self._stop(sandbox_id, directory)  # nothing may still write into what is being removed
+        detach(directory / "workspace")
         shutil.rmtree(directory, ignore_errors=True)
         if directory.exists():  # a straggler wrote as we removed: once more, then report
             shutil.rmtree(directory)

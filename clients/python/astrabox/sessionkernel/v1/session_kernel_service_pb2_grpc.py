@@ -78,6 +78,8 @@ class SessionKernelServiceStub:
     than the agent allows (--upload-max-bytes)
     TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
     the agent allows (--upload-max-entries)
+    WORKSPACE_FULL           (RESOURCE_EXHAUSTED) an upload unpacks to more than
+    the workspace has free (its disk limit, or the host's)
     UNPACK_FAILED            (FAILED_PRECONDITION) tar inside the sandbox could not
     unpack a checked upload (e.g. the disk is full); the
     message quotes its error
@@ -241,6 +243,8 @@ class SessionKernelServiceServicer:
     than the agent allows (--upload-max-bytes)
     TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
     the agent allows (--upload-max-entries)
+    WORKSPACE_FULL           (RESOURCE_EXHAUSTED) an upload unpacks to more than
+    the workspace has free (its disk limit, or the host's)
     UNPACK_FAILED            (FAILED_PRECONDITION) tar inside the sandbox could not
     unpack a checked upload (e.g. the disk is full); the
     message quotes its error
@@ -528,6 +532,8 @@ class SessionKernelService:
     than the agent allows (--upload-max-bytes)
     TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
     the agent allows (--upload-max-entries)
+    WORKSPACE_FULL           (RESOURCE_EXHAUSTED) an upload unpacks to more than
+    the workspace has free (its disk limit, or the host's)
     UNPACK_FAILED            (FAILED_PRECONDITION) tar inside the sandbox could not
     unpack a checked upload (e.g. the disk is full); the
     message quotes its error
