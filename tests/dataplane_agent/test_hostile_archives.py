@@ -5,6 +5,7 @@ known to be bypassable (CPython before 3.11.13), because the agent never relies 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -125,25 +126,36 @@ REFUSED: dict[str, tuple[Callable[[], bytes], grpc.StatusCode, str]] = {
 }
 
 
-@pytest.fixture(params=["local", "docker"])
-async def box(request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
-    """A sandbox of each driver (docker: skips without a Docker daemon)."""
+SPEC = SandboxSpec(session_id="s1", agent_id="a1", labels={SESSION_LABEL: "s1", AGENT_LABEL: "a1"})
+
+
+@contextlib.asynccontextmanager
+async def sandbox_of(kind: str, sandbox_root: Path, bwrap: str, **options: object) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
+    """A sandbox of the `kind` driver (docker: skips without a Docker daemon), destroyed afterwards."""
     driver: SandboxDriver
     containers = None
-    if request.param == "local":
-        driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap)
+    if kind == "local":
+        driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, **options)  # type: ignore[arg-type]
     else:
         await require_docker()
         containers = Containers(new_installation())
         driver = DockerSandboxDriver(sandbox_root, installation=containers.installation, agent_id="a1",
-                                     limits=ContainerLimits(cpus=1, memory_mb=512, pids=256), program_dirs=[BUNDLED_CLI.parent])
+                                     limits=ContainerLimits(cpus=1, memory_mb=512, pids=256),
+                                     program_dirs=[BUNDLED_CLI.parent], **options)  # type: ignore[arg-type]
     try:
-        sandbox = await driver.create(SandboxSpec(session_id="s1", agent_id="a1", labels={SESSION_LABEL: "s1", AGENT_LABEL: "a1"}))
+        sandbox = await driver.create(SPEC)
         yield driver, sandbox
         await driver.destroy(sandbox)
     finally:
         if containers is not None:
             await containers.remove_all()
+
+
+@pytest.fixture(params=["local", "docker"])
+async def box(request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
+    """A sandbox of each driver."""
+    async with sandbox_of(request.param, sandbox_root, bwrap) as made:
+        yield made
 
 
 @pytest.fixture

@@ -12,38 +12,18 @@ import grpc
 import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engines.claude_code import BUNDLED_CLI
-from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, Sandbox, SandboxDriver, SandboxSpec
+from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
 from dataplane_agent.sandboxes.disk import IMAGE, WorkspaceDisk
-from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
-from dataplane_agent.sandboxes.local import LocalSandboxDriver
-from tests.dataplane_agent.test_hostile_archives import archive, gzip_bomb, member, service
+from tests.dataplane_agent.test_hostile_archives import SPEC, archive, gzip_bomb, member, sandbox_of, service
 from tests.dataplane_agent.test_workspace import error_reason
-from tests.support.containers import Containers, new_installation, require_docker
 
 DISK = WorkspaceDisk(size_mb=32)
-SPEC = SandboxSpec(session_id="s1", agent_id="a1", labels={SESSION_LABEL: "s1", AGENT_LABEL: "a1"})
-
-
 @pytest.fixture(params=["local", "docker"])
 async def limited(request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
     if why := DISK.unavailable():
         pytest.skip(f"workspace images cannot be mounted here: {why}")
-    containers = None
-    if request.param == "local":
-        driver: SandboxDriver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, disk=DISK)
-    else:
-        await require_docker()
-        containers = Containers(new_installation())
-        driver = DockerSandboxDriver(sandbox_root, installation=containers.installation, agent_id="a1", disk=DISK,
-                                     limits=ContainerLimits(cpus=1, memory_mb=512, pids=256), program_dirs=[BUNDLED_CLI.parent])
-    try:
-        sandbox = await driver.create(SPEC)
-        yield driver, sandbox
-        await driver.destroy(sandbox)
-    finally:
-        if containers is not None:
-            await containers.remove_all()
+    async with sandbox_of(request.param, sandbox_root, bwrap, disk=DISK) as made:
+        yield made
 
 
 async def test_a_full_workspace_refuses_writes_and_uploads_and_is_unmounted_with_its_sandbox(limited) -> None:
