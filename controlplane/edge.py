@@ -11,6 +11,7 @@ exception's text.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,10 +35,15 @@ class _Undecodable:
 
 
 class Edge(grpc.aio.ServerInterceptor):
-    """Guards the methods of the services named; calls to other services pass untouched."""
+    """Guards the methods of the services named; calls to other services pass untouched.
 
-    def __init__(self, *service_names: str) -> None:
+    `internal` services (the agents' and replicas' RunnerService) get the decoding and the error
+    mapping only: their requests carry engine output, which is data, not bounded fields; and a
+    refused agent stream is not drained (it does not end until the agent goes)."""
+
+    def __init__(self, *service_names: str, internal: tuple[str, ...] = ()) -> None:
         self._prefixes = tuple(f"/{name}/" for name in service_names)
+        self._internal = tuple(f"/{name}/" for name in internal)
 
     async def intercept_service(
         self,
@@ -46,13 +52,18 @@ class Edge(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or not method.startswith(self._prefixes):
+        if handler is None:
             return handler
-        return guarded(handler, method)
+        if method.startswith(self._prefixes):
+            return guarded(handler, method)
+        if method.startswith(self._internal):
+            return guarded(handler, method, bounded=False)
+        return handler
 
 
-def guarded(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-    """`handler` with tolerant decoding, bounded requests and every error mapped to a status."""
+def guarded(handler: grpc.RpcMethodHandler, method: str, bounded: bool = True) -> grpc.RpcMethodHandler:
+    """`handler` with tolerant decoding, requests bounded (unless not `bounded`) and every error
+    mapped to a status."""
     decode = handler.request_deserializer
     type_name = method.rsplit("/", 1)[-1] + "Request"
 
@@ -62,21 +73,26 @@ def guarded(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandle
         except Exception:  # DecodeError, or bad UTF-8 in a string field
             return _Undecodable(type_name)
 
+    # A streaming handler either yields its responses or writes them with context.write and
+    # returns; the latter is wrapped as the unary-response handler it then is.
     if handler.unary_unary:
-        kind, behavior = "unary_unary", _unary_unary(handler.unary_unary, method)
+        kind, behavior = "unary_unary", _unary_unary(handler.unary_unary, method, bounded)
     elif handler.unary_stream:
-        kind, behavior = "unary_stream", _unary_stream(handler.unary_stream, method)
+        wrap = _unary_stream if inspect.isasyncgenfunction(handler.unary_stream) else _unary_unary
+        kind, behavior = "unary_stream", wrap(handler.unary_stream, method, bounded)
     elif handler.stream_unary:
-        kind, behavior = "stream_unary", _stream_unary(handler.stream_unary, method)
+        kind, behavior = "stream_unary", _stream_unary(handler.stream_unary, method, bounded)
     else:
-        kind, behavior = "stream_stream", _stream_stream(handler.stream_stream, method)
+        wrap = _stream_stream if inspect.isasyncgenfunction(handler.stream_stream) else _stream_unary
+        kind, behavior = "stream_stream", wrap(handler.stream_stream, method, bounded)
     return handler._replace(request_deserializer=deserialize, **{kind: behavior})
 
 
-def _checked(request: Message | _Undecodable) -> Message:
+def _checked(request: Message | _Undecodable, bounded: bool = True) -> Message:
     if isinstance(request, _Undecodable):
         raise InvalidArgument("", f"the request is not a valid {request.type_name} message", MALFORMED_REQUEST)
-    validation.request(request)
+    if bounded:
+        validation.request(request)
     return request
 
 
@@ -85,14 +101,15 @@ class _CheckedStream:
     InvalidArgument to the handler, and the stream stays readable (`controlplane.workspace.drain`
     reads the rest of a refused call before the refusal is sent)."""
 
-    def __init__(self, requests: AsyncIterator[Any]) -> None:
+    def __init__(self, requests: AsyncIterator[Any], bounded: bool) -> None:
         self._requests = requests
+        self._bounded = bounded
 
     def __aiter__(self) -> _CheckedStream:
         return self
 
     async def __anext__(self) -> Message:
-        return _checked(await anext(self._requests))
+        return _checked(await anext(self._requests), self._bounded)
 
 
 async def _refuse(context: grpc.aio.ServicerContext, error: Exception, method: str) -> None:
@@ -102,10 +119,10 @@ async def _refuse(context: grpc.aio.ServicerContext, error: Exception, method: s
     await context.abort_with_status(to_status(known))
 
 
-def _unary_unary(behavior: Callable[..., Awaitable[Any]], method: str) -> Callable[..., Awaitable[Any]]:
+def _unary_unary(behavior: Callable[..., Awaitable[Any]], method: str, bounded: bool) -> Callable[..., Awaitable[Any]]:
     async def call(request: Message | _Undecodable, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await behavior(_checked(request), context)
+            return await behavior(_checked(request, bounded), context)
         except grpc.aio.AbortError:
             raise
         except Exception as error:
@@ -114,10 +131,10 @@ def _unary_unary(behavior: Callable[..., Awaitable[Any]], method: str) -> Callab
     return call
 
 
-def _unary_stream(behavior: Callable[..., AsyncIterator[Any]], method: str) -> Callable[..., AsyncIterator[Any]]:
+def _unary_stream(behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool) -> Callable[..., AsyncIterator[Any]]:
     async def call(request: Message | _Undecodable, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
-            async for response in behavior(_checked(request), context):
+            async for response in behavior(_checked(request, bounded), context):
                 yield response
         except grpc.aio.AbortError:
             raise
@@ -127,30 +144,32 @@ def _unary_stream(behavior: Callable[..., AsyncIterator[Any]], method: str) -> C
     return call
 
 
-def _stream_unary(behavior: Callable[..., Awaitable[Any]], method: str) -> Callable[..., Awaitable[Any]]:
+def _stream_unary(behavior: Callable[..., Awaitable[Any]], method: str, bounded: bool) -> Callable[..., Awaitable[Any]]:
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        checked = _CheckedStream(requests)
+        checked = _CheckedStream(requests, bounded)
         try:
             return await behavior(checked, context)
         except grpc.aio.AbortError:
             raise
         except Exception as error:
-            await drain(requests)  # see `drain`: else the client may see its own write fail instead
+            if bounded:
+                await drain(requests)  # see `drain`: else the client may see its own write fail instead
             await _refuse(context, error, method)
 
     return call
 
 
-def _stream_stream(behavior: Callable[..., AsyncIterator[Any]], method: str) -> Callable[..., AsyncIterator[Any]]:
+def _stream_stream(behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool) -> Callable[..., AsyncIterator[Any]]:
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        checked = _CheckedStream(requests)
+        checked = _CheckedStream(requests, bounded)
         try:
             async for response in behavior(checked, context):
                 yield response
         except grpc.aio.AbortError:
             raise
         except Exception as error:
-            await drain(requests)
+            if bounded:
+                await drain(requests)
             await _refuse(context, error, method)
 
     return call

@@ -70,8 +70,9 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         await migrate(pool)
         secret = await read_cluster_secret(pool)
         server = grpc.aio.server(
-            # The client-facing service; RunnerService's callers are agents and other replicas.
-            interceptors=[Edge(SERVICE_NAMES[0])],
+            # The client-facing service is bounded field by field; RunnerService's callers (agents,
+            # other replicas) get the decoding and error mapping only.
+            interceptors=[Edge(SERVICE_NAMES[0], internal=SERVICE_NAMES[1:])],
             options=[
                 ("grpc.so_reuseport", 0),
                 # Agents send transcript snapshots of up to 16 MiB in one output.

@@ -26,8 +26,10 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from astrabox.runner.v1 import runner_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
+from controlplane.forwarding import SECRET_METADATA, read_cluster_secret
 from controlplane.kernel import CreateSession
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
@@ -395,3 +397,24 @@ async def test_bytes_that_are_no_request_are_invalid_argument(control_plane) -> 
             info = _error_info(refused.value)
             assert (refused.value.code(), info and info.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
             assert refused.value.details() == f"the request is not a valid {method.input_type.name} message"
+
+
+async def test_bytes_that_are_no_request_to_the_runner_service_are_invalid_argument(control_plane) -> None:
+    """The agents' and replicas' service is reachable by anyone who reaches the port: garbage is refused
+    as clearly there, before any credential is looked at."""
+    running, _ = control_plane
+    runner = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"]
+    # Replicas present the cluster secret before their requests are read.
+    replica = ((SECRET_METADATA, await read_cluster_secret(running.pool)),)
+    rng = random.Random(SEED)
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        for method in runner.methods:
+            for body in (b"\xff\xfe\xfd", bytes(rng.randrange(256) for _ in range(4096))):
+                call = channel.stream_stream(f"/{runner.full_name}/{method.name}")
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    async with asyncio.timeout(30):
+                        async for _ in call(iter([body]), metadata=replica):
+                            pass
+                info = _error_info(refused.value)
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+                assert info is not None and info.reason == "MALFORMED_REQUEST"
