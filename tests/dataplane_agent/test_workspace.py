@@ -18,6 +18,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.workspace import MAX_UPLOAD_BYTES, WorkspaceService
+from tests.support.archives import unpack
 
 
 @pytest.fixture
@@ -110,8 +111,7 @@ async def test_a_repository_round_trips_and_git_runs_inside(sandbox, tmp_path: P
 
     archive = b"".join(r.archive_chunk for r in await client.call(read_archive=pb.ReadArchive(path="repo")))
     out = tmp_path / "downloaded"
-    with tarfile.open(fileobj=io.BytesIO(archive)) as extracted:
-        extracted.extractall(out, filter="data")
+    unpack(archive, out)
     downloaded, original = tree(out / "repo"), tree(tmp_path / "src" / "repo")
     # `git status` refreshes the stat cache in .git/index; every other byte is unchanged.
     assert downloaded.keys() == original.keys()

@@ -3,16 +3,15 @@ a repository uploaded, listed, used with git, downloaded byte for byte; escapes 
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
+from tests.support.archives import unpack
 
 pytestmark = pytest.mark.e2e
 
@@ -50,8 +49,7 @@ async def test_a_repository_round_trips_through_the_api(client: AstraBoxClient, 
 
     archive = await client.download_archive(sid, "repo")
     out = tmp_path / "out"
-    with tarfile.open(fileobj=io.BytesIO(archive)) as extracted:
-        extracted.extractall(out, filter="data")
+    unpack(archive, out)
     downloaded, original = files(out / "repo"), files(repo)
     # `git status` refreshes the stat cache in .git/index; every other byte is unchanged.
     downloaded.pop(".git/index"), original.pop(".git/index")
