@@ -22,7 +22,7 @@ import signal
 import stat
 import tempfile
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -34,7 +34,7 @@ from google.rpc import error_details_pb2, status_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent import archives
 from dataplane_agent.archives import ArchiveRefused, UnpackLimits
-from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError
+from dataplane_agent.sandboxes.base import END_MARKED, RUN_MARKER, Sandbox, SandboxDriver, SandboxError
 from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal, split
 
 log = structlog.get_logger(__name__)
@@ -45,11 +45,12 @@ DEFAULT_EXEC_TIMEOUT_S = 600.0
 _EXEC_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _ECHO_CHARS = 64
 _STDERR_BYTES = 2048
-# The environment variable that marks every process of one workspace command (see end_processes).
-RUN_MARKER = "ASTRABOX_RUN"
-# tar inside the sandbox, as its user: $1 is the destination or source under the workspace.
-_UNPACK = 'mkdir -p -- "$1" && cd -- "$1" && exec tar -x -f - --no-same-owner --no-same-permissions --no-overwrite-dir'
-_PACK = 'cd -- "$1" && exec tar -c -f - --format=pax -- "$2"'
+# A workspace command inside the sandbox: $2 with the marker $1 in its environment (and its
+# children's), then whatever it left running ended, in the same process: no second round trip.
+_RUN = f'/usr/bin/env {RUN_MARKER}="$1" /bin/bash -lc "$2"\ncode=$?\n{END_MARKED}\nend_marked "$1"\nexit $code\n'
+# tar inside the sandbox, as its user: $1 is the marker, $2 where it unpacks or packs from, $3 what it packs.
+_UNPACK = f'export {RUN_MARKER}="$1"; mkdir -p -- "$2" && cd -- "$2" && exec tar -x -f - --no-same-owner --no-same-permissions --no-overwrite-dir'
+_PACK = f'export {RUN_MARKER}="$1"; cd -- "$2" && exec tar -c -f - --format=pax -- "$3"'
 
 Reply = Callable[[pb.WorkspaceReply], Awaitable[None]]
 SandboxLookup = Callable[[str], Awaitable[Sandbox | None]]
@@ -210,8 +211,8 @@ class WorkspaceService:
             while chunk := await stdout.read(CHUNK_BYTES):
                 await reply(pb.WorkspaceReply(request_id=rid, archive_chunk=chunk))
 
-        async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _PACK, "astrabox-download", _inner(sandbox, where), what],
-                                    rid) as process:
+        async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _PACK, "astrabox-download"], rid,
+                                    _inner(sandbox, where), what) as process:
             _, stderr = await asyncio.gather(send(process.stdout), _bounded(process.stderr))
             if await process.wait() not in (0, 1):  # 1: a file changed as it was read; the archive stands
                 raise WorkspaceError(grpc.StatusCode.FAILED_PRECONDITION, "ARCHIVE_FAILED",
@@ -235,8 +236,8 @@ class WorkspaceService:
                                  f"the archive unpacks to {checked.bytes} bytes; the workspace has {free} bytes free")
         reading, writing = os.pipe()
         try:
-            async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _UNPACK, "astrabox-upload", _inner(sandbox, parts)],
-                                        rid, stdin=reading) as process:
+            async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _UNPACK, "astrabox-upload"], rid,
+                                        _inner(sandbox, parts), stdin=reading) as process:
                 os.close(reading)
                 reading = -1
                 feeding = asyncio.create_task(asyncio.to_thread(_feed, upload.spool, parts, self._limits, writing))
@@ -265,7 +266,7 @@ class WorkspaceService:
                 await reply(pb.WorkspaceReply(request_id=rid, **{name: chunk}))
 
         timeout = command.timeout_ms / 1000 if command.timeout_ms > 0 else DEFAULT_EXEC_TIMEOUT_S
-        async with self._in_sandbox(sandbox, ["/bin/bash", "-lc", command.command], rid, leaves_processes=True) as process:
+        async with self._in_sandbox(sandbox, ["/bin/bash", "-c", _RUN, "astrabox-run"], rid, command.command) as process:
             try:
                 async with asyncio.timeout(timeout):
                     await asyncio.gather(pump(process.stdout, "stdout"), pump(process.stderr, "stderr"))
@@ -278,16 +279,15 @@ class WorkspaceService:
         await reply(pb.WorkspaceReply(request_id=rid, last=True, exit_code=code))
 
     @contextlib.asynccontextmanager
-    async def _in_sandbox(self, sandbox: Sandbox, argv: list[str], rid: str, stdin: int = asyncio.subprocess.DEVNULL,
-                          leaves_processes: bool = False):
-        """A program running inside the sandbox as its user; on leaving, whatever it started is ended
-        (a command may leave processes behind even when it ends: `leaves_processes`)."""
+    async def _in_sandbox(self, sandbox: Sandbox, argv: list[str], rid: str, *args: str,
+                          stdin: int = asyncio.subprocess.DEVNULL) -> AsyncIterator[asyncio.subprocess.Process]:
+        """`argv` running inside the sandbox as its user, given a fresh marker and then `args`; one
+        that does not end by itself is ended with every process it started."""
         marker = uuid.uuid4().hex
-        # The marker is set by `env` inside, so one launcher serves every request at once.
         env = {"PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
-        launcher = await self._driver.launcher(sandbox, ["/usr/bin/env"], env)
+        launcher = await self._driver.launcher(sandbox, argv[:1], env)
         process = await asyncio.create_subprocess_exec(
-            str(launcher), f"{RUN_MARKER}={marker}", *argv, stdin=stdin,
+            str(launcher), *argv[1:], marker, *args, stdin=stdin,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
         try:
@@ -297,7 +297,7 @@ class WorkspaceService:
             _kill_group(process.pid)
             with contextlib.suppress(ProcessLookupError):
                 await asyncio.shield(process.wait())
-            if leaves_processes or not ended:
+            if not ended:
                 await asyncio.shield(self._driver.end_processes(sandbox, marker))
 
 

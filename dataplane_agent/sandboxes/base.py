@@ -35,6 +35,32 @@ def model_relay(program: Sequence[str]) -> list[str]:
     return ["/bin/sh", "-c", _RELAY_SCRIPT, "astrabox-model-relay", *program]
 
 
+# The marker in the environment of every process one workspace command starts (see end_processes).
+RUN_MARKER = "ASTRABOX_RUN"
+# Defines `end_marked MARKER` in bash: end every process of the sandbox whose environment carries
+# ASTRABOX_RUN=MARKER. Builtins only: under a fork bomb the sandbox has no pid to spare for a
+# `grep`. Each round stops what it finds (a stopped process forks no more), then kills it, until a
+# round finds nothing (status 0) or 100 rounds pass (status 1).
+END_MARKED = r"""
+end_marked() {
+  local marker="ASTRABOX_RUN=$1" round entry pid variable found
+  for ((round = 0; round < 100; round++)); do
+    found=()
+    for entry in /proc/[0-9]*; do
+      pid=${entry#/proc/}
+      [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+      while IFS= read -r -d '' variable; do
+        if [[ $variable == "$marker" ]]; then kill -STOP "$pid" 2>/dev/null && found+=("$pid"); break; fi
+      done < "$entry/environ" 2>/dev/null
+    done
+    ((${#found[@]})) || return 0
+    kill -KILL "${found[@]}" 2>/dev/null
+  done
+  return 1
+}
+"""
+
+
 # Labels every sandbox carries (the docker driver sets them on its containers).
 SESSION_LABEL = "astrabox.session_id"
 AGENT_LABEL = "astrabox.agent_id"

@@ -30,6 +30,7 @@ import structlog
 
 from dataplane_agent.images import DEFAULT_IMAGE, SANDBOX_UID
 from dataplane_agent.sandboxes.base import (
+    END_MARKED,
     AGENT_LABEL,
     INSTALLATION_LABEL,
     POOL_LABEL,
@@ -64,25 +65,6 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _REMOVE_TIMEOUT = 30.0
 # Seconds `docker stop` lets the container's init end before it kills it (see `stop`).
 _STOP_GRACE = 2
-# Ends the processes carrying ASTRABOX_RUN=$1 in their environment, from inside the container. Bash
-# builtins only: under a fork bomb the container has no pid to spare for a `grep`. Each round stops
-# what it finds (a stopped process forks no more) and then kills it, until a round finds nothing.
-_END_PROCESSES = r"""
-marker="ASTRABOX_RUN=$1"
-for ((round = 0; round < 100; round++)); do
-  found=()
-  for entry in /proc/[0-9]*; do
-    pid=${entry#/proc/}
-    [[ $pid == $$ ]] && continue
-    while IFS= read -r -d '' variable; do
-      if [[ $variable == "$marker" ]]; then kill -STOP "$pid" 2>/dev/null && found+=("$pid"); break; fi
-    done < "$entry/environ" 2>/dev/null
-  done
-  ((${#found[@]})) || exit 0
-  kill -KILL "${found[@]}" 2>/dev/null
-done
-exit 1
-"""
 _END_ATTEMPTS = 20
 
 
@@ -238,11 +220,12 @@ class DockerSandboxDriver:
                     if found is None or not found.running:
                         return
                     run = await docker.containers.container(found.id).exec(
-                        ["/bin/bash", "-c", _END_PROCESSES, "astrabox-end", marker], user=f"{self._uid}:{self._gid}")
+                        ["/bin/bash", "-c", END_MARKED + 'end_marked "$1"', "astrabox-end", marker],
+                        user=f"{self._uid}:{self._gid}")
                     async with run.start(detach=False) as stream:
                         while await stream.read_out() is not None:
                             pass
-                    if (await run.inspect()).get("ExitCode") == 0:
+                    if (await run.inspect()).get("ExitCode") == 0:  # else a round limit: try again
                         return
             except (SandboxError, aiodocker.DockerError) as error:
                 log.debug("sandbox_end_processes_retry", sandbox_id=sandbox.sandbox_id, attempt=attempt, error=str(error))
