@@ -206,6 +206,7 @@ class WorkspaceService:
     async def _download(self, sandbox: Sandbox, path: str, rid: str, reply: Reply) -> None:
         parts = await asyncio.to_thread(locate, sandbox, path)
         where, what = (parts[:-1], parts[-1]) if parts else ([], ".")
+
         async def send(stdout: asyncio.StreamReader | None) -> None:
             assert stdout is not None
             while chunk := await stdout.read(CHUNK_BYTES):
