@@ -182,6 +182,7 @@ def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
                 limits=ContainerLimits(cpus=settings.sandbox_cpus, memory_mb=settings.sandbox_memory_mb, pids=settings.sandbox_pids),
                 program_dirs=[cli.parent],
                 disk=_disk(settings),
+                host_uid=settings.sandbox_host_uid,
             )
         except SandboxError as exc:
             raise AgentError(str(exc)) from exc

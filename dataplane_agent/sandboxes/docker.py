@@ -28,7 +28,7 @@ from pathlib import Path
 import aiodocker
 import structlog
 
-from dataplane_agent.images import DEFAULT_IMAGE, SANDBOX_UID
+from dataplane_agent.images import DEFAULT_IMAGE
 from dataplane_agent.sandboxes.base import (
     END_MARKED,
     AGENT_LABEL,
@@ -54,6 +54,7 @@ from dataplane_agent.sandboxes.docker_container import (
 )
 from dataplane_agent.sandboxes.disk import WorkspaceDisk, detach
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
+from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 
 __all__ = ["ContainerLimits", "DockerSandboxDriver"]
@@ -85,6 +86,7 @@ class DockerSandboxDriver:
         docker_cli: str = "docker",
         timeout: float = 30.0,
         disk: WorkspaceDisk | None = None,
+        host_uid: int = DEFAULT_HOST_UID,
     ) -> None:
         if not _ID.match(installation):
             raise SandboxError(f"installation id {installation!r} cannot name containers")
@@ -94,9 +96,10 @@ class DockerSandboxDriver:
         self._agent_id = agent_id
         self._docker_cli = docker_cli
         self._engine = DockerEngine(timeout)
-        # As root the agent hands the sandbox's directories to the image's user; otherwise the
-        # container runs as the agent's own user, which owns them already.
-        self._uid, self._gid = (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+        # As root the agent runs containers as `host_uid`, which owns nothing else on the host (the
+        # image's uid 1000 is often a person's), and hands it the sandbox's directories; otherwise
+        # the container runs as the agent's own user, which owns them already.
+        self._uid, self._gid = (host_uid, host_uid) if os.geteuid() == 0 else (os.getuid(), os.getgid())
         if disk is not None and (why := disk.unavailable()):
             log.warning("sandbox_disk_limit_unavailable", reason=why, consequence="workspaces are not limited in size")
             disk = None
@@ -205,7 +208,7 @@ class DockerSandboxDriver:
         # a command line, not in the container's configuration.
         inner = model_relay(program) if found.model_route else list(program)
         command = [self._cli() or self._docker_cli, "exec", "-i", "--env-file", str(directory.launcher_env(stem))]
-        command += ["--workdir", INNER_WORKSPACE, "--user", f"{self._uid}:{self._gid}", found.id, *inner]
+        command += ["--workdir", INNER_WORKSPACE, "--user", self._user(found), found.id, *inner]
         purpose = f"Runs {program[0]} inside the AstraBox sandbox {sandbox.sandbox_id}."
         return await asyncio.to_thread(directory.write_launcher, stem, merged, command, purpose)
 
@@ -221,7 +224,7 @@ class DockerSandboxDriver:
                         return
                     run = await docker.containers.container(found.id).exec(
                         ["/bin/bash", "-c", END_MARKED + 'end_marked "$1"', "astrabox-end", marker],
-                        user=f"{self._uid}:{self._gid}")
+                        user=self._user(found))
                     async with run.start(detach=False) as stream:
                         while await stream.read_out() is not None:
                             pass
@@ -329,6 +332,11 @@ class DockerSandboxDriver:
             await asyncio.to_thread(_discard, directory)
             raise
         return directory
+
+    def _user(self, found: Container) -> str:
+        """Who programs run as in `found`: its own user (a container made by an earlier version
+        may run as another uid than this driver's)."""
+        return found.user or f"{self._uid}:{self._gid}"
 
     def _attach(self, directory: HostDirectory) -> None:
         assert self._disk is not None

@@ -83,6 +83,9 @@ class ContainerRecipe:
             _bind(directory.workspace, INNER_WORKSPACE),
             _bind(directory.home, INNER_HOME),
             _bind(directory.hosts, "/etc/hosts", read_only=True),
+            # Who the sandbox's user is: the image's own passwd names uid 1000, not the host uid.
+            _bind(directory.passwd, "/etc/passwd", read_only=True),
+            _bind(directory.group, "/etc/group", read_only=True),
             *(_bind(path, str(path), read_only=True) for path in self.program_dirs),
         ]
         if model_socket is not None:
@@ -136,6 +139,8 @@ class Container:
     directory: HostDirectory | None
     model_route: bool
     created_at: float
+    # "uid:gid" the container runs as (what a launcher execs as); empty when a listing did not say.
+    user: str = ""
 
     def labels_now(self) -> dict[str, str]:
         """Its labels, overridden by its binding record (written by a rebind); reads the record."""
@@ -174,6 +179,7 @@ async def inspect(docker: aiodocker.Docker, name: str) -> Container | None:
         directory=_directory_of(mounts),
         model_route=any(m.get("Destination") in _MODEL_TARGETS for m in mounts),
         created_at=_timestamp(str(info.get("Created", ""))),
+        user=str((info.get("Config") or {}).get("User") or ""),
     )
 
 

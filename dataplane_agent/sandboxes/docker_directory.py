@@ -57,6 +57,14 @@ class HostDirectory:
     def hosts(self) -> Path:
         return self.path / "hosts"
 
+    @property
+    def passwd(self) -> Path:
+        return self.path / "passwd"
+
+    @property
+    def group(self) -> Path:
+        return self.path / "group"
+
     def prepare(self, uid: int, gid: int, env: Mapping[str, str]) -> None:
         """Make the directory of a new sandbox, with its /etc/hosts and `env` as its spec's
         environment: the mounted directories the sandbox user's and private to it, `run/` the agent's."""
@@ -68,6 +76,9 @@ class HostDirectory:
                 os.chown(part, uid, gid)
             part.chmod(0o700)
         write_private(self.hosts, _HOSTS, 0o644)
+        write_private(self.passwd, f"root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{uid}:{gid}:AstraBox sandbox:/home/agent:/bin/bash\n"
+                      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", 0o644)
+        write_private(self.group, f"root:x:0:\nagent:x:{gid}:\nnogroup:x:65534:\n", 0o644)
         self.write_env(env)
 
     def write_env(self, env: Mapping[str, str]) -> None:

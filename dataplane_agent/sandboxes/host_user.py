@@ -20,7 +20,8 @@ bubblewrap starts:
 Everything a sandbox writes is then owned on the host by that uid, which owns
 nothing else: a setuid bit on such a file gives nobody more than they have.
 The default uid sits above the ranges systemd and useradd hand out for
-containers and subordinate ids (`--sandbox-host-uid` to choose another).
+containers and subordinate ids (`--sandbox-host-uid` to choose another). The
+docker driver runs a root agent's containers as the same uid.
 """
 
 from __future__ import annotations

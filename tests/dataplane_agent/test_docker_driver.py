@@ -31,6 +31,7 @@ from dataplane_agent.sandboxes.base import (
     SandboxSpec,
 )
 from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
+from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from tests.support.containers import Containers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,11 +79,14 @@ async def test_a_command_writes_into_the_host_workspace_as_an_unprivileged_user(
     sandbox = await driver.create(spec("s1"))
     assert sandbox.driver == "docker" and sandbox.inner_workspace == "/workspace"
 
-    result = await sh(driver, sandbox, 'pwd; id -u; echo "made inside" > made.txt')
+    result = await sh(driver, sandbox, 'pwd; id -u; id -un; echo "made inside" > made.txt')
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["/workspace", "1000"]
+    # As root the agent runs containers as a uid of their own (not the image's 1000, often a person's).
+    uid = DEFAULT_HOST_UID if os.geteuid() == 0 else os.getuid()
+    assert result.stdout.split() == ["/workspace", str(uid), "agent" if os.geteuid() == 0 else result.stdout.split()[2]]
     assert (sandbox.workspace / "made.txt").read_text() == "made inside\n"
+    assert (sandbox.workspace / "made.txt").stat().st_uid == uid
 
 
 async def test_the_bundled_cli_runs_inside(driver: DockerSandboxDriver) -> None:
@@ -229,8 +233,9 @@ async def test_the_container_is_hardened_and_its_configuration_holds_no_secret(
     assert config["Labels"][SESSION_LABEL] == "hard" and config["Labels"][AGENT_LABEL] == "agent-1"
     assert config["Labels"][INSTALLATION_LABEL] == containers.installation
     mounts = {m["Destination"]: m for m in info["Mounts"]}
-    assert set(mounts) == {"/workspace", "/home/agent", "/etc/hosts", "/run/astrabox", str(BUNDLED_CLI.parent)}
-    assert not any(mounts[target]["RW"] for target in ("/etc/hosts", "/run/astrabox", str(BUNDLED_CLI.parent)))
+    read_only = {"/etc/hosts", "/etc/passwd", "/etc/group", "/run/astrabox", str(BUNDLED_CLI.parent)}
+    assert set(mounts) == {"/workspace", "/home/agent", *read_only}
+    assert not any(mounts[target]["RW"] for target in read_only)
     assert SECRET not in json.dumps(info)
 
 

@@ -20,6 +20,7 @@ from astrabox.client import AstraBoxClient
 from astrabox.sessionkernel.v1 import session_pb2
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, SESSION_LABEL
+from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from tests.e2e.test_session_end_to_end import (  # noqa: F401 - the foundation's test, run here with docker
     collect_turn,
     test_real_cli_runs_bash_in_the_sandbox_and_the_stream_shows_the_whole_turn,
@@ -119,7 +120,7 @@ async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key
         assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd") and not host["Privileged"]
         assert host["ReadonlyRootfs"] is True and "no-new-privileges" in host["SecurityOpt"]
         assert host["NetworkMode"] == "none"
-        assert config["User"] == "1000:1000"
+        assert config["User"] == f"{DEFAULT_HOST_UID}:{DEFAULT_HOST_UID}"  # a uid of its own, not the image's 1000
         labels = config["Labels"]
         assert labels[SESSION_LABEL] == session.session_id and labels[AGENT_LABEL] == "e2e-agent"
         assert labels[INSTALLATION_LABEL] == containers.installation
