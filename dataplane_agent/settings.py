@@ -32,8 +32,8 @@
 model on loopback; with only a key it uses https://api.anthropic.com.
 ** Each sandbox's limits, under either driver (0: unlimited); `--docker-cpus`,
 `--docker-memory-mb`, `--docker-pids` and `ASTRABOX_DOCKER_*` are older names.
-*** The host uid (and gid) local sandboxes run as when the agent is root
-(`sandboxes.host_user`); it must own nothing else on the host.
+*** The host uid (and gid) sandboxes run as when the agent is root, local and
+docker alike (`sandboxes.host_user`); it must own nothing else on the host.
 **** Each workspace's size, enforced by the filesystem: an ext4 image of its
 own, loop-mounted (`sandboxes.disk`; needs root).
 Secrets come from the environment or from a file (`--enrollment-token-file`,
@@ -85,7 +85,7 @@ class AgentSettings:
     sandbox_cpus: float = 1.0
     sandbox_memory_mb: int = 2048
     sandbox_pids: int = 512
-    # The host uid a root agent's local sandboxes run as (what they write is owned by it).
+    # The host uid a root agent's sandboxes run as (what they write is owned by it).
     sandbox_host_uid: int = DEFAULT_HOST_UID
     # Each workspace's size in MiB, as an image of its own; 0: a plain directory, no limit.
     sandbox_disk_mb: int = 0
@@ -220,7 +220,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--sandbox-host-uid",
         type=_host_uid,
         default=env.get("ASTRABOX_SANDBOX_HOST_UID", str(DEFAULT_HOST_UID)),  # a string: argparse checks it
-        help="host uid and gid a root agent's local sandboxes run as; it must own nothing else "
+        help="host uid and gid a root agent's sandboxes (local and docker) run as; it must own nothing else "
         "(env ASTRABOX_SANDBOX_HOST_UID; default %(default)s)",
     )
     parser.add_argument(
