@@ -23,6 +23,7 @@ from google.protobuf import timestamp_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane.agents import AgentHello, Agents, Lease, agent_key
+from controlplane.errors import KernelError
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.status import rpc_status_for
@@ -141,16 +142,21 @@ class _AgentStream:
             asyncio.create_task(self._pump_commands(), name="relay-commands"),
             asyncio.create_task(self._write(context), name="relay-write"),
         ]
+        refusal: KernelError | None = None
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                if not task.cancelled() and task.exception() is not None:
-                    self._log.warning("relay_stream_failed", error=repr(task.exception()))
+                if not task.cancelled() and (error := task.exception()) is not None:
+                    self._log.warning("relay_stream_failed", error=repr(error))
+                    if isinstance(error, KernelError):  # e.g. a message that is no ConnectRequest
+                        refusal = error
         finally:
             for task in tasks:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.gather(*tasks, return_exceptions=True)
+        if refusal is not None:
+            raise refusal  # the edge answers it with its status
 
     async def _write(self, context: grpc.aio.ServicerContext) -> None:
         while True:

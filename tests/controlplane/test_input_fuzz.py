@@ -418,3 +418,22 @@ async def test_bytes_that_are_no_request_to_the_runner_service_are_invalid_argum
                 info = _error_info(refused.value)
                 assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
                 assert info is not None and info.reason == "MALFORMED_REQUEST"
+
+
+async def test_an_agent_stream_that_turns_to_garbage_is_refused_as_malformed(control_plane) -> None:
+    """After a valid Hello and its Welcome, bytes that are no ConnectRequest end the stream with
+    INVALID_ARGUMENT, not with OK or UNKNOWN."""
+    running, _ = control_plane
+    hello = runner_service_pb2.ConnectRequest(hello=runner_service_pb2.Hello(agent_id="garbage-agent", instance_id="i1"))
+    connect = "/astrabox.runner.v1.RunnerService/Connect"
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        call = channel.stream_stream(connect)(iter([hello.SerializeToString(), b"\xff\xfe\xfd" * 100]))
+        answers = []
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            async with asyncio.timeout(30):
+                async for answer in call:
+                    answers.append(runner_service_pb2.ConnectResponse.FromString(answer))
+        assert answers and answers[0].WhichOneof("message") == "welcome"
+        info = _error_info(refused.value)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and info is not None
+        assert info.reason == "MALFORMED_REQUEST"
