@@ -84,6 +84,20 @@ def liar(size: int) -> bytes:
     return info.tobuf(format=tarfile.PAX_FORMAT) + bytes(2048)
 
 
+def giant_pax_header(size: int) -> bytes:
+    """A gzip'd archive whose first member has a PAX extended header of `size` bytes (one long
+    record), which a reader would otherwise take into memory whole."""
+    record_body = b" comment=" + b"a" * (size - 40) + b"\n"
+    length = len(record_body) + len(str(len(record_body))) + 1
+    record = str(length).encode() + record_body
+    header = tarfile.TarInfo("././@PaxHeader")
+    header.type, header.size = tarfile.XHDTYPE, len(record)
+    blocks = header.tobuf(format=tarfile.USTAR_FORMAT) + record + bytes(-len(record) % 512)
+    blocks += archive(member("after", data=b"x"))
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return compressor.compress(blocks) + compressor.flush()
+
+
 def many_entries(count: int) -> bytes:
     return archive(*(member(f"f{i}") for i in range(count)))
 
@@ -115,6 +129,7 @@ REFUSED: dict[str, tuple[Callable[[], bytes], grpc.StatusCode, str]] = {
     "a header that lies about a huge size": (
         lambda: liar(2**40),
         grpc.StatusCode.RESOURCE_EXHAUSTED, "UNPACKED_TOO_LARGE"),
+    "a 100 MiB PAX header": (lambda: giant_pax_header(100 * 1024 * 1024), grpc.StatusCode.RESOURCE_EXHAUSTED, "UNPACKED_TOO_LARGE"),
     "100k entries": (lambda: many_entries(100_001), grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_ENTRIES"),
     "a 300-byte name": (lambda: archive(member("n" * 300, data=b"x")), grpc.StatusCode.INVALID_ARGUMENT, "PATH_TOO_LONG"),
     "2,000 directories deep": (lambda: archive(member("d/" * 2000 + "f", data=b"x")), grpc.StatusCode.INVALID_ARGUMENT, "PATH_TOO_LONG"),
