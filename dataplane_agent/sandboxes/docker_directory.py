@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dataplane_agent.sandboxes.base import POOL_LABEL, SESSION_LABEL, Sandbox, SandboxError
-from dataplane_agent.sandboxes.files import write_private
+from dataplane_agent.sandboxes.files import write_accounts, write_private
 
 _BINDING = "binding.json"
 _SPEC_ENV = "sandbox.env.json"
@@ -76,9 +76,7 @@ class HostDirectory:
                 os.chown(part, uid, gid)
             part.chmod(0o700)
         write_private(self.hosts, _HOSTS, 0o644)
-        write_private(self.passwd, f"root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{uid}:{gid}:AstraBox sandbox:/home/agent:/bin/bash\n"
-                      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", 0o644)
-        write_private(self.group, f"root:x:0:\nagent:x:{gid}:\nnogroup:x:65534:\n", 0o644)
+        write_accounts(self.path, uid, gid, "/home/agent", shell="/bin/bash")  # as the image's own passwd has it
         self.write_env(env)
 
     def write_env(self, env: Mapping[str, str]) -> None:

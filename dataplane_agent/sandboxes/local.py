@@ -39,7 +39,7 @@ import structlog
 
 from dataplane_agent.sandboxes.base import MODEL_SOCKET_INNER, DestroyVerdict, Sandbox, SandboxError, SandboxSpec, model_relay
 from dataplane_agent.sandboxes.disk import WorkspaceDisk, detach
-from dataplane_agent.sandboxes.files import write_private
+from dataplane_agent.sandboxes.files import write_accounts, write_private
 from dataplane_agent.sandboxes.host_user import HostUser
 from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
 
@@ -68,12 +68,6 @@ _NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net
 _USER_NAMESPACE = ("--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID))
 # The strongest first; the last one is the floor: without it the driver refuses to run.
 _ISOLATION_LADDER = ((*_USER_NAMESPACE, "--disable-userns"), _USER_NAMESPACE, ())
-_PASSWD = (
-    "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-    f"agent:x:{INNER_UID}:{INNER_UID}:AstraBox sandbox:{INNER_HOME}:/bin/sh\n"
-    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-)
-_GROUP = f"root:x:0:\nagent:x:{INNER_UID}:\nnogroup:x:65534:\n"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -236,8 +230,7 @@ class LocalSandboxDriver:
         for part in ("workspace", "home", "tmp", "etc", "run"):
             (directory / part).mkdir(mode=0o700, exist_ok=True)
         (directory / "etc").chmod(0o755)
-        write_private(directory / "etc" / "passwd", _PASSWD, 0o644)
-        write_private(directory / "etc" / "group", _GROUP, 0o644)
+        write_accounts(directory / "etc", INNER_UID, INNER_UID, INNER_HOME)
         host_user = isolation.host_user
         if isolation.disk is not None:
             owner = (host_user.uid, host_user.gid) if host_user else (os.getuid(), os.getgid())
