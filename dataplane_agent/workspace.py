@@ -143,6 +143,11 @@ class WorkspaceService:
             self._tasks[request.request_id] = task
             task.add_done_callback(lambda _t, rid=request.request_id: self._tasks.pop(rid, None))
 
+    async def end_leftovers(self, sandboxes: Sequence[Sandbox]) -> None:
+        """End what commands of an earlier agent process left running in `sandboxes` (a crash
+        stops no command in a container). Call before serving: then no command of ours runs."""
+        await asyncio.gather(*(self._driver.end_processes(sandbox, "") for sandbox in sandboxes))
+
     async def close(self) -> None:
         for task in list(self._tasks.values()):
             task.cancel()

@@ -38,7 +38,7 @@ def model_relay(program: Sequence[str]) -> list[str]:
 # The marker in the environment of every process one workspace command starts (see end_processes).
 RUN_MARKER = "ASTRABOX_RUN"
 # Defines `end_marked MARKER` in bash: end every process of the sandbox whose environment carries
-# ASTRABOX_RUN=MARKER. Builtins only: under a fork bomb the sandbox has no pid to spare for a
+# ASTRABOX_RUN=MARKER (an empty MARKER: any ASTRABOX_RUN). Builtins only: under a fork bomb the sandbox has no pid to spare for a
 # `grep`. Each round stops what it finds (a stopped process forks no more), then kills it, until a
 # round finds nothing (status 0) or 100 rounds pass (status 1).
 END_MARKED = r"""
@@ -50,7 +50,9 @@ end_marked() {
       pid=${entry#/proc/}
       [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
       while IFS= read -r -d '' variable; do
-        if [[ $variable == "$marker" ]]; then kill -STOP "$pid" 2>/dev/null && found+=("$pid"); break; fi
+        if [[ $variable == "$marker" || ( -z $1 && $variable == ASTRABOX_RUN=* ) ]]; then
+          kill -STOP "$pid" 2>/dev/null && found+=("$pid"); break
+        fi
       done < "$entry/environ" 2>/dev/null
     done
     ((${#found[@]})) || return 0
@@ -128,8 +130,9 @@ class SandboxDriver(Protocol):
 
     async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
         """End every process of the sandbox that was started with ASTRABOX_RUN=`marker` in its
-        environment (one workspace command and whatever it left behind), where the launcher's
-        own end does not already end them. Never raises for a sandbox that is gone."""
+        environment (one workspace command and whatever it left behind; an empty `marker`: every
+        command's), where the launcher's own end does not already end them. Never raises for a
+        sandbox that is gone."""
 
     async def stop(self, sandbox: Sandbox) -> None:
         """Stop everything running in the sandbox and keep its files (workspace, home, tmp as the
