@@ -22,12 +22,11 @@ import asyncpg
 import grpc
 import structlog
 from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane.errors import AgentNotConnected, KernelError, WorkspaceFailed
-from controlplane.status import to_status
+from controlplane.status import error_info, to_status
 from controlplane.workspace import REPLY_TIMEOUT_S, WorkspaceRouter, drain
 
 log = structlog.get_logger(__name__)
@@ -98,7 +97,7 @@ class ReplicaLinks:
         except TimeoutError:
             raise _unreachable(agent_id, address) from None
         except grpc.aio.AioRpcError as error:
-            info = _error_info(error)
+            info = error_info(error)
             if info is None and error.code() in _CONNECTION_LOST:
                 await self._forget(address)  # a new channel next time, not gRPC's reconnect backoff
             raise _failure(error, info, agent_id, address) from error
@@ -177,18 +176,6 @@ def _failure(
     failed = WorkspaceFailed(error.code(), info.reason, error.details() or "")
     failed.metadata = dict(info.metadata)
     return failed
-
-
-def _error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
-    try:
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    except (ValueError, AttributeError):
-        return None
-    for detail in status.details if status else ():
-        info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
-            return info
-    return None
 
 
 class ForwardingServicer:

@@ -82,3 +82,15 @@ def maps_errors(method: F) -> F:
 
     return wrapper  # type: ignore[return-value]
 
+
+def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo a failed call carries (the reading side of `to_status`); None without one."""
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    except (ValueError, AttributeError):
+        return None
+    for detail in status.details if status else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
+    return None

@@ -23,8 +23,6 @@ import grpc
 import pytest
 import pytest_asyncio
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from astrabox.runner.v1 import runner_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
@@ -35,7 +33,7 @@ from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from controlplane import errors
 from controlplane.edge import MALFORMED_REQUEST
-from controlplane.status import ERROR_DOMAIN, code_for
+from controlplane.status import ERROR_DOMAIN, code_for, error_info
 from controlplane.validation import FIELD_TOO_LONG, PAGE_TOKEN_INVALID
 
 PROTO = Path(__file__).resolve().parents[2] / "proto/astrabox/sessionkernel/v1/session_kernel_service.proto"
@@ -259,7 +257,7 @@ class Seen:
 
     def error(self, rpc: str, error: grpc.aio.AioRpcError, long_prefixes: set[str], refuse: bool) -> None:
         code, details = error.code(), error.details() or ""
-        info = _error_info(error)
+        info = error_info(error)
         reason = info.reason if info else "<no ErrorInfo>"
         key = (rpc, f"{code.name}/{reason}")
         self.answers[key] = self.answers.get(key, 0) + 1
@@ -278,18 +276,6 @@ class Seen:
             self.problems.append(f"{where}: ErrorInfo metadata of more than {MAX_DETAILS} characters")
         if any(prefix in details for prefix in long_prefixes):
             self.problems.append(f"{where}: echoes 100 characters of input or more")
-
-
-def _error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
-    try:
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    except ValueError:
-        return None
-    for detail in status.details if status else ():
-        info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
-            return info
-    return None
 
 
 async def read_some(call: grpc.aio.UnaryStreamCall, quiet: float | None) -> None:
@@ -394,7 +380,7 @@ async def test_bytes_that_are_no_request_are_invalid_argument(control_plane) -> 
         for method in SERVICE.methods:
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await asyncio.wait_for(exchange(channel, method.name, b"\xff\xfe\xfd"), 30)
-            info = _error_info(refused.value)
+            info = error_info(refused.value)
             assert (refused.value.code(), info and info.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
             assert refused.value.details() == f"the request is not a valid {method.input_type.name} message"
 
@@ -415,7 +401,7 @@ async def test_bytes_that_are_no_request_to_the_runner_service_are_invalid_argum
                     async with asyncio.timeout(30):
                         async for _ in call(iter([body]), metadata=replica):
                             pass
-                info = _error_info(refused.value)
+                info = error_info(refused.value)
                 assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
                 assert info is not None and info.reason == "MALFORMED_REQUEST"
 
@@ -434,6 +420,6 @@ async def test_an_agent_stream_that_turns_to_garbage_is_refused_as_malformed(con
                 async for answer in call:
                     answers.append(runner_service_pb2.ConnectResponse.FromString(answer))
         assert answers and answers[0].WhichOneof("message") == "welcome"
-        info = _error_info(refused.value)
+        info = error_info(refused.value)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and info is not None
         assert info.reason == "MALFORMED_REQUEST"
