@@ -12,6 +12,7 @@ already settled cannot overwrite newer state.
 from __future__ import annotations
 
 import json
+import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,7 +76,9 @@ class OutputCommitter:
     async def _commit_session(
         self, tx: JournalTransaction, agent_id: str, session_id: str, outputs: list[runner_pb2.Output]
     ) -> int:
-        row = await tx.lock_session(session_id)
+        # An id that is not a session's (a buggy or hostile agent's) names no row: its outputs are
+        # dropped like an unknown session's rather than failing the whole stream on the query.
+        row = await tx.lock_session(session_id) if _is_session_id(session_id) else None
         last_offered = outputs[-1].output_seq
         if row is None or row["state"] == SessionState.DELETED.value or row["agent_id"] != agent_id:
             # Nowhere to journal them (unknown or deleted session, or one placed
@@ -324,3 +327,11 @@ def _slash_commands(server_info: Any) -> list[str]:
         if name:
             names.append(str(name))
     return names
+
+
+def _is_session_id(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True

@@ -46,5 +46,17 @@ async def test_a_reconciled_sandbox_is_journaled_and_one_of_a_deleted_session_is
     assert len(await plane.journal.read(gone, 0, 100)) == before
 
 
+async def test_outputs_for_an_id_that_is_no_session_are_acknowledged_and_the_others_journaled(plane):
+    await plane.connect_agent("agent-1")
+    sid = (await plane.kernel.create_session(_create("beside-bad-ids"))).session_id
+    await plane.runtime_started(sid)
+    destroyed = runner_pb2.SandboxReconciled(action="destroyed", sandbox_id="local-pool-1", driver="local", reason="x")
+    for bad in ("pool-06c2cb0b488e4687", "x" * 300, "00000000-0000-0000-0000-000000000000"):
+        await plane.report(bad, sandbox_reconciled=destroyed)  # acknowledged, never a failed stream
+    adopted = runner_pb2.SandboxReconciled(action="adopted", sandbox_id="sb", driver="local", reason="restart")
+    await plane.report(sid, sandbox_reconciled=adopted)
+    assert (await plane.journal.read(sid, 0, 100))[-1].kind is EventKind.SANDBOX_RECONCILED
+
+
 def _create(request_id: str) -> CreateSession:
     return CreateSession(request_id=request_id)
