@@ -202,9 +202,8 @@ class LocalSandboxDriver:
         directory = self._root / sandbox_id
         isolation = await self.isolation()
         try:
-            await asyncio.to_thread(self._prepare, directory, isolation)
             record = {"sandbox_id": sandbox_id, "session_id": spec.session_id, "agent_id": spec.agent_id, "labels": dict(spec.labels)}
-            write_private(directory / "run" / "sandbox.json", json.dumps(record))
+            await asyncio.to_thread(self._prepare, directory, isolation, json.dumps(record))
         except OSError as error:
             raise SandboxError(f"cannot create the directory of sandbox {sandbox_id}: {error.strerror}") from error
         self._spec_env[sandbox_id] = dict(spec.env)
@@ -222,13 +221,16 @@ class LocalSandboxDriver:
             home=directory / "home",
         )
 
-    def _prepare(self, directory: Path, isolation: Isolation) -> None:
+    def _prepare(self, directory: Path, isolation: Isolation, record: str) -> None:
         """The sandbox's directory: private to the agent; inside it, what the sandbox mounts
-        writable is its user's, `etc/` (its passwd and group) readable, `run/` the agent's alone."""
+        writable is its user's, `etc/` (its passwd and group) readable, `run/` the agent's alone.
+        Its `record` (whose it is, its labels) is written first: the reconciler, listing sandboxes
+        meanwhile, must not take a pool sandbox in the making for a session's."""
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory.chmod(0o700)
         for part in ("workspace", "home", "tmp", "etc", "run"):
             (directory / part).mkdir(mode=0o700, exist_ok=True)
+        write_private(directory / "run" / "sandbox.json", record)
         (directory / "etc").chmod(0o755)
         write_accounts(directory / "etc", INNER_UID, INNER_UID, INNER_HOME)
         host_user = isolation.host_user
