@@ -119,19 +119,23 @@ async def run_up(data_dir: Path, listen: str, database_url: str) -> int:
 async def run_demo(args: argparse.Namespace, prompt: str) -> int:
     from astrabox.cli import run_prompt
     from astrabox.sessionkernel.v1 import session_pb2
+    from dataplane_agent.sandboxes.disk import release_mounts
 
     logs.configure(level="warning")
     with tempfile.TemporaryDirectory(prefix="astrabox-demo-") as scratch:
         os.chmod(scratch, 0o711)  # the embedded PostgreSQL runs as `postgres` when we are root
-        async with stack(Path(scratch), "127.0.0.1:0") as address:
-            print(f"AstraBox is up on {address} (embedded PostgreSQL, local bubblewrap sandbox, "
-                  "offline model unless ANTHROPIC_API_KEY is set)\n", flush=True)
-            status, session = await run_prompt(address, prompt, timeout=args.timeout)
-            written = sorted((Path(scratch) / "agent").rglob("workspace/*"))
-            print("\nworkspace after the turn:")
-            for path in written:
-                content = path.read_text(errors="replace") if path.is_file() and path.stat().st_size < 4096 else ""
-                print(f"  {path.name}: {content.strip()}")
-            state = session_pb2.SessionState.Name(session.state).removeprefix("SESSION_STATE_")
-            print(f"\nsession {session.session_id} is {state}")
+        try:
+            async with stack(Path(scratch), "127.0.0.1:0") as address:
+                print(f"AstraBox is up on {address} (embedded PostgreSQL, local bubblewrap sandbox, "
+                      "offline model unless ANTHROPIC_API_KEY is set)\n", flush=True)
+                status, session = await run_prompt(address, prompt, timeout=args.timeout)
+                written = sorted((Path(scratch) / "agent").rglob("workspace/*"))
+                print("\nworkspace after the turn:")
+                for path in written:
+                    content = path.read_text(errors="replace") if path.is_file() and path.stat().st_size < 4096 else ""
+                    print(f"  {path.name}: {content.strip()}")
+                state = session_pb2.SessionState.Name(session.state).removeprefix("SESSION_STATE_")
+                print(f"\nsession {session.session_id} is {state}")
+        finally:  # the workspace images go with the demo's directory
+            release_mounts(Path(scratch))
     return status

@@ -38,7 +38,9 @@ from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.transcripts import TranscriptStore
 from dataplane_agent.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.archives import UnpackLimits
+from dataplane_agent.disk_limit import MeasuredDiskLimit
 from dataplane_agent.sandboxes.disk import WorkspaceDisk
+from dataplane_agent.sandboxes.disk_usage import DiskUsage
 from dataplane_agent.workspace import WorkspaceService
 
 log = structlog.get_logger(__name__)
@@ -65,7 +67,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     state, outbox = AgentState(db), Outbox(db)
     agent_id = settings.agent_id or await _stable_agent_id(state)
     structlog.contextvars.bind_contextvars(agent_id=agent_id)
-    driver = _make_driver(settings, agent_id)
+    disk, measured = _disk_limit(settings)
+    driver = _make_driver(settings, agent_id, disk)
     try:
         await asyncio.wait_for(driver.probe(), _PROBE_TIMEOUT)
     except (SandboxError, TimeoutError) as exc:
@@ -104,7 +107,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             return record.sandbox if record else None
 
         upload_limits = UnpackLimits(max_bytes=settings.upload_max_bytes, max_entries=settings.upload_max_entries)
-        workspace = WorkspaceService(sandbox_of, driver, upload_limits)
+        workspace = WorkspaceService(sandbox_of, driver, upload_limits,
+                                     room=measured.room if measured is not None else None)
         relay = RelayClient(
             RelayConfig(
                 target=settings.controlplane,
@@ -134,6 +138,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             loops.append(tasks.create_task(reconciler.run()))
             if pool is not None:
                 loops.append(tasks.create_task(pool.run()))
+            if measured is not None:
+                loops.append(tasks.create_task(measured.watch(runtimes.running, runtimes.stop_over_limit)))
             loops.append(tasks.create_task(relay.run()))
             log.info(
                 "agent_started",
@@ -160,7 +166,7 @@ async def _stable_agent_id(state: AgentState) -> str:
     return agent_id
 
 
-def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
+def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | None) -> SandboxDriver:
     if settings.driver == "local":
         from dataplane_agent.sandboxes.limits import LocalLimits
         from dataplane_agent.sandboxes.host_user import HostUser
@@ -168,7 +174,7 @@ def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
 
         limits = LocalLimits(pids=settings.sandbox_pids, memory_mb=settings.sandbox_memory_mb, cpus=settings.sandbox_cpus)
         return LocalSandboxDriver(settings.state_dir / "sandboxes", limits=limits,
-                                  host_user=HostUser(settings.sandbox_host_uid), disk=_disk(settings))
+                                  host_user=HostUser(settings.sandbox_host_uid), disk=disk)
     if settings.driver == "docker":
         from dataplane_agent.engines.claude_code import BUNDLED_CLI
         from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
@@ -182,7 +188,7 @@ def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
                 agent_id=agent_id,
                 limits=ContainerLimits(cpus=settings.sandbox_cpus, memory_mb=settings.sandbox_memory_mb, pids=settings.sandbox_pids),
                 program_dirs=[cli.parent],
-                disk=_disk(settings),
+                disk=disk,
                 host_uid=settings.sandbox_host_uid,
             )
         except SandboxError as exc:
@@ -190,8 +196,21 @@ def _make_driver(settings: AgentSettings, agent_id: str) -> SandboxDriver:
     raise AgentError(f"unknown sandbox driver {settings.driver!r} (this agent has: local, docker)")
 
 
-def _disk(settings: AgentSettings) -> WorkspaceDisk | None:
-    return WorkspaceDisk(settings.sandbox_disk_mb) if settings.sandbox_disk_mb else None
+def _disk_limit(settings: AgentSettings) -> tuple[WorkspaceDisk | None, MeasuredDiskLimit | None]:
+    """How the workspace disk limit is enforced: by an image per workspace where the host can
+    mount one, else by measurement (disk_limit); neither without a limit."""
+    if not settings.sandbox_disk_mb:
+        return None, None
+    if settings.sandbox_disk_by == "image":
+        disk = WorkspaceDisk(settings.sandbox_disk_mb)
+        if not (why := disk.unavailable()):
+            return disk, None
+        log.warning("sandbox_disk_image_unavailable", reason=why,
+                    consequence=f"the disk limit is measured every {settings.sandbox_disk_check_seconds:g}s "
+                                "and enforced by stopping runtimes over it")
+    measured = MeasuredDiskLimit(settings.sandbox_disk_mb, settings.sandbox_disk_check_seconds,
+                                 DiskUsage(settings.sandbox_host_uid))
+    return None, measured
 
 
 def _make_pool(

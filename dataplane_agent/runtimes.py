@@ -35,6 +35,7 @@ import grpc
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.disk_limit import OverLimit
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused
 from dataplane_agent.launch import Launcher, RuntimeTimeouts, SandboxPool
@@ -55,6 +56,10 @@ RESTART_QUEUED_REASON = "the data-plane agent restarted before the engine took t
 NO_MANIFEST_REASON = "contract violation: the engine declared no capability manifest"
 # The session id a warm pool's template spec is made with (the pool replaces it).
 TEMPLATE_SESSION_ID = "template"
+
+
+def _no_receipt(c: sqlite3.Connection) -> None:
+    """A receipt for work no command asked for."""
 
 
 class Runtimes:
@@ -317,6 +322,22 @@ class Runtimes:
         body = pb.RuntimeStopped(reason=reason, sandbox_id=record.sandbox.sandbox_id)
         await self._db.write(lambda c: (self._outbox.append_tx(c, record.session_id, "", body), receipt(c)))
         log.info("runtime_stopped", session_id=record.session_id, sandbox_id=record.sandbox.sandbox_id, reason=reason)
+
+    def running(self) -> list[tuple[str, Sandbox]]:
+        """The sessions whose engine runs here now, with their sandboxes."""
+        return [(sid, turns.sandbox) for sid, turns in self._sessions.items()
+                if turns.engine is not None and turns.sandbox is not None]
+
+    async def stop_over_limit(self, found: OverLimit) -> None:
+        """End the session's turn and queued messages with `found.reason` and stop its runtime,
+        keeping its files (RUNTIME_STOPPED); its next message starts the runtime again."""
+        async with self.guarded(found.session_id):
+            record = await self._state.session(found.session_id)
+            turns = self._sessions.pop(found.session_id, None)
+            if record is None or turns is None:
+                return
+            await turns.close(found.reason)
+            await self._stopped(record, found.reason, _no_receipt)
 
     async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> None:
         """Stop the engine and destroy the sandbox; forget the session only when destruction is confirmed."""

@@ -14,7 +14,9 @@
 | sandbox_memory_mb| --sandbox-memory-mb  | ASTRABOX_SANDBOX_MEMORY_MB  | 2048 **                   |
 | sandbox_pids     | --sandbox-pids       | ASTRABOX_SANDBOX_PIDS       | 512 **                    |
 | sandbox_host_uid | --sandbox-host-uid   | ASTRABOX_SANDBOX_HOST_UID   | 2000000000 ***            |
-| sandbox_disk_mb  | --sandbox-disk-mb    | ASTRABOX_SANDBOX_DISK_MB    | 0 (no limit) ****         |
+| sandbox_disk_mb  | --sandbox-disk-mb    | ASTRABOX_SANDBOX_DISK_MB    | 10240 (0: no limit) ****  |
+| sandbox_disk_by  | --sandbox-disk-by    | ASTRABOX_SANDBOX_DISK_BY    | image ****                |
+| sandbox_disk_check_seconds | --sandbox-disk-check-seconds | ASTRABOX_SANDBOX_DISK_CHECK_SECONDS | 10 s ** |
 | upload_max_bytes | --upload-max-bytes   | ASTRABOX_UPLOAD_MAX_BYTES   | 1 GiB unpacked            |
 | upload_max_entries| --upload-max-entries| ASTRABOX_UPLOAD_MAX_ENTRIES | 100000                    |
 | capacity         | --capacity           | ASTRABOX_AGENT_CAPACITY     | 8                         |
@@ -34,8 +36,11 @@ model on loopback; with only a key it uses https://api.anthropic.com.
 `--docker-memory-mb`, `--docker-pids` and `ASTRABOX_DOCKER_*` are older names.
 *** The host uid (and gid) sandboxes run as when the agent is root, local and
 docker alike (`sandboxes.host_user`); it must own nothing else on the host.
-**** Each workspace's size, enforced by the filesystem: an ext4 image of its
-own, loop-mounted (`sandboxes.disk`; needs root).
+**** Each workspace's size. `image`: enforced by the file system, an ext4 image
+of its own, loop-mounted (`sandboxes.disk`; needs root and loop devices), and
+where the host cannot, measured instead; `measurement`: the agent measures each
+running workspace every `--sandbox-disk-check-seconds` and stops a runtime over
+its limit (`disk_limit`).
 Secrets come from the environment or from a file (`--enrollment-token-file`,
 `$ASTRABOX_ENROLLMENT_TOKEN_FILE`, `--api-key-file`, `$ANTHROPIC_API_KEY_FILE`),
 so they never show in `ps`; `--enrollment-token` and `--api-key` work too, with
@@ -57,6 +62,8 @@ from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
 DEFAULT_STATE_DIR = "~/.astrabox/agent"
 DEFAULT_CAPACITY = 8
+# 10 GiB per workspace: a sparse image takes on the host only what is written in it.
+DEFAULT_DISK_MB = 10240
 DEFAULT_IMAGE = "astrabox/sandbox:latest"
 ANTHROPIC_API_URL = "https://api.anthropic.com"
 
@@ -87,8 +94,11 @@ class AgentSettings:
     sandbox_pids: int = 512
     # The host uid a root agent's sandboxes run as (what they write is owned by it).
     sandbox_host_uid: int = DEFAULT_HOST_UID
-    # Each workspace's size in MiB, as an image of its own; 0: a plain directory, no limit.
-    sandbox_disk_mb: int = 0
+    # Each workspace's size in MiB (0: no limit), enforced by an image of its own ("image", where the
+    # host can) or by measurement ("measurement"; see disk_limit).
+    sandbox_disk_mb: int = DEFAULT_DISK_MB
+    sandbox_disk_by: str = "image"
+    sandbox_disk_check_seconds: float = 10.0
     # What one workspace upload may unpack to.
     upload_max_bytes: int = DEFAULT_MAX_BYTES
     upload_max_entries: int = DEFAULT_MAX_ENTRIES
@@ -135,6 +145,8 @@ class AgentSettings:
             sandbox_pids=args.sandbox_pids,
             sandbox_host_uid=args.sandbox_host_uid,
             sandbox_disk_mb=args.sandbox_disk_mb,
+            sandbox_disk_by=args.sandbox_disk_by,
+            sandbox_disk_check_seconds=args.sandbox_disk_check_seconds,
             upload_max_bytes=args.upload_max_bytes,
             upload_max_entries=args.upload_max_entries,
             capacity=args.capacity,
@@ -226,9 +238,24 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--sandbox-disk-mb",
         type=_not_negative,
-        default=env.get("ASTRABOX_SANDBOX_DISK_MB", "0"),
-        help="size of each sandbox's workspace in MiB, enforced by giving it an ext4 image of its own (needs "
-        "root and loop devices); 0: a plain directory, no limit (env ASTRABOX_SANDBOX_DISK_MB; default %(default)s)",
+        default=env.get("ASTRABOX_SANDBOX_DISK_MB", str(DEFAULT_DISK_MB)),
+        help="most disk each sandbox's workspace may use, in MiB; 0: no limit (env ASTRABOX_SANDBOX_DISK_MB; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
+        "--sandbox-disk-by",
+        choices=("image", "measurement"),
+        default=env.get("ASTRABOX_SANDBOX_DISK_BY", "image"),
+        help="how the disk limit is enforced: image, an ext4 image of its own per workspace (needs root and "
+        "loop devices; measurement where the host has not), or measurement, the agent measures running "
+        "workspaces and stops a runtime over its limit (env ASTRABOX_SANDBOX_DISK_BY; default %(default)s)",
+    )
+    parser.add_argument(
+        "--sandbox-disk-check-seconds",
+        type=_positive_seconds,
+        default=env.get("ASTRABOX_SANDBOX_DISK_CHECK_SECONDS", "10"),
+        help="how often a measured disk limit is checked (env ASTRABOX_SANDBOX_DISK_CHECK_SECONDS; "
+        "default %(default)s)",
     )
     parser.add_argument(
         "--upload-max-bytes",
@@ -321,6 +348,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 86400 seconds, got {text!r}")
     return value
 
 

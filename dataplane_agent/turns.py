@@ -81,6 +81,11 @@ class SessionTurns:
         return self._ledger.engine
 
     @property
+    def sandbox(self) -> Sandbox | None:
+        """Where the attached engine runs."""
+        return self._ledger.sandbox
+
+    @property
     def current_turn_id(self) -> str:
         return self._ledger.current.turn_id if self._ledger.current is not None else ""
 

@@ -124,10 +124,19 @@ class _Upload:
 class WorkspaceService:
     """Serves the control plane's workspace requests; owns their tasks."""
 
-    def __init__(self, sandbox_of: SandboxLookup, driver: SandboxDriver, limits: UnpackLimits = UnpackLimits()) -> None:
+    def __init__(
+        self,
+        sandbox_of: SandboxLookup,
+        driver: SandboxDriver,
+        limits: UnpackLimits = UnpackLimits(),
+        room: Callable[[Sandbox], Awaitable[int]] | None = None,
+    ) -> None:
         self._sandbox_of = sandbox_of
         self._driver = driver
         self._limits = limits
+        # Bytes a workspace may still take: its file system's free space, or what a measured
+        # disk limit leaves (disk_limit).
+        self._room = room or _free_bytes
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._uploads: dict[str, _Upload] = {}
 
@@ -236,7 +245,7 @@ class WorkspaceService:
         except ArchiveRefused as refused:
             code = _ARCHIVE_CODES.get(refused.reason, grpc.StatusCode.INVALID_ARGUMENT)
             raise WorkspaceError(code, refused.reason, str(refused)) from None
-        free = await asyncio.to_thread(_free_bytes, sandbox)
+        free = await self._room(sandbox)
         if checked.bytes > free:
             raise WorkspaceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "WORKSPACE_FULL",
                                  f"the archive unpacks to {checked.bytes} bytes; the workspace has {free} bytes free")
@@ -330,9 +339,9 @@ def _feed(spool: IO[bytes], parts: list[str], limits: UnpackLimits, fd: int) -> 
         archives.rewrite(spool, parts, limits, out)
 
 
-def _free_bytes(sandbox: Sandbox) -> int:
+async def _free_bytes(sandbox: Sandbox) -> int:
     """Room left in the workspace's file system (its own image, under a disk limit)."""
-    info = os.statvfs(sandbox.workspace)
+    info = await asyncio.to_thread(os.statvfs, sandbox.workspace)
     return info.f_bavail * info.f_frsize
 
 

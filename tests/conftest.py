@@ -2,6 +2,8 @@
 
 - `postgres_dsn` (session): a PostgreSQL server for the whole run.
 - `database_url` (function): a fresh, empty database on it for one test.
+- `_released_workspace_images` (every test): the workspace images a test's agents mounted under
+  its temporary directories are unmounted when it ends, as `astrabox demo` does with its own.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,8 +22,15 @@ import pytest
 import pytest_asyncio
 
 from controlplane.embedded_postgres import EmbeddedPostgres, PostgresNotFoundError
+from dataplane_agent.sandboxes.disk import release_mounts
 
 TEST_DATABASE_URL_ENV = "ASTRABOX_TEST_DATABASE_URL"
+
+
+@pytest.fixture(autouse=True)
+def _released_workspace_images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    yield
+    release_mounts(tmp_path_factory.getbasetemp())
 
 
 @pytest_asyncio.fixture(scope="session")

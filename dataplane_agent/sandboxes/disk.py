@@ -1,6 +1,6 @@
 """A workspace disk limit the filesystem enforces: each sandbox's workspace is an ext4 image of its own.
 
-With `--sandbox-disk-mb N` a root agent gives every new sandbox
+With `--sandbox-disk-mb N` (10 GiB by default) a root agent gives every new sandbox
 `<sandbox dir>/workspace.img`, a sparse file (it takes on disk only what is
 written in it) formatted ext4 with no reserved blocks and its root owned by
 the sandbox's user, loop-mounted nosuid,nodev on the sandbox's workspace. A
@@ -14,17 +14,20 @@ re-opened one (after a reboot, say) mounts it again, and destroying the
 sandbox unmounts it first. A workspace made before the limit was set, with
 files in it, is left a plain directory rather than hidden under a new image.
 
-Needs root, loop devices and mkfs.ext4 (e2fsprogs); without them the driver
-says once at start that workspaces are not limited, and they are plain
-directories.
+Needs root, loop devices and mkfs.ext4 (e2fsprogs): `unavailable()` formats and mounts a small
+image once to find out. Without them the agent measures the limit instead (`disk_limit`).
+`release_mounts` unmounts every image under a state directory that is about to be deleted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +39,7 @@ log = structlog.get_logger(__name__)
 
 IMAGE = "workspace.img"
 _TIMEOUT = 60.0
+_PROBE_MB = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +50,7 @@ class WorkspaceDisk:
 
     def unavailable(self) -> str:
         """Why this host cannot give workspaces an image of their own (empty: it can)."""
-        if os.geteuid() != 0:
-            return "mounting a workspace image needs root"
-        missing = [tool for tool in ("mkfs.ext4", "mount", "umount") if _tool(tool) is None]
-        if missing:
-            return f"{', '.join(missing)} not found (apt-get install e2fsprogs mount)"
-        if not Path("/dev/loop-control").exists():
-            return "this kernel offers no loop devices (/dev/loop-control)"
-        return ""
+        return _probe()
 
     def attach(self, directory: Path, workspace: Path, uid: int, gid: int) -> None:
         """Mount the sandbox's image on `workspace` (made and formatted first if it is new).
@@ -95,6 +92,47 @@ def detach(workspace: Path) -> None:
         _run(_tool("umount"), "--lazy", str(workspace))
     if os.path.ismount(workspace):
         raise SandboxError("the sandbox's workspace image could not be unmounted")
+
+
+@functools.cache
+def _probe() -> str:
+    """Why a small image cannot be formatted and mounted here (empty: it can): tried once."""
+    if os.geteuid() != 0:
+        return "mounting a workspace image needs root"
+    missing = [tool for tool in ("mkfs.ext4", "mount", "umount") if _tool(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} not found (apt-get install e2fsprogs mount)"
+    if not Path("/dev/loop-control").exists():
+        return "this kernel offers no loop devices (/dev/loop-control)"
+    with tempfile.TemporaryDirectory(prefix="astrabox-disk-probe-") as scratch:
+        mountpoint = Path(scratch) / "mnt"
+        mountpoint.mkdir()
+        try:
+            WorkspaceDisk(_PROBE_MB).attach(Path(scratch), mountpoint, os.getuid(), os.getgid())
+            detach(mountpoint)
+        except SandboxError as error:
+            return str(error)
+    return ""
+
+
+def release_mounts(root: Path) -> None:
+    """Unmount every workspace image mounted at or under `root` (deepest first): a state
+    directory about to be deleted (a demo's, a test's) must not take mounted images with it."""
+    prefix = str(root.resolve())
+    for mountpoint in sorted(_mountpoints(), key=len, reverse=True):
+        if mountpoint == prefix or mountpoint.startswith(prefix + "/"):
+            with contextlib.suppress(SandboxError):
+                detach(Path(mountpoint))
+
+
+def _mountpoints() -> list[str]:
+    """This process's mount points (`/proc/self/mountinfo`, its octal escapes undone)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    decode = re.compile(r"\\([0-7]{3})")
+    return [decode.sub(lambda m: chr(int(m.group(1), 8)), line.split(" ")[4]) for line in lines if line.count(" ") >= 4]
 
 
 def _tool(name: str) -> str | None:

@@ -11,7 +11,7 @@ import os
 import stat
 import tarfile
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -192,11 +192,12 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     return seen
 
 
-def service(driver: SandboxDriver, sandbox: Sandbox, limits: UnpackLimits = UnpackLimits()) -> Client:
+def service(driver: SandboxDriver, sandbox: Sandbox, limits: UnpackLimits = UnpackLimits(),
+            room: Callable[[Sandbox], Awaitable[int]] | None = None) -> Client:
     async def lookup(session_id: str) -> Sandbox | None:
         return sandbox
 
-    return Client(WorkspaceService(lookup, driver, limits))
+    return Client(WorkspaceService(lookup, driver, limits, room=room))
 
 
 @pytest.mark.usefixtures("permissive_filters")

@@ -1,6 +1,10 @@
 """A workspace disk limit the filesystem enforces, on both drivers: writing past it fails inside the
 sandbox with ENOSPC, an upload that would not fit is refused before anything is unpacked, the files
-survive a stop and a re-open, and destroying the sandbox unmounts and removes its image."""
+survive a stop and a re-open, and destroying the sandbox unmounts and removes its image.
+
+Where no image can enforce it, the limit is measured: the measurement counts what a sandbox hides in
+unreadable directories, hard links once and nothing a link points at outside; an upload past it is
+refused. (Stopping a runtime over it: tests/e2e/test_disk_limit_measured.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +17,10 @@ import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
+from dataplane_agent.disk_limit import MIB, MeasuredDiskLimit
 from dataplane_agent.sandboxes.disk import IMAGE, WorkspaceDisk
+from dataplane_agent.sandboxes.disk_usage import DiskUsage
+from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from tests.dataplane_agent.test_hostile_archives import SPEC, archive, gzip_bomb, member, sandbox_of, service
 from tests.dataplane_agent.test_workspace import error_reason
 
@@ -55,3 +62,47 @@ async def test_a_full_workspace_refuses_writes_and_uploads_and_is_unmounted_with
     assert (directory / IMAGE).exists()
     await driver.destroy(again)
     assert not os.path.ismount(again.workspace) and not directory.exists()
+
+
+# -- where no image enforces the limit: measured (disk_limit) -------------------------------------
+
+MEASURED_MB = 4
+
+
+@pytest.fixture(params=["local", "docker"])
+async def unlimited(request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
+    async with sandbox_of(request.param, sandbox_root, bwrap) as made:
+        yield made
+
+
+async def test_a_measured_workspace_counts_what_its_sandbox_hides_and_nothing_outside(unlimited) -> None:
+    driver, sandbox = unlimited
+    client = service(driver, sandbox)
+    usage = DiskUsage(DEFAULT_HOST_UID)
+    empty = await usage.used_bytes(sandbox.workspace)
+    # 3 MiB in a directory its sandbox made unreadable, a hard link to it (counted once), and links
+    # to the host's /usr and to the sandbox's own system files (never followed).
+    made = await client.call(exec_command=pb.ExecCommand(
+        command="mkdir -p hidden/deeper && head -c 3M /dev/urandom > hidden/deeper/blob && ln hidden/deeper/blob twin"
+                " && ln -s /usr usr && ln -s / root && chmod 000 hidden/deeper hidden && echo done"))
+    assert b"done" in b"".join(r.stdout for r in made), made
+    used = await usage.used_bytes(sandbox.workspace)
+    assert 3 * MIB <= used - empty < 3 * MIB + 256 * 1024, used - empty
+
+
+async def test_an_upload_past_a_measured_limit_is_refused_before_anything_is_written(unlimited) -> None:
+    driver, sandbox = unlimited
+    limit = MeasuredDiskLimit(MEASURED_MB, interval=60, usage=DiskUsage(DEFAULT_HOST_UID))
+    client = service(driver, sandbox, room=limit.room)
+    await client.call(exec_command=pb.ExecCommand(command="head -c 3M /dev/urandom > blob"))
+
+    refused = (await client.upload("", archive(member("more", data=b"x" * (2 * MIB)))))[-1]
+    assert error_reason(refused) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "WORKSPACE_FULL"), refused.error.message
+    assert sorted(os.listdir(sandbox.workspace)) == ["blob"]
+    assert await limit.over("s1", sandbox) is None
+
+    fits = (await client.upload("", archive(member("small", data=b"x" * 1000))))[-1]
+    assert fits.WhichOneof("body") == "written"
+    await client.call(exec_command=pb.ExecCommand(command="head -c 2M /dev/urandom > past"))
+    over = await limit.over("s1", sandbox)
+    assert over is not None and f"over its disk limit of {MEASURED_MB} MiB" in over.reason

@@ -14,6 +14,7 @@ import pytest
 
 from astrabox.client import AstraBoxClient
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+from dataplane_agent.sandboxes.disk import release_mounts
 
 pytestmark = pytest.mark.e2e
 
@@ -151,13 +152,14 @@ async def test_a_background_task_finishes_after_the_turn(client, stack):
 
 
 def destroy_behind_the_platforms_back(sandbox_dir: Path) -> None:
-    """What an operator's `rm -rf` plus `kill -9` would do: the sandbox's processes and files are gone."""
+    """What an operator's `kill -9`, `umount` and `rm -rf` would do: the sandbox's processes and files are gone."""
     pids = (sandbox_dir / "run" / "pids").read_text().split()
     for pid in pids:
         try:
             os.kill(int(pid), signal.SIGKILL)
         except ProcessLookupError:
             pass
+    release_mounts(sandbox_dir)
     shutil.rmtree(sandbox_dir)
 
 
