@@ -20,9 +20,8 @@ stream), so a slow sandbox start never holds up the stream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Protocol
 
 import grpc
@@ -32,6 +31,7 @@ from google.rpc import status_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import ToolDecision
 from dataplane_agent.errors import CommandRefused
+from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.state import AgentState, Database, Receipt
 
 log = structlog.get_logger(__name__)
@@ -73,8 +73,8 @@ class CommandApplier:
         self._tasks: asyncio.TaskGroup | None = None
         self._running = asyncio.Event()
         self._in_flight: set[str] = set()
-        self._session_locks: dict[str, asyncio.Lock] = {}
-        self._session_users: dict[str, int] = {}
+        # Serialises one session's commands.
+        self._session_locks = KeyedLocks()
 
     async def run(self) -> None:
         """Own the tasks applying submitted commands until cancelled."""
@@ -118,7 +118,7 @@ class CommandApplier:
     async def apply(self, command: pb.Command) -> pb.CommandAck:
         """Apply one command (unless already applied or stale); return its acknowledgement."""
         bound = log.bind(command_id=command.command_id, command_seq=command.command_seq, session_id=command.session_id)
-        async with self._session_lock(command.session_id):
+        async with self._session_locks.hold(command.session_id):
             outcome = await self._state.applied(command.command_id)
             if outcome is not None:
                 bound.info("command_already_applied")
@@ -177,20 +177,6 @@ class CommandApplier:
 
     def _receipt(self, command: pb.Command, code: grpc.StatusCode, message: str) -> Receipt:
         return lambda c: self._state.mark_applied_tx(c, command.command_id, command.command_seq, code, message)
-
-    @contextlib.asynccontextmanager
-    async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
-        """Serialise one session's commands; the lock is dropped when nobody uses it."""
-        lock = self._session_locks.setdefault(session_id, asyncio.Lock())
-        self._session_users[session_id] = self._session_users.get(session_id, 0) + 1
-        try:
-            async with lock:
-                yield
-        finally:
-            self._session_users[session_id] -= 1
-            if self._session_users[session_id] == 0:
-                del self._session_users[session_id]
-                del self._session_locks[session_id]
 
 
 DEFAULT_DENY_MESSAGE = "The user denied this tool use."

@@ -38,6 +38,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.disk_limit import OverLimit
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused
+from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.launch import Launcher, RuntimeTimeouts, SandboxPool
 from dataplane_agent.model_route import ModelAccess, model_env
 from dataplane_agent.outbox import Outbox
@@ -100,10 +101,9 @@ class Runtimes:
             close_engine=limits.close_engine,
             background=self._background,
         )
-        self._guards: dict[str, asyncio.Lock] = {}
+        self._guards = KeyedLocks()
         # Sessions whose rebuild by the reconciler failed: it does not try again (an input does).
         self._rebuild_failed: set[str] = set()
-        self._guard_users: dict[str, int] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -363,20 +363,13 @@ class Runtimes:
 
     def busy(self, session_id: str) -> bool:
         """A command (or the reconciler) is at work on the session."""
-        return session_id in self._guards
+        return self._guards.busy(session_id)
 
     @contextlib.asynccontextmanager
     async def guarded(self, session_id: str) -> AsyncIterator[None]:
         """Hold the session: starts, destructions and the reconciler's actions on it take turns."""
-        lock = self._guards.setdefault(session_id, asyncio.Lock())
-        self._guard_users[session_id] = self._guard_users.get(session_id, 0) + 1
-        try:
-            async with lock:
-                yield
-        finally:
-            self._guard_users[session_id] -= 1
-            if not self._guard_users[session_id]:
-                del self._guard_users[session_id], self._guards[session_id]
+        async with self._guards.hold(session_id):
+            yield
 
     async def release(self, session_id: str, reason: str) -> DestroyVerdict | None:
         """Destroy the runtime of a session the control plane no longer expects here (hold its guard).
