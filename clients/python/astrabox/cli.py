@@ -127,7 +127,7 @@ def _cmd_session(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from controlplane.stack import run_demo
+    from astrabox_server.stack import run_demo
 
     return asyncio.run(run_demo(args, DEFAULT_PROMPT if not args.prompt else args.prompt))
 
@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "up":
-        from controlplane.stack import main as up_main
+        from astrabox_server.stack import main as up_main
 
         return up_main(argv[1:])
     if argv and argv[0] == "controlplane":
