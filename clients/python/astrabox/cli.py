@@ -1,15 +1,13 @@
 """The `astrabox` command.
 
-    astrabox up            control plane + one local agent (+ embedded PostgreSQL, + offline model)
-    astrabox demo          `up` in a scratch directory, one real session, then shut down
-    astrabox controlplane  the control-plane process
-    astrabox agent         the data-plane agent process
     astrabox run PROMPT    create a session on a running stack and print its turn live
-    astrabox session …     list, show, print events of, or delete sessions
-    astrabox image build   build the docker driver's sandbox image offline (debootstrap)
+    astrabox session …     list, show, print events of, answer, interrupt or delete sessions
 
-Server subcommands import the server packages lazily, so the client works
-wherever only the client distribution is installed.
+Other distributions add subcommands through the `astrabox.commands` entry-point
+group (see `ContributedCommand`): where the server (astrabox-server) is
+installed, `astrabox up`, `demo`, `controlplane`, `agent` and `image` come from
+it. This module imports no server code, so the client works wherever only the
+client distribution is installed.
 """
 
 from __future__ import annotations
@@ -18,7 +16,9 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.metadata import EntryPoint, entry_points
+from typing import Protocol
 
 # gRPC core's informational chatter (fork handlers) is noise on a terminal; it reads this at import.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -32,9 +32,27 @@ from astrabox.sessionkernel.v1 import session_pb2
 
 DEFAULT_TARGET = os.environ.get("ASTRABOX_TARGET", "127.0.0.1:7233")
 DEFAULT_TLS_CA = os.environ.get("ASTRABOX_TLS_CA", "")
-DEFAULT_PROMPT = "Create a file hello.txt in the workspace with a greeting, then show it."
+COMMANDS_GROUP = "astrabox.commands"
 _TURN_END = ("turn_completed", "turn_failed")
 _TLS_CA_HELP = "reach the control plane over TLS, verified with this PEM CA bundle (env ASTRABOX_TLS_CA)"
+_CLIENT_COMMANDS = ("run", "session")
+
+
+class ContributedCommand(Protocol):
+    """A subcommand another distribution adds to `astrabox`: an entry point in the
+    `astrabox.commands` group, named after the subcommand, that loads an object like this."""
+
+    help: str
+    """One line for `astrabox --help`."""
+
+    def main(self, argv: Sequence[str]) -> int | None:
+        """Run the subcommand with the arguments after its name; returns the exit status (None: 0)."""
+
+
+def contributed_commands() -> dict[str, EntryPoint]:
+    """The installed `astrabox.commands` entry points by subcommand name (not loaded yet);
+    a name the client itself uses stays the client's."""
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP) if ep.name not in _CLIENT_COMMANDS}
 
 
 async def run_prompt(
@@ -126,40 +144,20 @@ def _cmd_session(args: argparse.Namespace) -> int:
     return asyncio.run(_session_command(args))
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from astrabox_server.stack import run_demo
-
-    return asyncio.run(run_demo(args, DEFAULT_PROMPT if not args.prompt else args.prompt))
-
-
-def _cmd_image(args: argparse.Namespace) -> int:
-    from dataplane_agent.images import ImageBuildError, build_image
-
-    try:
-        asyncio.run(build_image(args.tag, rebuild=args.rebuild, mirror=args.mirror, progress=_progress))
-    except ImageBuildError as error:
-        print(f"astrabox image build: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _progress(line: str) -> None:
-    print(line, flush=True)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="astrabox", description="Run coding agents as durable sessions.")
+def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
+    """The parser of `astrabox`; `contributed` (default: the installed ones) are listed with their
+    help but parse nothing: `main` hands them their arguments unparsed."""
+    contributed = contributed_commands() if contributed is None else contributed
+    parser = argparse.ArgumentParser(
+        prog="astrabox",
+        description="Run coding agents as durable sessions.",
+        epilog=None if contributed else "Server commands (astrabox up, astrabox agent, …) appear here where the "
+                                        "astrabox-server distribution is installed.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-
-    sub.add_parser("up", help="run the whole stack on this machine (see `astrabox up --help`)", add_help=False)
-
-    demo = sub.add_parser("demo", help="bring the stack up in a scratch directory, run one session, shut down")
-    demo.add_argument("prompt", nargs="?", default="", help="the prompt (default: create hello.txt)")
-    demo.add_argument("--timeout", type=float, default=300.0)
-    demo.set_defaults(func=_cmd_demo)
-
-    sub.add_parser("controlplane", help="run the control plane (see `astrabox controlplane --help`)", add_help=False)
-    sub.add_parser("agent", help="run a data-plane agent (see `astrabox agent --help`)", add_help=False)
+    for name, entry_point in contributed.items():
+        command: ContributedCommand = entry_point.load()
+        sub.add_parser(name, help=command.help, add_help=False)
 
     run = sub.add_parser("run", help="run one prompt in a new session and print it live")
     run.add_argument("prompt")
@@ -190,34 +188,22 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("--follow", "-f", action="store_true", help="keep following live events")
     session.set_defaults(func=_cmd_session)
 
-    image = sub.add_parser("image", help="the docker driver's sandbox image")
-    image_actions = image.add_subparsers(dest="action", required=True)
-    build = image_actions.add_parser("build", help="build the sandbox image offline (debootstrap + docker import; needs root)")
-    build.add_argument("--tag", default=os.environ.get("ASTRABOX_SANDBOX_IMAGE", "astrabox/sandbox:latest"),
-                       help="image tag (env ASTRABOX_SANDBOX_IMAGE; default %(default)s)")
-    build.add_argument("--rebuild", action="store_true", help="build even when the tag exists")
-    build.add_argument("--mirror", default="", help="Debian mirror URL (default: the host's apt source for bookworm)")
-    build.set_defaults(func=_cmd_image)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "up":
-        from astrabox_server.stack import main as up_main
+    contributed = contributed_commands()
+    if argv and argv[0] in contributed:
+        command: ContributedCommand = contributed[argv[0]].load()
+        _exit_with(lambda: command.main(argv[1:]))
+    args = build_parser(contributed).parse_args(argv)
+    _exit_with(lambda: args.func(args))
 
-        return up_main(argv[1:])
-    if argv and argv[0] == "controlplane":
-        from controlplane.main import main as controlplane_main
 
-        return controlplane_main(argv[1:])
-    if argv and argv[0] == "agent":
-        from dataplane_agent.main import main as agent_main
-
-        return agent_main(argv[1:])
-    args = build_parser().parse_args(argv)
+def _exit_with(run: Callable[[], int | None]) -> None:
     try:
-        sys.exit(args.func(args))
+        sys.exit(run())
     except (AstraBoxError, SecretSettingError) as error:
         sys.exit(f"astrabox: {error}")
     except KeyboardInterrupt:
@@ -225,4 +211,3 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:  # `astrabox … | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
-

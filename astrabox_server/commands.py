@@ -1,0 +1,88 @@
+"""The server's subcommands of `astrabox`, contributed through the `astrabox.commands` entry points.
+
+    astrabox up            control plane + one local agent (+ embedded PostgreSQL, + offline model)
+    astrabox demo          `up` in a scratch directory, one real session, then shut down
+    astrabox controlplane  the control-plane process
+    astrabox agent         the data-plane agent process
+    astrabox image build   build the docker driver's sandbox image offline (debootstrap)
+
+`astrabox --help` imports this module to list them, so it stays cheap: each
+command imports what it runs when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+DEFAULT_PROMPT = "Create a file hello.txt in the workspace with a greeting, then show it."
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCommand:
+    """One subcommand: its line in `astrabox --help` and what runs it (see astrabox.cli.ContributedCommand)."""
+
+    help: str
+    main: Callable[[Sequence[str]], int | None]
+
+
+def _up(argv: Sequence[str]) -> None:
+    from astrabox_server.stack import main
+
+    main(argv)
+
+
+def _demo(argv: Sequence[str]) -> int:
+    from astrabox_server.stack import run_demo
+
+    parser = argparse.ArgumentParser(prog="astrabox demo", description=DEMO.help)
+    parser.add_argument("prompt", nargs="?", default="", help="the prompt (default: create hello.txt)")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    args = parser.parse_args(argv)
+    return asyncio.run(run_demo(args, args.prompt or DEFAULT_PROMPT))
+
+
+def _controlplane(argv: Sequence[str]) -> None:
+    from controlplane.main import main
+
+    main(list(argv))
+
+
+def _agent(argv: Sequence[str]) -> None:
+    from dataplane_agent.main import main
+
+    main(argv)
+
+
+def _image(argv: Sequence[str]) -> int:
+    from dataplane_agent.images import ImageBuildError, build_image
+
+    parser = argparse.ArgumentParser(prog="astrabox image", description="The docker driver's sandbox image.")
+    actions = parser.add_subparsers(dest="action", required=True)
+    build = actions.add_parser("build", help="build the sandbox image offline (debootstrap + docker import; needs root)")
+    build.add_argument("--tag", default=os.environ.get("ASTRABOX_SANDBOX_IMAGE", "astrabox/sandbox:latest"),
+                       help="image tag (env ASTRABOX_SANDBOX_IMAGE; default %(default)s)")
+    build.add_argument("--rebuild", action="store_true", help="build even when the tag exists")
+    build.add_argument("--mirror", default="", help="Debian mirror URL (default: the host's apt source for bookworm)")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(build_image(args.tag, rebuild=args.rebuild, mirror=args.mirror, progress=_progress))
+    except ImageBuildError as error:
+        print(f"astrabox image build: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _progress(line: str) -> None:
+    print(line, flush=True)
+
+
+UP = ServerCommand("run the whole stack on this machine (see `astrabox up --help`)", _up)
+DEMO = ServerCommand("bring the stack up in a scratch directory, run one session, shut down", _demo)
+CONTROLPLANE = ServerCommand("run the control plane (see `astrabox controlplane --help`)", _controlplane)
+AGENT = ServerCommand("run a data-plane agent (see `astrabox agent --help`)", _agent)
+IMAGE = ServerCommand("the docker driver's sandbox image (`astrabox image build`)", _image)

@@ -1,0 +1,61 @@
+"""The server's subcommands of `astrabox`: contributed by astrabox-server through entry points,
+listed by the client's CLI, and the all-in-one stack behind `astrabox demo` running a real session."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ASTRABOX = str(Path(sys.executable).with_name("astrabox"))
+SERVER_COMMANDS = ("up", "demo", "controlplane", "agent", "image")
+
+
+def test_help_lists_the_server_commands_beside_the_clients() -> None:
+    result = subprocess.run([ASTRABOX, "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    listed = [m.group(1) for line in result.stdout.splitlines() if (m := re.match(r" {4}(\w+)", line))]
+    assert sorted(listed) == sorted([*SERVER_COMMANDS, "run", "session"])
+    assert "astrabox-server distribution" not in result.stdout  # the hint for a client-only install
+
+
+def test_listing_the_commands_imports_neither_server_half() -> None:
+    """`astrabox --help` loads every contributed command; loading them must stay cheap."""
+    probe = (
+        "import sys\n"
+        "from astrabox.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'controlplane', 'dataplane_agent', 'claude_agent_sdk', 'asyncpg'}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_a_server_command_gets_its_own_arguments() -> None:
+    result = subprocess.run([ASTRABOX, "image", "build", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: astrabox image build") and "--mirror" in result.stdout
+    result = subprocess.run([ASTRABOX, "demo", "--no-such-flag"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "usage: astrabox demo" in result.stderr
+
+
+@pytest.mark.e2e
+def test_demo_runs_one_real_session_on_the_all_in_one_stack() -> None:
+    """What ./scripts/quickstart runs: embedded PostgreSQL, control plane and agent in one process,
+    the real CLI in a local sandbox against the offline model."""
+    # No model key or route from the environment: the offline model answers.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_") and k != "ASTRABOX_MODEL_BASE_URL"}
+    result = subprocess.run([ASTRABOX, "demo", "--timeout", "240"], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "hello.txt: Hello from AstraBox" in result.stdout
+    assert "✓ turn completed" in result.stdout
+    assert result.stdout.rstrip().endswith("is READY")
+
