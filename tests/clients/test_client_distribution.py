@@ -1,0 +1,131 @@
+"""The client SDK is a distribution of its own: its wheel, installed alone into a new venv, pulls
+in no server dependency and drives a session end to end against a stack started separately."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.stack import Stack, stack  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = ROOT / "clients" / "python"
+# What only the server needs: its packages and the libraries only they import.
+SERVER_MODULES = ("controlplane", "dataplane_agent", "astrabox_server", "asyncpg", "aiodocker", "claude_agent_sdk",
+                  "structlog", "grpc_tools", "grpc_health", "grpc_reflection")
+CLIENT_REQUIREMENTS = {"grpcio", "grpcio-status", "protobuf", "googleapis-common-protos"}
+
+# Run by the client venv's python: one session, one turn, through the SDK only.
+DRIVE_A_SESSION = """
+import asyncio, json, sys
+from astrabox.client import AstraBoxClient
+
+async def main(target):
+    async with AstraBoxClient.connect(target) as client:
+        session = await client.create_session()
+        await client.wait_for_state(session.session_id, ["READY"], timeout=120)
+        accepted = await client.send_message(session.session_id, "run: echo from-the-client-wheel")
+        kinds, tool_results = [], []
+        async with asyncio.timeout(180):
+            async for event in client.watch(session.session_id):
+                kind = event.WhichOneof("payload")
+                kinds.append(kind)
+                if kind == "engine_message" and "from-the-client-wheel" in event.engine_message.payload_json:
+                    tool_results.append(event.engine_message.type_name)
+                if event.turn_id == accepted.turn_id and kind in ("turn_completed", "turn_failed"):
+                    break
+        print(json.dumps({"kinds": kinds, "tool_results": tool_results}))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    # Out of the repository and without PYTHONPATH, so nothing but what the venv holds is importable.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy: a build writes beside its sources, and the repository's are shared.
+    source, out = tmp_path_factory.mktemp("client-source") / "python", tmp_path_factory.mktemp("wheel")
+    shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    result = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
+                  "--wheel-dir", str(out), str(source)], cwd=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [built] = out.glob("astrabox_client-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def client_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A new venv holding the client wheel and what it requires, nothing else; yields its bin/."""
+    venv = tmp_path_factory.mktemp("client-venv")
+    result = run([sys.executable, "-m", "venv", str(venv)], cwd=venv)
+    assert result.returncode == 0, result.stderr
+    result = run([str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", str(wheel)],
+                 cwd=venv, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    yield venv / "bin"
+
+
+def test_the_wheel_holds_the_sdk_alone_and_requires_only_grpc_and_protobuf(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        requires = {line.split(":", 1)[1].strip() for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist:")}
+    packages = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert packages == {"astrabox"}
+    for expected in ("astrabox/py.typed", "astrabox/client.py", "astrabox/cli.py",
+                     "astrabox/sessionkernel/v1/session_kernel_service_pb2_grpc.py",
+                     "astrabox/sessionkernel/v1/events_pb2.pyi", "astrabox/runner/v1/runner_service_pb2.py"):
+        assert expected in names
+    assert {r.split(">")[0].split("=")[0].split("<")[0].strip() for r in requires} == CLIENT_REQUIREMENTS
+
+
+def test_the_installed_client_imports_and_no_server_module_is_importable(client_venv: Path, tmp_path: Path) -> None:
+    probe = (
+        "import importlib.util, json, astrabox.client, astrabox.cli, astrabox.render, astrabox.errors\n"
+        "from astrabox.runner.v1 import runner_service_pb2_grpc\n"
+        f"print(json.dumps([m for m in {SERVER_MODULES!r} if importlib.util.find_spec(m)]))\n"
+    )
+    result = run([str(client_venv / "python"), "-c", probe], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
+def test_the_client_command_offers_only_the_client_commands(client_venv: Path, tmp_path: Path) -> None:
+    result = run([str(client_venv / "astrabox"), "--help"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "{run,session}" in result.stdout
+    assert "astrabox-server distribution" in result.stdout
+    result = run([str(client_venv / "astrabox"), "up"], cwd=tmp_path)
+    assert result.returncode == 2 and "invalid choice: 'up'" in result.stderr
+
+
+def test_the_installed_client_drives_a_session_end_to_end(client_venv: Path, stack: Stack, tmp_path: Path) -> None:
+    script = tmp_path / "drive.py"
+    script.write_text(DRIVE_A_SESSION)
+    result = run([str(client_venv / "python"), str(script), stack.address], cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["kinds"][:2] == ["session_created", "startup_requested"]
+    assert "runtime_ready" in seen["kinds"] and seen["kinds"][-1] == "turn_completed"
+    assert seen["tool_results"], "the command's output never came back through the stream"
+
+    result = run([str(client_venv / "astrabox"), "run", "--target", stack.address, "--timeout", "180",
+                  "run: echo through-the-cli"], cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "through-the-cli" in result.stdout and "✓ turn completed" in result.stdout
