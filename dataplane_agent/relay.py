@@ -1,6 +1,7 @@
 """The agent's end of `RunnerService.Connect`: one stream to the control plane, redialled forever.
 
-Per stream: Hello (every held session with its newest output_seq) → Welcome
+Per stream: Hello (every held session with its newest output_seq, each engine's
+manifest) → Welcome
 (lease, committed cursor per session) → then concurrently
 - send every stored output after the committed cursors, ≤ `batch_size` and
   ≤ `max_batch_bytes` per OutputBatch, with at most `window` outputs unacknowledged (the outbox on
@@ -28,6 +29,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
+from dataplane_agent.engines import EngineManifest, shipped_manifests
 from dataplane_agent.errors import RelayError, StreamRejected
 from dataplane_agent.outbox import Outbox
 from dataplane_agent.state import AgentState
@@ -201,6 +203,7 @@ class RelayClient:
             capacity=cfg.capacity,
             sessions=await self._held_cursors(),
             instance_id=cfg.instance_id,
+            engine_manifests=[engine_manifest_proto(m) for m in shipped_manifests(cfg.engines)],
         )
         async with asyncio.timeout(cfg.connect_timeout):
             try:
@@ -338,6 +341,18 @@ class RelayClient:
             sent = Timestamp()
             sent.GetCurrentTime()
             stream.send(pb.ConnectRequest(heartbeat=pb.Heartbeat(send_time=sent)))
+
+
+def engine_manifest_proto(manifest: EngineManifest) -> pb.EngineManifest:
+    """An engine's manifest as Hello declares it."""
+    return pb.EngineManifest(
+        kind=manifest.kind,
+        permission_modes=list(manifest.permission_modes),
+        default_permission_mode=manifest.default_permission_mode,
+        supports_interactions=manifest.supports_interactions,
+        supports_background_tasks=manifest.supports_background_tasks,
+        supports_server_info=manifest.supports_server_info,
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -85,13 +85,16 @@ class EngineConfig:
 
 @dataclass(frozen=True, slots=True)
 class EngineManifest:
-    """What an engine can do, declared by its adapter."""
+    """What an engine can do, declared by its adapter; the agent's Hello carries it to the
+    control plane, which validates requests against it."""
 
     kind: str
     permission_modes: tuple[str, ...]
     supports_interactions: bool
     supports_background_tasks: bool
     supports_server_info: bool
+    # The mode of a session whose creator names none; empty: the first of permission_modes.
+    default_permission_mode: str = ""
 
 
 class EngineSession(Protocol):

@@ -58,6 +58,9 @@ MANIFEST = EngineManifest(
     supports_interactions=True,
     supports_background_tasks=True,
     supports_server_info=True,
+    # Tools run inside the sandbox, which is the isolation boundary; sessions
+    # that want a human to approve each tool ask for "default".
+    default_permission_mode="bypassPermissions",
 )
 
 # What the CLI needs to stay quiet and offline-friendly. IS_SANDBOX tells it that it runs in a

@@ -39,7 +39,7 @@ class ConnectResponse(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., output_ack: _Optional[_Union[OutputAck, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., workspace_request: _Optional[_Union[WorkspaceRequest, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("agent_id", "enrollment_token", "drivers", "engines", "capacity", "sessions", "instance_id")
+    __slots__ = ("agent_id", "enrollment_token", "drivers", "engines", "capacity", "sessions", "instance_id", "engine_manifests")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     ENROLLMENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     DRIVERS_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,7 @@ class Hello(_message.Message):
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_MANIFESTS_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     enrollment_token: str
     drivers: _containers.RepeatedScalarFieldContainer[str]
@@ -54,7 +55,24 @@ class Hello(_message.Message):
     capacity: int
     sessions: _containers.RepeatedCompositeFieldContainer[SessionCursor]
     instance_id: str
-    def __init__(self, agent_id: _Optional[str] = ..., enrollment_token: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., engines: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., instance_id: _Optional[str] = ...) -> None: ...
+    engine_manifests: _containers.RepeatedCompositeFieldContainer[EngineManifest]
+    def __init__(self, agent_id: _Optional[str] = ..., enrollment_token: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., engines: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., instance_id: _Optional[str] = ..., engine_manifests: _Optional[_Iterable[_Union[EngineManifest, _Mapping]]] = ...) -> None: ...
+
+class EngineManifest(_message.Message):
+    __slots__ = ("kind", "permission_modes", "default_permission_mode", "supports_interactions", "supports_background_tasks", "supports_server_info")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODES_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_INTERACTIONS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_BACKGROUND_TASKS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    permission_modes: _containers.RepeatedScalarFieldContainer[str]
+    default_permission_mode: str
+    supports_interactions: bool
+    supports_background_tasks: bool
+    supports_server_info: bool
+    def __init__(self, kind: _Optional[str] = ..., permission_modes: _Optional[_Iterable[str]] = ..., default_permission_mode: _Optional[str] = ..., supports_interactions: _Optional[bool] = ..., supports_background_tasks: _Optional[bool] = ..., supports_server_info: _Optional[bool] = ...) -> None: ...
 
 class SessionCursor(_message.Message):
     __slots__ = ("session_id", "output_seq")
