@@ -1,4 +1,4 @@
-"""Data-plane agents: their leases, placement, and the commands queued for them.
+"""Data-plane agents: their leases, the engines they declared, placement, and the commands queued for them.
 
 Commands are rows in `agent_commands`, numbered per agent in the transaction
 that enqueues them, delivered in order until the agent acknowledges them.
@@ -15,6 +15,9 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane import validation
+from controlplane.engines import EngineManifest
+from controlplane.errors import InvalidArgument, NoAgentAvailable
 from controlplane.journal import JournalTransaction
 
 
@@ -28,7 +31,8 @@ class AgentHello:
     agent_id: str
     instance_id: str
     drivers: Sequence[str]
-    engines: Sequence[str]
+    # What each engine the agent runs can do (the engines offered are these kinds).
+    engines: Sequence[EngineManifest]
     capacity: int
     # The newest output_seq the agent holds, per session.
     sessions: Mapping[str, int]
@@ -56,17 +60,18 @@ class Agents:
     async def register(self, hello: AgentHello) -> Lease:
         """Grant a new lease; its generation fences commands of older streams."""
         row = await self._pool.fetchrow(
-            "INSERT INTO agents (agent_id, generation, lease_expires_at, drivers, engines, capacity, instance_id)"
-            " VALUES ($1, 1, now() + $2, $3, $4, $5, $6)"
+            "INSERT INTO agents (agent_id, generation, lease_expires_at, drivers, engines, engine_manifests, capacity,"
+            " instance_id) VALUES ($1, 1, now() + $2, $3, $4, $5, $6, $7)"
             " ON CONFLICT (agent_id) DO UPDATE SET generation = agents.generation + 1,"
             "  lease_expires_at = EXCLUDED.lease_expires_at, drivers = EXCLUDED.drivers,"
-            "  engines = EXCLUDED.engines, capacity = EXCLUDED.capacity,"
+            "  engines = EXCLUDED.engines, engine_manifests = EXCLUDED.engine_manifests, capacity = EXCLUDED.capacity,"
             "  instance_id = EXCLUDED.instance_id, connected_at = now()"
             " RETURNING generation, lease_expires_at",
             hello.agent_id,
             self._ttl,
             list(hello.drivers),
-            list(hello.engines),
+            [m.kind for m in hello.engines],
+            {m.kind: m.to_json() for m in hello.engines},
             hello.capacity,
             hello.instance_id,
         )
@@ -82,6 +87,31 @@ class Agents:
             self._ttl,
         )
         return Lease(row["generation"], row["lease_expires_at"]) if row else None
+
+    async def engine_manifest(
+        self, engine: str, agent_id: str = "", conn: asyncpg.Connection | None = None
+    ) -> EngineManifest:
+        """The manifest requests for `engine` are validated against: as `agent_id` (a session's
+        agent) declared it, else as the live agent that connected last did, else as any agent
+        did (placing on it then fails: NoAgentAvailable). An engine no agent declared is an
+        InvalidArgument while agents running others are connected, else NoAgentAvailable."""
+        db = conn or self._pool
+        value = await db.fetchval(
+            "SELECT engine_manifests -> $1 FROM agents WHERE engine_manifests ? $1"
+            " ORDER BY agent_id = $2 DESC, lease_expires_at > now() DESC, connected_at DESC LIMIT 1",
+            engine,
+            agent_id,
+        )
+        if value is not None:
+            return EngineManifest.from_json(engine, value)
+        running = await db.fetchval(
+            "SELECT coalesce(array_agg(DISTINCT kind ORDER BY kind), '{}')"
+            " FROM agents, jsonb_object_keys(engine_manifests) AS kind WHERE lease_expires_at > now()"
+        )
+        if running:
+            raise InvalidArgument("engine", f"unknown engine {validation.echo(engine)}; connected agents run: "
+                                            f"{', '.join(running)}")
+        raise NoAgentAvailable(f"no connected data-plane agent can run {engine}; start one with `astrabox agent`")
 
     async def mark_held_runtimes(self, agent_id: str, session_ids: Sequence[str]) -> None:
         """An agent that reconnected still holds these sessions' runtimes."""

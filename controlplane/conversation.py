@@ -80,7 +80,8 @@ class Conversation:
             session = await self._locked(tx, session_id)
             mode = session.permission_mode
             if request.permission_mode:
-                mode = validation.permission_mode(validation.engine(session.engine), request.permission_mode)
+                manifest = await self._agents.engine_manifest(session.engine, session.agent_id, tx.conn)
+                mode = validation.permission_mode(manifest, request.permission_mode)
             print_ = requests.fingerprint(text=request.text, permission_mode=request.permission_mode)
             previous = await tx.conn.fetchrow(
                 "SELECT turn_id, accepted_seq, fingerprint FROM turns WHERE session_id = $1 AND client_message_id = $2",
@@ -174,7 +175,8 @@ class Conversation:
         session_id = validation.session_id(session_id)
         async with self._journal.transaction() as tx:
             session = await self._locked(tx, session_id)
-            validation.permission_mode(validation.engine(session.engine), mode)
+            manifest = await self._agents.engine_manifest(session.engine, session.agent_id, tx.conn)
+            validation.permission_mode(manifest, mode)
             if not await requests.first_time(tx, session_id, request_id, "permission_mode", mode=mode):
                 return
             if mode == session.permission_mode:

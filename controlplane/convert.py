@@ -8,7 +8,7 @@ from datetime import datetime
 from google.protobuf import json_format, timestamp_pb2
 
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
-from controlplane.engines import MANIFESTS
+from controlplane.engines import EngineManifest
 from controlplane.journal import EventKind, StoredEvent
 from controlplane.session import InteractionKind, InteractionRecord, SessionRecord, SessionState, questions_of
 
@@ -46,14 +46,13 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
             session_pb2.BackgroundTask(task_id=t.task_id, description=t.description, started_seq=t.started_seq)
             for t in record.background_tasks
         ],
-        capabilities=_capabilities(record.engine),
+        capabilities=_capabilities(record.engine_manifest),
         slash_commands=list(record.slash_commands),
         queued_turn_ids=list(record.queued_turn_ids),
     )
 
 
-def _capabilities(engine: str) -> session_pb2.EngineCapabilities | None:
-    manifest = MANIFESTS.get(engine)
+def _capabilities(manifest: EngineManifest | None) -> session_pb2.EngineCapabilities | None:
     if manifest is None:
         return None
     return session_pb2.EngineCapabilities(

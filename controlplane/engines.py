@@ -1,15 +1,25 @@
-"""Capability manifests of the engines the platform can run.
+"""Capability manifests of engines, as the agents that run them declare them.
 
-The platform has no permission-mode vocabulary of its own: the modes come
-from the engine's SDK and requests are validated against them.
+The platform has no engine vocabulary of its own: each agent's Hello carries
+a manifest per engine it runs (its permission modes, the default one, what it
+supports), `Agents` keeps them beside the agent, and requests are validated
+against them (`Agents.engine_manifest`).
 """
 
 from __future__ import annotations
 
-import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from claude_agent_sdk.types import PermissionMode
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+
+# The engine of a session whose creator names none (CreateSessionRequest.engine).
+DEFAULT_ENGINE = "claude_code"
+
+
+class ManifestInvalid(ValueError):
+    """An agent declared a manifest the control plane cannot validate requests against."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,17 +31,54 @@ class EngineManifest:
     supports_background_tasks: bool
     supports_server_info: bool
 
+    @classmethod
+    def from_proto(cls, manifest: runner_pb2.EngineManifest) -> EngineManifest:
+        """From an agent's Hello; ManifestInvalid when requests could not be validated against it."""
+        modes = tuple(manifest.permission_modes)
+        if not manifest.kind:
+            raise ManifestInvalid("an engine manifest has no kind")
+        if not modes:
+            raise ManifestInvalid(f"the manifest of engine {manifest.kind!r} declares no permission mode")
+        default = manifest.default_permission_mode or modes[0]
+        if default not in modes:
+            raise ManifestInvalid(f"the default permission mode {default!r} of engine {manifest.kind!r}"
+                                  f" is not one of its modes ({', '.join(modes)})")
+        return cls(
+            kind=manifest.kind,
+            permission_modes=modes,
+            default_permission_mode=default,
+            supports_interactions=manifest.supports_interactions,
+            supports_background_tasks=manifest.supports_background_tasks,
+            supports_server_info=manifest.supports_server_info,
+        )
 
-CLAUDE_CODE = EngineManifest(
-    kind="claude_code",
-    permission_modes=tuple(typing.get_args(PermissionMode)),
-    # Tools run inside the sandbox, which is the isolation boundary; sessions
-    # that want a human to approve each tool ask for "default".
-    default_permission_mode="bypassPermissions",
-    supports_interactions=True,
-    supports_background_tasks=True,
-    supports_server_info=True,
-)
+    @classmethod
+    def from_json(cls, kind: str, value: Mapping[str, Any]) -> EngineManifest:
+        """From its column value (`to_json`)."""
+        return cls(
+            kind=kind,
+            permission_modes=tuple(value["permission_modes"]),
+            default_permission_mode=value["default_permission_mode"],
+            supports_interactions=value["supports_interactions"],
+            supports_background_tasks=value["supports_background_tasks"],
+            supports_server_info=value["supports_server_info"],
+        )
 
-MANIFESTS = {CLAUDE_CODE.kind: CLAUDE_CODE}
-DEFAULT_ENGINE = CLAUDE_CODE.kind
+    def to_json(self) -> dict[str, Any]:
+        """As `agents.engine_manifests` keeps it, under its kind."""
+        return {
+            "permission_modes": list(self.permission_modes),
+            "default_permission_mode": self.default_permission_mode,
+            "supports_interactions": self.supports_interactions,
+            "supports_background_tasks": self.supports_background_tasks,
+            "supports_server_info": self.supports_server_info,
+        }
+
+
+def declared_manifests(hello: runner_pb2.Hello) -> list[EngineManifest]:
+    """The manifests of a Hello, each kind once; ManifestInvalid otherwise."""
+    manifests = [EngineManifest.from_proto(m) for m in hello.engine_manifests]
+    kinds = [m.kind for m in manifests]
+    if duplicated := sorted({kind for kind in kinds if kinds.count(kind) > 1}):
+        raise ManifestInvalid(f"engine {', '.join(map(repr, duplicated))} declared more than once")
+    return manifests

@@ -57,7 +57,7 @@ class SessionKernel:
 
     async def create_session(self, request: CreateSession) -> SessionRecord:
         validation.client_id("request_id", request.request_id)
-        manifest = validation.engine(request.engine or DEFAULT_ENGINE)
+        manifest = await self._agents.engine_manifest(request.engine or DEFAULT_ENGINE)
         mode = validation.permission_mode(manifest, request.permission_mode or manifest.default_permission_mode)
         fingerprint = requests.fingerprint(
             engine=manifest.kind, permission_mode=mode, model=request.model, labels=dict(request.labels)

@@ -23,6 +23,7 @@ from google.protobuf import timestamp_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane.agents import AgentHello, Agents, Lease, agent_key
+from controlplane.engines import ManifestInvalid, declared_manifests
 from controlplane.errors import KernelError
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
@@ -101,11 +102,17 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the enrollment token is not valid for this control plane")
         if not hello.agent_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.agent_id must not be empty")
+        try:
+            manifests = declared_manifests(hello)
+        except ManifestInvalid as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Hello.engine_manifests: {error}")
+        if undeclared := sorted(set(hello.engines) - {m.kind for m in manifests}):
+            log.warning("engines_without_manifest", agent_id=hello.agent_id, engines=undeclared)
         return AgentHello(
             agent_id=hello.agent_id,
             instance_id=hello.instance_id,
             drivers=list(hello.drivers),
-            engines=list(hello.engines),
+            engines=manifests,
             capacity=hello.capacity or 1,
             sessions={c.session_id: c.output_seq for c in hello.sessions},
         )

@@ -4,7 +4,8 @@ Two layers, both here. `request` bounds every field of a SessionKernelService
 request at the edge (length, characters, format) before any database, agent
 or file system sees it; `FIELDS` is the one table of those bounds, documented
 on the fields in session_kernel_service.proto. The named checks below it give
-a field its meaning where the kernel uses it (a known engine, a non-empty text).
+a field its meaning where the kernel uses it (one of the engine's permission modes, a
+non-empty text).
 
 An error message quotes a value only through `echo`: a short prefix, so a
 megabyte of input never travels back in a status.
@@ -18,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import Message
 
-from controlplane.engines import MANIFESTS, EngineManifest
+from controlplane.engines import EngineManifest
 from controlplane.errors import InvalidArgument
 
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -207,13 +208,6 @@ def message_text(value: str) -> str:
         raise InvalidArgument("text", "text must not be empty")
     FIELDS["text"]("text", value)
     return value
-
-
-def engine(value: str) -> EngineManifest:
-    manifest = MANIFESTS.get(value)
-    if manifest is None:
-        raise InvalidArgument("engine", f"unknown engine {echo(value)}; known engines: {', '.join(sorted(MANIFESTS))}")
-    return manifest
 
 
 def permission_mode(manifest: EngineManifest, value: str) -> str:

@@ -14,6 +14,7 @@ from controlplane.agents import AgentHello, Agents
 from controlplane.conversation import Conversation
 from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
+from controlplane.engines import EngineManifest
 from controlplane.forwarding import read_cluster_secret
 from controlplane.journal import Journal
 from controlplane.kernel import SessionKernel
@@ -21,6 +22,11 @@ from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
 from controlplane.turns import Turns
+from dataplane_agent.engines.claude_code import MANIFEST as AGENT_CLAUDE_CODE
+from dataplane_agent.relay import engine_manifest_proto
+
+# What a real agent declares for Claude Code, as its Hello carries it.
+CLAUDE_CODE = EngineManifest.from_proto(engine_manifest_proto(AGENT_CLAUDE_CODE))
 
 
 @dataclass
@@ -38,7 +44,7 @@ class Plane:
 
     async def connect_agent(self, agent_id: str = "agent-1", capacity: int = 10) -> None:
         await self.agents.register(
-            AgentHello(agent_id=agent_id, instance_id="test", drivers=["local"], engines=["claude_code"],
+            AgentHello(agent_id=agent_id, instance_id="test", drivers=["local"], engines=[CLAUDE_CODE],
                        capacity=capacity, sessions={})
         )
 

@@ -14,12 +14,13 @@ from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.page_tokens import PageTokens
 from controlplane.session import SessionState
 from controlplane.turns import Turns
+from tests.controlplane.conftest import CLAUDE_CODE
 
 
 async def test_lapsed_lease_loses_the_runtime_and_fails_the_running_turn(plane):
     agents = Agents(plane.pool, timedelta(milliseconds=300))
     kernel = SessionKernel(plane.pool, plane.journal, agents, Turns(agents), plane.live, PageTokens(b"key"))
-    hello = AgentHello("agent-1", "i1", ["local"], ["claude_code"], 4, {})
+    hello = AgentHello("agent-1", "i1", ["local"], [CLAUDE_CODE], 4, {})
     await agents.register(hello)
     session = await kernel.create_session(CreateSession(request_id="lease"))
     await plane.runtime_started(session.session_id)
@@ -44,7 +45,7 @@ async def test_lapsed_lease_loses_the_runtime_and_fails_the_running_turn(plane):
 
 async def test_renewal_is_fenced_by_generation(plane):
     agents = Agents(plane.pool, timedelta(seconds=30))
-    hello = AgentHello("agent-1", "i1", ["local"], ["claude_code"], 4, {})
+    hello = AgentHello("agent-1", "i1", ["local"], [CLAUDE_CODE], 4, {})
     old = await agents.register(hello)
     new = await agents.register(hello)
     assert await agents.renew("agent-1", old.generation) is None
