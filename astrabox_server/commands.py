@@ -59,7 +59,7 @@ def _agent(argv: Sequence[str]) -> None:
 
 
 def _image(argv: Sequence[str]) -> int:
-    from dataplane_agent.images import ImageBuildError, build_image
+    from dataplane_agent.sandboxes.images import ImageBuildError, build_image
 
     parser = argparse.ArgumentParser(prog="astrabox image", description="The docker driver's sandbox image.")
     actions = parser.add_subparsers(dest="action", required=True)

@@ -41,8 +41,8 @@ from controlplane import logs
 from controlplane.outputs import OutputCommitter
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings
-from dataplane_agent.outbox import Outbox
-from dataplane_agent.relay import RelayClient, RelayConfig
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.state import AgentState, Database
 
 # The relay's OutputBatch size (a field default); the baseline commits batches of the same size.

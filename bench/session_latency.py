@@ -37,7 +37,7 @@ from astrabox.client import AstraBoxClient
 from controlplane import logs
 from dataplane_agent.engines.base import EngineConfig
 from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
-from dataplane_agent.model_route import ModelRoute, Upstream
+from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.sandboxes.base import SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver

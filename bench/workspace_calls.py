@@ -33,7 +33,7 @@ from _common import ROOT, revision, summary_row  # noqa: E402
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 from astrabox.runner.v1 import runner_service_pb2 as pb  # noqa: E402
 from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, Sandbox, SandboxSpec  # noqa: E402
-from dataplane_agent.workspace import WorkspaceService  # noqa: E402
+from dataplane_agent.workspace.service import WorkspaceService  # noqa: E402
 
 
 def repository(files: int) -> bytes:

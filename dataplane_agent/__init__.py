@@ -1,0 +1,39 @@
+"""The data-plane agent: runs sessions' sandboxes and engines on one host, and relays what they do.
+
+One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
+
+    main.py          composition root: wires everything below, runs until stopped
+    settings.py      every setting: flag, environment variable, default
+    state.py         the agent's durable store (SQLite): held sessions, queued inputs, outbox rows
+    errors.py        AgentError, CommandRefused
+    keyed_locks.py   one lock per session id, dropped when unused
+    relay/           the one stream to the control plane (RunnerService.Connect)
+      client.py        dial, Hello/Welcome, send outputs, acknowledge, heartbeat, redial
+      outbox.py        outputs stored until the control plane commits them
+      commands.py      commands from the control plane, applied once each (receipts)
+    runtimes/        a session's runtime: its sandbox plus its engine
+      runtimes.py      start, stop, destroy, recover; hands inputs and answers to `turns`
+      launch.py        makes a sandbox (or claims a warm one) and starts the engine in it
+      reconcile.py     after a restart and periodically: the sandboxes on the host vs the sessions held
+      disk_limit.py    a workspace disk limit enforced by measurement where no image can
+    turns/           one session's engine and the turns that run on it
+      session.py       SessionTurns: the parts below, put together
+      ledger.py        the running turn and the attached engine
+      inputs.py        queued messages, one turn at a time
+      outputs.py       the engine's messages, recorded under their turn
+      interrupts.py    stopping a turn, with a deadline
+      interactions.py  a turn parked on a question for a human
+      engine_calls.py  bounded calls into an engine
+      transcripts.py   the engine's conversation file, kept outside the sandbox
+    workspace/       files and commands of a sandbox, for the control plane's workspace RPCs
+      service.py       upload, download, list, run a command
+      archives.py      uploaded tar archives checked and rewritten (never tarfile's filters)
+    pool/            sandboxes (and engines) made ready ahead of sessions
+    routes/          how a sandbox reaches the outside: the model route (egress later)
+    engines/         engine adapters (Claude Code through claude-agent-sdk) and their manifests
+    sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks
+    offline_model/   the built-in offline model, an Anthropic-compatible endpoint on loopback
+
+Imports go downwards: main → relay, runtimes → turns, workspace, pool, routes → engines,
+sandboxes → state, errors. Nothing here imports `controlplane` (see the import contracts).
+"""

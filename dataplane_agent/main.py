@@ -23,25 +23,25 @@ from pathlib import Path
 import structlog
 
 from astrabox.secret_settings import SecretSettingError, redact, warn_on_command_line
-from dataplane_agent.commands import CommandApplier
+from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.engines.base import EngineAdapter
 from dataplane_agent.errors import AgentError
-from dataplane_agent.model_route import ModelRoute, Upstream
-from dataplane_agent.outbox import Outbox
-from dataplane_agent.pool import PoolSettings, WarmPool
-from dataplane_agent.reconcile import Inventory, Placements, ReconcileSettings, Reconciler, inventory_for
-from dataplane_agent.relay import RelayClient, RelayConfig
-from dataplane_agent.runtimes import Runtimes
+from dataplane_agent.routes.model import ModelRoute, Upstream
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool
+from dataplane_agent.runtimes.reconcile import Inventory, Placements, ReconcileSettings, Reconciler, inventory_for
+from dataplane_agent.relay.client import RelayClient, RelayConfig
+from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError, SandboxSpec
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database, keep_private
-from dataplane_agent.transcripts import TranscriptStore
-from dataplane_agent.warm_engines import EngineWarmer, WarmEngineSettings
-from dataplane_agent.archives import UnpackLimits
-from dataplane_agent.disk_limit import MeasuredDiskLimit
+from dataplane_agent.turns.transcripts import TranscriptStore
+from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
+from dataplane_agent.workspace.archives import UnpackLimits
+from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit
 from dataplane_agent.sandboxes.disk import WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
-from dataplane_agent.workspace import WorkspaceService
+from dataplane_agent.workspace.service import WorkspaceService
 
 log = structlog.get_logger(__name__)
 
@@ -198,7 +198,7 @@ def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | N
 
 def _disk_limit(settings: AgentSettings) -> tuple[WorkspaceDisk | None, MeasuredDiskLimit | None]:
     """How the workspace disk limit is enforced: by an image per workspace where the host can
-    mount one, else by measurement (disk_limit); neither without a limit."""
+    mount one, else by measurement (runtimes.disk_limit); neither without a limit."""
     if not settings.sandbox_disk_mb:
         return None, None
     if settings.sandbox_disk_by == "image":

@@ -40,7 +40,7 @@ docker alike (`sandboxes.host_user`); it must own nothing else on the host.
 of its own, loop-mounted (`sandboxes.disk`; needs root and loop devices), and
 where the host cannot, measured instead; `measurement`: the agent measures each
 running workspace every `--sandbox-disk-check-seconds` and stops a runtime over
-its limit (`disk_limit`).
+its limit (`runtimes.disk_limit`).
 Secrets come from the environment or from a file (`--enrollment-token-file`,
 `$ASTRABOX_ENROLLMENT_TOKEN_FILE`, `--api-key-file`, `$ANTHROPIC_API_KEY_FILE`),
 so they never show in `ps`; `--enrollment-token` and `--api-key` work too, with
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from astrabox.secret_settings import SecretOption
-from dataplane_agent.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
+from dataplane_agent.workspace.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 
 DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
@@ -95,7 +95,7 @@ class AgentSettings:
     # The host uid a root agent's sandboxes run as (what they write is owned by it).
     sandbox_host_uid: int = DEFAULT_HOST_UID
     # Each workspace's size in MiB (0: no limit), enforced by an image of its own ("image", where the
-    # host can) or by measurement ("measurement"; see disk_limit).
+    # host can) or by measurement ("measurement"; see runtimes.disk_limit).
     sandbox_disk_mb: int = DEFAULT_DISK_MB
     sandbox_disk_by: str = "image"
     sandbox_disk_check_seconds: float = 10.0

@@ -7,7 +7,7 @@ flight), the inputs queued behind that turn, the interactions a turn is parked
 on, the command ids it has applied, the latest lease generation and small
 facts such as its own id. Queued inputs and pending interactions are recorded
 so that a restarted agent can settle what the previous process left open. The output outbox lives in the same database
-(`dataplane_agent.outbox`) so that a command's effect, its outputs and the
+(`dataplane_agent.relay.outbox`) so that a command's effect, its outputs and the
 record that it was applied commit in one transaction.
 
 WAL with synchronous=FULL: a committed transaction survives SIGKILL and power

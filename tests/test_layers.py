@@ -44,9 +44,9 @@ def test_the_repository_keeps_every_layer_contract() -> None:
     [
         ("clients/python/astrabox/render.py", "import controlplane.journal", "astrabox.render -> controlplane.journal"),
         ("clients/python/astrabox/client.py", "import asyncpg", "astrabox.client -> asyncpg"),
-        ("controlplane/kernel.py", "from dataplane_agent import outbox", "controlplane.kernel -> dataplane_agent.outbox"),
-        ("dataplane_agent/relay.py", "import controlplane.errors", "dataplane_agent.relay -> controlplane.errors"),
-        ("dataplane_agent/outbox.py", "from astrabox_server import stack", "dataplane_agent.outbox -> astrabox_server.stack"),
+        ("controlplane/kernel.py", "from dataplane_agent.relay import outbox", "controlplane.kernel -> dataplane_agent.relay.outbox"),
+        ("dataplane_agent/relay/client.py", "import controlplane.errors", "dataplane_agent.relay.client -> controlplane.errors"),
+        ("dataplane_agent/relay/outbox.py", "from astrabox_server import stack", "dataplane_agent.relay.outbox -> astrabox_server.stack"),
         ("controlplane/engines.py", "import claude_agent_sdk", "controlplane.engines -> claude_agent_sdk"),
     ],
 )

@@ -6,7 +6,7 @@ written in it) formatted ext4 with no reserved blocks and its root owned by
 the sandbox's user, loop-mounted nosuid,nodev on the sandbox's workspace. A
 sandbox that fills it gets ENOSPC ("No space left on device") and the host's
 own disk is untouched; an upload that would not fit is refused before it is
-unpacked (`workspace`). Both drivers mount it the same way (the docker driver
+unpacked (`workspace.service`). Both drivers mount it the same way (the docker driver
 bind-mounts the mounted workspace into its container).
 
 The image lives as long as the sandbox: a stopped sandbox keeps it mounted, a
@@ -15,7 +15,7 @@ sandbox unmounts it first. A workspace made before the limit was set, with
 files in it, is left a plain directory rather than hidden under a new image.
 
 Needs root, loop devices and mkfs.ext4 (e2fsprogs): `unavailable()` formats and mounts a small
-image once to find out. Without them the agent measures the limit instead (`disk_limit`).
+image once to find out. Without them the agent measures the limit instead (`runtimes.disk_limit`).
 `release_mounts` unmounts every image under a state directory that is about to be deleted.
 """
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import aiodocker
 import structlog
 
-from dataplane_agent.images import DEFAULT_IMAGE
+from dataplane_agent.sandboxes.images import DEFAULT_IMAGE
 from dataplane_agent.sandboxes.base import (
     END_MARKED,
     AGENT_LABEL,

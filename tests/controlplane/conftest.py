@@ -23,7 +23,7 @@ from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
 from controlplane.turns import Turns
 from dataplane_agent.engines.claude_code import MANIFEST as AGENT_CLAUDE_CODE
-from dataplane_agent.relay import engine_manifest_proto
+from dataplane_agent.relay.client import engine_manifest_proto
 
 # What a real agent declares for Claude Code, as its Hello carries it.
 CLAUDE_CODE = EngineManifest.from_proto(engine_manifest_proto(AGENT_CLAUDE_CODE))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dataplane_agent.model_route import ModelRoute, Upstream
+from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
 from tests.support.containers import containers  # noqa: F401 - fixture
 

@@ -12,7 +12,7 @@ import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineError, EngineOutput
 from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, transcript_path
-from dataplane_agent.model_route import ModelRoute
+from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.offline_model.scripts import HELLO_COMMAND
 from dataplane_agent.sandboxes.base import MODEL_BASE_URL_INNER, Sandbox, SandboxSpec

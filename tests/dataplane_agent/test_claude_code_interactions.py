@@ -11,7 +11,7 @@ import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineOutput, ToolDecision, ToolRequest
 from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, ClaudeCodeSession
-from dataplane_agent.model_route import ModelRoute
+from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 

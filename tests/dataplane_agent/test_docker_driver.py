@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dataplane_agent.engines.claude_code import BUNDLED_CLI
-from dataplane_agent.reconcile import inventory_for
+from dataplane_agent.runtimes.reconcile import inventory_for
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
     INSTALLATION_LABEL,

@@ -18,12 +18,12 @@ import grpc
 import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.archives import UnpackLimits
+from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.engines.claude_code import BUNDLED_CLI
 from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
-from dataplane_agent.workspace import WorkspaceService
+from dataplane_agent.workspace.service import WorkspaceService
 from tests.dataplane_agent.test_workspace import Client, error_reason
 from tests.support.containers import Containers, new_installation, require_docker
 

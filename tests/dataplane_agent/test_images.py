@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dataplane_agent.images import FALLBACK_MIRROR, SANDBOX_UID, AptSource, apt_sources, choose_mirror, prepare_rootfs
+from dataplane_agent.sandboxes.images import FALLBACK_MIRROR, SANDBOX_UID, AptSource, apt_sources, choose_mirror, prepare_rootfs
 
 
 def test_the_mirror_comes_from_the_hosts_apt_sources_in_either_format(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.turns import INTERRUPTED_BY_ENGINE
+from dataplane_agent.turns.session import INTERRUPTED_BY_ENGINE
 from tests.dataplane_agent.fakes import (
     STARTED,
     Ask,

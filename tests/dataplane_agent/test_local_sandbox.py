@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dataplane_agent.model_route import ModelRoute
-from dataplane_agent.reconcile import LocalDirectoryInventory
+from dataplane_agent.routes.model import ModelRoute
+from dataplane_agent.runtimes.reconcile import LocalDirectoryInventory
 from dataplane_agent.sandboxes.base import MODEL_PORT, DestroyVerdict, Sandbox, SandboxError, SandboxSpec
 from dataplane_agent.sandboxes.limits import LocalLimits
 from dataplane_agent.sandboxes.local import LocalSandboxDriver

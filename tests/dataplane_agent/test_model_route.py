@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from dataplane_agent.model_route import ModelRoute, Upstream
+from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.sandboxes.base import MODEL_BASE_URL_INNER
 

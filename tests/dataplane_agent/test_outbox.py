@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.outbox import Outbox
+from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import Database
 
 _WRITER = textwrap.dedent(
@@ -20,7 +20,7 @@ _WRITER = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from astrabox.runner.v1 import runner_service_pb2 as pb
-    from dataplane_agent.outbox import Outbox
+    from dataplane_agent.relay.outbox import Outbox
     from dataplane_agent.state import Database
 
     async def main():

@@ -12,19 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.commands import CommandApplier
-from dataplane_agent.outbox import Outbox
-from dataplane_agent.reconcile import (
+from dataplane_agent.relay.commands import CommandApplier
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.runtimes.reconcile import (
     LocalDirectoryInventory,
     Placements,
     Reconciler,
     ReconcileSettings,
 )
-from dataplane_agent.runtimes import Runtimes
+from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import POOL_LABEL, DestroyVerdict, ListedSandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.state import AgentState, Database
-from dataplane_agent.transcripts import TranscriptStore
+from dataplane_agent.turns.transcripts import TranscriptStore
 from tests.dataplane_agent.fakes import (
     MODEL_ENV,
     DirectorySandboxDriver,

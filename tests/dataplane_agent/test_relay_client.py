@@ -15,9 +15,9 @@ from google.rpc import status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
-from dataplane_agent.commands import CommandApplier
-from dataplane_agent.outbox import Outbox
-from dataplane_agent.relay import RelayClient, RelayConfig
+from dataplane_agent.relay.commands import CommandApplier
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.state import AgentState, Database
 
 # -- the control plane's side, as a test double ----------------------------------------------

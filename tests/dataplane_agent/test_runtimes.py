@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.runtimes import NO_MANIFEST_REASON, RESTART_ABORT_REASON, RESTART_QUEUED_REASON
+from dataplane_agent.runtimes.runtimes import NO_MANIFEST_REASON, RESTART_ABORT_REASON, RESTART_QUEUED_REASON
 from dataplane_agent.sandboxes.base import DestroyVerdict
 from tests.dataplane_agent.fakes import (
     MODEL_ENV,
@@ -114,7 +114,7 @@ async def test_deliver_input_relays_the_turn_ending_with_the_result_and_a_transc
 
 
 async def test_a_large_transcript_is_kept_locally_but_not_sent(tmp_path: Path) -> None:
-    from dataplane_agent.turns import TurnLimits
+    from dataplane_agent.turns.session import TurnLimits
 
     engine = ScriptedEngine(result_turn(), transcript=b"x" * 2048)
     driver = DirectorySandboxDriver(tmp_path / "sandboxes")

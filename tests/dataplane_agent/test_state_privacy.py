@@ -12,7 +12,7 @@ import pytest
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.outbox import Outbox
+from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import Database, keep_private
 
 

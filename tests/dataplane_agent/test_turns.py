@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from dataplane_agent.engines.base import EngineOutput
-from dataplane_agent.outbox import Outbox
-from dataplane_agent.runtimes import WORKSPACE_GONE_REASON
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.runtimes.runtimes import WORKSPACE_GONE_REASON
 from dataplane_agent.sandboxes.base import SandboxSpec
 from dataplane_agent.state import AgentState, Database
-from dataplane_agent.transcripts import TranscriptStore
-from dataplane_agent.turns import (
+from dataplane_agent.turns.transcripts import TranscriptStore
+from dataplane_agent.turns.session import (
     INTERRUPTED_AT_DEADLINE,
     INTERRUPTED_BEFORE_SEND,
     INTERRUPTED_BY_ENGINE,

@@ -17,7 +17,7 @@ from google.rpc import error_details_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
-from dataplane_agent.workspace import MAX_UPLOAD_BYTES, WorkspaceService
+from dataplane_agent.workspace.service import MAX_UPLOAD_BYTES, WorkspaceService
 from tests.support.archives import unpack
 
 
@@ -166,7 +166,7 @@ async def test_limits_uploads_and_command_time(sandbox, monkeypatch):
         return box
 
     client = Client(WorkspaceService(lookup, driver))
-    monkeypatch.setattr("dataplane_agent.workspace.MAX_UPLOAD_BYTES", 1000)
+    monkeypatch.setattr("dataplane_agent.workspace.service.MAX_UPLOAD_BYTES", 1000)
     reply = (await client.upload("", b"x" * 5000, chunk=1000))[-1]
     assert error_reason(reply) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_LARGE")
     assert MAX_UPLOAD_BYTES == 256 * 1024 * 1024

@@ -17,7 +17,7 @@ import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
-from dataplane_agent.disk_limit import MIB, MeasuredDiskLimit
+from dataplane_agent.runtimes.disk_limit import MIB, MeasuredDiskLimit
 from dataplane_agent.sandboxes.disk import IMAGE, WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID

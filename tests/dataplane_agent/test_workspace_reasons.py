@@ -7,7 +7,7 @@ from pathlib import Path
 
 import grpc
 
-from dataplane_agent import workspace
+from dataplane_agent.workspace import service as workspace
 from tests.controlplane.test_input_fuzz import documented_reasons
 
 AGENT = Path(workspace.__file__).parent
@@ -16,7 +16,7 @@ AGENT = Path(workspace.__file__).parent
 def test_every_workspace_reason_is_documented_with_its_code() -> None:
     documented = documented_reasons()
     pairs = set(workspace._REFUSALS.values())
-    source = (AGENT / "workspace.py").read_text()
+    source = Path(workspace.__file__).read_text()
     pairs |= {(grpc.StatusCode[code], reason)
               for code, reason in re.findall(r'WorkspaceError\(\s*grpc\.StatusCode\.([A-Z_]+),\s*"([A-Z_]+)"', source)}
     reasons = set(re.findall(r'ArchiveRefused\("([A-Z_]+)"', (AGENT / "archives.py").read_text()))

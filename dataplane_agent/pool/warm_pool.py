@@ -12,7 +12,7 @@ changed or that are older than `max_age`. At start, pool sandboxes left by an
 earlier agent process are taken back when still current, retired otherwise.
 
 With an `EngineWarmer`, every ready sandbox also has the agent's default
-engine running in it (`dataplane_agent.warm_engines`): a sandbox counts as
+engine running in it (`dataplane_agent.pool.warm_engines`): a sandbox counts as
 ready only once its engine is connected, a claim hands the engine over with
 the sandbox, and retiring a sandbox closes its engine first. Sandboxes taken
 back from an earlier process get their engine started in the background.
@@ -39,7 +39,7 @@ import structlog
 # arrives as its awaitable finishes, and a loop that misses its cancellation never stops.
 
 from dataplane_agent.engines.base import EngineSession
-from dataplane_agent.reconcile import Inventory, pool_key
+from dataplane_agent.runtimes.reconcile import Inventory, pool_key
 from dataplane_agent.sandboxes.base import (
     POOL_LABEL,
     SESSION_LABEL,

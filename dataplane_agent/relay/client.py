@@ -31,7 +31,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
 from dataplane_agent.engines import EngineManifest, shipped_manifests
 from dataplane_agent.errors import RelayError, StreamRejected
-from dataplane_agent.outbox import Outbox
+from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState
 
 log = structlog.get_logger(__name__)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import structlog
 
-from dataplane_agent.engine_calls import describe
+from dataplane_agent.turns.engine_calls import describe
 from dataplane_agent.sandboxes.base import Sandbox, SandboxError
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
 

@@ -13,10 +13,10 @@ Engine readers, input pumps and interrupt deadlines live in a TaskGroup owned
 by `run()`. Whatever a shutdown leaves open stays recorded; `recover()` at the
 next start settles it as aborted.
 
-Sandboxes and engines come from the `Launcher` (`dataplane_agent.launch`): a
+Sandboxes and engines come from the `Launcher` (`dataplane_agent.runtimes.launch`): a
 new session's sandbox from the warm pool when one is ready, with the engine
 the pool started in it, else both made now. Starts and destructions hold the session's guard, which the
-reconciler (`dataplane_agent.reconcile`) takes too before it adopts or
+reconciler (`dataplane_agent.runtimes.reconcile`) takes too before it adopts or
 destroys anything of that session, and they tell `Placements` what the
 control plane asked for since its last Welcome.
 """
@@ -35,18 +35,18 @@ import grpc
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.disk_limit import OverLimit
+from dataplane_agent.runtimes.disk_limit import OverLimit
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused
 from dataplane_agent.keyed_locks import KeyedLocks
-from dataplane_agent.launch import Launcher, RuntimeTimeouts, SandboxPool
-from dataplane_agent.model_route import ModelAccess, model_env
-from dataplane_agent.outbox import Outbox
-from dataplane_agent.reconcile import DESTROYED, Placements
+from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
+from dataplane_agent.routes.model import ModelAccess, model_env
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.runtimes.reconcile import DESTROYED, Placements
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
-from dataplane_agent.transcripts import TranscriptStore
-from dataplane_agent.turns import WORKSPACE_GONE_REASON, Input, SessionTurns, TurnLimits, close_quietly, describe
+from dataplane_agent.turns.transcripts import TranscriptStore
+from dataplane_agent.turns.session import WORKSPACE_GONE_REASON, Input, SessionTurns, TurnLimits, close_quietly, describe
 
 log = structlog.get_logger(__name__)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import structlog
 
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineSession, ToolDecision, ToolRequest
-from dataplane_agent.model_route import ModelAccess
+from dataplane_agent.routes.model import ModelAccess
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
 
 log = structlog.get_logger(__name__)

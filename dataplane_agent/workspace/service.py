@@ -32,8 +32,8 @@ from google.protobuf import any_pb2, timestamp_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent import archives
-from dataplane_agent.archives import ArchiveRefused, UnpackLimits
+from dataplane_agent.workspace import archives
+from dataplane_agent.workspace.archives import ArchiveRefused, UnpackLimits
 from dataplane_agent.sandboxes.base import END_MARKED, RUN_MARKER, Sandbox, SandboxDriver, SandboxError
 from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal, split
 
@@ -135,7 +135,7 @@ class WorkspaceService:
         self._driver = driver
         self._limits = limits
         # Bytes a workspace may still take: its file system's free space, or what a measured
-        # disk limit leaves (disk_limit).
+        # disk limit leaves (runtimes.disk_limit).
         self._room = room or _free_bytes
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._uploads: dict[str, _Upload] = {}

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engine_calls import bounded, describe
+from dataplane_agent.turns.engine_calls import bounded, describe
 from dataplane_agent.engines.base import EngineSession
-from dataplane_agent.turn_ledger import TurnContext, TurnLedger
+from dataplane_agent.turns.ledger import TurnContext, TurnLedger
 
 log = structlog.get_logger(__name__)
 

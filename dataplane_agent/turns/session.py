@@ -1,11 +1,11 @@
 """One session's engine and the turns that run on it.
 
 `SessionTurns` is what the runtimes hold for a session: it puts together the
-parts that share the session's engine and running turn (`turn_ledger`):
+parts that share the session's engine and running turn (`ledger`):
 
-- `turn_inputs`: inputs wait in a queue and go to the engine one at a time,
+- `inputs`: inputs wait in a queue and go to the engine one at a time,
   each once the previous turn is settled.
-- `turn_outputs`: every output of the engine's single stream is recorded
+- `outputs`: every output of the engine's single stream is recorded
   under the turn it belongs to (a user turn, a turn the engine started on its
   own, or none), and each ResultMessage is followed by a transcript snapshot.
 - `interrupts`: a waiting input is withdrawn; a running turn is asked to stop
@@ -23,17 +23,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from dataplane_agent.engine_calls import bounded, close_quietly, describe
+from dataplane_agent.turns.engine_calls import bounded, close_quietly, describe
 from dataplane_agent.engines.base import EngineSession, ToolDecision, ToolRequest
-from dataplane_agent.interactions import TURN_ENDED, Interactions
-from dataplane_agent.interrupts import INTERRUPTED_AT_DEADLINE, Interrupts
-from dataplane_agent.outbox import Outbox
+from dataplane_agent.turns.interactions import TURN_ENDED, Interactions
+from dataplane_agent.turns.interrupts import INTERRUPTED_AT_DEADLINE, Interrupts
+from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.state import AgentState, Database, Receipt
-from dataplane_agent.transcripts import TranscriptStore
-from dataplane_agent.turn_inputs import INTERRUPTED_BEFORE_SEND, WORKSPACE_GONE_REASON, EngineStarter, Input, TurnInputs
-from dataplane_agent.turn_ledger import TurnContext, TurnLedger, TurnLimits
-from dataplane_agent.turn_outputs import INTERRUPTED_BY_ENGINE, OutputRouter
+from dataplane_agent.turns.transcripts import TranscriptStore
+from dataplane_agent.turns.inputs import INTERRUPTED_BEFORE_SEND, WORKSPACE_GONE_REASON, EngineStarter, Input, TurnInputs
+from dataplane_agent.turns.ledger import TurnContext, TurnLedger, TurnLimits
+from dataplane_agent.turns.outputs import INTERRUPTED_BY_ENGINE, OutputRouter
 
 __all__ = [
     "INTERRUPTED_AT_DEADLINE",

@@ -39,7 +39,7 @@ from typing import Protocol
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.outbox import Outbox
+from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
     POOL_LABEL,

@@ -1,0 +1,1 @@
+"""A sandbox's files and commands, served for the control plane's workspace RPCs."""
