@@ -68,10 +68,14 @@ class MeasuredDiskLimit:
             return None
         if used <= self._stopped_at.get(session_id, -1):
             return None  # started again to delete files: it may, but not write more
-        self._stopped_at[session_id] = used
         return OverLimit(session_id, f"the workspace uses {used / MIB:.0f} MiB, over its disk limit of "
                                      f"{self.limit_bytes // MIB} MiB: the runtime was stopped (files kept); "
                                      "delete files to go on")
+
+    async def stopped(self, session_id: str, sandbox: Sandbox) -> None:
+        """The session was stopped over its limit: what it holds now (its writes have ended) is what
+        it may hold when started again."""
+        self._stopped_at[session_id] = await self._usage.used_bytes(sandbox.workspace)
 
     async def watch(
         self,
@@ -87,6 +91,7 @@ class MeasuredDiskLimit:
                     if found is not None:
                         log.warning("workspace_over_disk_limit", session_id=session_id, reason=found.reason)
                         await stop(found)
+                        await self.stopped(session_id, sandbox)
                 except (SandboxError, OSError) as error:
                     log.warning("workspace_disk_check_failed", session_id=session_id, error=describe(error))
                 except Exception:  # one session's failure must not end the others' checks

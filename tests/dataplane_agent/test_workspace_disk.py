@@ -106,3 +106,11 @@ async def test_an_upload_past_a_measured_limit_is_refused_before_anything_is_wri
     await client.call(exec_command=pb.ExecCommand(command="head -c 2M /dev/urandom > past"))
     over = await limit.over("s1", sandbox)
     assert over is not None and f"over its disk limit of {MEASURED_MB} MiB" in over.reason
+
+    # Stopped over it, the session may run again at what it held then (to delete files), not write more.
+    await limit.stopped("s1", sandbox)
+    assert await limit.over("s1", sandbox) is None
+    await client.call(exec_command=pb.ExecCommand(command="head -c 64K /dev/urandom > more"))
+    assert await limit.over("s1", sandbox) is not None
+    await client.call(exec_command=pb.ExecCommand(command="rm past more"))
+    assert await limit.over("s1", sandbox) is None
