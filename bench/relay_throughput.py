@@ -41,6 +41,7 @@ from controlplane import logs
 from controlplane.outputs import OutputCommitter
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings
+from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.state import AgentState, Database
@@ -100,7 +101,7 @@ class Bench:
 
     def start_relay(self) -> RelayClient:
         config = RelayConfig(target=self.address, agent_id="bench-agent", enrollment_token="", capacity=10_000,
-                             instance_id=uuid.uuid4().hex, drivers=("local",), engines=("claude_code",))
+                             instance_id=uuid.uuid4().hex, drivers=("local",), engines=(CLAUDE_CODE,))
         client = RelayClient(config, state=self.state, outbox=self.outbox, commands=StartRuntimeSink(self.outbox))
         self.relay = asyncio.create_task(client.run())
         return client

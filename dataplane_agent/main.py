@@ -116,7 +116,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 enrollment_token=settings.enrollment_token,
                 instance_id=uuid.uuid4().hex,
                 drivers=(driver.name,),
-                engines=tuple(sorted(engines)),
+                engines=tuple(engines[kind].manifest for kind in sorted(engines)),
                 capacity=settings.capacity,
                 root_certificates=_controlplane_ca(settings),
             ),

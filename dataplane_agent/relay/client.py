@@ -29,7 +29,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
-from dataplane_agent.engines import EngineManifest, shipped_manifests
+from dataplane_agent.engines import EngineManifest
 from dataplane_agent.errors import RelayError, StreamRejected
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState
@@ -52,7 +52,8 @@ class RelayConfig:
     enrollment_token: str
     instance_id: str
     drivers: tuple[str, ...] = ()
-    engines: tuple[str, ...] = ()
+    # The manifest of each engine this agent runs, declared in its Hello.
+    engines: tuple[EngineManifest, ...] = ()
     capacity: int = 0
     # TLS to the control plane, verified with these PEM root certificates; None: plaintext.
     root_certificates: bytes | None = None
@@ -199,11 +200,11 @@ class RelayClient:
             agent_id=cfg.agent_id,
             enrollment_token=cfg.enrollment_token,
             drivers=cfg.drivers,
-            engines=cfg.engines,
+            engines=[manifest.kind for manifest in cfg.engines],
             capacity=cfg.capacity,
             sessions=await self._held_cursors(),
             instance_id=cfg.instance_id,
-            engine_manifests=[engine_manifest_proto(m) for m in shipped_manifests(cfg.engines)],
+            engine_manifests=[engine_manifest_proto(m) for m in cfg.engines],
         )
         async with asyncio.timeout(cfg.connect_timeout):
             try:

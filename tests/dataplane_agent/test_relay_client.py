@@ -15,6 +15,7 @@ from google.rpc import status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
+from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.relay.client import RelayClient, RelayConfig
@@ -212,7 +213,7 @@ async def agent_process(state_dir: Path, port: int, window: int = 512, batch_siz
         enrollment_token="tok",
         instance_id="i-1",
         drivers=("local",),
-        engines=("claude_code",),
+        engines=(CLAUDE_CODE,),
         capacity=4,
         window=window,
         batch_size=batch_size,
