@@ -63,9 +63,14 @@ def _image(argv: Sequence[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="astrabox image", description="The docker driver's sandbox image.")
     actions = parser.add_subparsers(dest="action", required=True)
-    build = actions.add_parser("build", help="build the sandbox image offline (debootstrap + docker import; needs root)")
-    build.add_argument("--tag", default=os.environ.get("ASTRABOX_SANDBOX_IMAGE", "astrabox/sandbox:latest"),
-                       help="image tag (env ASTRABOX_SANDBOX_IMAGE; default %(default)s)")
+    build = actions.add_parser(
+        "build", help="build the sandbox image offline (debootstrap + docker import; needs root)"
+    )
+    build.add_argument(
+        "--tag",
+        default=os.environ.get("ASTRABOX_SANDBOX_IMAGE", "astrabox/sandbox:latest"),
+        help="image tag (env ASTRABOX_SANDBOX_IMAGE; default %(default)s)",
+    )
     build.add_argument("--rebuild", action="store_true", help="build even when the tag exists")
     build.add_argument("--mirror", default="", help="Debian mirror URL (default: the host's apt source for bookworm)")
     args = parser.parse_args(argv)

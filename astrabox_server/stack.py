@@ -39,11 +39,7 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
     from dataplane_agent.main import run_agent
     from dataplane_agent.settings import AgentSettings
 
-    if not data_dir.exists():
-        data_dir.mkdir(parents=True)
-        # Private: it holds the database and the agent's state. Root runs PostgreSQL as `postgres`,
-        # which must get through to its own (0700) directory in here.
-        data_dir.chmod(0o711 if os.geteuid() == 0 else 0o700)
+    _make_private(data_dir)
     postgres = None
     if not database_url:
         postgres = EmbeddedPostgres(data_dir / "postgres")
@@ -66,6 +62,14 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
             await postgres.stop()
 
 
+def _make_private(data_dir: Path) -> None:
+    """Make the state directory, private: it holds the database and the agent's state. Root runs
+    PostgreSQL as `postgres`, which must get through to its own (0700) directory in here."""
+    if not data_dir.exists():
+        data_dir.mkdir(parents=True)
+        data_dir.chmod(0o711 if os.geteuid() == 0 else 0o700)
+
+
 async def _wait_for_agent(pool, agent: asyncio.Task) -> None:
     async with asyncio.timeout(AGENT_READY_TIMEOUT):
         while not await pool.fetchval("SELECT count(*) FROM agents WHERE lease_expires_at > now()"):
@@ -79,8 +83,9 @@ def build_up_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="astrabox up", description="Run the whole stack on this machine.")
     parser.add_argument("--listen", default="127.0.0.1:7233", help="gRPC address (default %(default)s)")
     DATABASE_URL.add_to(parser, note="; without one an embedded PostgreSQL is started in --data-dir")
-    parser.add_argument("--data-dir", default=os.path.expanduser("~/.astrabox"),
-                        help="state directory (default %(default)s)")
+    parser.add_argument(
+        "--data-dir", default=os.path.expanduser("~/.astrabox"), help="state directory (default %(default)s)"
+    )
     return parser
 
 
@@ -108,10 +113,13 @@ async def run_up(data_dir: Path, listen: str, database_url: str) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with stack(data_dir, listen, database_url) as address:
-        print(f"AstraBox is up on {address}\n"
-              f"  try:  astrabox run --target {address} \"Create hello.txt\"\n"
-              f"        grpcurl -plaintext {address} list\n"
-              "  Ctrl-C stops it.", flush=True)
+        print(
+            f"AstraBox is up on {address}\n"
+            f'  try:  astrabox run --target {address} "Create hello.txt"\n'
+            f"        grpcurl -plaintext {address} list\n"
+            "  Ctrl-C stops it.",
+            flush=True,
+        )
         await stop.wait()
     return 0
 
@@ -126,8 +134,11 @@ async def run_demo(args: argparse.Namespace, prompt: str) -> int:
         os.chmod(scratch, 0o711)  # the embedded PostgreSQL runs as `postgres` when we are root
         try:
             async with stack(Path(scratch), "127.0.0.1:0") as address:
-                print(f"AstraBox is up on {address} (embedded PostgreSQL, local bubblewrap sandbox, "
-                      "offline model unless ANTHROPIC_API_KEY is set)\n", flush=True)
+                print(
+                    f"AstraBox is up on {address} (embedded PostgreSQL, local bubblewrap sandbox, "
+                    "offline model unless ANTHROPIC_API_KEY is set)\n",
+                    flush=True,
+                )
                 status, session = await run_prompt(address, prompt, timeout=args.timeout)
                 written = sorted((Path(scratch) / "agent").rglob("workspace/*"))
                 print("\nworkspace after the turn:")

@@ -35,6 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from _common import Process, embedded_postgres, event_ms, percentile, revision, summary_row, turn_end, watch_until
+
 from astrabox.client import AstraBoxClient
 from controlplane import logs
 
@@ -91,8 +92,11 @@ async def one_round(client: AstraBoxClient, tag: str, figures: dict, problems: l
         figures["    of which sandbox start (agent)"].append(ready.runtime_ready.sandbox_ms)
         figures["  of which READY -> COMPLETED (event times)"].append(event_ms(done) - event_ms(ready))
 
-    ids = [json.loads(e.engine_message.payload_json).get("session_id") async for e in client.iter_events(sid)
-           if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "ResultMessage"]
+    ids = [
+        json.loads(e.engine_message.payload_json).get("session_id")
+        async for e in client.iter_events(sid)
+        if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "ResultMessage"
+    ]
     if len(ids) != 3 or len(set(ids)) != 1:
         problems.append(f"{tag}: ENGINE SESSION CHANGED: ResultMessage session_ids {ids}")
     await client.delete_session(sid)
@@ -104,16 +108,33 @@ async def bench(args: argparse.Namespace) -> None:
     processes: list[Process] = []
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
-            controlplane = Process("controlplane", [sys.executable, "-m", "controlplane",
-                                                    "--listen", "127.0.0.1:0", "--idle-stop-after", "1"],
-                                   work / "controlplane.log", env={"ASTRABOX_DATABASE_URL": dsn})
+            controlplane = Process(
+                "controlplane",
+                [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0", "--idle-stop-after", "1"],
+                work / "controlplane.log",
+                env={"ASTRABOX_DATABASE_URL": dsn},
+            )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
             driver = ["--driver", args.driver] + (["--installation", INSTALLATION] if args.driver == "docker" else [])
             agent = Process(
                 "agent",
-                [sys.executable, "-m", "dataplane_agent", "--controlplane", address, "--state-dir",
-                 str(work / "agent"), "--agent-id", "bench-agent", "--capacity", "4", "--log-format", "json", *driver],
+                [
+                    sys.executable,
+                    "-m",
+                    "dataplane_agent",
+                    "--controlplane",
+                    address,
+                    "--state-dir",
+                    str(work / "agent"),
+                    "--agent-id",
+                    "bench-agent",
+                    "--capacity",
+                    "4",
+                    "--log-format",
+                    "json",
+                    *driver,
+                ],
                 work / "agent.log",
                 env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},  # the offline model
             )
@@ -128,15 +149,21 @@ async def bench(args: argparse.Namespace) -> None:
                     tag = f"round {index + 1 - args.warmup}" if measured else f"warm-up {index + 1}"
                     target = figures if measured else defaultdict(list)
                     await one_round(client, tag, target, problems)
-                    print(f"{tag}: baseline {target[BASELINE][-1] if target[BASELINE] else 0:.0f} ms,"
-                          f" resumed {target[RESUMED][-1] if target[RESUMED] else 0:.0f} ms", file=sys.stderr)
+                    print(
+                        f"{tag}: baseline {target[BASELINE][-1] if target[BASELINE] else 0:.0f} ms,"
+                        f" resumed {target[RESUMED][-1] if target[RESUMED] else 0:.0f} ms",
+                        file=sys.stderr,
+                    )
             report(figures, problems, args)
     finally:
         for process in reversed(processes):
             process.stop()
         if args.driver == "docker":
-            subprocess.run(f"docker ps -aq --filter label=astrabox.installation={INSTALLATION} | xargs -r docker rm -f",
-                           shell=True, capture_output=True)
+            subprocess.run(
+                f"docker ps -aq --filter label=astrabox.installation={INSTALLATION} | xargs -r docker rm -f",
+                shell=True,
+                capture_output=True,
+            )
         if args.keep:
             print(f"logs and state kept in {work}", file=sys.stderr)
         else:
@@ -145,16 +172,20 @@ async def bench(args: argparse.Namespace) -> None:
 
 def report(figures: dict[str, list[float]], problems: list[str], args: argparse.Namespace) -> None:
     now, postgres = datetime.datetime.now().astimezone(), "fast (fsync off)" if args.fast_postgres else "durable"
-    print(f"idle_resume  {now:%Y-%m-%d %H:%M %Z}  {args.revision}  driver={args.driver} sessions={args.sessions}"
-          f" warmup={args.warmup} postgres={postgres}")
+    print(
+        f"idle_resume  {now:%Y-%m-%d %H:%M %Z}  {args.revision}  driver={args.driver} sessions={args.sessions}"
+        f" warmup={args.warmup} postgres={postgres}"
+    )
     for name in ORDER:
         print(summary_row(name, figures[name]) if figures[name] else f"  {name:<48} n=0")
     if figures[RESUMED] and figures[BASELINE]:
         resumed, baseline = percentile(figures[RESUMED], 50), percentile(figures[BASELINE], 50)
         print("ratio of medians:")
         print(f"  resumed / baseline = {resumed / baseline:5.2f}   (the restart adds {resumed - baseline:+.0f} ms)")
-    print(f"checks: {'all rounds passed' if not problems else f'{len(problems)} problem(s)'}"
-          " (resumed turn completed, RUNTIME_READY seen, same engine session id)")
+    print(
+        f"checks: {'all rounds passed' if not problems else f'{len(problems)} problem(s)'}"
+        " (resumed turn completed, RUNTIME_READY seen, same engine session id)"
+    )
     for problem in problems:
         print(f"  PROBLEM {problem}")
 
@@ -163,7 +194,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=5, help="measured rounds (default %(default)s)")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first (default %(default)s)")
-    parser.add_argument("--driver", choices=("local", "docker"), default="local", help="sandbox driver (default %(default)s)")
+    parser.add_argument(
+        "--driver", choices=("local", "docker"), default="local", help="sandbox driver (default %(default)s)"
+    )
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with the processes' logs")
     args = parser.parse_args()

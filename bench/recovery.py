@@ -37,6 +37,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from _common import Process, embedded_postgres, event_ms, percentile, revision, summary_row, turn_end, watch_until
+
 from astrabox.client import AstraBoxClient
 from controlplane import logs
 
@@ -63,8 +64,15 @@ def destroy_behind_the_platforms_back(sandbox_dir: Path) -> None:
     shutil.rmtree(sandbox_dir)
 
 
-async def one_session(client: AstraBoxClient, sandboxes: Path, tag: str, destroy: bool,
-                      figures: dict, problems: list[str], reasons: Counter) -> None:
+async def one_session(
+    client: AstraBoxClient,
+    sandboxes: Path,
+    tag: str,
+    destroy: bool,
+    figures: dict,
+    problems: list[str],
+    reasons: Counter,
+) -> None:
     session = await client.create_session()
     sid = session.session_id
     watch = client.watch(sid)
@@ -110,8 +118,11 @@ async def one_session(client: AstraBoxClient, sandboxes: Path, tag: str, destroy
                 figures["  of which READY -> COMPLETED (event times)"].append(event_ms(done) - event_ms(ready))
 
     # The conversation was resumed: one engine session id across all ResultMessages, the session's own.
-    ids = [json.loads(e.engine_message.payload_json).get("session_id") async for e in client.iter_events(sid)
-           if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "ResultMessage"]
+    ids = [
+        json.loads(e.engine_message.payload_json).get("session_id")
+        async for e in client.iter_events(sid)
+        if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "ResultMessage"
+    ]
     current = (await client.get_session(sid)).engine_session_id
     if len(ids) != 2 or len(set(ids)) != 1 or current not in ids:
         problems.append(f"{tag}: ENGINE SESSION CHANGED: ResultMessage session_ids {ids}, session has {current!r}")
@@ -129,14 +140,31 @@ async def bench(args: argparse.Namespace) -> None:
     processes: list[Process] = []
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
-            controlplane = Process("controlplane", [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
-                                   work / "controlplane.log", env={"ASTRABOX_DATABASE_URL": dsn})
+            controlplane = Process(
+                "controlplane",
+                [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
+                work / "controlplane.log",
+                env={"ASTRABOX_DATABASE_URL": dsn},
+            )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
             agent = Process(
                 "agent",
-                [sys.executable, "-m", "dataplane_agent", "--controlplane", address, "--state-dir",
-                 str(work / "agent"), "--agent-id", "bench-agent", "--capacity", "4", "--log-format", "json"],
+                [
+                    sys.executable,
+                    "-m",
+                    "dataplane_agent",
+                    "--controlplane",
+                    address,
+                    "--state-dir",
+                    str(work / "agent"),
+                    "--agent-id",
+                    "bench-agent",
+                    "--capacity",
+                    "4",
+                    "--log-format",
+                    "json",
+                ],
                 work / "agent.log",
                 env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},  # the offline model
             )
@@ -154,12 +182,22 @@ async def bench(args: argparse.Namespace) -> None:
                     for destroy in order:
                         round_ = f"round {index + 1 - args.warmup}" if measured else f"warm-up {index + 1}"
                         tag = f"{round_}, {'recovered' if destroy else 'baseline'}"
-                        await one_session(client, work / "agent" / "sandboxes", tag, destroy, target,
-                                          problems, reasons if measured else Counter())
+                        await one_session(
+                            client,
+                            work / "agent" / "sandboxes",
+                            tag,
+                            destroy,
+                            target,
+                            problems,
+                            reasons if measured else Counter(),
+                        )
                     label = "session" if measured else "warm-up"
                     number = index + 1 - args.warmup * measured
-                    print(f"{label} {number}: baseline {target[BASELINE][-1] if target[BASELINE] else 0:.0f} ms,"
-                          f" recovered {target[RECOVERED][-1] if target[RECOVERED] else 0:.0f} ms", file=sys.stderr)
+                    print(
+                        f"{label} {number}: baseline {target[BASELINE][-1] if target[BASELINE] else 0:.0f} ms,"
+                        f" recovered {target[RECOVERED][-1] if target[RECOVERED] else 0:.0f} ms",
+                        file=sys.stderr,
+                    )
             report(figures, problems, reasons, args)
     finally:
         for process in reversed(processes):
@@ -172,8 +210,10 @@ async def bench(args: argparse.Namespace) -> None:
 
 def report(figures: dict[str, list[float]], problems: list[str], reasons: Counter, args: argparse.Namespace) -> None:
     now, postgres = datetime.datetime.now().astimezone(), "fast (fsync off)" if args.fast_postgres else "durable"
-    print(f"recovery  {now:%Y-%m-%d %H:%M %Z}  {args.revision}  sessions={args.sessions} warmup={args.warmup}"
-          f" postgres={postgres}")
+    print(
+        f"recovery  {now:%Y-%m-%d %H:%M %Z}  {args.revision}  sessions={args.sessions} warmup={args.warmup}"
+        f" postgres={postgres}"
+    )
     for name in ORDER:
         if figures[name]:
             print(summary_row(name, figures[name]))
@@ -186,16 +226,22 @@ def report(figures: dict[str, list[float]], problems: list[str], reasons: Counte
         print("ratio of medians:")
         print(f"  recovered / baseline = {recovered / baseline:5.2f}   (recovery adds {recovered - baseline:+.0f} ms)")
     failed = {problem.split(",")[0] for problem in problems}
-    print(f"checks: {args.warmup + args.sessions - len(failed)} of {args.warmup + args.sessions} rounds (warm-up"
-          " included): second turn completed, RUNTIME_LOST seen, same engine session id" + ("" if failed else ": all"))
+    print(
+        f"checks: {args.warmup + args.sessions - len(failed)} of {args.warmup + args.sessions} rounds (warm-up"
+        " included): second turn completed, RUNTIME_LOST seen, same engine session id" + ("" if failed else ": all")
+    )
     for problem in problems:
         print(f"  PROBLEM {problem}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sessions", type=int, default=5,
-                        help="measured rounds, each a recovered and a baseline session (default %(default)s)")
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=5,
+        help="measured rounds, each a recovered and a baseline session (default %(default)s)",
+    )
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first (default %(default)s)")
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with the processes' logs")

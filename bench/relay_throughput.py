@@ -35,6 +35,7 @@ import uuid
 from pathlib import Path
 
 from _common import embedded_postgres, peak_rss_mb, percentile, revision
+
 from astrabox.client import AstraBoxClient
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from controlplane import logs
@@ -42,8 +43,8 @@ from controlplane.outputs import OutputCommitter
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
-from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.relay.client import RelayClient, RelayConfig
+from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState, Database
 
 # The relay's OutputBatch size (a field default); the baseline commits batches of the same size.
@@ -74,8 +75,14 @@ def engine_message(payload_bytes: int, i: int) -> pb.EngineMessage:
     text = (f"output {i} " + "lorem ipsum " * payload_bytes)[:payload_bytes]
     payload = {
         "content": [{"type_name": "TextBlock", "text": text}],
-        "model": "claude-offline", "parent_tool_use_id": None, "error": None, "usage": None,
-        "message_id": f"msg_{i:08d}", "stop_reason": None, "session_id": "bench", "uuid": str(uuid.uuid4()),
+        "model": "claude-offline",
+        "parent_tool_use_id": None,
+        "error": None,
+        "usage": None,
+        "message_id": f"msg_{i:08d}",
+        "stop_reason": None,
+        "session_id": "bench",
+        "uuid": str(uuid.uuid4()),
     }
     return pb.EngineMessage(type_name="AssistantMessage", payload_json=json.dumps(payload))
 
@@ -100,8 +107,15 @@ class Bench:
         OutputCommitter.commit = counting_commit
 
     def start_relay(self) -> RelayClient:
-        config = RelayConfig(target=self.address, agent_id="bench-agent", enrollment_token="", capacity=10_000,
-                             instance_id=uuid.uuid4().hex, drivers=("local",), engines=(CLAUDE_CODE,))
+        config = RelayConfig(
+            target=self.address,
+            agent_id="bench-agent",
+            enrollment_token="",
+            capacity=10_000,
+            instance_id=uuid.uuid4().hex,
+            drivers=("local",),
+            engines=(CLAUDE_CODE,),
+        )
         client = RelayClient(config, state=self.state, outbox=self.outbox, commands=StartRuntimeSink(self.outbox))
         self.relay = asyncio.create_task(client.run())
         return client
@@ -113,12 +127,14 @@ class Bench:
         self.relay = None
 
     async def committed(self, sessions: list[str]) -> int:
-        return await self.pool.fetchval("SELECT coalesce(sum(committed_output_seq), 0) FROM sessions"
-                                        " WHERE session_id = ANY($1::uuid[])", sessions)
+        return await self.pool.fetchval(
+            "SELECT coalesce(sum(committed_output_seq), 0) FROM sessions WHERE session_id = ANY($1::uuid[])", sessions
+        )
 
     async def journaled(self, sessions: list[str]) -> int:
-        return await self.pool.fetchval("SELECT count(*) FROM events WHERE kind = 'engine_message'"
-                                        " AND session_id = ANY($1::uuid[])", sessions)
+        return await self.pool.fetchval(
+            "SELECT count(*) FROM events WHERE kind = 'engine_message' AND session_id = ANY($1::uuid[])", sessions
+        )
 
     async def outbox_size(self) -> int:
         return await self.db.read(lambda c: c.execute("SELECT count(*) FROM outbox").fetchone()[0])
@@ -138,7 +154,7 @@ class Bench:
 
     async def append(self, plan: list[tuple[str, str, pb.EngineMessage]], per_tx: int) -> None:
         for start in range(0, len(plan), per_tx):
-            chunk = plan[start:start + per_tx]
+            chunk = plan[start : start + per_tx]
             await self.db.write(lambda c, chunk=chunk: [self.outbox.append_tx(c, *item) for item in chunk])
 
     async def backlog(self, sessions: list[str]) -> float:
@@ -161,18 +177,25 @@ class Bench:
         return time.perf_counter() - start
 
     async def baseline(self, sessions: list[str]) -> float:
-        cursors = dict(await self.pool.fetch(
-            "SELECT session_id::text, committed_output_seq FROM sessions WHERE session_id = ANY($1::uuid[])", sessions))
+        cursors = dict(
+            await self.pool.fetch(
+                "SELECT session_id::text, committed_output_seq FROM sessions WHERE session_id = ANY($1::uuid[])",
+                sessions,
+            )
+        )
         outputs = []
         for session_id, _, message in self.plan(sessions):
             cursors[session_id] += 1
-            outputs.append(pb.Output(session_id=session_id, output_seq=cursors[session_id], turn_id=self.turn_id,
-                                     engine_message=message))
+            outputs.append(
+                pb.Output(
+                    session_id=session_id, output_seq=cursors[session_id], turn_id=self.turn_id, engine_message=message
+                )
+            )
             outputs[-1].produce_time.GetCurrentTime()
         assert self.committer is not None, "the relay has committed nothing yet"
         start = time.perf_counter()
         for i in range(0, len(outputs), BATCH_SIZE):
-            result = await self.committer.commit("bench-agent", outputs[i:i + BATCH_SIZE])
+            result = await self.committer.commit("bench-agent", outputs[i : i + BATCH_SIZE])
             assert not result.refused, result.refused
         return time.perf_counter() - start
 
@@ -209,7 +232,7 @@ async def run(b: Bench) -> None:
     appended: list[float] = []
     names = list(modes)
     for r in range(args.rounds):
-        for mode in names[r % len(names):] + names[:r % len(names)]:
+        for mode in names[r % len(names) :] + names[: r % len(names)]:
             count_before = await b.journaled(sessions[mode])
             b.batches.clear()
             seconds = await modes[mode](sessions[mode])
@@ -219,19 +242,26 @@ async def run(b: Bench) -> None:
             rates[mode].append(args.outputs / seconds)
             if mode == "relay live":
                 appended.append(args.outputs / b.appended_s)
-            print(f"round {r + 1} {mode:<14} {args.outputs / seconds:9.0f} outputs/s ({seconds:.2f} s, "
-                  f"{len(b.batches)} commits of {batch_means[mode][-1]:.1f} outputs on average)", file=sys.stderr)
+            print(
+                f"round {r + 1} {mode:<14} {args.outputs / seconds:9.0f} outputs/s ({seconds:.2f} s, "
+                f"{len(b.batches)} commits of {batch_means[mode][-1]:.1f} outputs on average)",
+                file=sys.stderr,
+            )
     await b.stop_relay()
 
     now = datetime.datetime.now().astimezone()
     postgres = "fast (fsync off)" if args.fast_postgres else "durable"
-    print(f"relay_throughput  {now:%Y-%m-%d %H:%M %Z}  {revision()}  outputs={args.outputs} sessions={args.sessions}"
-          f" rounds={args.rounds} payload={args.payload_bytes}B batch={BATCH_SIZE} append-batch={args.append_batch}"
-          f" postgres={postgres}")
+    print(
+        f"relay_throughput  {now:%Y-%m-%d %H:%M %Z}  {revision()}  outputs={args.outputs} sessions={args.sessions}"
+        f" rounds={args.rounds} payload={args.payload_bytes}B batch={BATCH_SIZE} append-batch={args.append_batch}"
+        f" postgres={postgres}"
+    )
     for mode, values in rates.items():
         rounds = ", ".join(f"{v:.0f}" for v in values)
-        print(f"  {mode:<30} median {percentile(values, 50):9.0f} outputs/s   "
-              f"{percentile(batch_means[mode], 50):5.1f} outputs/commit   (rounds: {rounds})")
+        print(
+            f"  {mode:<30} median {percentile(values, 50):9.0f} outputs/s   "
+            f"{percentile(batch_means[mode], 50):5.1f} outputs/commit   (rounds: {rounds})"
+        )
     print(f"  {'  live producer append rate':<30} median {percentile(appended, 50):9.0f} outputs/s")
     base = percentile(rates["baseline"], 50)
     for mode in ("relay backlog", "relay live"):
@@ -245,8 +275,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4, help="sessions per mode (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; the median is reported (default %(default)s)")
     parser.add_argument("--payload-bytes", type=int, default=200, help="text per message (default %(default)s)")
-    parser.add_argument("--append-batch", type=int, default=1, help="outputs per outbox transaction in live mode "
-                        "(default %(default)s, as the agent does)")
+    parser.add_argument(
+        "--append-batch",
+        type=int,
+        default=1,
+        help="outputs per outbox transaction in live mode (default %(default)s, as the agent does)",
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per phase (default %(default)s)")
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
     args = parser.parse_args()

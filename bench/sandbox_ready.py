@@ -24,6 +24,7 @@ from pathlib import Path
 
 import asyncpg
 from _common import Process, embedded_postgres, percentile, revision, summary_row
+
 from astrabox.client import AstraBoxClient
 from controlplane import logs
 
@@ -37,8 +38,9 @@ BARE_DOCKER, BARE_BWRAP = "bare: docker create + start", "bare: bwrap --unshare-
 
 
 async def run(*argv: str) -> str:
-    process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                   stderr=asyncio.subprocess.DEVNULL)
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+    )
     out, _ = await process.communicate()
     if process.returncode != 0:
         raise RuntimeError(f"{argv} exited with {process.returncode}")
@@ -77,8 +79,9 @@ async def sandbox_gone(sandboxes: Path, session_id: str, container: str) -> None
             await asyncio.sleep(0.05)
 
 
-async def one_session(client: AstraBoxClient, agent: Process, tag: str, state: Path, installation: str,
-                      figures: dict, name: str) -> None:
+async def one_session(
+    client: AstraBoxClient, agent: Process, tag: str, state: Path, installation: str, figures: dict, name: str
+) -> None:
     mark = len(agent._lines)
     start = time.perf_counter()
     session = await client.create_session(request_id=tag)
@@ -118,8 +121,12 @@ async def bench(args: argparse.Namespace) -> None:
     figures: dict[str, list[float]] = defaultdict(list)
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
-            controlplane = Process("controlplane", [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
-                                   work / "controlplane.log", env={"ASTRABOX_DATABASE_URL": dsn})
+            controlplane = Process(
+                "controlplane",
+                [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
+                work / "controlplane.log",
+                env={"ASTRABOX_DATABASE_URL": dsn},
+            )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
             async with AstraBoxClient.connect(address) as client:
@@ -128,11 +135,31 @@ async def bench(args: argparse.Namespace) -> None:
                         continue
                     state = work / f"agent-{number}"
                     extra = ["--installation", installation, "--image", args.image] if installation else []
-                    argv = [sys.executable, "-m", "dataplane_agent", "--controlplane", address, "--state-dir",
-                            str(state), "--agent-id", f"bench-agent-{number}", "--capacity", "4",
-                            "--log-format", "json", "--log-level", "debug", *flags, *extra]
-                    agent = Process(f"agent-{number}", argv, work / f"agent-{number}.log",  # the offline model:
-                                    env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""})
+                    argv = [
+                        sys.executable,
+                        "-m",
+                        "dataplane_agent",
+                        "--controlplane",
+                        address,
+                        "--state-dir",
+                        str(state),
+                        "--agent-id",
+                        f"bench-agent-{number}",
+                        "--capacity",
+                        "4",
+                        "--log-format",
+                        "json",
+                        "--log-level",
+                        "debug",
+                        *flags,
+                        *extra,
+                    ]
+                    agent = Process(
+                        f"agent-{number}",
+                        argv,
+                        work / f"agent-{number}.log",  # the offline model:
+                        env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},
+                    )
                     processes.append(agent)
                     try:
                         await asyncio.to_thread(agent.wait_for_line, r"relay_connected")
@@ -144,8 +171,9 @@ async def bench(args: argparse.Namespace) -> None:
                             if "--warm-pool" in flags:
                                 await wait_pool_full(agent, since)
                             since = len(agent._lines)
-                            await one_session(client, agent, f"bench-{number}-{index}", state, installation,
-                                              target, name)
+                            await one_session(
+                                client, agent, f"bench-{number}-{index}", state, installation, target, name
+                            )
                             print(f"{name} {index + 1}: ready {target[name][-1]:.0f} ms", file=sys.stderr)
                     finally:
                         agent.stop()
@@ -168,8 +196,10 @@ async def bench(args: argparse.Namespace) -> None:
 
 def report(figures: dict[str, list[float]], args: argparse.Namespace) -> None:
     now, postgres = datetime.datetime.now().astimezone(), "fast (fsync off)" if args.fast_postgres else "durable"
-    print(f"sandbox_ready  {now:%Y-%m-%d %H:%M %Z}  {revision()}  sessions={args.sessions} warmup={args.warmup}"
-          f" postgres={postgres}")
+    print(
+        f"sandbox_ready  {now:%Y-%m-%d %H:%M %Z}  {revision()}  sessions={args.sessions} warmup={args.warmup}"
+        f" postgres={postgres}"
+    )
     print("CreateSession -> RUNTIME_READY on a client watch:")
     for name in CONFIGS:
         if not figures[name]:
@@ -178,29 +208,50 @@ def report(figures: dict[str, list[float]], args: argparse.Namespace) -> None:
         print(summary_row("  of which sandbox create (agent)", figures[f"  of which sandbox create (agent)|{name}"]))
     print(summary_row(BARE_DOCKER, figures[BARE_DOCKER]))
     print(summary_row(BARE_BWRAP, figures[BARE_BWRAP]))
-    print(f"  pool hits: {sum(hits := figures[f'hits|{next(iter(CONFIGS))}']):.0f} of {len(hits)} claimed a warm sandbox")
+    print(
+        f"  pool hits: {sum(hits := figures[f'hits|{next(iter(CONFIGS))}']):.0f} of {len(hits)} claimed a warm sandbox"
+    )
     med = {name: percentile(values, 50) for name, values in figures.items() if values}
     pool, docker, local = (med.get(name, float("nan")) for name in CONFIGS)
     step = {name: med.get(f"  of which sandbox create (agent)|{name}", float("nan")) for name in CONFIGS}
     docker_step, local_step = step["cold docker"], step["cold local (bwrap)"]
     print("ratios of medians (the sandbox step is what the bare commands do; ready adds the engine's start):")
-    print(f"  cold docker sandbox step / bare docker = {docker_step / med[BARE_DOCKER]:6.2f}"
-          f"   ({docker_step - med[BARE_DOCKER]:+.0f} ms; target <= 1.5)")
-    print(f"  cold docker ready / bare docker        = {docker / med[BARE_DOCKER]:6.2f}   ({docker - med[BARE_DOCKER]:+.0f} ms)")
-    print(f"  pool hit ready p50                     = {pool:6.1f} ms (target < 50 ms: {'met' if pool < 50 else 'NOT met'})")
-    print(f"  cold local sandbox step / bare bwrap   = {local_step / med[BARE_BWRAP]:6.2f}"
-          f"   ({local_step - med[BARE_BWRAP]:+.0f} ms)")
-    print(f"  cold local ready / bare bwrap          = {local / med[BARE_BWRAP]:6.1f}   ({local - med[BARE_BWRAP]:+.0f} ms)")
+    print(
+        f"  cold docker sandbox step / bare docker = {docker_step / med[BARE_DOCKER]:6.2f}"
+        f"   ({docker_step - med[BARE_DOCKER]:+.0f} ms; target <= 1.5)"
+    )
+    print(
+        f"  cold docker ready / bare docker        = {docker / med[BARE_DOCKER]:6.2f}   ({docker - med[BARE_DOCKER]:+.0f} ms)"
+    )
+    print(
+        f"  pool hit ready p50                     = {pool:6.1f} ms (target < 50 ms: {'met' if pool < 50 else 'NOT met'})"
+    )
+    print(
+        f"  cold local sandbox step / bare bwrap   = {local_step / med[BARE_BWRAP]:6.2f}"
+        f"   ({local_step - med[BARE_BWRAP]:+.0f} ms)"
+    )
+    print(
+        f"  cold local ready / bare bwrap          = {local / med[BARE_BWRAP]:6.1f}   ({local - med[BARE_BWRAP]:+.0f} ms)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sessions", type=int, default=10, help="measured sessions per configuration (default %(default)s)")
-    parser.add_argument("--warmup", type=int, default=1, help="unmeasured sessions first, per configuration (default %(default)s)")
+    parser.add_argument(
+        "--sessions", type=int, default=10, help="measured sessions per configuration (default %(default)s)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="unmeasured sessions first, per configuration (default %(default)s)"
+    )
     parser.add_argument("--image", default="astrabox/sandbox:latest", help="sandbox image (default %(default)s)")
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
-    parser.add_argument("--only", action="append", default=[], metavar="WORD",
-                        help="only the configurations whose name has WORD (pool, cold docker, local); repeatable")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="WORD",
+        help="only the configurations whose name has WORD (pool, cold docker, local); repeatable",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with the processes' logs")
     args = parser.parse_args()
     logs.configure(json_logs=True, level="warning")

@@ -33,12 +33,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from _common import Process, embedded_postgres, percentile, revision, summary_row
+
 from astrabox.client import AstraBoxClient
 from controlplane import logs
 from dataplane_agent.engines.base import EngineConfig
 from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
-from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
+from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.sandboxes.base import SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
@@ -110,8 +111,9 @@ async def run_true(argv: list[str]) -> float:
     return ms_since(start)
 
 
-async def bare_baselines(driver: LocalSandboxDriver, adapter: ClaudeCodeAdapter, route: ModelRoute,
-                         index: int, spawns: int, figures: dict) -> None:
+async def bare_baselines(
+    driver: LocalSandboxDriver, adapter: ClaudeCodeAdapter, route: ModelRoute, index: int, spawns: int, figures: dict
+) -> None:
     spec = SandboxSpec(session_id=f"baseline-{index}", agent_id="bench", model_socket=route.socket)
     start = time.perf_counter()
     sandbox = await driver.create(spec)
@@ -139,14 +141,31 @@ async def bench(args: argparse.Namespace) -> None:
     model = OfflineModel()
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
-            controlplane = Process("controlplane", [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
-                                   work / "controlplane.log", env={"ASTRABOX_DATABASE_URL": dsn})
+            controlplane = Process(
+                "controlplane",
+                [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
+                work / "controlplane.log",
+                env={"ASTRABOX_DATABASE_URL": dsn},
+            )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
             agent = Process(
                 "agent",
-                [sys.executable, "-m", "dataplane_agent", "--controlplane", address, "--state-dir",
-                 str(work / "agent"), "--agent-id", "bench-agent", "--capacity", "4", "--log-format", "json"],
+                [
+                    sys.executable,
+                    "-m",
+                    "dataplane_agent",
+                    "--controlplane",
+                    address,
+                    "--state-dir",
+                    str(work / "agent"),
+                    "--agent-id",
+                    "bench-agent",
+                    "--capacity",
+                    "4",
+                    "--log-format",
+                    "json",
+                ],
                 work / "agent.log",
                 env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},  # the offline model
             )
@@ -167,9 +186,12 @@ async def bench(args: argparse.Namespace) -> None:
                     await bare_baselines(driver, adapter, route, index, args.spawns, target)
                     await platform_session(client, work / "agent" / "sandboxes", index, target)
                     label = "session" if measured else "warm-up"
-                    print(f"{label} {index + 1 - args.warmup * measured}: ready "
-                          f"{target['platform: CreateSession -> READY'][-1]:.0f} ms, turn "
-                          f"{target['platform: SendMessage -> TURN_COMPLETED'][-1]:.0f} ms", file=sys.stderr)
+                    print(
+                        f"{label} {index + 1 - args.warmup * measured}: ready "
+                        f"{target['platform: CreateSession -> READY'][-1]:.0f} ms, turn "
+                        f"{target['platform: SendMessage -> TURN_COMPLETED'][-1]:.0f} ms",
+                        file=sys.stderr,
+                    )
             report(figures, args)
             await route.stop()
     finally:
@@ -184,8 +206,10 @@ async def bench(args: argparse.Namespace) -> None:
 
 def report(figures: dict[str, list[float]], args: argparse.Namespace) -> None:
     now, postgres = datetime.datetime.now().astimezone(), "fast (fsync off)" if args.fast_postgres else "durable"
-    print(f"session_latency  {now:%Y-%m-%d %H:%M %Z}  {revision()}  sessions={args.sessions} warmup={args.warmup}"
-          f" postgres={postgres}")
+    print(
+        f"session_latency  {now:%Y-%m-%d %H:%M %Z}  {revision()}  sessions={args.sessions} warmup={args.warmup}"
+        f" postgres={postgres}"
+    )
     for name in ORDER:
         print(summary_row(name, figures[name]))
     med = {name: percentile(values, 50) for name, values in figures.items()}

@@ -28,12 +28,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, revision, summary_row  # noqa: E402
+from _common import ROOT, revision, summary_row
 
 sys.path.insert(0, str(ROOT / "clients" / "python"))
-from astrabox.runner.v1 import runner_service_pb2 as pb  # noqa: E402
-from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, Sandbox, SandboxSpec  # noqa: E402
-from dataplane_agent.workspace.service import WorkspaceService  # noqa: E402
+from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, Sandbox, SandboxSpec
+from dataplane_agent.workspace.service import WorkspaceService
 
 
 def repository(files: int) -> bytes:
@@ -66,11 +66,14 @@ class Calls:
 
         if "archive" in op:
             data = op.pop("archive")
-            chunks = [data[i:i + 256 * 1024] for i in range(0, len(data), 256 * 1024)]  # type: ignore[index]
+            chunks = [data[i : i + 256 * 1024] for i in range(0, len(data), 256 * 1024)]  # type: ignore[index]
             for i, chunk in enumerate(chunks):
                 last = i == len(chunks) - 1
-                request = pb.WorkspaceRequest(request_id=rid, session_id="bench",
-                                              write_archive=pb.WriteArchive(path=str(op["path"]), chunk=chunk, last=last))
+                request = pb.WorkspaceRequest(
+                    request_id=rid,
+                    session_id="bench",
+                    write_archive=pb.WriteArchive(path=str(op["path"]), chunk=chunk, last=last),
+                )
                 self._service.submit(request, reply)
         else:
             self._service.submit(pb.WorkspaceRequest(request_id=rid, session_id="bench", **op), reply)
@@ -104,10 +107,12 @@ async def main() -> None:
         from dataplane_agent.engines.claude_code import BUNDLED_CLI
         from dataplane_agent.sandboxes.docker import DockerSandboxDriver
 
-        driver = DockerSandboxDriver(work / "sandboxes", installation=f"bench-{os.getpid()}", agent_id="bench",
-                                     program_dirs=[BUNDLED_CLI.parent])
-    sandbox: Sandbox = await driver.create(SandboxSpec(session_id="bench", agent_id="bench",
-                                                       labels={SESSION_LABEL: "bench", AGENT_LABEL: "bench"}))
+        driver = DockerSandboxDriver(
+            work / "sandboxes", installation=f"bench-{os.getpid()}", agent_id="bench", program_dirs=[BUNDLED_CLI.parent]
+        )
+    sandbox: Sandbox = await driver.create(
+        SandboxSpec(session_id="bench", agent_id="bench", labels={SESSION_LABEL: "bench", AGENT_LABEL: "bench"})
+    )
 
     async def lookup(_session_id: str) -> Sandbox:
         return sandbox
@@ -140,9 +145,15 @@ async def main() -> None:
                 "download (sandbox tar)": await timed(lambda: calls.call(read_archive=pb.ReadArchive(path="repo"))),
                 "download baseline (tarfile on the host)": await timed(host_pack),
                 "list (fd walk)": await timed(lambda: calls.call(list_directory=pb.ListDirectory(path="repo/pkg1"))),
-                "list baseline (os.scandir)": await timed(lambda: [e.stat(follow_symlinks=False) for e in os.scandir(host / "repo" / "pkg1")]),
-                "command (all processes ended)": await timed(lambda: calls.call(exec_command=pb.ExecCommand(command="true"))),
-                "command baseline (a bare bash on the host)": await timed(lambda: subprocess.run(["/bin/bash", "-c", "true"], check=True)),
+                "list baseline (os.scandir)": await timed(
+                    lambda: [e.stat(follow_symlinks=False) for e in os.scandir(host / "repo" / "pkg1")]
+                ),
+                "command (all processes ended)": await timed(
+                    lambda: calls.call(exec_command=pb.ExecCommand(command="true"))
+                ),
+                "command baseline (a bare bash on the host)": await timed(
+                    lambda: subprocess.run(["/bin/bash", "-c", "true"], check=True)
+                ),
             }
             if keep:
                 for name, ms in samples.items():
@@ -151,13 +162,18 @@ async def main() -> None:
         await driver.destroy(sandbox)
         shutil.rmtree(work, ignore_errors=True)
 
-    unpacked = sum(m.size for m in tarfile.open(fileobj=io.BytesIO(archive)))
-    print(f"workspace calls, {args.driver} driver, {args.files} files ({unpacked // 1024} KiB, {len(archive) // 1024} KiB gzip), "
-          f"{args.rounds} rounds; revision {revision()}, {time.strftime('%Y-%m-%d %H:%M')}")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as members:
+        unpacked = sum(m.size for m in members)
+    print(
+        f"workspace calls, {args.driver} driver, {args.files} files ({unpacked // 1024} KiB, {len(archive) // 1024} KiB gzip), "
+        f"{args.rounds} rounds; revision {revision()}, {time.strftime('%Y-%m-%d %H:%M')}"
+    )
     for name, values in figures.items():
         print(summary_row(name, values))
     for call in ("upload", "download", "list", "command"):
-        mine = [x for name, values in figures.items() if name.startswith(call) and "baseline" not in name for x in values]
+        mine = [
+            x for name, values in figures.items() if name.startswith(call) and "baseline" not in name for x in values
+        ]
         base = [x for name, values in figures.items() if name.startswith(call) and "baseline" in name for x in values]
         print(f"  {call:<10} p50 ratio to its baseline: {statistics.median(mine) / statistics.median(base):.1f}x")
 

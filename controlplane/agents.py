@@ -109,8 +109,9 @@ class Agents:
             " FROM agents, jsonb_object_keys(engine_manifests) AS kind WHERE lease_expires_at > now()"
         )
         if running:
-            raise InvalidArgument("engine", f"unknown engine {validation.echo(engine)}; connected agents run: "
-                                            f"{', '.join(running)}")
+            raise InvalidArgument(
+                "engine", f"unknown engine {validation.echo(engine)}; connected agents run: {', '.join(running)}"
+            )
         raise NoAgentAvailable(f"no connected data-plane agent can run {engine}; start one with `astrabox agent`")
 
     async def mark_held_runtimes(self, agent_id: str, session_ids: Sequence[str]) -> None:
@@ -146,7 +147,7 @@ class Agents:
             agent_id,
             list(named),
         )
-        cursors = {session_id: 0 for session_id in named}
+        cursors = dict.fromkeys(named, 0)
         cursors.update({r["session_id"]: r["committed_output_seq"] for r in rows})
         return cursors
 
@@ -160,9 +161,7 @@ class Agents:
         )
         return [r["session_id"] for r in rows]
 
-    async def enqueue(
-        self, tx: JournalTransaction, agent_id: str, session_id: str, command: runner_pb2.Command
-    ) -> str:
+    async def enqueue(self, tx: JournalTransaction, agent_id: str, session_id: str, command: runner_pb2.Command) -> str:
         """Queue `command` for the agent inside `tx`; returns its command id."""
         command_id = command.command_id or str(uuid.uuid4())
         command_seq = await tx.conn.fetchval(

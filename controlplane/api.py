@@ -8,10 +8,10 @@ import grpc
 import structlog
 
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
-from astrabox.sessionkernel.v1 import session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
-from controlplane.convert import event_to_proto, session_to_proto
+from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.conversation import Answer, Conversation, SendMessage
+from controlplane.convert import event_to_proto, session_to_proto
 from controlplane.errors import InvalidArgument, KernelError
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.status import maps_errors, to_status
@@ -41,7 +41,9 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         return session_to_proto(await self._kernel.get_session(session_id))
 
     @maps_errors
-    async def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext) -> pb.CreateSessionResponse:
+    async def CreateSession(
+        self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateSessionResponse:
         record = await self._kernel.create_session(
             CreateSession(
                 request_id=request.request_id,
@@ -54,16 +56,22 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         return pb.CreateSessionResponse(session=session_to_proto(record))
 
     @maps_errors
-    async def GetSession(self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext) -> pb.GetSessionResponse:
+    async def GetSession(
+        self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetSessionResponse:
         return pb.GetSessionResponse(session=await self._session(request.session_id))
 
     @maps_errors
-    async def ListSessions(self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
+    async def ListSessions(
+        self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSessionsResponse:
         records, token = await self._kernel.list_sessions(request.page_size, request.page_token)
         return pb.ListSessionsResponse(sessions=[session_to_proto(r) for r in records], next_page_token=token)
 
     @maps_errors
-    async def SendMessage(self, request: pb.SendMessageRequest, context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
+    async def SendMessage(
+        self, request: pb.SendMessageRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SendMessageResponse:
         accepted = await self._conversation.send_message(
             SendMessage(
                 session_id=request.session_id,
@@ -93,7 +101,9 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         return pb.ListSessionEventsResponse(events=[event_to_proto(e) for e in events], next_page_token=token)
 
     @maps_errors
-    async def InterruptTurn(self, request: pb.InterruptTurnRequest, context: grpc.aio.ServicerContext) -> pb.InterruptTurnResponse:
+    async def InterruptTurn(
+        self, request: pb.InterruptTurnRequest, context: grpc.aio.ServicerContext
+    ) -> pb.InterruptTurnResponse:
         await self._conversation.interrupt(request.session_id, request.request_id)
         return pb.InterruptTurnResponse(session=await self._session(request.session_id))
 
@@ -101,7 +111,9 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
     async def RespondToInteraction(
         self, request: pb.RespondToInteractionRequest, context: grpc.aio.ServicerContext
     ) -> pb.RespondToInteractionResponse:
-        await self._conversation.respond(request.session_id, request.interaction_id, request.request_id, _answer(request))
+        await self._conversation.respond(
+            request.session_id, request.interaction_id, request.request_id, _answer(request)
+        )
         return pb.RespondToInteractionResponse(session=await self._session(request.session_id))
 
     @maps_errors
@@ -112,12 +124,16 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         return pb.SetPermissionModeResponse(session=await self._session(request.session_id))
 
     @maps_errors
-    async def ArchiveSession(self, request: pb.ArchiveSessionRequest, context: grpc.aio.ServicerContext) -> pb.ArchiveSessionResponse:
+    async def ArchiveSession(
+        self, request: pb.ArchiveSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ArchiveSessionResponse:
         record = await self._kernel.archive_session(request.session_id, request.request_id)
         return pb.ArchiveSessionResponse(session=session_to_proto(record))
 
     @maps_errors
-    async def DeleteSession(self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext) -> pb.DeleteSessionResponse:
+    async def DeleteSession(
+        self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteSessionResponse:
         record = await self._kernel.delete_session(request.session_id, request.request_id)
         return pb.DeleteSessionResponse(session=session_to_proto(record))
 
@@ -148,12 +164,16 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         return pb.UploadWorkspaceArchiveResponse(entries=written.entries, bytes=written.bytes)
 
     @maps_errors
-    async def ListWorkspace(self, request: pb.ListWorkspaceRequest, context: grpc.aio.ServicerContext) -> pb.ListWorkspaceResponse:
+    async def ListWorkspace(
+        self, request: pb.ListWorkspaceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListWorkspaceResponse:
         listing = await self._workspace.list(request.session_id, request.path)
-        return pb.ListWorkspaceResponse(entries=[
-            pb.WorkspaceEntry(name=e.name, type=e.type, size=e.size, mode=e.mode, modify_time=e.modify_time)
-            for e in listing.entries
-        ])
+        return pb.ListWorkspaceResponse(
+            entries=[
+                pb.WorkspaceEntry(name=e.name, type=e.type, size=e.size, mode=e.mode, modify_time=e.modify_time)
+                for e in listing.entries
+            ]
+        )
 
     async def DownloadWorkspaceArchive(
         self, request: pb.DownloadWorkspaceArchiveRequest, context: grpc.aio.ServicerContext

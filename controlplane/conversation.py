@@ -85,7 +85,8 @@ class Conversation:
             print_ = requests.fingerprint(text=request.text, permission_mode=request.permission_mode)
             previous = await tx.conn.fetchrow(
                 "SELECT turn_id, accepted_seq, fingerprint FROM turns WHERE session_id = $1 AND client_message_id = $2",
-                session_id, request.client_message_id,
+                session_id,
+                request.client_message_id,
             )
             if previous is not None:
                 if previous["fingerprint"] != print_:
@@ -95,8 +96,12 @@ class Conversation:
                         {"client_message_id": request.client_message_id, "turn_id": previous["turn_id"]},
                     )
                 return AcceptedMessage(previous["turn_id"], previous["accepted_seq"])
-            if session.state not in (SessionState.READY, SessionState.RUNNING, SessionState.WAITING_FOR_INPUT,
-                                     SessionState.INTERRUPTING):
+            if session.state not in (
+                SessionState.READY,
+                SessionState.RUNNING,
+                SessionState.WAITING_FOR_INPUT,
+                SessionState.INTERRUPTING,
+            ):
                 detail = f": {session.failure_reason}" if session.failure_reason else ""
                 raise SessionNotReady(
                     f"session {session_id} is {session.state.value} and cannot take messages{detail}",
@@ -116,19 +121,25 @@ class Conversation:
                 return
             if session.state not in (SessionState.RUNNING, SessionState.WAITING_FOR_INPUT):
                 return  # idle, or an interrupt is already under way
-            await tx.append(session_id, [NewEvent(EventKind.INTERRUPT_REQUESTED, {"request_id": request_id},
-                                                  turn_id=session.current_turn_id)])
+            await tx.append(
+                session_id,
+                [NewEvent(EventKind.INTERRUPT_REQUESTED, {"request_id": request_id}, turn_id=session.current_turn_id)],
+            )
             await self._turns.close_interaction(tx, session_id, "the turn is being interrupted")
             deadline_ms = int(self._interrupt_deadline.total_seconds() * 1000)
             await tx.update_session(session_id, state=SessionState.INTERRUPTING)
             await tx.conn.execute(
                 "UPDATE sessions SET interrupt_deadline = now() + $2 WHERE session_id = $1",
-                session_id, self._interrupt_deadline * 3,  # the agent's deadline, then time to report it
+                session_id,
+                self._interrupt_deadline * 3,  # the agent's deadline, then time to report it
             )
             await self._agents.enqueue(
-                tx, session.agent_id, session_id,
-                runner_pb2.Command(interrupt_turn=runner_pb2.InterruptTurn(turn_id=session.current_turn_id,
-                                                                           deadline_ms=deadline_ms)),
+                tx,
+                session.agent_id,
+                session_id,
+                runner_pb2.Command(
+                    interrupt_turn=runner_pb2.InterruptTurn(turn_id=session.current_turn_id, deadline_ms=deadline_ms)
+                ),
             )
         log.info("interrupt_requested", session_id=session_id)
 
@@ -138,17 +149,28 @@ class Conversation:
             raise InvalidArgument("interaction_id", "interaction_id must not be empty")
         async with self._journal.transaction() as tx:
             session = await self._locked(tx, session_id)
-            if not await requests.first_time(tx, session_id, request_id, "respond", interaction_id=interaction_id,
-                                             decision=answer.decision, input=answer.updated_input_json,
-                                             message=answer.message, answers=dict(answer.answers)):
+            if not await requests.first_time(
+                tx,
+                session_id,
+                request_id,
+                "respond",
+                interaction_id=interaction_id,
+                decision=answer.decision,
+                input=answer.updated_input_json,
+                message=answer.message,
+                answers=dict(answer.answers),
+            ):
                 return
             row = await tx.conn.fetchrow(
                 "SELECT * FROM interactions WHERE interaction_id = $1 AND session_id = $2 FOR UPDATE",
-                interaction_id, session_id,
+                interaction_id,
+                session_id,
             )
             if row is None:
-                raise InteractionNotFound(f"session {session_id} has no interaction {validation.echo(interaction_id)}",
-                                          {"interaction_id": interaction_id})
+                raise InteractionNotFound(
+                    f"session {session_id} has no interaction {validation.echo(interaction_id)}",
+                    {"interaction_id": interaction_id},
+                )
             if row["state"] != "pending":
                 raise InteractionNotPending(
                     f"interaction {validation.echo(interaction_id)} is already {row['state']};"
@@ -160,15 +182,23 @@ class Conversation:
             await tx.conn.execute(
                 "UPDATE interactions SET state = 'answered', request_id = $2, answer = $3, settled_at = now()"
                 " WHERE interaction_id = $1",
-                interaction_id, request_id, _answer_payload(interaction_id, request_id, answer),
+                interaction_id,
+                request_id,
+                _answer_payload(interaction_id, request_id, answer),
             )
-            await tx.append(session_id, [NewEvent(EventKind.INTERACTION_ANSWERED,
-                                                  _answer_payload(interaction_id, request_id, answer),
-                                                  turn_id=row["turn_id"])])
+            await tx.append(
+                session_id,
+                [
+                    NewEvent(
+                        EventKind.INTERACTION_ANSWERED,
+                        _answer_payload(interaction_id, request_id, answer),
+                        turn_id=row["turn_id"],
+                    )
+                ],
+            )
             if session.state is SessionState.WAITING_FOR_INPUT:
                 await tx.update_session(session_id, state=SessionState.RUNNING)
-            await self._agents.enqueue(tx, session.agent_id, session_id,
-                                       runner_pb2.Command(answer_interaction=command))
+            await self._agents.enqueue(tx, session.agent_id, session_id, runner_pb2.Command(answer_interaction=command))
         log.info("interaction_answered", session_id=session_id, interaction_id=interaction_id, decision=answer.decision)
 
     async def set_permission_mode(self, session_id: str, mode: str, request_id: str) -> None:
@@ -181,12 +211,27 @@ class Conversation:
                 return
             if mode == session.permission_mode:
                 return
-            await tx.append(session_id, [NewEvent(EventKind.PERMISSION_MODE_CHANGED, {
-                "permission_mode": mode, "previous_permission_mode": session.permission_mode, "request_id": request_id})])
+            await tx.append(
+                session_id,
+                [
+                    NewEvent(
+                        EventKind.PERMISSION_MODE_CHANGED,
+                        {
+                            "permission_mode": mode,
+                            "previous_permission_mode": session.permission_mode,
+                            "request_id": request_id,
+                        },
+                    )
+                ],
+            )
             await tx.update_session(session_id, permission_mode=mode)
             if session.runtime_available and session.agent_id:
-                await self._agents.enqueue(tx, session.agent_id, session_id, runner_pb2.Command(
-                    set_permission_mode=runner_pb2.SetPermissionMode(permission_mode=mode)))
+                await self._agents.enqueue(
+                    tx,
+                    session.agent_id,
+                    session_id,
+                    runner_pb2.Command(set_permission_mode=runner_pb2.SetPermissionMode(permission_mode=mode)),
+                )
 
     async def stop_background_task(self, session_id: str, task_id: str, request_id: str) -> None:
         session_id = validation.session_id(session_id)
@@ -200,12 +245,15 @@ class Conversation:
                 "SELECT state FROM background_tasks WHERE session_id = $1 AND task_id = $2", session_id, task_id
             )
             if state != "open":
-                raise TaskNotFound(f"session {session_id} has no open background task {validation.echo(task_id)}",
-                                   {"task_id": task_id})
-            await tx.append(session_id, [NewEvent(EventKind.TASK_STOP_REQUESTED,
-                                                  {"task_id": task_id, "request_id": request_id})])
-            await self._agents.enqueue(tx, session.agent_id, session_id,
-                                       runner_pb2.Command(stop_task=runner_pb2.StopTask(task_id=task_id)))
+                raise TaskNotFound(
+                    f"session {session_id} has no open background task {validation.echo(task_id)}", {"task_id": task_id}
+                )
+            await tx.append(
+                session_id, [NewEvent(EventKind.TASK_STOP_REQUESTED, {"task_id": task_id, "request_id": request_id})]
+            )
+            await self._agents.enqueue(
+                tx, session.agent_id, session_id, runner_pb2.Command(stop_task=runner_pb2.StopTask(task_id=task_id))
+            )
 
 
 def _decision(kind: InteractionKind, tool_input: Mapping, answer: Answer) -> runner_pb2.AnswerInteraction:
@@ -216,7 +264,8 @@ def _decision(kind: InteractionKind, tool_input: Mapping, answer: Answer) -> run
             raise InvalidArgument("answers", "this interaction is a question: answer it with `answers` (or deny it)")
         updated = {**tool_input, "answers": dict(answer.answers)}
         return runner_pb2.AnswerInteraction(
-            allow=runner_pb2.AnswerInteraction.Allow(updated_input_json=json.dumps(updated)))
+            allow=runner_pb2.AnswerInteraction.Allow(updated_input_json=json.dumps(updated))
+        )
     if answer.decision == "allow":
         if answer.updated_input_json:
             try:
@@ -226,13 +275,19 @@ def _decision(kind: InteractionKind, tool_input: Mapping, answer: Answer) -> run
             if not isinstance(edited, dict):
                 raise InvalidArgument("allow.updated_input_json", "updated_input_json must be a JSON object")
         return runner_pb2.AnswerInteraction(
-            allow=runner_pb2.AnswerInteraction.Allow(updated_input_json=answer.updated_input_json))
+            allow=runner_pb2.AnswerInteraction.Allow(updated_input_json=answer.updated_input_json)
+        )
     if answer.decision == "deny":
         return runner_pb2.AnswerInteraction(deny=runner_pb2.AnswerInteraction.Deny(message=answer.message))
     raise InvalidArgument("answer", "a tool approval is answered with `allow` or `deny`")
 
 
 def _answer_payload(interaction_id: str, request_id: str, answer: Answer) -> dict:
-    return {"interaction_id": interaction_id, "request_id": request_id, "decision": answer.decision,
-            "updated_input_json": answer.updated_input_json, "message": answer.message,
-            "answers": dict(answer.answers)}
+    return {
+        "interaction_id": interaction_id,
+        "request_id": request_id,
+        "decision": answer.decision,
+        "updated_input_json": answer.updated_input_json,
+        "message": answer.message,
+        "answers": dict(answer.answers),
+    }

@@ -95,16 +95,18 @@ def event_to_proto(event: StoredEvent) -> events_pb2.SessionEvent:
         target.output_seq = event.output_seq or 0
     elif event.kind is EventKind.INTERACTION_REQUESTED:
         interaction = dict(event.payload["interaction"])
-        target.interaction.CopyFrom(session_pb2.Interaction(
-            interaction_id=interaction["interaction_id"],
-            kind=_INTERACTION_KINDS[InteractionKind(interaction["kind"])],
-            turn_id=interaction["turn_id"],
-            tool_name=interaction["tool_name"],
-            input_json=interaction["input_json"],
-            tool_use_id=interaction["tool_use_id"],
-            questions=[session_pb2.Question(**q) for q in interaction["questions"]],
-            requested_seq=event.seq,
-        ))
+        target.interaction.CopyFrom(
+            session_pb2.Interaction(
+                interaction_id=interaction["interaction_id"],
+                kind=_INTERACTION_KINDS[InteractionKind(interaction["kind"])],
+                turn_id=interaction["turn_id"],
+                tool_name=interaction["tool_name"],
+                input_json=interaction["input_json"],
+                tool_use_id=interaction["tool_use_id"],
+                questions=[session_pb2.Question(**q) for q in interaction["questions"]],
+                requested_seq=event.seq,
+            )
+        )
     else:
         json_format.ParseDict(dict(event.payload), target, ignore_unknown_fields=True)
     target.SetInParent()

@@ -73,9 +73,7 @@ async def migrate(pool: asyncpg.Pool) -> list[str]:
                     continue
                 async with conn.transaction():
                     await conn.execute(sql)
-                    await conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
-                    )
+                    await conn.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name)
                 applied_now.append(name)
                 log.info("migration_applied", migration=name)
         finally:

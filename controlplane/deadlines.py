@@ -40,15 +40,20 @@ _IDLE = (
 # Such sessions whose last event is older than $1.
 _IDLE_SINCE = (
     "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s"
-    " JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq"
-    + _IDLE + " AND e.at < now() - $1::interval"
+    " JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq" + _IDLE + " AND e.at < now() - $1::interval"
 )
 
 
 class DeadlineSweeper:
     def __init__(
-        self, pool: asyncpg.Pool, journal: Journal, turns: Turns, agents: Agents, startup_deadline: timedelta,
-        destroy_retry: timedelta = timedelta(seconds=30), idle_stop_after: timedelta = timedelta(0),
+        self,
+        pool: asyncpg.Pool,
+        journal: Journal,
+        turns: Turns,
+        agents: Agents,
+        startup_deadline: timedelta,
+        destroy_retry: timedelta = timedelta(seconds=30),
+        idle_stop_after: timedelta = timedelta(0),
     ) -> None:
         self._pool = pool
         self._journal = journal
@@ -107,8 +112,12 @@ class DeadlineSweeper:
                 if idle is None:
                     continue
                 await tx.append(session_id, [NewEvent(EventKind.RUNTIME_STOP_REQUESTED, {"reason": reason})])
-                await self._agents.enqueue(tx, idle["agent_id"], session_id, runner_pb2.Command(
-                    stop_runtime=runner_pb2.StopRuntime(reason=reason)))
+                await self._agents.enqueue(
+                    tx,
+                    idle["agent_id"],
+                    session_id,
+                    runner_pb2.Command(stop_runtime=runner_pb2.StopRuntime(reason=reason)),
+                )
             stopped += 1
             log.info("idle_runtime_stop_requested", session_id=session_id, agent_id=idle["agent_id"])
         return stopped
@@ -124,8 +133,14 @@ class DeadlineSweeper:
         )
         for row in rows:
             async with self._journal.transaction() as tx:
-                await self._agents.enqueue(tx, row["agent_id"], row["session_id"], runner_pb2.Command(
-                    destroy_runtime=runner_pb2.DestroyRuntime(reason="retrying an unconfirmed destruction")))
+                await self._agents.enqueue(
+                    tx,
+                    row["agent_id"],
+                    row["session_id"],
+                    runner_pb2.Command(
+                        destroy_runtime=runner_pb2.DestroyRuntime(reason="retrying an unconfirmed destruction")
+                    ),
+                )
             log.info("destroy_retried", session_id=row["session_id"], agent_id=row["agent_id"])
         return len(rows)
 
@@ -146,8 +161,13 @@ class DeadlineSweeper:
             row = await tx.lock_session(session_id)
             if row["state"] != SessionState.INTERRUPTING.value or not row["current_turn_id"]:
                 return
-            await self._turns.settle(tx, session_id, row["current_turn_id"], TurnOutcome.INTERRUPTED,
-                                     "the agent did not confirm the interrupt before its deadline")
+            await self._turns.settle(
+                tx,
+                session_id,
+                row["current_turn_id"],
+                TurnOutcome.INTERRUPTED,
+                "the agent did not confirm the interrupt before its deadline",
+            )
         log.warning("interrupt_settled_by_deadline", session_id=session_id)
 
     async def _startup_overdue(self, session_id: str) -> None:
@@ -159,6 +179,10 @@ class DeadlineSweeper:
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_FAILED, {"reason": reason})])
             await tx.update_session(session_id, state=SessionState.FAILED, failure_reason=reason)
             if row["agent_id"]:  # a start that finishes late must not leave its sandbox behind
-                await self._agents.enqueue(tx, row["agent_id"], session_id, runner_pb2.Command(
-                    destroy_runtime=runner_pb2.DestroyRuntime(reason=reason)))
+                await self._agents.enqueue(
+                    tx,
+                    row["agent_id"],
+                    session_id,
+                    runner_pb2.Command(destroy_runtime=runner_pb2.DestroyRuntime(reason=reason)),
+                )
         log.warning("startup_settled_by_deadline", session_id=session_id)

@@ -131,7 +131,9 @@ def _unary_unary(behavior: Callable[..., Awaitable[Any]], method: str, bounded: 
     return call
 
 
-def _unary_stream(behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool) -> Callable[..., AsyncIterator[Any]]:
+def _unary_stream(
+    behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool
+) -> Callable[..., AsyncIterator[Any]]:
     async def call(request: Message | _Undecodable, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
             async for response in behavior(_checked(request, bounded), context):
@@ -159,7 +161,9 @@ def _stream_unary(behavior: Callable[..., Awaitable[Any]], method: str, bounded:
     return call
 
 
-def _stream_stream(behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool) -> Callable[..., AsyncIterator[Any]]:
+def _stream_stream(
+    behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool
+) -> Callable[..., AsyncIterator[Any]]:
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         checked = _CheckedStream(requests, bounded)
         try:

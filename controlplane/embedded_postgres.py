@@ -75,9 +75,7 @@ def find_bindir(explicit: Path | None = None) -> Path:
         candidates.append(Path(os.environ[BINDIR_ENV]))
     if pg_config := shutil.which("pg_config"):
         try:
-            out = subprocess.run(
-                [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=True
-            )
+            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=True)
             candidates.append(Path(out.stdout.strip()))
         except (OSError, subprocess.SubprocessError):
             pass
@@ -258,9 +256,7 @@ class EmbeddedPostgres:
     async def _initdb(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if any(self.data_dir.iterdir()):
-            raise EmbeddedPostgresError(
-                f"{self.data_dir} is neither empty nor a PostgreSQL data directory"
-            )
+            raise EmbeddedPostgresError(f"{self.data_dir} is neither empty nor a PostgreSQL data directory")
         self._run_as.check_can_reach(self.data_dir)
         self._run_as.chown(self.data_dir)
         self.data_dir.chmod(0o700)
@@ -275,12 +271,7 @@ class EmbeddedPostgres:
                 "--auth-host=scram-sha-256", "--auth-local=peer", "-E", "UTF8", "--locale=C",
                 "--no-instructions", *(["--no-sync"] if self._fast else []),
             )  # fmt: skip
-        secret = self.data_dir / PASSWORD_FILE
-        # 0600 from its creation, whatever the umask.
-        with open(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
-            file.write(password)
-        secret.chmod(0o600)
-        self._run_as.chown(secret)
+        self._run_as.chown(_write_secret(self.data_dir / PASSWORD_FILE, password))
 
     def _options(self) -> str:
         socket_dir = str(self.data_dir)
@@ -372,3 +363,11 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def _write_secret(path: Path, text: str) -> Path:
+    """`text` in a file that is 0600 from its creation, whatever the umask."""
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+        file.write(text)
+    path.chmod(0o600)
+    return path

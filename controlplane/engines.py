@@ -41,8 +41,10 @@ class EngineManifest:
             raise ManifestInvalid(f"the manifest of engine {manifest.kind!r} declares no permission mode")
         default = manifest.default_permission_mode or modes[0]
         if default not in modes:
-            raise ManifestInvalid(f"the default permission mode {default!r} of engine {manifest.kind!r}"
-                                  f" is not one of its modes ({', '.join(modes)})")
+            raise ManifestInvalid(
+                f"the default permission mode {default!r} of engine {manifest.kind!r}"
+                f" is not one of its modes ({', '.join(modes)})"
+            )
         return cls(
             kind=manifest.kind,
             permission_modes=modes,

@@ -70,7 +70,9 @@ class ReplicaLinks:
         # Only the newest stream's replica: an older stream attaching late must not win.
         await self._pool.execute(
             "UPDATE agents SET replica_address = $3 WHERE agent_id = $1 AND generation = $2",
-            agent_id, generation, self._own_address,
+            agent_id,
+            generation,
+            self._own_address,
         )
 
     async def forward(
@@ -143,12 +145,17 @@ class ReplicaLinks:
 
 
 async def _send(
-    call: grpc.aio.StreamStreamCall, agent_id: str, session_id: str, requests: AsyncIterator[runner_pb2.WorkspaceRequest]
+    call: grpc.aio.StreamStreamCall,
+    agent_id: str,
+    session_id: str,
+    requests: AsyncIterator[runner_pb2.WorkspaceRequest],
 ) -> None:
     try:
         async for request in requests:
             async with asyncio.timeout(SILENCE_S):
-                await call.write(runner_pb2.ForwardWorkspaceRequest(agent_id=agent_id, session_id=session_id, request=request))
+                await call.write(
+                    runner_pb2.ForwardWorkspaceRequest(agent_id=agent_id, session_id=session_id, request=request)
+                )
         await call.done_writing()
     except asyncio.InvalidStateError:
         pass  # the far replica already ended the call; reading it raises why

@@ -134,8 +134,7 @@ class JournalTransaction:
         if not events:
             return []
         last = await self.conn.fetchval(
-            "UPDATE sessions SET last_seq = last_seq + $2, updated_at = now()"
-            " WHERE session_id = $1 RETURNING last_seq",
+            "UPDATE sessions SET last_seq = last_seq + $2, updated_at = now() WHERE session_id = $1 RETURNING last_seq",
             session_id,
             len(events),
         )
@@ -143,8 +142,7 @@ class JournalTransaction:
             raise LookupError(f"session {session_id} does not exist")
         first = last - len(events) + 1
         await self.conn.executemany(
-            "INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq)"
-            " VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq) VALUES ($1, $2, $3, $4, $5, $6)",
             [
                 (session_id, first + i, e.kind.value, e.turn_id or None, dict(e.payload), e.output_seq)
                 for i, e in enumerate(events)

@@ -46,7 +46,13 @@ class CreateSession:
 
 class SessionKernel:
     def __init__(
-        self, pool: asyncpg.Pool, journal: Journal, agents: Agents, turns: Turns, live: LiveTail, page_tokens: PageTokens
+        self,
+        pool: asyncpg.Pool,
+        journal: Journal,
+        agents: Agents,
+        turns: Turns,
+        live: LiveTail,
+        page_tokens: PageTokens,
     ) -> None:
         self._pool = pool
         self._page_tokens = page_tokens
@@ -70,7 +76,9 @@ class SessionKernel:
         if agent_id is None and (existing := await self._by_request_id(request.request_id, fingerprint)):
             return existing
         if agent_id is None:
-            raise NoAgentAvailable(f"no connected data-plane agent can run {manifest.kind}; start one with `astrabox agent`")
+            raise NoAgentAvailable(
+                f"no connected data-plane agent can run {manifest.kind}; start one with `astrabox agent`"
+            )
         session_id = str(uuid.uuid4())
         async with self._journal.transaction() as tx:
             inserted = await tx.conn.fetchval(
@@ -93,7 +101,9 @@ class SessionKernel:
                     agent_id,
                     session_id,
                     runner_pb2.Command(
-                        start_runtime=runner_pb2.StartRuntime(engine=manifest.kind, permission_mode=mode, model=request.model)
+                        start_runtime=runner_pb2.StartRuntime(
+                            engine=manifest.kind, permission_mode=mode, model=request.model
+                        )
                     ),
                 )
                 await tx.append(
@@ -101,8 +111,12 @@ class SessionKernel:
                     [
                         NewEvent(
                             EventKind.SESSION_CREATED,
-                            {"engine": manifest.kind, "permission_mode": mode, "model": request.model,
-                             "request_id": request.request_id},
+                            {
+                                "engine": manifest.kind,
+                                "permission_mode": mode,
+                                "model": request.model,
+                                "request_id": request.request_id,
+                            },
                         ),
                         NewEvent(EventKind.STARTUP_REQUESTED, {"agent_id": agent_id, "command_id": command_id}),
                         NewEvent(EventKind.STARTUP_PHASE, {"phase": "placed", "duration_ms": placed_ms}),
@@ -194,12 +208,17 @@ class SessionKernel:
         kind = EventKind.SESSION_DELETED if final is SessionState.DELETED else EventKind.SESSION_ARCHIVED
         await tx.append(session_id, [NewEvent(kind, {"request_id": request_id})])
         await tx.update_session(
-            session_id, state=final, runtime_available=False, current_turn_id=None,
+            session_id,
+            state=final,
+            runtime_available=False,
+            current_turn_id=None,
             **({"deleted_at": datetime.now().astimezone()} if final is SessionState.DELETED else {}),
         )
         if session.agent_id and session.state is not SessionState.ARCHIVED:
             await self._agents.enqueue(
-                tx, session.agent_id, session_id,
+                tx,
+                session.agent_id,
+                session_id,
                 runner_pb2.Command(destroy_runtime=runner_pb2.DestroyRuntime(reason=reason)),
             )
 

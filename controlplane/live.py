@@ -66,7 +66,7 @@ class LiveTail:
                 await asyncio.sleep(1)
                 continue
             lost = asyncio.Event()
-            conn.add_termination_listener(lambda _c: lost.set())
+            conn.add_termination_listener(lambda _c, lost=lost: lost.set())
 
             def on_notify(_c: object, _pid: int, _channel: str, payload: str) -> None:
                 key, _, position = payload.rpartition("|")

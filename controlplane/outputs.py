@@ -36,8 +36,7 @@ class OutputGap(Exception):
 
     def __init__(self, session_id: str, committed: int, received: int) -> None:
         super().__init__(
-            f"session {session_id}: expected output_seq {committed + 1}, got {received}; "
-            f"resend from {committed + 1}"
+            f"session {session_id}: expected output_seq {committed + 1}, got {received}; resend from {committed + 1}"
         )
         self.session_id = session_id
         self.committed = committed
@@ -87,8 +86,15 @@ class OutputCommitter:
             for output in outputs:
                 if output.HasField("sandbox_reconciled"):
                     done = output.sandbox_reconciled
-                    log.info("sandbox_reconciled", session_id=session_id, agent_id=agent_id, action=done.action,
-                             sandbox_id=done.sandbox_id, driver=done.driver, reason=done.reason)
+                    log.info(
+                        "sandbox_reconciled",
+                        session_id=session_id,
+                        agent_id=agent_id,
+                        action=done.action,
+                        sandbox_id=done.sandbox_id,
+                        driver=done.driver,
+                        reason=done.reason,
+                    )
             return last_offered
         cursor = row["committed_output_seq"]
         fresh = []
@@ -141,8 +147,12 @@ class _Applier:
 
     async def _on_engine_message(self, output: runner_pb2.Output, message: runner_pb2.EngineMessage) -> None:
         data = json.loads(message.payload_json or "{}")
-        event = NewEvent(EventKind.ENGINE_MESSAGE, {"type_name": message.type_name, "message": data},
-                         turn_id=output.turn_id, output_seq=output.output_seq)
+        event = NewEvent(
+            EventKind.ENGINE_MESSAGE,
+            {"type_name": message.type_name, "message": data},
+            turn_id=output.turn_id,
+            output_seq=output.output_seq,
+        )
         type_name = message.type_name
         task_id = str(data.get("task_id") or "")
         if type_name == "ResultMessage":
@@ -160,7 +170,10 @@ class _Applier:
             await self._tx.conn.execute(
                 "INSERT INTO background_tasks (session_id, task_id, description, started_seq) VALUES ($1, $2, $3, $4)"
                 " ON CONFLICT DO NOTHING",
-                self._session_id, task_id, str(data.get("description") or ""), seq,
+                self._session_id,
+                task_id,
+                str(data.get("description") or ""),
+                seq,
             )
         elif type_name in ("TaskNotificationMessage", "TaskUpdatedMessage") and task_id:
             await self._journal_now(event)
@@ -168,7 +181,8 @@ class _Applier:
             if status in _TERMINAL_TASK_STATUSES:
                 await self._tx.conn.execute(
                     "UPDATE background_tasks SET state = 'closed' WHERE session_id = $1 AND task_id = $2",
-                    self._session_id, task_id,
+                    self._session_id,
+                    task_id,
                 )
         else:
             self._pending.append(event)
@@ -178,55 +192,82 @@ class _Applier:
         if session["current_turn_id"] != turn_id:
             return  # the turn was settled already (lease lapse, deletion)
         if session["state"] == SessionState.INTERRUPTING.value:
-            await self._turns.settle(self._tx, self._session_id, turn_id, TurnOutcome.INTERRUPTED,
-                                     "the engine stopped the turn")
+            await self._turns.settle(
+                self._tx, self._session_id, turn_id, TurnOutcome.INTERRUPTED, "the engine stopped the turn"
+            )
             return
-        await self._journal_now(NewEvent(
-            EventKind.TURN_COMPLETED,
-            {"subtype": str(data.get("subtype", "")), "is_error": bool(data.get("is_error", False)),
-             "duration_ms": int(data.get("duration_ms") or 0), "result": str(data.get("result") or "")},
-            turn_id=turn_id,
-        ))
+        await self._journal_now(
+            NewEvent(
+                EventKind.TURN_COMPLETED,
+                {
+                    "subtype": str(data.get("subtype", "")),
+                    "is_error": bool(data.get("is_error", False)),
+                    "duration_ms": int(data.get("duration_ms") or 0),
+                    "result": str(data.get("result") or ""),
+                },
+                turn_id=turn_id,
+            )
+        )
         await self._turns.settle(self._tx, self._session_id, turn_id, TurnOutcome.COMPLETED)
 
     async def _on_runtime_started(self, output: runner_pb2.Output, started: runner_pb2.RuntimeStarted) -> None:
-        await self._journal_now(NewEvent(
-            EventKind.RUNTIME_READY,
-            {"sandbox_id": started.sandbox_id, "driver": started.driver, "workspace": started.workspace,
-             "sandbox_ms": started.sandbox_ms},
-            output_seq=output.output_seq,
-        ))
+        await self._journal_now(
+            NewEvent(
+                EventKind.RUNTIME_READY,
+                {
+                    "sandbox_id": started.sandbox_id,
+                    "driver": started.driver,
+                    "workspace": started.workspace,
+                    "sandbox_ms": started.sandbox_ms,
+                },
+                output_seq=output.output_seq,
+            )
+        )
         session = await self._current()
-        changes: dict[str, Any] = {"runtime_available": True, "runtime_stopped": False, "sandbox_id": started.sandbox_id}
+        changes: dict[str, Any] = {
+            "runtime_available": True,
+            "runtime_stopped": False,
+            "sandbox_id": started.sandbox_id,
+        }
         if session["state"] == SessionState.CREATING.value:
             changes.update(state=SessionState.READY, failure_reason="")
         await self._tx.update_session(self._session_id, **changes)
         await self._turns.dispatch_next(self._tx, self._session_id)
 
     async def _on_runtime_start_failed(self, output: runner_pb2.Output, failed: runner_pb2.RuntimeStartFailed) -> None:
-        await self._journal_now(NewEvent(EventKind.RUNTIME_FAILED, {"reason": failed.reason}, output_seq=output.output_seq))
+        await self._journal_now(
+            NewEvent(EventKind.RUNTIME_FAILED, {"reason": failed.reason}, output_seq=output.output_seq)
+        )
         session = await self._current()
         if session["state"] == SessionState.CREATING.value:
-            await self._tx.update_session(self._session_id, state=SessionState.FAILED, runtime_available=False,
-                                          failure_reason=failed.reason)
+            await self._tx.update_session(
+                self._session_id, state=SessionState.FAILED, runtime_available=False, failure_reason=failed.reason
+            )
             return
         # A recovery failed: the message waiting for the runtime cannot run.
         await self._tx.update_session(self._session_id, runtime_available=False)
         if session["current_turn_id"]:
-            await self._turns.settle(self._tx, self._session_id, session["current_turn_id"], TurnOutcome.FAILED,
-                                     f"the runtime could not be started again: {failed.reason}")
+            await self._turns.settle(
+                self._tx,
+                self._session_id,
+                session["current_turn_id"],
+                TurnOutcome.FAILED,
+                f"the runtime could not be started again: {failed.reason}",
+            )
 
     async def _on_turn_aborted(self, output: runner_pb2.Output, aborted: runner_pb2.TurnAborted) -> None:
         await self.flush()
-        settled = await self._turns.settle(self._tx, self._session_id, output.turn_id, TurnOutcome.FAILED,
-                                           aborted.reason, output.output_seq)
+        settled = await self._turns.settle(
+            self._tx, self._session_id, output.turn_id, TurnOutcome.FAILED, aborted.reason, output.output_seq
+        )
         if not settled:
             log.info("late_turn_output", session_id=self._session_id, turn_id=output.turn_id, kind="turn_aborted")
 
     async def _on_turn_interrupted(self, output: runner_pb2.Output, interrupted: runner_pb2.TurnInterrupted) -> None:
         await self.flush()
-        settled = await self._turns.settle(self._tx, self._session_id, output.turn_id, TurnOutcome.INTERRUPTED,
-                                           interrupted.reason, output.output_seq)
+        settled = await self._turns.settle(
+            self._tx, self._session_id, output.turn_id, TurnOutcome.INTERRUPTED, interrupted.reason, output.output_seq
+        )
         if not settled:
             log.info("late_turn_output", session_id=self._session_id, turn_id=output.turn_id, kind="turn_interrupted")
 
@@ -239,12 +280,22 @@ class _Applier:
             tool_input = {"unparsed": requested.input_json}
         kind = InteractionKind.for_tool(requested.tool_name)
         interaction = {
-            "interaction_id": requested.interaction_id, "kind": kind.value, "turn_id": output.turn_id,
-            "tool_name": requested.tool_name, "input_json": requested.input_json, "tool_use_id": requested.tool_use_id,
+            "interaction_id": requested.interaction_id,
+            "kind": kind.value,
+            "turn_id": output.turn_id,
+            "tool_name": requested.tool_name,
+            "input_json": requested.input_json,
+            "tool_use_id": requested.tool_use_id,
             "questions": questions_of(tool_input) if kind is InteractionKind.QUESTION else [],
         }
-        seq = await self._journal_now(NewEvent(EventKind.INTERACTION_REQUESTED, {"interaction": interaction},
-                                               turn_id=output.turn_id, output_seq=output.output_seq))
+        seq = await self._journal_now(
+            NewEvent(
+                EventKind.INTERACTION_REQUESTED,
+                {"interaction": interaction},
+                turn_id=output.turn_id,
+                output_seq=output.output_seq,
+            )
+        )
         session = await self._current()
         if session["current_turn_id"] != output.turn_id:
             return
@@ -252,8 +303,14 @@ class _Applier:
         await self._tx.conn.execute(
             "INSERT INTO interactions (interaction_id, session_id, turn_id, kind, tool_name, input, tool_use_id,"
             " requested_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
-            requested.interaction_id, self._session_id, output.turn_id, kind.value, requested.tool_name,
-            tool_input if isinstance(tool_input, dict) else {"value": tool_input}, requested.tool_use_id, seq,
+            requested.interaction_id,
+            self._session_id,
+            output.turn_id,
+            kind.value,
+            requested.tool_name,
+            tool_input if isinstance(tool_input, dict) else {"value": tool_input},
+            requested.tool_use_id,
+            seq,
         )
         if session["state"] == SessionState.RUNNING.value:
             await self._tx.update_session(self._session_id, state=SessionState.WAITING_FOR_INPUT)
@@ -262,12 +319,23 @@ class _Applier:
         accepted = await self._tx.conn.fetchval(
             "SELECT accepted_seq FROM turns WHERE session_id = $1 AND turn_id = $2", self._session_id, output.turn_id
         )
-        self._pending.append(NewEvent(EventKind.INPUT_DELIVERED, {"accepted_seq": accepted or 0},
-                                      turn_id=output.turn_id, output_seq=output.output_seq))
+        self._pending.append(
+            NewEvent(
+                EventKind.INPUT_DELIVERED,
+                {"accepted_seq": accepted or 0},
+                turn_id=output.turn_id,
+                output_seq=output.output_seq,
+            )
+        )
 
     async def _on_startup_phase(self, output: runner_pb2.Output, phase: runner_pb2.StartupPhase) -> None:
-        self._pending.append(NewEvent(EventKind.STARTUP_PHASE, {"phase": phase.phase, "duration_ms": phase.duration_ms},
-                                      output_seq=output.output_seq))
+        self._pending.append(
+            NewEvent(
+                EventKind.STARTUP_PHASE,
+                {"phase": phase.phase, "duration_ms": phase.duration_ms},
+                output_seq=output.output_seq,
+            )
+        )
 
     async def _on_engine_info(self, output: runner_pb2.Output, info: runner_pb2.EngineInfo) -> None:
         try:
@@ -275,9 +343,13 @@ class _Applier:
         except ValueError:
             server_info = {}
         commands = _slash_commands(server_info)
-        await self._journal_now(NewEvent(EventKind.ENGINE_INFO,
-                                         {"slash_commands": commands, "server_info_json": info.server_info_json},
-                                         output_seq=output.output_seq))
+        await self._journal_now(
+            NewEvent(
+                EventKind.ENGINE_INFO,
+                {"slash_commands": commands, "server_info_json": info.server_info_json},
+                output_seq=output.output_seq,
+            )
+        )
         await self._tx.update_session(self._session_id, slash_commands=commands)
 
     async def _on_transcript_snapshot(self, output: runner_pb2.Output, snapshot: runner_pb2.TranscriptSnapshot) -> None:
@@ -286,17 +358,28 @@ class _Applier:
             "INSERT INTO engine_transcripts (session_id, engine_session_id, content) VALUES ($1, $2, $3)"
             " ON CONFLICT (session_id) DO UPDATE SET engine_session_id = EXCLUDED.engine_session_id,"
             " content = EXCLUDED.content, updated_at = now()",
-            self._session_id, snapshot.engine_session_id, snapshot.content,
+            self._session_id,
+            snapshot.engine_session_id,
+            snapshot.content,
         )
 
     async def _on_engine_turn_started(self, output: runner_pb2.Output, started: runner_pb2.EngineTurnStarted) -> None:
-        accepted = await self._journal_now(NewEvent(EventKind.ENGINE_TURN_STARTED, {"reason": started.reason},
-                                                    turn_id=output.turn_id, output_seq=output.output_seq))
+        accepted = await self._journal_now(
+            NewEvent(
+                EventKind.ENGINE_TURN_STARTED,
+                {"reason": started.reason},
+                turn_id=output.turn_id,
+                output_seq=output.output_seq,
+            )
+        )
         session = await self._current()
         await self._tx.conn.execute(
             "INSERT INTO turns (session_id, turn_id, accepted_seq, state, origin) VALUES ($1, $2, $3, $4, 'engine')"
             " ON CONFLICT DO NOTHING",
-            self._session_id, output.turn_id, accepted, "running" if not session["current_turn_id"] else "detached",
+            self._session_id,
+            output.turn_id,
+            accepted,
+            "running" if not session["current_turn_id"] else "detached",
         )
         if session["state"] == SessionState.READY.value and not session["current_turn_id"]:
             await self._tx.update_session(self._session_id, state=SessionState.RUNNING, current_turn_id=output.turn_id)
@@ -305,18 +388,23 @@ class _Applier:
         self._pending.append(NewEvent(EventKind.RUNTIME_LOST, {"reason": lost.reason}, output_seq=output.output_seq))
 
     async def _on_runtime_stopped(self, output: runner_pb2.Output, stopped: runner_pb2.RuntimeStopped) -> None:
-        await self._journal_now(NewEvent(
-            EventKind.RUNTIME_STOPPED, {"reason": stopped.reason, "sandbox_id": stopped.sandbox_id},
-            output_seq=output.output_seq,
-        ))
+        await self._journal_now(
+            NewEvent(
+                EventKind.RUNTIME_STOPPED,
+                {"reason": stopped.reason, "sandbox_id": stopped.sandbox_id},
+                output_seq=output.output_seq,
+            )
+        )
         await self._tx.update_session(self._session_id, runtime_stopped=True)
 
     async def _on_sandbox_reconciled(self, output: runner_pb2.Output, done: runner_pb2.SandboxReconciled) -> None:
-        self._pending.append(NewEvent(
-            EventKind.SANDBOX_RECONCILED,
-            {"action": done.action, "sandbox_id": done.sandbox_id, "driver": done.driver, "reason": done.reason},
-            output_seq=output.output_seq,
-        ))
+        self._pending.append(
+            NewEvent(
+                EventKind.SANDBOX_RECONCILED,
+                {"action": done.action, "sandbox_id": done.sandbox_id, "driver": done.driver, "reason": done.reason},
+                output_seq=output.output_seq,
+            )
+        )
 
 
 def _slash_commands(server_info: Any) -> list[str]:

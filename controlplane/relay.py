@@ -51,7 +51,12 @@ def _lease_proto(lease: Lease) -> runner_pb2.Lease:
 
 class RunnerServicer(runner_grpc.RunnerServiceServicer):
     def __init__(
-        self, agents: Agents, committer: OutputCommitter, live: LiveTail, settings: RelaySettings, router: WorkspaceRouter
+        self,
+        agents: Agents,
+        committer: OutputCommitter,
+        live: LiveTail,
+        settings: RelaySettings,
+        router: WorkspaceRouter,
     ) -> None:
         self._agents = agents
         self._committer = committer
@@ -72,7 +77,9 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             runner_pb2.ConnectResponse(
                 welcome=runner_pb2.Welcome(
                     lease=_lease_proto(lease),
-                    committed=[runner_pb2.SessionCursor(session_id=s, output_seq=n) for s, n in sorted(cursors.items())],
+                    committed=[
+                        runner_pb2.SessionCursor(session_id=s, output_seq=n) for s, n in sorted(cursors.items())
+                    ],
                     heartbeat_interval_ms=int(self._settings.heartbeat_interval.total_seconds() * 1000),
                     live_sessions=runner_pb2.LiveSessions(session_ids=live),
                 )
@@ -99,7 +106,9 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message on a Connect stream must be Hello")
         hello = first.hello
         if not hmac.compare_digest(hello.enrollment_token.encode(), self._settings.enrollment_token.encode()):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the enrollment token is not valid for this control plane")
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED, "the enrollment token is not valid for this control plane"
+            )
         if not hello.agent_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.agent_id must not be empty")
         try:
@@ -143,7 +152,9 @@ class _AgentStream:
     async def send(self, message: runner_pb2.ConnectResponse) -> None:
         await self._outgoing.put(message)
 
-    async def run(self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest], context: grpc.aio.ServicerContext) -> None:
+    async def run(
+        self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest], context: grpc.aio.ServicerContext
+    ) -> None:
         tasks = [
             asyncio.create_task(self._read(request_iterator), name="relay-read"),
             asyncio.create_task(self._pump_commands(), name="relay-commands"),
@@ -176,7 +187,9 @@ class _AgentStream:
                 await self._on_outputs(request.output_batch)
             elif kind == "command_ack":
                 ack = request.command_ack
-                await self._agents.acknowledge(self._agent_id, ack.command_seq, ack.error.message if ack.HasField("error") else "")
+                await self._agents.acknowledge(
+                    self._agent_id, ack.command_seq, ack.error.message if ack.HasField("error") else ""
+                )
             elif kind == "workspace_reply":
                 # Waits (bounded) for a slow client: gRPC flow control then slows the agent.
                 await self._router.deliver(request.workspace_reply)
@@ -186,7 +199,9 @@ class _AgentStream:
                     self._log.info("agent_superseded")
                     return
                 self._lease = lease
-                await self._outgoing.put(runner_pb2.ConnectResponse(heartbeat_ack=runner_pb2.HeartbeatAck(lease=_lease_proto(lease))))
+                await self._outgoing.put(
+                    runner_pb2.ConnectResponse(heartbeat_ack=runner_pb2.HeartbeatAck(lease=_lease_proto(lease)))
+                )
             else:
                 self._log.warning("relay_unexpected_message", kind=kind)
 

@@ -26,7 +26,10 @@ async def first_time(tx: JournalTransaction, session_id: str, request_id: str, k
     inserted = await tx.conn.fetchval(
         "INSERT INTO session_requests (session_id, request_id, kind, fingerprint) VALUES ($1, $2, $3, $4)"
         " ON CONFLICT DO NOTHING RETURNING true",
-        session_id, request_id, kind, print_,
+        session_id,
+        request_id,
+        kind,
+        print_,
     )
     if inserted:
         return True

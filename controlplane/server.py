@@ -18,8 +18,8 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2, session_kernel
 from controlplane.agents import Agents
 from controlplane.api import SessionKernelServicer
 from controlplane.conversation import Conversation
-from controlplane.deadlines import DeadlineSweeper
 from controlplane.database import create_pool, migrate
+from controlplane.deadlines import DeadlineSweeper
 from controlplane.edge import Edge
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.journal import NOTIFY_CHANNEL, Journal
@@ -77,7 +77,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 ("grpc.so_reuseport", 0),
                 # Agents send transcript snapshots of up to 16 MiB in one output.
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ]
+            ],
         )
         host, _, port = settings.listen.rpartition(":")
         if tls is None:
@@ -95,13 +95,16 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
         replicas = ReplicaLinks(pool, advertised, secret, tls[1] if tls else None)
         router = WorkspaceRouter(replicas)
-        sweeper = DeadlineSweeper(pool, journal, turns, agents, settings.startup_deadline,
-                                  idle_stop_after=settings.idle_stop_after)
+        sweeper = DeadlineSweeper(
+            pool, journal, turns, agents, settings.startup_deadline, idle_stop_after=settings.idle_stop_after
+        )
         session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(
             SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router)), server
         )
         relay = RunnerServicer(
-            agents, OutputCommitter(journal, turns), live,
+            agents,
+            OutputCommitter(journal, turns),
+            live,
             RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
             router,
         )

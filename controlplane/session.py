@@ -44,8 +44,14 @@ def questions_of(tool_input: Any) -> list[dict[str, Any]]:
         if not isinstance(q, dict):
             continue
         options = [o.get("label", "") if isinstance(o, dict) else str(o) for o in q.get("options") or []]
-        result.append({"question": str(q.get("question", "")), "header": str(q.get("header", "")),
-                       "options": options, "multi_select": bool(q.get("multiSelect", False))})
+        result.append(
+            {
+                "question": str(q.get("question", "")),
+                "header": str(q.get("header", "")),
+                "options": options,
+                "multi_select": bool(q.get("multiSelect", False)),
+            }
+        )
     return result
 
 

@@ -16,7 +16,6 @@ import structlog
 
 from astrabox.secret_settings import SecretOption, SecretSettingError
 
-
 log = structlog.get_logger(__name__)
 
 DEFAULT_IDLE_STOP_AFTER_S = 900.0
@@ -70,42 +69,69 @@ class ControlPlaneSettings:
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         DATABASE_URL.add_to(parser)
-        parser.add_argument("--listen", default=os.environ.get("ASTRABOX_LISTEN", DEFAULT_LISTEN),
-                            help="host:port to serve gRPC on (env ASTRABOX_LISTEN, default %(default)s)")
-        parser.add_argument("--advertise-address", default=os.environ.get("ASTRABOX_ADVERTISE_ADDRESS", ""),
-                            help="host:port other control-plane replicas reach this one at (env "
-                                 "ASTRABOX_ADVERTISE_ADDRESS, default the listen address, or <hostname>:<port> "
-                                 "when it is a wildcard)")
+        parser.add_argument(
+            "--listen",
+            default=os.environ.get("ASTRABOX_LISTEN", DEFAULT_LISTEN),
+            help="host:port to serve gRPC on (env ASTRABOX_LISTEN, default %(default)s)",
+        )
+        parser.add_argument(
+            "--advertise-address",
+            default=os.environ.get("ASTRABOX_ADVERTISE_ADDRESS", ""),
+            help="host:port other control-plane replicas reach this one at (env "
+            "ASTRABOX_ADVERTISE_ADDRESS, default the listen address, or <hostname>:<port> "
+            "when it is a wildcard)",
+        )
         ENROLLMENT_TOKEN.add_to(parser, note="; default none: any agent on loopback")
-        parser.add_argument("--tls-cert", default=os.environ.get("ASTRABOX_TLS_CERT", ""),
-                            help="serve TLS with this PEM certificate chain (env ASTRABOX_TLS_CERT; with --tls-key)")
-        parser.add_argument("--tls-key", default=os.environ.get("ASTRABOX_TLS_KEY", ""),
-                            help="the PEM private key of --tls-cert (env ASTRABOX_TLS_KEY)")
-        parser.add_argument("--tls-ca", default=os.environ.get("ASTRABOX_TLS_CA", ""),
-                            help="PEM CA bundle that verifies the other replicas when forwarding to them (env "
-                                 "ASTRABOX_TLS_CA; default: --tls-cert itself)")
-        parser.add_argument("--idle-stop-after", type=float,
-                            default=float(os.environ.get("ASTRABOX_IDLE_STOP_AFTER", DEFAULT_IDLE_STOP_AFTER_S)),
-                            help="seconds a session may stay idle before its runtime is stopped (files kept; the "
-                                 "next message starts it again); 0: never (env ASTRABOX_IDLE_STOP_AFTER, default "
-                                 "%(default)s)")
+        parser.add_argument(
+            "--tls-cert",
+            default=os.environ.get("ASTRABOX_TLS_CERT", ""),
+            help="serve TLS with this PEM certificate chain (env ASTRABOX_TLS_CERT; with --tls-key)",
+        )
+        parser.add_argument(
+            "--tls-key",
+            default=os.environ.get("ASTRABOX_TLS_KEY", ""),
+            help="the PEM private key of --tls-cert (env ASTRABOX_TLS_KEY)",
+        )
+        parser.add_argument(
+            "--tls-ca",
+            default=os.environ.get("ASTRABOX_TLS_CA", ""),
+            help="PEM CA bundle that verifies the other replicas when forwarding to them (env "
+            "ASTRABOX_TLS_CA; default: --tls-cert itself)",
+        )
+        parser.add_argument(
+            "--idle-stop-after",
+            type=float,
+            default=float(os.environ.get("ASTRABOX_IDLE_STOP_AFTER", DEFAULT_IDLE_STOP_AFTER_S)),
+            help="seconds a session may stay idle before its runtime is stopped (files kept; the "
+            "next message starts it again); 0: never (env ASTRABOX_IDLE_STOP_AFTER, default "
+            "%(default)s)",
+        )
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None,
-                  **overrides: object) -> ControlPlaneSettings:
+    def from_args(
+        cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: object
+    ) -> ControlPlaneSettings:
         """SettingsError when a secret is given twice, its file is unreadable, or there is no database URL."""
         try:
             database_url, enrollment_token = (option.read(args, environ) for option in SECRETS)
         except SecretSettingError as error:
             raise SettingsError(str(error)) from None
         if not database_url and "database_url" not in overrides:
-            raise SettingsError(f"needs {DATABASE_URL.what}: set {DATABASE_URL.env} or give {DATABASE_URL.file_flag} "
-                                "(`astrabox up` embeds a PostgreSQL)")
-        values = {"database_url": database_url, "listen": args.listen, "enrollment_token": enrollment_token,
-                  "advertise_address": args.advertise_address,
-                  "secrets_on_command_line": tuple(option for option in SECRETS if option.on_command_line(args)),
-                  "tls_cert": args.tls_cert, "tls_key": args.tls_key, "tls_ca": args.tls_ca,
-                  "idle_stop_after": timedelta(seconds=args.idle_stop_after)}
+            raise SettingsError(
+                f"needs {DATABASE_URL.what}: set {DATABASE_URL.env} or give {DATABASE_URL.file_flag} "
+                "(`astrabox up` embeds a PostgreSQL)"
+            )
+        values = {
+            "database_url": database_url,
+            "listen": args.listen,
+            "enrollment_token": enrollment_token,
+            "advertise_address": args.advertise_address,
+            "secrets_on_command_line": tuple(option for option in SECRETS if option.on_command_line(args)),
+            "tls_cert": args.tls_cert,
+            "tls_key": args.tls_key,
+            "tls_ca": args.tls_ca,
+            "idle_stop_after": timedelta(seconds=args.idle_stop_after),
+        }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
 
@@ -139,6 +165,7 @@ def tls_credentials(settings: ControlPlaneSettings) -> tuple[grpc.ServerCredenti
     except OSError as error:
         raise SettingsError(f"cannot read a TLS file: {error.filename}: {error.strerror}") from error
     if mode & 0o077:
-        log.warning("tls_key_readable_by_others", path=settings.tls_key, mode=oct(mode),
-                    fix=f"chmod 600 {settings.tls_key}")
+        log.warning(
+            "tls_key_readable_by_others", path=settings.tls_key, mode=oct(mode), fix=f"chmod 600 {settings.tls_key}"
+        )
     return grpc.ssl_server_credentials([(key, cert)]), grpc.ssl_channel_credentials(root_certificates=ca)

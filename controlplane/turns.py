@@ -48,7 +48,11 @@ class Turns:
             [
                 NewEvent(
                     EventKind.USER_MESSAGE_ACCEPTED,
-                    {"client_message_id": client_message_id, "text": turn.text, "permission_mode": turn.permission_mode},
+                    {
+                        "client_message_id": client_message_id,
+                        "text": turn.text,
+                        "permission_mode": turn.permission_mode,
+                    },
                     turn_id=turn.turn_id,
                 )
             ],
@@ -56,7 +60,13 @@ class Turns:
         await tx.conn.execute(
             "INSERT INTO turns (session_id, turn_id, client_message_id, fingerprint, accepted_seq, state, text,"
             " permission_mode) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7)",
-            session.session_id, turn.turn_id, client_message_id, fingerprint, seq, turn.text, turn.permission_mode,
+            session.session_id,
+            turn.turn_id,
+            client_message_id,
+            fingerprint,
+            seq,
+            turn.text,
+            turn.permission_mode,
         )
         await self.dispatch_next(tx, session.session_id)
         return seq
@@ -80,14 +90,20 @@ class Turns:
             if not session.runtime_available:
                 agent_id = await self._place_again(tx, session)
                 if agent_id is None:
-                    await self._fail_queued(tx, session_id, turn.turn_id, "no data-plane agent is available to run the session")
+                    await self._fail_queued(
+                        tx, session_id, turn.turn_id, "no data-plane agent is available to run the session"
+                    )
                     continue
             await tx.conn.execute(
                 "UPDATE turns SET state = 'running' WHERE session_id = $1 AND turn_id = $2", session_id, turn.turn_id
             )
-            await tx.update_session(session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason="")
+            await tx.update_session(
+                session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
+            )
             await self._agents.enqueue(
-                tx, agent_id, session_id,
+                tx,
+                agent_id,
+                session_id,
                 runner_pb2.Command(
                     deliver_input=runner_pb2.DeliverInput(
                         turn_id=turn.turn_id, text=turn.text, permission_mode=turn.permission_mode
@@ -97,7 +113,12 @@ class Turns:
             return
 
     async def settle(
-        self, tx: JournalTransaction, session_id: str, turn_id: str, outcome: TurnOutcome, reason: str = "",
+        self,
+        tx: JournalTransaction,
+        session_id: str,
+        turn_id: str,
+        outcome: TurnOutcome,
+        reason: str = "",
         output_seq: int | None = None,
     ) -> bool:
         """End the session's current turn (if it is `turn_id`) and deliver the next message.
@@ -137,7 +158,8 @@ class Turns:
         )
         if interaction_id is not None:
             await tx.append(
-                session_id, [NewEvent(EventKind.INTERACTION_CLOSED, {"interaction_id": interaction_id, "reason": reason})]
+                session_id,
+                [NewEvent(EventKind.INTERACTION_CLOSED, {"interaction_id": interaction_id, "reason": reason})],
             )
 
     async def fail_all_queued(self, tx: JournalTransaction, session_id: str, reason: str) -> None:
@@ -165,7 +187,9 @@ class Turns:
         )
         resume = transcript["engine_session_id"] if transcript else session.engine_session_id
         command_id = await self._agents.enqueue(
-            tx, agent_id, session.session_id,
+            tx,
+            agent_id,
+            session.session_id,
             runner_pb2.Command(
                 start_runtime=runner_pb2.StartRuntime(
                     engine=session.engine,

@@ -58,16 +58,24 @@ def _size(value: str | bytes) -> int:
     return len(value) if isinstance(value, bytes) else len(value.encode("utf-8", "surrogatepass"))
 
 
-def _string(max_bytes: int, pattern: re.Pattern[str] | None = None, explain: str = "",
-            printable: bool = False, reason: str = "INVALID_ARGUMENT") -> Check:
+def _string(
+    max_bytes: int,
+    pattern: re.Pattern[str] | None = None,
+    explain: str = "",
+    printable: bool = False,
+    reason: str = "INVALID_ARGUMENT",
+) -> Check:
     """A string field (when set): at most `max_bytes` of UTF-8 and no NUL; `printable`: no control
     characters either; `pattern`: matches all of it (`explain` says how, for the message)."""
 
     def check(field: str, value: object) -> None:
         assert isinstance(value, str)
         if len(value) > max_bytes or _size(value) > max_bytes:
-            raise InvalidArgument(field, f"{field} must be at most {max_bytes} bytes, got {_size(value)}",
-                                  FIELD_TOO_LONG if reason == "INVALID_ARGUMENT" else reason)
+            raise InvalidArgument(
+                field,
+                f"{field} must be at most {max_bytes} bytes, got {_size(value)}",
+                FIELD_TOO_LONG if reason == "INVALID_ARGUMENT" else reason,
+            )
         if pattern is not None and not pattern.fullmatch(value):
             raise InvalidArgument(field, f"{field} must be {explain}, got {echo(value)}", reason)
         if "\x00" in value or (printable and _CONTROL.search(value)):
@@ -90,16 +98,18 @@ def _map(max_entries: int, key: Check, value: Check, max_total_bytes: int) -> Ch
     def check(field: str, entries: object) -> None:
         assert isinstance(entries, Mapping)
         if len(entries) > max_entries:
-            raise InvalidArgument(field, f"{field} may have at most {max_entries} entries, got {len(entries)}",
-                                  FIELD_TOO_LONG)
+            raise InvalidArgument(
+                field, f"{field} may have at most {max_entries} entries, got {len(entries)}", FIELD_TOO_LONG
+            )
         total = 0
         for k, v in entries.items():
             key(f"{field} key", k)
             value(f"{field}[{echo(k)}]", v)
             total += _size(k) + _size(v)
         if total > max_total_bytes:
-            raise InvalidArgument(field, f"{field} must be at most {max_total_bytes} bytes in all, got {total}",
-                                  FIELD_TOO_LONG)
+            raise InvalidArgument(
+                field, f"{field} must be at most {max_total_bytes} bytes in all, got {total}", FIELD_TOO_LONG
+            )
 
     return check
 
@@ -137,8 +147,12 @@ FIELDS: dict[str, Check] = {
     "engine": _string(64, printable=True),
     "permission_mode": _string(64, printable=True),
     "model": _string(256, _MODEL, "up to 256 characters of [A-Za-z0-9._:/@+[]-]"),
-    "labels": _map(64, _string(128, _LABEL_KEY, "1-128 characters of [A-Za-z0-9._:/-]"),
-                   _string(256, printable=True), max_total_bytes=64 * 384),
+    "labels": _map(
+        64,
+        _string(128, _LABEL_KEY, "1-128 characters of [A-Za-z0-9._:/-]"),
+        _string(256, printable=True),
+        max_total_bytes=64 * 384,
+    ),
     "page_token": _string(512, _PAGE_TOKEN, "a next_page_token this service issued", reason=PAGE_TOKEN_INVALID),
     "page_size": _range(0, 2**31 - 1),
     "after_seq": _range(0, 2**63 - 1),
@@ -191,13 +205,18 @@ def workspace_path(value: str) -> str:
     """A path relative to the workspace: at most MAX_PATH_BYTES, components of at most
     MAX_PATH_COMPONENT_BYTES, no NUL, and no '..' (which would climb out)."""
     if _size(value) > MAX_PATH_BYTES:
-        raise InvalidArgument("path", f"path must be at most {MAX_PATH_BYTES} bytes, got {_size(value)}", FIELD_TOO_LONG)
+        raise InvalidArgument(
+            "path", f"path must be at most {MAX_PATH_BYTES} bytes, got {_size(value)}", FIELD_TOO_LONG
+        )
     if "\x00" in value:
         raise InvalidArgument("path", f"path must not contain NUL characters, got {echo(value)}")
     components = value.replace("\\", "/").split("/")
     if any(_size(c) > MAX_PATH_COMPONENT_BYTES for c in components):
-        raise InvalidArgument("path", f"each part of path must be at most {MAX_PATH_COMPONENT_BYTES} bytes, "
-                                      f"got {echo(value)}", FIELD_TOO_LONG)
+        raise InvalidArgument(
+            "path",
+            f"each part of path must be at most {MAX_PATH_COMPONENT_BYTES} bytes, got {echo(value)}",
+            FIELD_TOO_LONG,
+        )
     if ".." in components:
         raise InvalidArgument("path", f"{echo(value)} climbs out of the workspace with '..'", "PATH_OUTSIDE_WORKSPACE")
     return value

@@ -138,8 +138,9 @@ class WorkspaceRouter:
         finally:
             self._pending.pop(request_id, None)
             if not finished and self._streams.get(agent_id) is send:
-                cancel = runner_pb2.WorkspaceRequest(request_id=request_id, session_id=session_id,
-                                                     cancel=runner_pb2.CancelWorkspaceRequest())
+                cancel = runner_pb2.WorkspaceRequest(
+                    request_id=request_id, session_id=session_id, cancel=runner_pb2.CancelWorkspaceRequest()
+                )
                 with contextlib.suppress(Exception):
                     await send(runner_pb2.ConnectResponse(workspace_request=cancel))
 
@@ -215,7 +216,9 @@ class WorkspaceFiles:
         if timeout_ms < 0:
             raise InvalidArgument("timeout_ms", "timeout_ms must not be negative")
         agent_id, session_id = await self._agent_of(session_id)
-        request = runner_pb2.WorkspaceRequest(exec_command=runner_pb2.ExecCommand(command=command, timeout_ms=timeout_ms))
+        request = runner_pb2.WorkspaceRequest(
+            exec_command=runner_pb2.ExecCommand(command=command, timeout_ms=timeout_ms)
+        )
         async for reply in self._router.exchange(agent_id, session_id, _one(request)):
             body = reply.WhichOneof("body")
             if body == "exit_code":

@@ -23,24 +23,24 @@ from pathlib import Path
 import structlog
 
 from astrabox.secret_settings import SecretSettingError, redact, warn_on_command_line
-from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.engines.base import EngineAdapter
 from dataplane_agent.errors import AgentError
-from dataplane_agent.routes.model import ModelRoute, Upstream
-from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool
-from dataplane_agent.runtimes.reconcile import Inventory, Placements, ReconcileSettings, Reconciler, inventory_for
 from dataplane_agent.relay.client import RelayClient, RelayConfig
+from dataplane_agent.relay.commands import CommandApplier
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.model import ModelRoute, Upstream
+from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit
+from dataplane_agent.runtimes.reconcile import Inventory, Placements, Reconciler, ReconcileSettings, inventory_for
 from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError, SandboxSpec
+from dataplane_agent.sandboxes.disk import WorkspaceDisk
+from dataplane_agent.sandboxes.disk_usage import DiskUsage
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.turns.transcripts import TranscriptStore
-from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.workspace.archives import UnpackLimits
-from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit
-from dataplane_agent.sandboxes.disk import WorkspaceDisk
-from dataplane_agent.sandboxes.disk_usage import DiskUsage
 from dataplane_agent.workspace.service import WorkspaceService
 
 log = structlog.get_logger(__name__)
@@ -107,8 +107,9 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             return record.sandbox if record else None
 
         upload_limits = UnpackLimits(max_bytes=settings.upload_max_bytes, max_entries=settings.upload_max_entries)
-        workspace = WorkspaceService(sandbox_of, driver, upload_limits,
-                                     room=measured.room if measured is not None else None)
+        workspace = WorkspaceService(
+            sandbox_of, driver, upload_limits, room=measured.room if measured is not None else None
+        )
         relay = RelayClient(
             RelayConfig(
                 target=settings.controlplane,
@@ -168,13 +169,16 @@ async def _stable_agent_id(state: AgentState) -> str:
 
 def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | None) -> SandboxDriver:
     if settings.driver == "local":
-        from dataplane_agent.sandboxes.limits import LocalLimits
         from dataplane_agent.sandboxes.host_user import HostUser
+        from dataplane_agent.sandboxes.limits import LocalLimits
         from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
-        limits = LocalLimits(pids=settings.sandbox_pids, memory_mb=settings.sandbox_memory_mb, cpus=settings.sandbox_cpus)
-        return LocalSandboxDriver(settings.state_dir / "sandboxes", limits=limits,
-                                  host_user=HostUser(settings.sandbox_host_uid), disk=disk)
+        limits = LocalLimits(
+            pids=settings.sandbox_pids, memory_mb=settings.sandbox_memory_mb, cpus=settings.sandbox_cpus
+        )
+        return LocalSandboxDriver(
+            settings.state_dir / "sandboxes", limits=limits, host_user=HostUser(settings.sandbox_host_uid), disk=disk
+        )
     if settings.driver == "docker":
         from dataplane_agent.engines.claude_code import BUNDLED_CLI
         from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
@@ -186,7 +190,9 @@ def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | N
                 image=settings.image,
                 installation=settings.installation,
                 agent_id=agent_id,
-                limits=ContainerLimits(cpus=settings.sandbox_cpus, memory_mb=settings.sandbox_memory_mb, pids=settings.sandbox_pids),
+                limits=ContainerLimits(
+                    cpus=settings.sandbox_cpus, memory_mb=settings.sandbox_memory_mb, pids=settings.sandbox_pids
+                ),
                 program_dirs=[cli.parent],
                 disk=disk,
                 host_uid=settings.sandbox_host_uid,
@@ -205,11 +211,15 @@ def _disk_limit(settings: AgentSettings) -> tuple[WorkspaceDisk | None, Measured
         disk = WorkspaceDisk(settings.sandbox_disk_mb)
         if not (why := disk.unavailable()):
             return disk, None
-        log.warning("sandbox_disk_image_unavailable", reason=why,
-                    consequence=f"the disk limit is measured every {settings.sandbox_disk_check_seconds:g}s "
-                                "and enforced by stopping runtimes over it")
-    measured = MeasuredDiskLimit(settings.sandbox_disk_mb, settings.sandbox_disk_check_seconds,
-                                 DiskUsage(settings.sandbox_host_uid))
+        log.warning(
+            "sandbox_disk_image_unavailable",
+            reason=why,
+            consequence=f"the disk limit is measured every {settings.sandbox_disk_check_seconds:g}s "
+            "and enforced by stopping runtimes over it",
+        )
+    measured = MeasuredDiskLimit(
+        settings.sandbox_disk_mb, settings.sandbox_disk_check_seconds, DiskUsage(settings.sandbox_host_uid)
+    )
     return None, measured
 
 
@@ -224,7 +234,9 @@ def _make_pool(
     if settings.warm_pool <= 0:
         return None
     if not callable(getattr(driver, "rebind", None)):
-        raise AgentError(f"the {driver.name} sandbox driver cannot hand pool sandboxes to sessions: run with --warm-pool 0")
+        raise AgentError(
+            f"the {driver.name} sandbox driver cannot hand pool sandboxes to sessions: run with --warm-pool 0"
+        )
     pool_settings = PoolSettings(size=settings.warm_pool, max_age=settings.warm_pool_max_age)
     warm = WarmEngineSettings()
     warmer = EngineWarmer(engines[warm.engine], driver, model, warm) if settings.warm_engines else None
@@ -237,7 +249,9 @@ def _controlplane_ca(settings: AgentSettings) -> bytes | None:
     try:
         return Path(settings.controlplane_ca).expanduser().read_bytes()
     except OSError as error:
-        raise AgentError(f"cannot read the control plane's CA bundle {settings.controlplane_ca}: {error.strerror}") from error
+        raise AgentError(
+            f"cannot read the control plane's CA bundle {settings.controlplane_ca}: {error.strerror}"
+        ) from error
 
 
 def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:
@@ -255,7 +269,9 @@ async def _model(settings: AgentSettings) -> AsyncIterator[ModelRoute]:
     if not settings.uses_offline_model:
         if not settings.api_key:
             log.warning("model_key_missing", base_url=settings.model_base_url)
-        async with ModelRoute(route_dir, Upstream(settings.model_base_url or ANTHROPIC_API_URL, settings.api_key)) as route:
+        async with ModelRoute(
+            route_dir, Upstream(settings.model_base_url or ANTHROPIC_API_URL, settings.api_key)
+        ) as route:
             yield route
         return
     from dataplane_agent.offline_model import OfflineModel

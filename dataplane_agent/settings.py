@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from astrabox.secret_settings import SecretOption
-from dataplane_agent.workspace.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
+from dataplane_agent.workspace.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 
 DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
 DEFAULT_STATE_DIR = "~/.astrabox/agent"

@@ -20,8 +20,14 @@ PACKAGES = ("controlplane", "dataplane_agent", "astrabox_server", "clients/pytho
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """lint-imports on the tree at `root`, whose packages come first on the path."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "clients" / "python")])}
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--config", str(root / "pyproject.toml")],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--config", str(root / "pyproject.toml")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -44,9 +50,21 @@ def test_the_repository_keeps_every_layer_contract() -> None:
     [
         ("clients/python/astrabox/render.py", "import controlplane.journal", "astrabox.render -> controlplane.journal"),
         ("clients/python/astrabox/client.py", "import asyncpg", "astrabox.client -> asyncpg"),
-        ("controlplane/kernel.py", "from dataplane_agent.relay import outbox", "controlplane.kernel -> dataplane_agent.relay.outbox"),
-        ("dataplane_agent/relay/client.py", "import controlplane.errors", "dataplane_agent.relay.client -> controlplane.errors"),
-        ("dataplane_agent/relay/outbox.py", "from astrabox_server import stack", "dataplane_agent.relay.outbox -> astrabox_server.stack"),
+        (
+            "controlplane/kernel.py",
+            "from dataplane_agent.relay import outbox",
+            "controlplane.kernel -> dataplane_agent.relay.outbox",
+        ),
+        (
+            "dataplane_agent/relay/client.py",
+            "import controlplane.errors",
+            "dataplane_agent.relay.client -> controlplane.errors",
+        ),
+        (
+            "dataplane_agent/relay/outbox.py",
+            "from astrabox_server import stack",
+            "dataplane_agent.relay.outbox -> astrabox_server.stack",
+        ),
         ("controlplane/engines.py", "import claude_agent_sdk", "controlplane.engines -> claude_agent_sdk"),
     ],
 )

@@ -19,11 +19,7 @@ def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def generated_files(root: Path) -> set[Path]:
-    return {
-        path.relative_to(root)
-        for path in (root / "astrabox").rglob("*")
-        if path.name.endswith(GENERATED_SUFFIXES)
-    }
+    return {path.relative_to(root) for path in (root / "astrabox").rglob("*") if path.name.endswith(GENERATED_SUFFIXES)}
 
 
 def test_buf_lint_passes() -> None:

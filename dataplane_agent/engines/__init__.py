@@ -12,7 +12,6 @@ from dataplane_agent.engines.base import (
     ToolRequest,
 )
 
-
 __all__ = [
     "EngineAdapter",
     "EngineConfig",

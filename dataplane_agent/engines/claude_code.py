@@ -39,7 +39,14 @@ from claude_agent_sdk import (
     ToolPermissionContext,
 )
 
-from dataplane_agent.engines.base import EngineConfig, EngineError, EngineManifest, EngineOutput, InteractionBroker, ToolRequest
+from dataplane_agent.engines.base import (
+    EngineConfig,
+    EngineError,
+    EngineManifest,
+    EngineOutput,
+    InteractionBroker,
+    ToolRequest,
+)
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError
 from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal
@@ -228,7 +235,9 @@ class ClaudeCodeSession:
                 await self._client.connect()
         except TimeoutError:
             await self.close()
-            raise EngineError(self._failures.describe(f"the CLI did not start within {self._timeouts.connect:.0f}s")) from None
+            raise EngineError(
+                self._failures.describe(f"the CLI did not start within {self._timeouts.connect:.0f}s")
+            ) from None
         except (ClaudeSDKError, OSError) as error:
             await self.close()
             raise EngineError(self._failures.describe(f"the CLI could not start: {error}")) from error
@@ -366,7 +375,9 @@ class ClaudeCodeSession:
                 async with self._commands:
                     yield
         except TimeoutError:
-            raise EngineError(self._failures.describe(f"the CLI did not {what} within {self._timeouts.control:.0f}s")) from None
+            raise EngineError(
+                self._failures.describe(f"the CLI did not {what} within {self._timeouts.control:.0f}s")
+            ) from None
         except EngineError:
             raise
         except Exception as error:  # the SDK raises its own errors and, for control failures, bare Exception
@@ -416,7 +427,10 @@ class _ToolGate:
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
         request = ToolRequest(
-            interaction_id=str(uuid.uuid4()), tool_name=tool_name, input=dict(tool_input), tool_use_id=context.tool_use_id or ""
+            interaction_id=str(uuid.uuid4()),
+            tool_name=tool_name,
+            input=dict(tool_input),
+            tool_use_id=context.tool_use_id or "",
         )
         self._log.debug("engine_asks", interaction_id=request.interaction_id, tool_name=tool_name)
         if self._broker is None:
@@ -436,13 +450,19 @@ async def _restore_transcript(sandbox: Sandbox, config: EngineConfig) -> None:
 
     A transcript already in the sandbox is the CLI's own and at least as new, so it is kept."""
     if not config.resume_engine_session_id:
-        raise EngineError("a transcript can only be restored to resume its conversation: no engine session id was given")
+        raise EngineError(
+            "a transcript can only be restored to resume its conversation: no engine session id was given"
+        )
     parts = _transcript_parts(sandbox, config.resume_engine_session_id)
     try:
         restored = await asyncio.to_thread(_home(sandbox).write_new_file, parts, config.transcript)
     except (OSError, PathRefused) as error:
         raise EngineError(f"cannot restore the transcript into sandbox {sandbox.sandbox_id}: {error}") from error
-    log.debug("transcript_restored" if restored else "transcript_kept", sandbox_id=sandbox.sandbox_id, bytes=len(config.transcript))
+    log.debug(
+        "transcript_restored" if restored else "transcript_kept",
+        sandbox_id=sandbox.sandbox_id,
+        bytes=len(config.transcript),
+    )
 
 
 @dataclass(frozen=True, slots=True)

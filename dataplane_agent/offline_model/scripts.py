@@ -128,14 +128,19 @@ def _steps_script(match: re.Match[str], conversation: Conversation) -> Reply:
 def _sleep_script(match: re.Match[str], conversation: Conversation) -> Reply:
     seconds = match["seconds"]
     if not conversation.tool_results:
-        return Reply(f"I'll sleep for {seconds}s.", bash(f"echo sleeping; sleep {seconds}; echo slept", f"Sleep {seconds} seconds"))
+        return Reply(
+            f"I'll sleep for {seconds}s.",
+            bash(f"echo sleeping; sleep {seconds}; echo slept", f"Sleep {seconds} seconds"),
+        )
     return Reply(f"Done sleeping: {conversation.outputs[-1].strip()}")
 
 
 def _ask_script(match: re.Match[str], conversation: Conversation) -> Reply:
     question = match["question"].strip()
     if not conversation.tool_results:
-        options = [{"label": label.strip(), "description": f"Choose {label.strip()}"} for label in match["options"].split("|")]
+        options = [
+            {"label": label.strip(), "description": f"Choose {label.strip()}"} for label in match["options"].split("|")
+        ]
         ask = {"questions": [{"question": question, "header": "Question", "options": options, "multiSelect": False}]}
         return Reply("I need to ask you something.", ToolCall("AskUserQuestion", ask))
     return Reply(f"You chose: {answer_in(conversation.outputs[-1], question)}.")
@@ -144,7 +149,9 @@ def _ask_script(match: re.Match[str], conversation: Conversation) -> Reply:
 def _background_script(match: re.Match[str], conversation: Conversation) -> Reply:
     command = match["command"]
     if not conversation.tool_results:
-        return Reply(f"I'll run `{command}` in the background.", bash(command, "Run in the background", background=True))
+        return Reply(
+            f"I'll run `{command}` in the background.", bash(command, "Run in the background", background=True)
+        )
     return Reply("Started in the background.")
 
 
@@ -223,5 +230,7 @@ def _flatten(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(
-        str(block.get("text", "")) for block in content or () if isinstance(block, Mapping) and block.get("type") == "text"
+        str(block.get("text", ""))
+        for block in content or ()
+        if isinstance(block, Mapping) and block.get("type") == "text"
     )

@@ -118,7 +118,7 @@ class OfflineModel:
                 await self._dispatch(request, writer)
                 if not request.keep_alive:
                     return
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             self._connections.discard(task)
@@ -143,7 +143,12 @@ class OfflineModel:
                 await _send_json(writer, 200, _models_page(), request.keep_alive)
             else:
                 log.debug("offline_model_unknown_path", method=request.method, path=request.path)
-                await _send_json(writer, 404, _error_body(404, f"{request.method} {request.path} is not served here"), request.keep_alive)
+                await _send_json(
+                    writer,
+                    404,
+                    _error_body(404, f"{request.method} {request.path} is not served here"),
+                    request.keep_alive,
+                )
         except HttpError as error:
             await _send_json(writer, error.status, _error_body(error.status, str(error)), request.keep_alive)
 
@@ -176,7 +181,9 @@ class OfflineModel:
     def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}]
         if reply.tool is not None:
-            content.append({"type": "tool_use", "id": self._new_id("toolu"), "name": reply.tool.name, "input": reply.tool.input})
+            content.append(
+                {"type": "tool_use", "id": self._new_id("toolu"), "name": reply.tool.name, "input": reply.tool.input}
+            )
         output_tokens = max(1, len(json.dumps(content)) // 4)
         return {
             "id": self._new_id("msg"),
@@ -269,13 +276,22 @@ def _error_body(status: int, message: str) -> dict[str, Any]:
 
 
 def _models_page() -> dict[str, Any]:
-    model = {"type": "model", "id": MODEL_NAME, "display_name": "AstraBox offline model", "created_at": "2025-01-01T00:00:00Z"}
+    model = {
+        "type": "model",
+        "id": MODEL_NAME,
+        "display_name": "AstraBox offline model",
+        "created_at": "2025-01-01T00:00:00Z",
+    }
     return {"data": [model], "has_more": False, "first_id": MODEL_NAME, "last_id": MODEL_NAME}
 
 
 def _head(status: int, headers: dict[str, str], keep_alive: bool) -> bytes:
     lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}"]
-    headers = {**headers, "connection": "keep-alive" if keep_alive else "close", "request-id": f"req_{uuid.uuid4().hex}"}
+    headers = {
+        **headers,
+        "connection": "keep-alive" if keep_alive else "close",
+        "request-id": f"req_{uuid.uuid4().hex}",
+    }
     lines += [f"{name}: {value}" for name, value in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
@@ -305,14 +321,22 @@ def sse_events(message: dict[str, Any]) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(message["content"]):
         if block["type"] == "text":
-            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            events.append(
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            )
             for piece in _pieces(block["text"]):
-                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})
+                events.append(
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}
+                )
         else:
             events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
             for piece in _pieces(json.dumps(block["input"])):
                 events.append(
-                    {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    }
                 )
         events.append({"type": "content_block_stop", "index": index})
     events.append(

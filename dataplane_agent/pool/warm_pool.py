@@ -37,7 +37,6 @@ import structlog
 
 # asyncio.timeout rather than wait_for throughout: on Python 3.11 wait_for loses a cancellation that
 # arrives as its awaitable finishes, and a loop that misses its cancellation never stops.
-
 from dataplane_agent.engines.base import EngineSession
 from dataplane_agent.runtimes.reconcile import Inventory, pool_key
 from dataplane_agent.sandboxes.base import (
@@ -191,16 +190,25 @@ class WarmPool:
             async with asyncio.timeout(self._settings.rebind_timeout):
                 sandbox = await self._driver.rebind(warm.sandbox, spec)
         except Exception as exc:
-            log.warning("pool_rebind_failed", sandbox_id=warm.sandbox.sandbox_id, session_id=spec.session_id,
-                        error=f"{type(exc).__name__}: {exc}")
+            log.warning(
+                "pool_rebind_failed",
+                sandbox_id=warm.sandbox.sandbox_id,
+                session_id=spec.session_id,
+                error=f"{type(exc).__name__}: {exc}",
+            )
             await self._retire(warm, "rebinding it failed")
             self.misses += 1
             return None
         finally:
             self._busy.discard(warm.pool_id)
         self.hits += 1
-        log.info("pool_claimed", session_id=spec.session_id, sandbox_id=sandbox.sandbox_id, ready=len(self._ready),
-                 engine=warm.engine is not None)
+        log.info(
+            "pool_claimed",
+            session_id=spec.session_id,
+            sandbox_id=sandbox.sandbox_id,
+            ready=len(self._ready),
+            engine=warm.engine is not None,
+        )
         kind = self._engines.kind if self._engines is not None and warm.engine is not None else ""
         return Claimed(sandbox, warm.pool_id, warm.engine, kind)
 
@@ -298,8 +306,9 @@ class WarmPool:
             try:
                 warm.engine = await self._engines.start(warm.sandbox)
             except Exception as exc:
-                log.warning("pool_engine_start_failed", sandbox_id=warm.sandbox.sandbox_id,
-                            error=f"{type(exc).__name__}: {exc}")
+                log.warning(
+                    "pool_engine_start_failed", sandbox_id=warm.sandbox.sandbox_id, error=f"{type(exc).__name__}: {exc}"
+                )
                 await self._retire(warm, "its engine did not start")
                 return False
             finally:

@@ -42,9 +42,17 @@ SOCKET_NAME = "model.sock"
 _TOKEN_PREFIX = "astrabox"
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
-_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade"})
+_HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade"}
+)
 _CREDENTIALS = frozenset({"x-api-key", "authorization"})
-_REASONS = {401: "Unauthorized", 400: "Bad Request", 413: "Payload Too Large", 501: "Not Implemented", 502: "Bad Gateway"}
+_REASONS = {
+    401: "Unauthorized",
+    400: "Bad Request",
+    413: "Payload Too Large",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+}
 
 
 def model_env(base_url: str, api_key: str) -> dict[str, str]:
@@ -223,7 +231,7 @@ class ModelRoute:
                 except HttpError as error:
                     await _send_error(writer, error)
                     return
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError, asyncio.LimitOverrunError, ValueError):
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             pass
         except asyncio.CancelledError:  # the route is stopping; the connection ends here
             pass
@@ -275,7 +283,7 @@ class ModelRoute:
                 if reused and attempt == 1:  # a kept connection the upstream had already dropped
                     continue
                 raise HttpError(502, "api_error", f"the model upstream failed: {error}") from error
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 up_writer.close()
                 raise HttpError(502, "api_error", "the model upstream did not answer in time") from None
             break
@@ -297,7 +305,11 @@ class ModelRoute:
         lines = [f"{method} {prefix}{target} HTTP/1.1", f"host: {self._upstream.netloc}"]
         for name, value in head.headers:
             lower = name.lower()
-            if lower in _HOP_BY_HOP or lower in _CREDENTIALS or lower in ("host", "content-length", "transfer-encoding", "expect"):
+            if (
+                lower in _HOP_BY_HOP
+                or lower in _CREDENTIALS
+                or lower in ("host", "content-length", "transfer-encoding", "expect")
+            ):
                 continue
             lines.append(f"{name}: {value}")
         if self._key:
@@ -354,11 +366,15 @@ class ModelRoute:
         port = self._upstream.port or (443 if self._tls else 80)
         try:
             return False, await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=self._tls, server_hostname=host if self._tls else None, limit=_MAX_HEAD),
+                asyncio.open_connection(
+                    host, port, ssl=self._tls, server_hostname=host if self._tls else None, limit=_MAX_HEAD
+                ),
                 self._timeouts.connect,
             )
-        except (OSError, asyncio.TimeoutError) as error:
-            raise HttpError(502, "api_error", f"the model upstream {self._upstream.netloc} is unreachable: {error or 'timed out'}") from error
+        except (TimeoutError, OSError) as error:
+            raise HttpError(
+                502, "api_error", f"the model upstream {self._upstream.netloc} is unreachable: {error or 'timed out'}"
+            ) from error
 
 
 # -- HTTP/1.1 framing -------------------------------------------------------------

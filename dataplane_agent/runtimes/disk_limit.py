@@ -28,9 +28,9 @@ from pathlib import Path
 
 import structlog
 
-from dataplane_agent.turns.engine_calls import describe
 from dataplane_agent.sandboxes.base import Sandbox, SandboxError
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
+from dataplane_agent.turns.engine_calls import describe
 
 log = structlog.get_logger(__name__)
 
@@ -68,9 +68,12 @@ class MeasuredDiskLimit:
             return None
         if used <= self._stopped_at.get(session_id, -1):
             return None  # started again to delete files: it may, but not write more
-        return OverLimit(session_id, f"the workspace uses {used / MIB:.0f} MiB, over its disk limit of "
-                                     f"{self.limit_bytes // MIB} MiB: the runtime was stopped (files kept); "
-                                     "delete files to go on")
+        return OverLimit(
+            session_id,
+            f"the workspace uses {used / MIB:.0f} MiB, over its disk limit of "
+            f"{self.limit_bytes // MIB} MiB: the runtime was stopped (files kept); "
+            "delete files to go on",
+        )
 
     async def stopped(self, session_id: str, sandbox: Sandbox) -> None:
         """The session was stopped over its limit: what it holds now (its writes have ended) is what

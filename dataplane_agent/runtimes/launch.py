@@ -21,9 +21,16 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineSession
-from dataplane_agent.routes.model import ModelAccess
 from dataplane_agent.pool.warm_pool import Claimed
-from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
+from dataplane_agent.routes.model import ModelAccess
+from dataplane_agent.sandboxes.base import (
+    AGENT_LABEL,
+    SESSION_LABEL,
+    DestroyVerdict,
+    Sandbox,
+    SandboxDriver,
+    SandboxSpec,
+)
 from dataplane_agent.turns.engine_calls import bounded, close_quietly, describe
 
 log = structlog.get_logger(__name__)

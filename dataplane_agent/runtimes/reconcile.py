@@ -331,8 +331,12 @@ class Reconciler:
         if verdict is DestroyVerdict.CONFIRMED:
             done.destroyed.append(record.sandbox.sandbox_id)
         else:
-            log.warning("orphan_destroy_unconfirmed", session_id=sid, sandbox_id=record.sandbox.sandbox_id,
-                        verdict=verdict.value)
+            log.warning(
+                "orphan_destroy_unconfirmed",
+                session_id=sid,
+                sandbox_id=record.sandbox.sandbox_id,
+                verdict=verdict.value,
+            )
             done.unconfirmed.append(record.sandbox.sandbox_id)
 
     async def _recover(self, record: SessionRecord, done: Pass) -> None:
@@ -398,8 +402,9 @@ class Reconciler:
     async def _report(self, session_id: str, sandbox: Sandbox, action: str, reason: str) -> None:
         body = pb.SandboxReconciled(action=action, sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, reason=reason)
         await self._outbox.append(session_id, "", body)
-        log.info("sandbox_reconciled", session_id=session_id, action=action, sandbox_id=sandbox.sandbox_id,
-                 reason=reason)
+        log.info(
+            "sandbox_reconciled", session_id=session_id, action=action, sandbox_id=sandbox.sandbox_id, reason=reason
+        )
 
 
 def inventory_for(driver: SandboxDriver, agent_id: str, local_root: Path) -> Inventory:

@@ -35,18 +35,25 @@ import grpc
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.runtimes.disk_limit import OverLimit
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused
 from dataplane_agent.keyed_locks import KeyedLocks
-from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
-from dataplane_agent.routes.model import ModelAccess, model_env
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.model import ModelAccess, model_env
+from dataplane_agent.runtimes.disk_limit import OverLimit
+from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
 from dataplane_agent.runtimes.reconcile import DESTROYED, Placements
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
+from dataplane_agent.turns.session import (
+    WORKSPACE_GONE_REASON,
+    Input,
+    SessionTurns,
+    TurnLimits,
+    close_quietly,
+    describe,
+)
 from dataplane_agent.turns.transcripts import TranscriptStore
-from dataplane_agent.turns.session import WORKSPACE_GONE_REASON, Input, SessionTurns, TurnLimits, close_quietly, describe
 
 log = structlog.get_logger(__name__)
 
@@ -116,7 +123,9 @@ class Runtimes:
             if not (record.turn_id or queued or parked):
                 continue
 
-            def tx(c: sqlite3.Connection, turn_id: str = record.turn_id, queued: list[str] = queued) -> None:
+            def tx(
+                c: sqlite3.Connection, sid: str = sid, turn_id: str = record.turn_id, queued: list[str] = queued
+            ) -> None:
                 if turn_id:
                     self._outbox.append_tx(c, sid, turn_id, pb.TurnAborted(reason=RESTART_ABORT_REASON))
                     self._state.set_turn_tx(c, sid, "")
@@ -325,8 +334,11 @@ class Runtimes:
 
     def running(self) -> list[tuple[str, Sandbox]]:
         """The sessions whose engine runs here now, with their sandboxes."""
-        return [(sid, turns.sandbox) for sid, turns in self._sessions.items()
-                if turns.engine is not None and turns.sandbox is not None]
+        return [
+            (sid, turns.sandbox)
+            for sid, turns in self._sessions.items()
+            if turns.engine is not None and turns.sandbox is not None
+        ]
 
     async def stop_over_limit(self, found: OverLimit) -> None:
         """End the session's turn and queued messages with `found.reason` and stop its runtime,
@@ -378,7 +390,9 @@ class Runtimes:
         if record is None:
             return None
         sandbox = record.sandbox
-        body = pb.SandboxReconciled(action=DESTROYED, sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, reason=reason)
+        body = pb.SandboxReconciled(
+            action=DESTROYED, sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, reason=reason
+        )
         return await self._teardown(
             record,
             f"the runtime was destroyed ({reason})",
@@ -521,7 +535,10 @@ class Runtimes:
 def _runtime_started(sandbox: Sandbox, sandbox_ms: int) -> pb.RuntimeStarted:
     return pb.RuntimeStarted(
         # Where the workspace is inside the sandbox: host paths never leave the agent.
-        sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, workspace=sandbox.inner_workspace, sandbox_ms=sandbox_ms
+        sandbox_id=sandbox.sandbox_id,
+        driver=sandbox.driver,
+        workspace=sandbox.inner_workspace,
+        sandbox_ms=sandbox_ms,
     )
 
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-
 # A sandbox given a model socket sees it at MODEL_SOCKET_INNER. The CLI needs a TCP base URL, so
 # a relay inside the sandbox listens on its own loopback at MODEL_PORT and forwards to the socket.
 MODEL_SOCKET_INNER = "/run/astrabox/model.sock"

@@ -66,7 +66,7 @@ def split(path: str, inner_root: str) -> list[str]:
         raise PathRefused(Refusal.INVALID, f"the path is longer than {MAX_PATH_BYTES} bytes")
     text = path.strip()
     if text == inner_root or text.startswith(inner_root + "/"):
-        text = text[len(inner_root):]
+        text = text[len(inner_root) :]
     elif text.startswith("/"):
         raise PathRefused(Refusal.OUTSIDE, f"absolute paths must lie under {inner_root}")
     parts = [part for part in text.split("/") if part not in ("", ".")]
@@ -203,8 +203,9 @@ class ConfinedRoot:
             return True
 
     @contextlib.contextmanager
-    def _walk(self, parts: list[str] = (), *, create: bool = False,
-              owner: os.stat_result | None = None) -> Iterator[list[int]]:  # type: ignore[assignment]
+    def _walk(
+        self, parts: list[str] = (), *, create: bool = False, owner: os.stat_result | None = None
+    ) -> Iterator[list[int]]:  # type: ignore[assignment]
         """Directory fds from the root down through `parts`, no link followed; closed on exit."""
         fds = [_open_root(self._root)]
         try:
@@ -237,7 +238,7 @@ class ConfinedRoot:
             return False, list(PurePosixPath(target).parts)
         if target != self._inner_root and not target.startswith(self._inner_root.rstrip("/") + "/"):
             raise PathRefused(Refusal.OUTSIDE, "a symbolic link on the path leads out")
-        return True, [p for p in target[len(self._inner_root):].split("/") if p]
+        return True, [p for p in target[len(self._inner_root) :].split("/") if p]
 
 
 def _open_root(root: Path) -> int:

@@ -60,8 +60,11 @@ class WorkspaceDisk:
         image = directory / IMAGE
         if not image.exists():
             if any(workspace.iterdir()):
-                log.warning("sandbox_disk_not_attached", directory=directory.name,
-                            reason="the workspace holds files from before the disk limit was set")
+                log.warning(
+                    "sandbox_disk_not_attached",
+                    directory=directory.name,
+                    reason="the workspace holds files from before the disk limit was set",
+                )
                 return
             self._format(image, uid, gid)
         _run(_tool("mount"), "-o", "loop,nosuid,nodev", "-t", "ext4", str(image), str(workspace))
@@ -75,8 +78,18 @@ class WorkspaceDisk:
             os.ftruncate(fd, self.size_mb * 1024 * 1024)
         finally:
             os.close(fd)
-        _run(_tool("mkfs.ext4"), "-q", "-F", "-m", "0", "-L", "astrabox-ws",
-             "-E", f"root_owner={uid}:{gid},lazy_itable_init=1,lazy_journal_init=1", str(partial))
+        _run(
+            _tool("mkfs.ext4"),
+            "-q",
+            "-F",
+            "-m",
+            "0",
+            "-L",
+            "astrabox-ws",
+            "-E",
+            f"root_owner={uid}:{gid},lazy_itable_init=1,lazy_journal_init=1",
+            str(partial),
+        )
         os.replace(partial, image)
 
 

@@ -42,8 +42,10 @@ class DiskUsage:
         if self._own_namespace is None:
             self._own_namespace = await _user_namespace_works()
             if not self._own_namespace:
-                log.warning("disk_usage_without_namespace", consequence="directories a sandbox makes "
-                            "unreadable are not counted against its disk limit")
+                log.warning(
+                    "disk_usage_without_namespace",
+                    consequence="directories a sandbox makes unreadable are not counted against its disk limit",
+                )
         if self._own_namespace:
             measure = [shutil.which("unshare") or "unshare", "--user", "--map-root-user", *measure]
         return await self._run(measure, workspace)
@@ -51,8 +53,16 @@ class DiskUsage:
     def _as_host_user(self, measure: list[str]) -> list[str]:
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         uid = str(self._host_uid)
-        return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                "--inh-caps=-all,+dac_read_search", "--ambient-caps=-all,+dac_read_search", "--", *measure]
+        return [
+            setpriv,
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all,+dac_read_search",
+            "--ambient-caps=-all,+dac_read_search",
+            "--",
+            *measure,
+        ]
 
     async def _run(self, argv: list[str], workspace: Path) -> int:
         try:
@@ -71,8 +81,12 @@ class DiskUsage:
         first = out.split(b"\t", 1)[0].strip()
         if not first.isdigit():
             # du names host paths: the details stay in the agent's log.
-            log.warning("disk_usage_failed", workspace=str(workspace), code=process.returncode,
-                        error=err.decode(errors="replace")[:500])
+            log.warning(
+                "disk_usage_failed",
+                workspace=str(workspace),
+                code=process.returncode,
+                error=err.decode(errors="replace")[:500],
+            )
             raise SandboxError("the workspace's disk use could not be measured (the agent's log says why)")
         if process.returncode != 0:  # a partial count (something vanished or could not be read)
             log.info("disk_usage_partial", workspace=str(workspace), error=err.decode(errors="replace")[:500])
@@ -85,8 +99,14 @@ async def _user_namespace_works() -> bool:
         return False
     try:
         process = await asyncio.create_subprocess_exec(
-            unshare, "--user", "--map-root-user", "true",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+            unshare,
+            "--user",
+            "--map-root-user",
+            "true",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         return await asyncio.wait_for(process.wait(), 10) == 0
     except (OSError, TimeoutError):
         return False

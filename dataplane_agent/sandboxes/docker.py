@@ -28,10 +28,9 @@ from pathlib import Path
 import aiodocker
 import structlog
 
-from dataplane_agent.sandboxes.images import DEFAULT_IMAGE
 from dataplane_agent.sandboxes.base import (
-    END_MARKED,
     AGENT_LABEL,
+    END_MARKED,
     INSTALLATION_LABEL,
     POOL_LABEL,
     SESSION_LABEL,
@@ -42,6 +41,7 @@ from dataplane_agent.sandboxes.base import (
     SandboxSpec,
     model_relay,
 )
+from dataplane_agent.sandboxes.disk import WorkspaceDisk, detach
 from dataplane_agent.sandboxes.docker_container import (
     DEFAULT_PATH,
     INNER_HOME,
@@ -52,10 +52,10 @@ from dataplane_agent.sandboxes.docker_container import (
     inspect,
     listed,
 )
-from dataplane_agent.sandboxes.disk import WorkspaceDisk, detach
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
-from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
+from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
+from dataplane_agent.sandboxes.images import DEFAULT_IMAGE
 
 __all__ = ["ContainerLimits", "DockerSandboxDriver"]
 
@@ -224,14 +224,17 @@ class DockerSandboxDriver:
                         return
                     run = await docker.containers.container(found.id).exec(
                         ["/bin/bash", "-c", END_MARKED + 'end_marked "$1"', "astrabox-end", marker],
-                        user=self._user(found))
+                        user=self._user(found),
+                    )
                     async with run.start(detach=False) as stream:
                         while await stream.read_out() is not None:
                             pass
                     if (await run.inspect()).get("ExitCode") == 0:  # else a round limit: try again
                         return
             except (SandboxError, aiodocker.DockerError) as error:
-                log.debug("sandbox_end_processes_retry", sandbox_id=sandbox.sandbox_id, attempt=attempt, error=str(error))
+                log.debug(
+                    "sandbox_end_processes_retry", sandbox_id=sandbox.sandbox_id, attempt=attempt, error=str(error)
+                )
             await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
         log.warning("sandbox_end_processes_failed", sandbox_id=sandbox.sandbox_id, marker=marker)
 

@@ -30,7 +30,13 @@ from typing import Any
 import aiodocker
 import structlog
 
-from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, MODEL_SOCKET_INNER, SESSION_LABEL, SandboxError
+from dataplane_agent.sandboxes.base import (
+    AGENT_LABEL,
+    INSTALLATION_LABEL,
+    MODEL_SOCKET_INNER,
+    SESSION_LABEL,
+    SandboxError,
+)
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
 
 log = structlog.get_logger(__name__)
@@ -64,7 +70,12 @@ class ContainerRecipe:
     program_dirs: Sequence[Path]
 
     async def make(
-        self, docker: aiodocker.Docker, name: str, labels: Mapping[str, str], directory: HostDirectory, model_socket: Path | None
+        self,
+        docker: aiodocker.Docker,
+        name: str,
+        labels: Mapping[str, str],
+        directory: HostDirectory,
+        model_socket: Path | None,
     ) -> None:
         """Create the container `name` and start it. DockerError if it cannot be created (409: the
         name is taken; 404: the image is missing); SandboxError, and it is removed, if it does not start."""

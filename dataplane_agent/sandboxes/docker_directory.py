@@ -119,7 +119,9 @@ class HostDirectory:
         if bound is not None:
             owner = bound.get(SESSION_LABEL)
             return "" if owner == sandbox.session_id else f"{self.path} went to session {owner!r}"
-        return "" if self.path.name == sandbox.sandbox_id else f"{self.path} is not the directory of {sandbox.sandbox_id}"
+        return (
+            "" if self.path.name == sandbox.sandbox_id else f"{self.path} is not the directory of {sandbox.sandbox_id}"
+        )
 
     def launcher_env(self, stem: str) -> Path:
         """Where the launcher `stem` finds the environment it passes to `docker exec`."""
@@ -143,4 +145,3 @@ def _read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
-

@@ -56,7 +56,9 @@ class DockerEngine:
                 # asked in: the next client asks again.
                 self._versions.pop(host, None)
             if error.status == _UNREACHABLE:
-                raise SandboxError(f"the Docker daemon is not reachable ({error.message}): start dockerd or set DOCKER_HOST") from error
+                raise SandboxError(
+                    f"the Docker daemon is not reachable ({error.message}): start dockerd or set DOCKER_HOST"
+                ) from error
             raise SandboxError(f"Docker could not {what}: {error.message}") from error
         except (OSError, aiohttp.ClientError) as error:
             raise SandboxError(

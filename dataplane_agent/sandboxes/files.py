@@ -16,11 +16,15 @@ def write_accounts(directory: Path, uid: int, gid: int, home: str, shell: str = 
     """`passwd` and `group` in `directory`, world-readable, naming the sandbox's user (`agent`,
     `uid`:`gid`, at `home`, with `shell`) besides root and nobody: what a sandbox mounts as
     /etc/passwd and /etc/group, so its programs can look their user up."""
-    write_private(directory / "passwd", (
-        "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-        f"agent:x:{uid}:{gid}:AstraBox sandbox:{home}:{shell}\n"
-        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-    ), 0o644)
+    write_private(
+        directory / "passwd",
+        (
+            "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+            f"agent:x:{uid}:{gid}:AstraBox sandbox:{home}:{shell}\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        ),
+        0o644,
+    )
     write_private(directory / "group", f"root:x:0:\nagent:x:{gid}:\nnogroup:x:65534:\n", 0o644)
 
 

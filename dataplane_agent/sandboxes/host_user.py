@@ -76,7 +76,9 @@ class HostUser:
             f"exec {setpriv} --reuid={self.uid} --regid={self.gid} --clear-groups --inh-caps=-all "
             f'--no-new-privs -- "$@" {closes}'
         )
-        line = f"{unshare} --mount --propagation private -- /bin/sh -c {shlex.quote(chr(10).join(stage))} astrabox-stage"
+        line = (
+            f"{unshare} --mount --propagation private -- /bin/sh -c {shlex.quote(chr(10).join(stage))} astrabox-stage"
+        )
         return f"exec {opens}", [*shlex.split(line), *program]
 
     def hand_over(self, directory: Path) -> None:
@@ -85,7 +87,7 @@ class HostUser:
         links themselves, so nothing the sandbox put there can send the change elsewhere."""
         if os.lstat(directory).st_uid == self.uid:
             return
-        for top, dirs, files, top_fd in os.fwalk(directory, follow_symlinks=False):
+        for _top, dirs, files, top_fd in os.fwalk(directory, follow_symlinks=False):
             for name in (*dirs, *files):
                 with contextlib.suppress(FileNotFoundError):
                     os.chown(name, self.uid, self.gid, dir_fd=top_fd, follow_symlinks=False)

@@ -31,7 +31,19 @@ SANDBOX_USER = "agent"
 SANDBOX_UID = 1000
 # What the CLI and common agent work need besides the minimal base (which has coreutils, grep,
 # sed, findutils, bash); socat forwards the model route from a unix socket to the CLI's loopback.
-PACKAGES = ("bash", "coreutils", "git", "ca-certificates", "procps", "socat", "findutils", "grep", "sed", "less", "xz-utils")
+PACKAGES = (
+    "bash",
+    "coreutils",
+    "git",
+    "ca-certificates",
+    "procps",
+    "socat",
+    "findutils",
+    "grep",
+    "sed",
+    "less",
+    "xz-utils",
+)
 IMAGE_LABEL = "astrabox.image"
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Kept out of the image: package caches and lists, documentation, translations.
@@ -90,7 +102,9 @@ async def build_image(
         rootfs = work / "rootfs"
         progress(f"debootstrap {suite} (minbase + {', '.join(PACKAGES)}) from {source.uri}")
         await _run_debootstrap(debootstrap, rootfs, suite, source, progress)
-        progress(f"root file system ready after {time.monotonic() - began:.0f}s; adding user {SANDBOX_USER} (uid {SANDBOX_UID})")
+        progress(
+            f"root file system ready after {time.monotonic() - began:.0f}s; adding user {SANDBOX_USER} (uid {SANDBOX_UID})"
+        )
         await asyncio.to_thread(prepare_rootfs, rootfs)
         progress(f"docker import as {tag}")
         new_id = await _import(docker, rootfs, tag, suite)
@@ -111,7 +125,9 @@ async def image_id(tag: str) -> str:
             return ""
         raise ImageBuildError(f"Docker answered {error.status}: {error.message}") from error
     except (OSError, TimeoutError, ValueError) as error:
-        raise ImageBuildError(f"the Docker daemon is not reachable ({error!r}): start dockerd or set DOCKER_HOST") from error
+        raise ImageBuildError(
+            f"the Docker daemon is not reachable ({error!r}): start dockerd or set DOCKER_HOST"
+        ) from error
 
 
 def apt_sources(etc_apt: Path = Path("/etc/apt")) -> list[AptSource]:
@@ -145,7 +161,9 @@ def prepare_rootfs(rootfs: Path) -> None:
     """Add the unprivileged user and the sandbox's mount points; drop what an image does not need."""
     passwd = rootfs / "etc" / "passwd"
     if not any(line.split(":")[2:3] == [str(SANDBOX_UID)] for line in passwd.read_text().splitlines()):
-        _append(passwd, f"{SANDBOX_USER}:x:{SANDBOX_UID}:{SANDBOX_UID}:AstraBox sandbox:/home/{SANDBOX_USER}:/bin/bash\n")
+        _append(
+            passwd, f"{SANDBOX_USER}:x:{SANDBOX_UID}:{SANDBOX_UID}:AstraBox sandbox:/home/{SANDBOX_USER}:/bin/bash\n"
+        )
         _append(rootfs / "etc" / "group", f"{SANDBOX_USER}:x:{SANDBOX_UID}:\n")
         _append(rootfs / "etc" / "shadow", f"{SANDBOX_USER}:!:19000:0:99999:7:::\n")
         if (rootfs / "etc" / "gshadow").exists():
@@ -183,9 +201,13 @@ def _choose_source(mirror: str, suite: str) -> AptSource:
     return choose_mirror(apt_sources(), suite)
 
 
+def _has_keyring(source: AptSource) -> bool:
+    return bool(source.keyring) and Path(source.keyring).is_file()
+
+
 async def _run_debootstrap(debootstrap: str, rootfs: Path, suite: str, source: AptSource, progress: Progress) -> None:
     args = [debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}", "--components=main"]
-    if source.keyring and Path(source.keyring).is_file():
+    if _has_keyring(source):
         args.append(f"--keyring={source.keyring}")
     args += [suite, str(rootfs), source.uri]
     tail: list[str] = []
@@ -244,7 +266,9 @@ def _pipe(producer: Sequence[str], consumer: Sequence[str]) -> str:
         left_err = left.stderr.read().decode(errors="replace") if left.stderr else ""
         left.wait()
     if left.returncode != 0 or right.returncode != 0:
-        raise ImageBuildError(f"{producer[0]} | docker import failed: {left_err.strip()} {right.stderr.strip()}".strip())
+        raise ImageBuildError(
+            f"{producer[0]} | docker import failed: {left_err.strip()} {right.stderr.strip()}".strip()
+        )
     return right.stdout.strip()
 
 

@@ -133,7 +133,9 @@ class SandboxCgroups:
             names, all_writes = found.setdefault(parent, ([], []))
             names.append(controller)
             all_writes.extend(writes)
-        hierarchies = tuple(_Hierarchy(parent, tuple(names), tuple(writes)) for parent, (names, writes) in found.items())
+        hierarchies = tuple(
+            _Hierarchy(parent, tuple(names), tuple(writes)) for parent, (names, writes) in found.items()
+        )
         return (cls(hierarchies, tag) if hierarchies else None), missing
 
     def shell(self, sandbox_id: str) -> list[str]:
@@ -160,7 +162,8 @@ class SandboxCgroups:
 
     def remove(self, sandbox_id: str) -> bool:
         """Kill whatever is left in the sandbox's cgroups and remove them; whether they are gone."""
-        return all([_remove(self._group(hierarchy, sandbox_id)) for hierarchy in self._hierarchies])
+        removed = [_remove(self._group(hierarchy, sandbox_id)) for hierarchy in self._hierarchies]  # each, always
+        return all(removed)
 
     def rename(self, sandbox_id: str, new_id: str) -> None:
         """The sandbox is now `new_id` (a warm-pool sandbox rebound to a session): its cgroups, with
@@ -202,7 +205,9 @@ def _locate(root: Path, controller: str) -> tuple[Path, bool] | str:
     return f"no {controller} cgroup controller is available under {root}"
 
 
-def _prepare(parent: Path, v1: bool, trial_name: str, controller: str, limits: LocalLimits) -> tuple[list[_Write], str, str]:
+def _prepare(
+    parent: Path, v1: bool, trial_name: str, controller: str, limits: LocalLimits
+) -> tuple[list[_Write], str, str]:
     """Make `parent` serve `controller`, and find what a sandbox's group there is given by making
     one: those writes, why it cannot be done (empty: it can), and a gap left in the swap limit."""
     try:
@@ -244,7 +249,9 @@ def _writes(controller: str, limits: LocalLimits, v1: bool, group: Path) -> tupl
     if not v1:
         if (group / "memory.swap.max").exists():
             return [_Write("memory.max", size), _Write("memory.swap.max", "0")], ""
-        return [_Write("memory.max", size)], _swap_gap("the kernel does not account swap per cgroup (no memory.swap.max)")
+        return [_Write("memory.max", size)], _swap_gap(
+            "the kernel does not account swap per cgroup (no memory.swap.max)"
+        )
     if (group / "memory.memsw.limit_in_bytes").exists():
         # Memory plus swap may never be below memory alone: raising both takes memsw first,
         # lowering both takes it last; trying it first and again last serves either way.
@@ -267,7 +274,9 @@ def _host_swaps() -> bool:
 def _fallback(controller: str, limits: LocalLimits) -> str:
     if controller == "memory" and limits.address_space_mb:
         return f"only each process's address space is limited (RLIMIT_AS, {limits.address_space_mb} MiB)"
-    return {"pids": "tasks are not limited", "memory": "memory is not limited", "cpu": "CPU time is not limited"}[controller]
+    return {"pids": "tasks are not limited", "memory": "memory is not limited", "cpu": "CPU time is not limited"}[
+        controller
+    ]
 
 
 def _remove(group: Path) -> bool:

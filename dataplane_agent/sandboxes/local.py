@@ -37,7 +37,14 @@ from pathlib import Path
 
 import structlog
 
-from dataplane_agent.sandboxes.base import MODEL_SOCKET_INNER, DestroyVerdict, Sandbox, SandboxError, SandboxSpec, model_relay
+from dataplane_agent.sandboxes.base import (
+    MODEL_SOCKET_INNER,
+    DestroyVerdict,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+    model_relay,
+)
 from dataplane_agent.sandboxes.disk import WorkspaceDisk, detach
 from dataplane_agent.sandboxes.files import write_accounts, write_private
 from dataplane_agent.sandboxes.host_user import HostUser
@@ -182,8 +189,11 @@ class LocalSandboxDriver:
             return None
         test = [bwrap, "--die-with-parent", *_USER_NAMESPACE, "--ro-bind", "/", "/", "true"]
         missing = self._host_user.missing_tools()
-        refusal = f"{', '.join(missing)} not found (util-linux)" if missing else await _try_bwrap(
-            self._host_user.command({}, test)[1])
+        refusal = (
+            f"{', '.join(missing)} not found (util-linux)"
+            if missing
+            else await _try_bwrap(self._host_user.command({}, test)[1])
+        )
         if not refusal:
             return self._host_user
         log.warning(
@@ -191,7 +201,7 @@ class LocalSandboxDriver:
             host_uid=self._host_user.uid,
             reason=refusal,
             consequence="files sandboxes write are owned by root on the host; only the agent's private "
-                        "directories keep other host users from them",
+            "directories keep other host users from them",
         )
         return None
 
@@ -202,7 +212,12 @@ class LocalSandboxDriver:
         directory = self._root / sandbox_id
         isolation = await self.isolation()
         try:
-            record = {"sandbox_id": sandbox_id, "session_id": spec.session_id, "agent_id": spec.agent_id, "labels": dict(spec.labels)}
+            record = {
+                "sandbox_id": sandbox_id,
+                "session_id": spec.session_id,
+                "agent_id": spec.agent_id,
+                "labels": dict(spec.labels),
+            }
             await asyncio.to_thread(self._prepare, directory, isolation, json.dumps(record))
         except OSError as error:
             raise SandboxError(f"cannot create the directory of sandbox {sandbox_id}: {error.strerror}") from error
@@ -260,7 +275,9 @@ class LocalSandboxDriver:
         stem = directory / "run" / (Path(program[0]).name or "program")
         # The options (environment and credentials included) reach bubblewrap through a private
         # file on fd 3, so they never show in a process listing, inside the sandbox or out.
-        options_file = write_private(stem.with_name(stem.name + ".bwrap-args"), "".join(f"{option}\0" for option in options))
+        options_file = write_private(
+            stem.with_name(stem.name + ".bwrap-args"), "".join(f"{option}\0" for option in options)
+        )
         # `env -i`: bubblewrap's first process inside is a copy of the launcher, and its
         # /proc/1/environ would show the agent's whole environment to the sandbox.
         command = [isolation.bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
@@ -279,7 +296,7 @@ class LocalSandboxDriver:
                 *self._limits.shell(),
                 *cgroup,
                 opens,
-                f"exec {shlex.join([_ENV, '-i', *command])} \"$@\" 3< {shlex.quote(str(options_file))}",
+                f'exec {shlex.join([_ENV, "-i", *command])} "$@" 3< {shlex.quote(str(options_file))}',
                 "",
             ]
         )
@@ -310,7 +327,7 @@ class LocalSandboxDriver:
         try:
             removal = asyncio.to_thread(self._remove, sandbox.sandbox_id, directory)
             await asyncio.wait_for(removal, timeout=_DESTROY_TIMEOUT)
-        except (OSError, SandboxError, asyncio.TimeoutError) as error:
+        except (TimeoutError, OSError, SandboxError) as error:
             log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=str(error))
         if directory.exists():
             return DestroyVerdict.UNCONFIRMED
@@ -338,7 +355,9 @@ class LocalSandboxDriver:
                     cgroups.rename(target.name, sandbox.sandbox_id)
                 raise
         except OSError as error:
-            raise SandboxError(f"cannot rebind sandbox {sandbox.sandbox_id} to session {spec.session_id}: {error.strerror}") from error
+            raise SandboxError(
+                f"cannot rebind sandbox {sandbox.sandbox_id} to session {spec.session_id}: {error.strerror}"
+            ) from error
         self._spec_env.pop(sandbox.sandbox_id, None)
         self._model_sockets.pop(sandbox.sandbox_id, None)
         return await self.create(spec)
@@ -359,7 +378,9 @@ class LocalSandboxDriver:
             sources["model"] = model_socket.parent
         return sources
 
-    def _bwrap_args(self, isolation: Isolation, sources: Mapping[str, Path], executable: str, model_socket: Path | None) -> list[str]:
+    def _bwrap_args(
+        self, isolation: Isolation, sources: Mapping[str, Path], executable: str, model_socket: Path | None
+    ) -> list[str]:
         """bubblewrap's options, mounting `sources` (host paths, or where a hand-over staged them)."""
         args = ["--die-with-parent", "--new-session", *isolation.user_namespace, *_NAMESPACES]
         if os.geteuid() == 0 and isolation.host_user is None:  # a privileged caller keeps its capabilities unless told
@@ -373,7 +394,14 @@ class LocalSandboxDriver:
                 args += ["--ro-bind", str(host), str(host)]
         for name in _ETC_FILES:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        args += ["--ro-bind", str(sources["etc"] / "passwd"), "/etc/passwd", "--ro-bind", str(sources["etc"] / "group"), "/etc/group"]
+        args += [
+            "--ro-bind",
+            str(sources["etc"] / "passwd"),
+            "/etc/passwd",
+            "--ro-bind",
+            str(sources["etc"] / "group"),
+            "/etc/group",
+        ]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--bind", str(sources["tmp"]), "/tmp"]
         args += ["--bind", str(sources["home"]), INNER_HOME]
@@ -413,7 +441,7 @@ async def _try_bwrap(args: list[str]) -> str:
         raise SandboxError(f"bubblewrap at {args[0]} cannot be run: {error.strerror}") from error
     try:
         _, stderr = await asyncio.wait_for(process.communicate(), timeout=_PROBE_TIMEOUT)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         process.kill()
         await process.wait()
         raise SandboxError(f"bubblewrap did not start a test sandbox within {_PROBE_TIMEOUT:.0f}s") from None
@@ -455,7 +483,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
-
 
 
 def _is_within(path: Path, parent: Path) -> bool:

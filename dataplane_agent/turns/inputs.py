@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.turns.engine_calls import bounded, describe
 from dataplane_agent.engines.base import EngineSession
+from dataplane_agent.turns.engine_calls import bounded, describe
 from dataplane_agent.turns.ledger import TurnContext, TurnLedger
 
 log = structlog.get_logger(__name__)
@@ -149,9 +149,7 @@ class TurnInputs:
             except Exception as exc:
                 bound.warning("engine_start_failed", error=describe(exc))
                 await ctx.db.write(
-                    functools.partial(
-                        self._abort_tx, item.turn_id, f"the engine could not be started: {describe(exc)}"
-                    )
+                    functools.partial(self._abort_tx, item.turn_id, f"the engine could not be started: {describe(exc)}")
                 )
                 return
             async with ledger.lock:

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.turns.engine_calls import close_quietly
 from dataplane_agent.engines.base import EngineSession
-from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED, Interactions
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.state import AgentState, Database
+from dataplane_agent.turns.engine_calls import close_quietly
+from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED, Interactions
 
 log = structlog.get_logger(__name__)
 

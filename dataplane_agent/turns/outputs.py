@@ -24,12 +24,12 @@ import sqlite3
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.turns.engine_calls import bounded, describe
 from dataplane_agent.engines.base import EngineOutput, EngineSession, ToolDecision, ToolRequest
-from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED
 from dataplane_agent.sandboxes.base import Sandbox
-from dataplane_agent.turns.transcripts import TranscriptStore
+from dataplane_agent.turns.engine_calls import bounded, describe
+from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED
 from dataplane_agent.turns.ledger import Turn, TurnContext, TurnLedger
+from dataplane_agent.turns.transcripts import TranscriptStore
 
 log = structlog.get_logger(__name__)
 

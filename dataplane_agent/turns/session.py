@@ -23,17 +23,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from dataplane_agent.turns.engine_calls import bounded, close_quietly, describe
 from dataplane_agent.engines.base import EngineSession, ToolDecision, ToolRequest
-from dataplane_agent.turns.interactions import TURN_ENDED, Interactions
-from dataplane_agent.turns.interrupts import INTERRUPTED_AT_DEADLINE, Interrupts
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.state import AgentState, Database, Receipt
-from dataplane_agent.turns.transcripts import TranscriptStore
-from dataplane_agent.turns.inputs import INTERRUPTED_BEFORE_SEND, WORKSPACE_GONE_REASON, EngineStarter, Input, TurnInputs
+from dataplane_agent.turns.engine_calls import bounded, close_quietly, describe
+from dataplane_agent.turns.inputs import (
+    INTERRUPTED_BEFORE_SEND,
+    WORKSPACE_GONE_REASON,
+    EngineStarter,
+    Input,
+    TurnInputs,
+)
+from dataplane_agent.turns.interactions import TURN_ENDED, Interactions
+from dataplane_agent.turns.interrupts import INTERRUPTED_AT_DEADLINE, Interrupts
 from dataplane_agent.turns.ledger import TurnContext, TurnLedger, TurnLimits
 from dataplane_agent.turns.outputs import INTERRUPTED_BY_ENGINE, OutputRouter
+from dataplane_agent.turns.transcripts import TranscriptStore
 
 __all__ = [
     "INTERRUPTED_AT_DEADLINE",

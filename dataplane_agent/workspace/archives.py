@@ -32,8 +32,8 @@ import lzma
 import posixpath
 import tarfile
 import zlib
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import IO
 
 from dataplane_agent.sandboxes.confined import MAX_DEPTH, MAX_NAME_BYTES, MAX_PATH_BYTES
@@ -75,7 +75,7 @@ def check(source: IO[bytes], destination: list[str], limits: UnpackLimits) -> Ch
     """Read the whole archive and refuse it (ArchiveRefused) if anything in it breaks the policy.
     `destination` is where it unpacks, as components under the workspace."""
     entries = size = 0
-    for archive, member, name in _members(source, destination, limits):
+    for archive, member, _name in _members(source, destination, limits):
         entries += 1
         size += member.size if member.isreg() else 0
         if entries > limits.max_entries:
@@ -153,7 +153,9 @@ def _unreadable(error: Exception) -> ArchiveRefused:
 def _check_member(member: tarfile.TarInfo, name: str, destination: list[str], links: set[str], files: set[str]) -> None:
     parts = name.split("/")
     if len(destination) + len(parts) > MAX_DEPTH or len(name.encode()) > MAX_PATH_BYTES:
-        raise ArchiveRefused("PATH_TOO_LONG", f"a member's path is deeper than {MAX_DEPTH} or longer than {MAX_PATH_BYTES} bytes")
+        raise ArchiveRefused(
+            "PATH_TOO_LONG", f"a member's path is deeper than {MAX_DEPTH} or longer than {MAX_PATH_BYTES} bytes"
+        )
     if any(len(part.encode()) > MAX_NAME_BYTES for part in parts):
         raise ArchiveRefused("PATH_TOO_LONG", f"a member's name has a component longer than {MAX_NAME_BYTES} bytes")
     if any("/".join(parts[:i]) in links for i in range(1, len(parts))):
@@ -163,13 +165,17 @@ def _check_member(member: tarfile.TarInfo, name: str, destination: list[str], li
         links.add(name)
     elif member.islnk():
         if _canonical_name(member.linkname) not in files:
-            raise ArchiveRefused("PATH_OUTSIDE_WORKSPACE", "a hard link names a file that is not earlier in the archive")
+            raise ArchiveRefused(
+                "PATH_OUTSIDE_WORKSPACE", "a hard link names a file that is not earlier in the archive"
+            )
     elif member.isreg():
         files.add(name)
     elif not member.isdir():
-        raise ArchiveRefused("ARCHIVE_MEMBER_UNSUPPORTED",
-                             "the archive holds a device node, FIFO or other special file; only files, "
-                             "directories and links are unpacked")
+        raise ArchiveRefused(
+            "ARCHIVE_MEMBER_UNSUPPORTED",
+            "the archive holds a device node, FIFO or other special file; only files, "
+            "directories and links are unpacked",
+        )
     if not member.issym():
         links.discard(name)  # replaced by a file or directory: writing beneath it no longer follows a link
 

@@ -32,10 +32,10 @@ from google.protobuf import any_pb2, timestamp_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.workspace import archives
-from dataplane_agent.workspace.archives import ArchiveRefused, UnpackLimits
 from dataplane_agent.sandboxes.base import END_MARKED, RUN_MARKER, Sandbox, SandboxDriver, SandboxError
 from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal, split
+from dataplane_agent.workspace import archives
+from dataplane_agent.workspace.archives import ArchiveRefused, UnpackLimits
 
 log = structlog.get_logger(__name__)
 
@@ -114,10 +114,15 @@ def _inner(sandbox: Sandbox, parts: Sequence[str]) -> str:
     return "/".join([sandbox.inner_workspace.rstrip("/"), *parts])
 
 
+def _spool_file() -> IO[bytes]:
+    """Where an upload's chunks wait until its last one (closed, so removed, when it is done)."""
+    return tempfile.TemporaryFile(prefix="astrabox-upload-")
+
+
 @dataclass
 class _Upload:
     target: str
-    spool: IO[bytes] = field(default_factory=lambda: tempfile.TemporaryFile(prefix="astrabox-upload-"))
+    spool: IO[bytes] = field(default_factory=_spool_file)
     size: int = 0
 
 
@@ -182,9 +187,12 @@ class WorkspaceService:
         try:
             sandbox = await self._sandbox_of(request.session_id)
             if sandbox is None or not sandbox.workspace.is_dir():
-                raise WorkspaceError(grpc.StatusCode.FAILED_PRECONDITION, "RUNTIME_NOT_AVAILABLE",
-                                     f"session {request.session_id[:64]} has no sandbox on this agent right now; "
-                                     "send it a message to bring it back")
+                raise WorkspaceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "RUNTIME_NOT_AVAILABLE",
+                    f"session {request.session_id[:64]} has no sandbox on this agent right now; "
+                    "send it a message to bring it back",
+                )
             op = request.WhichOneof("op")
             if op == "list_directory":
                 listing = await asyncio.to_thread(_list, sandbox, request.list_directory.path)
@@ -198,21 +206,33 @@ class WorkspaceService:
             elif op == "exec_command":
                 await self._exec(sandbox, request.exec_command, rid, reply)
             else:
-                raise WorkspaceError(grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED", f"this agent does not know the workspace operation {op!r}")
+                raise WorkspaceError(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    "NOT_IMPLEMENTED",
+                    f"this agent does not know the workspace operation {op!r}",
+                )
         except WorkspaceError as error:
             await _report(reply, rid, error)
         except SandboxError as error:
             log.info("workspace_sandbox_unavailable", request_id=rid, error=str(error))
-            await _report(reply, rid, WorkspaceError(
-                grpc.StatusCode.FAILED_PRECONDITION, "RUNTIME_NOT_AVAILABLE",
-                "the session's sandbox is not running right now; send it a message to start it again"))
+            await _report(
+                reply,
+                rid,
+                WorkspaceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "RUNTIME_NOT_AVAILABLE",
+                    "the session's sandbox is not running right now; send it a message to start it again",
+                ),
+            )
         except asyncio.CancelledError:
             log.info("workspace_request_cancelled", request_id=rid)
             raise
         except Exception:  # report, never leave the client hanging; the details stay in the log
             ref = uuid.uuid4().hex[:12]
             log.exception("workspace_request_failed", request_id=rid, ref=ref)
-            await _report(reply, rid, WorkspaceError(grpc.StatusCode.INTERNAL, "INTERNAL", f"internal error (ref {ref})"))
+            await _report(
+                reply, rid, WorkspaceError(grpc.StatusCode.INTERNAL, "INTERNAL", f"internal error (ref {ref})")
+            )
         finally:
             if upload := self._uploads.pop(rid, None):
                 upload.spool.close()
@@ -226,19 +246,26 @@ class WorkspaceService:
             while chunk := await stdout.read(CHUNK_BYTES):
                 await reply(pb.WorkspaceReply(request_id=rid, archive_chunk=chunk))
 
-        async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _PACK, "astrabox-download"], rid,
-                                    _inner(sandbox, where), what) as process:
+        async with self._in_sandbox(
+            sandbox, ["/bin/sh", "-c", _PACK, "astrabox-download"], rid, _inner(sandbox, where), what
+        ) as process:
             _, stderr = await asyncio.gather(send(process.stdout), _bounded(process.stderr))
             if await process.wait() not in (0, 1):  # 1: a file changed as it was read; the archive stands
-                raise WorkspaceError(grpc.StatusCode.FAILED_PRECONDITION, "ARCHIVE_FAILED",
-                                     f"tar in the sandbox could not pack {echo(path)}: {stderr}")
+                raise WorkspaceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "ARCHIVE_FAILED",
+                    f"tar in the sandbox could not pack {echo(path)}: {stderr}",
+                )
         await reply(pb.WorkspaceReply(request_id=rid, last=True, archive_chunk=b""))
 
     async def _unpack(self, sandbox: Sandbox, rid: str) -> pb.ArchiveWritten:
         upload = self._uploads[rid]
         if upload.size > MAX_UPLOAD_BYTES:
-            raise WorkspaceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_LARGE",
-                                 f"the upload is larger than {MAX_UPLOAD_BYTES // 2**20} MiB")
+            raise WorkspaceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "TOO_LARGE",
+                f"the upload is larger than {MAX_UPLOAD_BYTES // 2**20} MiB",
+            )
         parts = await asyncio.to_thread(locate, sandbox, upload.target, allow_missing=True)
         try:
             checked = await asyncio.to_thread(archives.check, upload.spool, parts, self._limits)
@@ -247,12 +274,16 @@ class WorkspaceService:
             raise WorkspaceError(code, refused.reason, str(refused)) from None
         free = await self._room(sandbox)
         if checked.bytes > free:
-            raise WorkspaceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "WORKSPACE_FULL",
-                                 f"the archive unpacks to {checked.bytes} bytes; the workspace has {free} bytes free")
+            raise WorkspaceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "WORKSPACE_FULL",
+                f"the archive unpacks to {checked.bytes} bytes; the workspace has {free} bytes free",
+            )
         reading, writing = os.pipe()
         try:
-            async with self._in_sandbox(sandbox, ["/bin/sh", "-c", _UNPACK, "astrabox-upload"], rid,
-                                        _inner(sandbox, parts), stdin=reading) as process:
+            async with self._in_sandbox(
+                sandbox, ["/bin/sh", "-c", _UNPACK, "astrabox-upload"], rid, _inner(sandbox, parts), stdin=reading
+            ) as process:
                 os.close(reading)
                 reading = -1
                 feeding = asyncio.create_task(asyncio.to_thread(_feed, upload.spool, parts, self._limits, writing))
@@ -265,8 +296,11 @@ class WorkspaceService:
                 if fd >= 0:
                     os.close(fd)
         if code != 0:
-            raise WorkspaceError(grpc.StatusCode.FAILED_PRECONDITION, "UNPACK_FAILED",
-                                 f"tar in the sandbox could not unpack the archive: {stderr}")
+            raise WorkspaceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "UNPACK_FAILED",
+                f"tar in the sandbox could not unpack the archive: {stderr}",
+            )
         return pb.ArchiveWritten(entries=checked.entries, bytes=checked.bytes)
 
     async def _exec(self, sandbox: Sandbox, command: pb.ExecCommand, rid: str, reply: Reply) -> None:
@@ -281,7 +315,9 @@ class WorkspaceService:
                 await reply(pb.WorkspaceReply(request_id=rid, **{name: chunk}))
 
         timeout = command.timeout_ms / 1000 if command.timeout_ms > 0 else DEFAULT_EXEC_TIMEOUT_S
-        async with self._in_sandbox(sandbox, ["/bin/bash", "-c", _RUN, "astrabox-run"], rid, command.command) as process:
+        async with self._in_sandbox(
+            sandbox, ["/bin/bash", "-c", _RUN, "astrabox-run"], rid, command.command
+        ) as process:
             try:
                 async with asyncio.timeout(timeout):
                     await asyncio.gather(pump(process.stdout, "stdout"), pump(process.stderr, "stderr"))
@@ -294,16 +330,23 @@ class WorkspaceService:
         await reply(pb.WorkspaceReply(request_id=rid, last=True, exit_code=code))
 
     @contextlib.asynccontextmanager
-    async def _in_sandbox(self, sandbox: Sandbox, argv: list[str], rid: str, *args: str,
-                          stdin: int = asyncio.subprocess.DEVNULL) -> AsyncIterator[asyncio.subprocess.Process]:
+    async def _in_sandbox(
+        self, sandbox: Sandbox, argv: list[str], rid: str, *args: str, stdin: int = asyncio.subprocess.DEVNULL
+    ) -> AsyncIterator[asyncio.subprocess.Process]:
         """`argv` running inside the sandbox as its user, given a fresh marker and then `args`; one
         that does not end by itself is ended with every process it started."""
         marker = uuid.uuid4().hex
         env = {"PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
         launcher = await self._driver.launcher(sandbox, argv[:1], env)
         process = await asyncio.create_subprocess_exec(
-            str(launcher), *argv[1:], marker, *args, stdin=stdin,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            str(launcher),
+            *argv[1:],
+            marker,
+            *args,
+            stdin=stdin,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
         try:
             yield process
@@ -354,17 +397,33 @@ def _list(sandbox: Sandbox, path: str) -> pb.DirectoryListing:
     parts = locate(sandbox, path)
     try:
         if parts and not stat.S_ISDIR(_root(sandbox).lstat(parts).st_mode):
-            raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "NOT_A_DIRECTORY", f"{echo(path)} is not a directory")
+            raise WorkspaceError(
+                grpc.StatusCode.INVALID_ARGUMENT, "NOT_A_DIRECTORY", f"{echo(path)} is not a directory"
+            )
         found = _root(sandbox).list(parts)
     except PathRefused as refused:
         raise _refused(path, refused) from None
     entries = []
     for entry in found:
         info = entry.info
-        kind = ("directory" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode)
-                else "symlink" if stat.S_ISLNK(info.st_mode) else "other")
+        kind = (
+            "directory"
+            if stat.S_ISDIR(info.st_mode)
+            else "file"
+            if stat.S_ISREG(info.st_mode)
+            else "symlink"
+            if stat.S_ISLNK(info.st_mode)
+            else "other"
+        )
         modified = timestamp_pb2.Timestamp()
         modified.FromNanoseconds(info.st_mtime_ns)
-        entries.append(pb.DirectoryEntry(name=entry.name, type=kind, size=info.st_size if kind == "file" else 0,
-                                         mode=stat.S_IMODE(info.st_mode), modify_time=modified))
+        entries.append(
+            pb.DirectoryEntry(
+                name=entry.name,
+                type=kind,
+                size=info.st_size if kind == "file" else 0,
+                mode=stat.S_IMODE(info.st_mode),
+                modify_time=modified,
+            )
+        )
     return pb.DirectoryListing(entries=entries)

@@ -53,9 +53,10 @@ def test_demo_runs_one_real_session_on_the_all_in_one_stack() -> None:
     the real CLI in a local sandbox against the offline model."""
     # No model key or route from the environment: the offline model answers.
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_") and k != "ASTRABOX_MODEL_BASE_URL"}
-    result = subprocess.run([ASTRABOX, "demo", "--timeout", "240"], capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(
+        [ASTRABOX, "demo", "--timeout", "240"], capture_output=True, text=True, timeout=300, env=env
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "hello.txt: Hello from AstraBox" in result.stdout
     assert "✓ turn completed" in result.stdout
     assert result.stdout.rstrip().endswith("is READY")
-

@@ -170,7 +170,9 @@ async def test_errors_carry_code_reason_and_message_from_error_info(serve: Serve
             await client.get_session("busy")
     error = raised.value
     assert (error.code, error.reason, error.message) == (
-        grpc.StatusCode.FAILED_PRECONDITION, "SESSION_BUSY", "a turn is running"
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "SESSION_BUSY",
+        "a turn is running",
     )
     assert (error.domain, error.metadata) == ("astrabox.dev", {"turn_id": "t1"})
 
@@ -217,9 +219,7 @@ async def test_wait_for_state_returns_once_the_session_gets_there(serve: Serve) 
     _, port = await serve(kernel)
     async with AstraBoxClient.connect(f"127.0.0.1:{port}") as client:
         # A new event makes it look again long before the next poll.
-        session = await client.wait_for_state(
-            SID, ["READY", State.SESSION_STATE_RUNNING], timeout=5, poll_interval=60
-        )
+        session = await client.wait_for_state(SID, ["READY", State.SESSION_STATE_RUNNING], timeout=5, poll_interval=60)
         assert session.state == State.SESSION_STATE_READY
 
         kernel.states = [State.SESSION_STATE_CREATING]

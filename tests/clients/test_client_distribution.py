@@ -21,8 +21,18 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "python"
 # What only the server needs: its packages and the libraries only they import.
-SERVER_MODULES = ("controlplane", "dataplane_agent", "astrabox_server", "asyncpg", "aiodocker", "claude_agent_sdk",
-                  "structlog", "grpc_tools", "grpc_health", "grpc_reflection")
+SERVER_MODULES = (
+    "controlplane",
+    "dataplane_agent",
+    "astrabox_server",
+    "asyncpg",
+    "aiodocker",
+    "claude_agent_sdk",
+    "structlog",
+    "grpc_tools",
+    "grpc_health",
+    "grpc_reflection",
+)
 CLIENT_REQUIREMENTS = {"grpcio", "grpcio-status", "protobuf", "googleapis-common-protos"}
 
 # Run by the client venv's python: one session, one turn, through the SDK only.
@@ -61,8 +71,21 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Built from a copy: a build writes beside its sources, and the repository's are shared.
     source, out = tmp_path_factory.mktemp("client-source") / "python", tmp_path_factory.mktemp("wheel")
     shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    result = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
-                  "--wheel-dir", str(out), str(source)], cwd=out)
+    result = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--wheel-dir",
+            str(out),
+            str(source),
+        ],
+        cwd=out,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     [built] = out.glob("astrabox_client-*.whl")
     return built
@@ -74,8 +97,11 @@ def client_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     venv = tmp_path_factory.mktemp("client-venv")
     result = run([sys.executable, "-m", "venv", str(venv)], cwd=venv)
     assert result.returncode == 0, result.stderr
-    result = run([str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", str(wheel)],
-                 cwd=venv, timeout=600)
+    result = run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", str(wheel)],
+        cwd=venv,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     yield venv / "bin"
 
@@ -84,13 +110,21 @@ def test_the_wheel_holds_the_sdk_alone_and_requires_only_grpc_and_protobuf(wheel
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
-        requires = {line.split(":", 1)[1].strip() for line in archive.read(metadata).decode().splitlines()
-                    if line.startswith("Requires-Dist:")}
+        requires = {
+            line.split(":", 1)[1].strip()
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist:")
+        }
     packages = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert packages == {"astrabox"}
-    for expected in ("astrabox/py.typed", "astrabox/client.py", "astrabox/cli.py",
-                     "astrabox/sessionkernel/v1/session_kernel_service_pb2_grpc.py",
-                     "astrabox/sessionkernel/v1/events_pb2.pyi", "astrabox/runner/v1/runner_service_pb2.py"):
+    for expected in (
+        "astrabox/py.typed",
+        "astrabox/client.py",
+        "astrabox/cli.py",
+        "astrabox/sessionkernel/v1/session_kernel_service_pb2_grpc.py",
+        "astrabox/sessionkernel/v1/events_pb2.pyi",
+        "astrabox/runner/v1/runner_service_pb2.py",
+    ):
         assert expected in names
     assert {r.split(">")[0].split("=")[0].split("<")[0].strip() for r in requires} == CLIENT_REQUIREMENTS
 
@@ -125,7 +159,17 @@ def test_the_installed_client_drives_a_session_end_to_end(client_venv: Path, sta
     assert "runtime_ready" in seen["kinds"] and seen["kinds"][-1] == "turn_completed"
     assert seen["tool_results"], "the command's output never came back through the stream"
 
-    result = run([str(client_venv / "astrabox"), "run", "--target", stack.address, "--timeout", "180",
-                  "run: echo through-the-cli"], cwd=tmp_path)
+    result = run(
+        [
+            str(client_venv / "astrabox"),
+            "run",
+            "--target",
+            stack.address,
+            "--timeout",
+            "180",
+            "run: echo through-the-cli",
+        ],
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "through-the-cli" in result.stdout and "✓ turn completed" in result.stdout

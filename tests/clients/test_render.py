@@ -19,14 +19,32 @@ def test_every_event_kind_renders_without_error_and_names_what_happened():
 
 
 def test_tool_use_questions_and_results_are_readable():
-    tool = events_pb2.SessionEvent(seq=1, engine_message=events_pb2.EngineMessage(
-        type_name="AssistantMessage",
-        payload_json=json.dumps({"content": [{"type_name": "ToolUseBlock", "name": "Bash", "input": {"command": "ls"}}]})))
+    tool = events_pb2.SessionEvent(
+        seq=1,
+        engine_message=events_pb2.EngineMessage(
+            type_name="AssistantMessage",
+            payload_json=json.dumps(
+                {"content": [{"type_name": "ToolUseBlock", "name": "Bash", "input": {"command": "ls"}}]}
+            ),
+        ),
+    )
     assert render(tool) == ["[   1] ⚙ Bash: ls"]
-    question = events_pb2.SessionEvent(seq=2, interaction_requested=events_pb2.InteractionRequested(
-        interaction=session_pb2.Interaction(questions=[session_pb2.Question(question="Color?", options=["red", "blue"])])))
+    question = events_pb2.SessionEvent(
+        seq=2,
+        interaction_requested=events_pb2.InteractionRequested(
+            interaction=session_pb2.Interaction(
+                questions=[session_pb2.Question(question="Color?", options=["red", "blue"])]
+            )
+        ),
+    )
     assert render(question) == ["[   2] ? Color? [red | blue]"]
-    result = events_pb2.SessionEvent(seq=3, engine_message=events_pb2.EngineMessage(
-        type_name="UserMessage",
-        payload_json=json.dumps({"content": [{"type_name": "ToolResultBlock", "content": "a\nb", "is_error": False}]})))
+    result = events_pb2.SessionEvent(
+        seq=3,
+        engine_message=events_pb2.EngineMessage(
+            type_name="UserMessage",
+            payload_json=json.dumps(
+                {"content": [{"type_name": "ToolResultBlock", "content": "a\nb", "is_error": False}]}
+            ),
+        ),
+    )
     assert render(result) == ["[   3]   ⎿ tool result:\n    a\n    b"]

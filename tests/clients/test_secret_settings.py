@@ -37,7 +37,10 @@ def test_a_secret_comes_from_the_flag_its_file_the_variable_or_the_variables_fil
     assert TOKEN.read(_args(), {"ASTRABOX_ENROLLMENT_TOKEN_FILE": str(tmp_path / "env")}) == in_env_file
     assert TOKEN.read(_args(), {}) == ""
     # A flag wins over the environment; only the value flag is "on the command line".
-    assert TOKEN.read(_args("--enrollment-token-file", str(tmp_path / "flag")), {"ASTRABOX_ENROLLMENT_TOKEN": in_env}) == in_file
+    assert (
+        TOKEN.read(_args("--enrollment-token-file", str(tmp_path / "flag")), {"ASTRABOX_ENROLLMENT_TOKEN": in_env})
+        == in_file
+    )
     assert TOKEN.on_command_line(_args("--enrollment-token", flag))
     assert not TOKEN.on_command_line(_args("--enrollment-token-file", str(tmp_path / "flag")))
 
@@ -63,7 +66,9 @@ def test_a_secret_given_twice_the_same_way_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SecretSettingError, match="both --enrollment-token and --enrollment-token-file"):
         TOKEN.read(_args("--enrollment-token", "x", "--enrollment-token-file", str(tmp_path / "token")), {})
     with pytest.raises(SecretSettingError, match="both ASTRABOX_ENROLLMENT_TOKEN and ASTRABOX_ENROLLMENT_TOKEN_FILE"):
-        TOKEN.read(_args(), {"ASTRABOX_ENROLLMENT_TOKEN": "x", "ASTRABOX_ENROLLMENT_TOKEN_FILE": str(tmp_path / "token")})
+        TOKEN.read(
+            _args(), {"ASTRABOX_ENROLLMENT_TOKEN": "x", "ASTRABOX_ENROLLMENT_TOKEN_FILE": str(tmp_path / "token")}
+        )
 
 
 def test_rendered_log_lines_lose_secrets_read_and_url_passwords() -> None:
@@ -71,9 +76,7 @@ def test_rendered_log_lines_lose_secrets_read_and_url_passwords() -> None:
     TOKEN.read(_args("--enrollment-token", token), {})
     url = "postgresql://astrabox:s3cr%2Ft-pw@db.example:5432/astrabox"
     out = io.StringIO()
-    logger = structlog.wrap_logger(
-        structlog.PrintLogger(out), processors=[structlog.processors.JSONRenderer(), redact]
-    )
+    logger = structlog.wrap_logger(structlog.PrintLogger(out), processors=[structlog.processors.JSONRenderer(), redact])
 
     logger.error("database_unreachable", database_url=url, token=token, said=f"token was {token}")
     logger.info("model_route", base_url="http://127.0.0.1:8080/v1", key_in_url="https://user:hunter22@h/x")
@@ -81,7 +84,11 @@ def test_rendered_log_lines_lose_secrets_read_and_url_passwords() -> None:
     first, second = (json.loads(line) for line in out.getvalue().splitlines())
     assert first["database_url"] == "postgresql://astrabox:***@db.example:5432/astrabox"
     assert first["token"] == "***" and first["said"] == "token was ***"
-    assert second == {"event": "model_route", "base_url": "http://127.0.0.1:8080/v1", "key_in_url": "https://user:***@h/x"}
+    assert second == {
+        "event": "model_route",
+        "base_url": "http://127.0.0.1:8080/v1",
+        "key_in_url": "https://user:***@h/x",
+    }
     assert redact_text(f"Traceback ... {token!r}") == "Traceback ... '***'"
 
 
@@ -92,5 +99,11 @@ def test_the_warning_names_the_flag_and_what_to_use_instead_never_the_value(caps
     err = capsys.readouterr().err
     assert err.startswith("astrabox agent: warning: --enrollment-token puts a secret on the command line")
     assert "ASTRABOX_ENROLLMENT_TOKEN" in err and "--enrollment-token-file" in err
-    assert logged == [{"event": "secret_on_command_line", "log_level": "warning", "flag": "--enrollment-token",
-                       "instead": "ASTRABOX_ENROLLMENT_TOKEN or --enrollment-token-file"}]
+    assert logged == [
+        {
+            "event": "secret_on_command_line",
+            "log_level": "warning",
+            "flag": "--enrollment-token",
+            "instead": "ASTRABOX_ENROLLMENT_TOKEN or --enrollment-token-file",
+        }
+    ]

@@ -44,8 +44,14 @@ class Plane:
 
     async def connect_agent(self, agent_id: str = "agent-1", capacity: int = 10) -> None:
         await self.agents.register(
-            AgentHello(agent_id=agent_id, instance_id="test", drivers=["local"], engines=[CLAUDE_CODE],
-                       capacity=capacity, sessions={})
+            AgentHello(
+                agent_id=agent_id,
+                instance_id="test",
+                drivers=["local"],
+                engines=[CLAUDE_CODE],
+                capacity=capacity,
+                sessions={},
+            )
         )
 
     async def report(self, session_id: str, turn_id: str = "", agent_id: str = "agent-1", **body) -> int:
@@ -73,8 +79,14 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
     page_tokens = PageTokens.from_cluster_secret(await read_cluster_secret(pool))
     try:
         yield Plane(
-            pool, journal, agents, SessionKernel(pool, journal, agents, turns, live, page_tokens),
-            Conversation(journal, agents, turns, timedelta(seconds=10)), OutputCommitter(journal, turns), live, turns,
+            pool,
+            journal,
+            agents,
+            SessionKernel(pool, journal, agents, turns, live, page_tokens),
+            Conversation(journal, agents, turns, timedelta(seconds=10)),
+            OutputCommitter(journal, turns),
+            live,
+            turns,
             DeadlineSweeper(pool, journal, turns, agents, timedelta(seconds=180), destroy_retry=timedelta(0)),
         )
     finally:

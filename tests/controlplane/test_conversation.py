@@ -16,8 +16,8 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.api import SessionKernelServicer
 from controlplane.deadlines import DeadlineSweeper
-from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from controlplane.journal import EventKind
+from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from tests.support.grpc_testing_bridge import ServicerHarness
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
@@ -25,7 +25,10 @@ SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
 
 @pytest_asyncio.fixture
 async def api(plane) -> ServicerHarness:
-    return ServicerHarness(SERVICE, SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())))
+    return ServicerHarness(
+        SERVICE,
+        SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())),
+    )
 
 
 async def ok(api, rpc, **fields):
@@ -48,7 +51,9 @@ async def ready(api, plane, request_id="s1") -> str:
 
 
 async def commands(plane, session_id) -> list[runner_pb2.Command]:
-    rows = await plane.pool.fetch("SELECT body FROM agent_commands WHERE session_id = $1 ORDER BY command_seq", session_id)
+    rows = await plane.pool.fetch(
+        "SELECT body FROM agent_commands WHERE session_id = $1 ORDER BY command_seq", session_id
+    )
     return [runner_pb2.Command.FromString(r["body"]) for r in rows]
 
 
@@ -61,8 +66,11 @@ def engine(type_name: str, **payload) -> dict:
 
 
 async def finish_turn(plane, session_id, turn_id):
-    await plane.report(session_id, turn_id, **engine("ResultMessage", subtype="success", is_error=False,
-                                                     duration_ms=5, result="ok", session_id="conv-1"))
+    await plane.report(
+        session_id,
+        turn_id,
+        **engine("ResultMessage", subtype="success", is_error=False, duration_ms=5, result="ok", session_id="conv-1"),
+    )
 
 
 async def session_of(api, session_id) -> session_pb2.Session:
@@ -71,8 +79,10 @@ async def session_of(api, session_id) -> session_pb2.Session:
 
 async def test_messages_sent_back_to_back_run_in_order_each_once(api, plane):
     sid = await ready(api, plane)
-    turns = [(await ok(api, "SendMessage", session_id=sid, client_message_id=f"m{i}", text=f"msg {i}")).turn_id
-             for i in range(3)]
+    turns = [
+        (await ok(api, "SendMessage", session_id=sid, client_message_id=f"m{i}", text=f"msg {i}")).turn_id
+        for i in range(3)
+    ]
     session = await session_of(api, sid)
     assert session.current_turn_id == turns[0] and list(session.queued_turn_ids) == turns[1:]
     for i, turn_id in enumerate(turns):
@@ -91,27 +101,53 @@ async def test_messages_sent_back_to_back_run_in_order_each_once(api, plane):
 async def test_tool_approval_is_answered_once(api, plane):
     sid = await ready(api, plane)
     turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="run: touch f")).turn_id
-    await plane.report(sid, turn, interaction_requested=runner_pb2.InteractionRequested(
-        interaction_id="i-1", tool_name="Bash", input_json='{"command": "touch f"}', tool_use_id="tu-1"))
+    await plane.report(
+        sid,
+        turn,
+        interaction_requested=runner_pb2.InteractionRequested(
+            interaction_id="i-1", tool_name="Bash", input_json='{"command": "touch f"}', tool_use_id="tu-1"
+        ),
+    )
     session = await session_of(api, sid)
     assert session.state == session_pb2.SESSION_STATE_WAITING_FOR_INPUT
     assert session.pending_interaction.interaction_id == "i-1"
     assert session.pending_interaction.kind == session_pb2.INTERACTION_KIND_TOOL_APPROVAL
     assert json.loads(session.pending_interaction.input_json) == {"command": "touch f"}
 
-    assert (await refused(api, "RespondToInteraction", session_id=sid, interaction_id="nope",
-                          deny=pb.DenyTool(message="x")))[:2] == (grpc.StatusCode.NOT_FOUND, "INTERACTION_NOT_FOUND")
-    assert (await refused(api, "RespondToInteraction", session_id=sid, interaction_id="i-1",
-                          allow=pb.AllowTool(updated_input_json="[1]")))[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
-    answered = await ok(api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r1",
-                        deny=pb.DenyTool(message="not now"))
+    assert (
+        await refused(api, "RespondToInteraction", session_id=sid, interaction_id="nope", deny=pb.DenyTool(message="x"))
+    )[:2] == (grpc.StatusCode.NOT_FOUND, "INTERACTION_NOT_FOUND")
+    assert (
+        await refused(
+            api,
+            "RespondToInteraction",
+            session_id=sid,
+            interaction_id="i-1",
+            allow=pb.AllowTool(updated_input_json="[1]"),
+        )
+    )[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    answered = await ok(
+        api,
+        "RespondToInteraction",
+        session_id=sid,
+        interaction_id="i-1",
+        request_id="r1",
+        deny=pb.DenyTool(message="not now"),
+    )
     assert answered.session.state == session_pb2.SESSION_STATE_RUNNING
     assert not answered.session.HasField("pending_interaction")
     # The same request again is the same outcome; a second, different answer is refused.
-    await ok(api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r1",
-             deny=pb.DenyTool(message="not now"))
-    code, reason, _ = await refused(api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r2",
-                                    allow=pb.AllowTool())
+    await ok(
+        api,
+        "RespondToInteraction",
+        session_id=sid,
+        interaction_id="i-1",
+        request_id="r1",
+        deny=pb.DenyTool(message="not now"),
+    )
+    code, reason, _ = await refused(
+        api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r2", allow=pb.AllowTool()
+    )
     assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "INTERACTION_NOT_PENDING")
     answers = [c.answer_interaction for c in await commands(plane, sid) if c.HasField("answer_interaction")]
     assert len(answers) == 1 and answers[0].deny.message == "not now"
@@ -120,18 +156,37 @@ async def test_tool_approval_is_answered_once(api, plane):
 async def test_questions_are_answered_with_answers(api, plane):
     sid = await ready(api, plane)
     turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="ask")).turn_id
-    question = {"questions": [{"question": "Color?", "header": "c", "options": [{"label": "red"}, {"label": "blue"}],
-                               "multiSelect": False}]}
-    await plane.report(sid, turn, interaction_requested=runner_pb2.InteractionRequested(
-        interaction_id="q-1", tool_name="AskUserQuestion", input_json=json.dumps(question), tool_use_id="tu"))
+    question = {
+        "questions": [
+            {
+                "question": "Color?",
+                "header": "c",
+                "options": [{"label": "red"}, {"label": "blue"}],
+                "multiSelect": False,
+            }
+        ]
+    }
+    await plane.report(
+        sid,
+        turn,
+        interaction_requested=runner_pb2.InteractionRequested(
+            interaction_id="q-1", tool_name="AskUserQuestion", input_json=json.dumps(question), tool_use_id="tu"
+        ),
+    )
     pending = (await session_of(api, sid)).pending_interaction
     assert pending.kind == session_pb2.INTERACTION_KIND_QUESTION
     assert [(q.question, list(q.options)) for q in pending.questions] == [("Color?", ["red", "blue"])]
-    code, _, details = await refused(api, "RespondToInteraction", session_id=sid, interaction_id="q-1",
-                                     allow=pb.AllowTool())
+    code, _, details = await refused(
+        api, "RespondToInteraction", session_id=sid, interaction_id="q-1", allow=pb.AllowTool()
+    )
     assert code is grpc.StatusCode.INVALID_ARGUMENT and "answers" in details
-    await ok(api, "RespondToInteraction", session_id=sid, interaction_id="q-1",
-             answers=pb.QuestionAnswers(answers={"Color?": "blue"}))
+    await ok(
+        api,
+        "RespondToInteraction",
+        session_id=sid,
+        interaction_id="q-1",
+        answers=pb.QuestionAnswers(answers={"Color?": "blue"}),
+    )
     (answer,) = [c.answer_interaction for c in await commands(plane, sid) if c.HasField("answer_interaction")]
     assert json.loads(answer.allow.updated_input_json)["answers"] == {"Color?": "blue"}
 
@@ -141,8 +196,13 @@ async def test_interrupt_settles_the_turn_and_is_idempotent(api, plane):
     await ok(api, "InterruptTurn", session_id=sid)  # idle: a harmless no-op
     assert EventKind.INTERRUPT_REQUESTED not in await kinds(plane, sid)
     turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="sleep: 30")).turn_id
-    await plane.report(sid, turn, interaction_requested=runner_pb2.InteractionRequested(
-        interaction_id="i-1", tool_name="Bash", input_json="{}", tool_use_id="tu"))
+    await plane.report(
+        sid,
+        turn,
+        interaction_requested=runner_pb2.InteractionRequested(
+            interaction_id="i-1", tool_name="Bash", input_json="{}", tool_use_id="tu"
+        ),
+    )
     for _ in range(2):
         response = await ok(api, "InterruptTurn", session_id=sid, request_id="int-1")
         assert response.session.state == session_pb2.SESSION_STATE_INTERRUPTING
@@ -162,7 +222,9 @@ async def test_an_interrupt_nobody_confirms_is_settled_by_its_deadline(api, plan
     sid = await ready(api, plane)
     turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="x")).turn_id
     await ok(api, "InterruptTurn", session_id=sid)
-    await plane.pool.execute("UPDATE sessions SET interrupt_deadline = now() - interval '1 s' WHERE session_id = $1", sid)
+    await plane.pool.execute(
+        "UPDATE sessions SET interrupt_deadline = now() - interval '1 s' WHERE session_id = $1", sid
+    )
     assert await plane.sweeper.sweep() == 1
     events = await plane.journal.read(sid, 0, 1000)
     assert (events[-1].kind, events[-1].turn_id) == (EventKind.TURN_INTERRUPTED, turn)
@@ -179,7 +241,9 @@ async def test_permission_modes_are_validated_and_journaled(api, plane):
     assert "plan" in response.session.capabilities.permission_modes
     await ok(api, "SetPermissionMode", session_id=sid, permission_mode="plan", request_id="p1")
     assert (await kinds(plane, sid)).count(EventKind.PERMISSION_MODE_CHANGED) == 1
-    modes = [c.set_permission_mode.permission_mode for c in await commands(plane, sid) if c.HasField("set_permission_mode")]
+    modes = [
+        c.set_permission_mode.permission_mode for c in await commands(plane, sid) if c.HasField("set_permission_mode")
+    ]
     assert modes == ["plan"]
 
 
@@ -191,7 +255,9 @@ async def test_background_tasks_open_and_close_and_can_be_stopped(api, plane):
     session = await session_of(api, sid)
     assert [(t.task_id, t.description) for t in session.background_tasks] == [("t1", "sleep 1")]
     assert (await refused(api, "StopBackgroundTask", session_id=sid, task_id="t9"))[:2] == (
-        grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND")
+        grpc.StatusCode.NOT_FOUND,
+        "TASK_NOT_FOUND",
+    )
     await ok(api, "StopBackgroundTask", session_id=sid, task_id="t1", request_id="stop-1")
     assert [c.stop_task.task_id for c in await commands(plane, sid) if c.HasField("stop_task")] == ["t1"]
     await plane.report(sid, **engine("TaskUpdatedMessage", task_id="t1", patch={"status": "killed"}))
@@ -200,8 +266,12 @@ async def test_background_tasks_open_and_close_and_can_be_stopped(api, plane):
 
 async def test_engine_info_and_engine_started_turns(api, plane):
     sid = await ready(api, plane)
-    await plane.report(sid, engine_info=runner_pb2.EngineInfo(
-        server_info_json=json.dumps({"commands": [{"name": "compact"}, {"name": "review"}]})))
+    await plane.report(
+        sid,
+        engine_info=runner_pb2.EngineInfo(
+            server_info_json=json.dumps({"commands": [{"name": "compact"}, {"name": "review"}]})
+        ),
+    )
     assert list((await session_of(api, sid)).slash_commands) == ["compact", "review"]
     await plane.report(sid, "engine-turn", engine_turn_started=runner_pb2.EngineTurnStarted(reason="task finished"))
     assert (await session_of(api, sid)).state == session_pb2.SESSION_STATE_RUNNING
@@ -228,8 +298,11 @@ async def test_a_lost_runtime_is_placed_again_with_the_conversation(api, plane):
     sid = await ready(api, plane)
     turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m1", text="hello")).turn_id
     await finish_turn(plane, sid, turn)
-    await plane.report(sid, turn, transcript_snapshot=runner_pb2.TranscriptSnapshot(
-        engine_session_id="conv-1", content=b'{"line": 1}\n'))
+    await plane.report(
+        sid,
+        turn,
+        transcript_snapshot=runner_pb2.TranscriptSnapshot(engine_session_id="conv-1", content=b'{"line": 1}\n'),
+    )
     committed = plane.next_output[sid]
     # The agent goes away for good; another one is connected.
     await plane.pool.execute("UPDATE agents SET lease_expires_at = now() - interval '1 s'")
@@ -237,16 +310,23 @@ async def test_a_lost_runtime_is_placed_again_with_the_conversation(api, plane):
     assert not (await session_of(api, sid)).runtime_available
     await plane.connect_agent("agent-2")
     turn2 = (await ok(api, "SendMessage", session_id=sid, client_message_id="m2", text="again")).turn_id
-    rows = await plane.pool.fetch("SELECT agent_id, body FROM agent_commands WHERE session_id = $1 ORDER BY created_at, command_seq", sid)
+    rows = await plane.pool.fetch(
+        "SELECT agent_id, body FROM agent_commands WHERE session_id = $1 ORDER BY created_at, command_seq", sid
+    )
     moved = [(r["agent_id"], runner_pb2.Command.FromString(r["body"])) for r in rows if r["agent_id"] == "agent-2"]
     assert [c.WhichOneof("body") for _, c in moved] == ["start_runtime", "deliver_input"]
     start = moved[0][1].start_runtime
     assert (start.resume_engine_session_id, start.transcript, start.committed_output_seq) == (
-        "conv-1", b'{"line": 1}\n', committed)
+        "conv-1",
+        b'{"line": 1}\n',
+        committed,
+    )
     assert moved[1][1].deliver_input.turn_id == turn2
     # Outputs the old agent still sends for the session are acknowledged and dropped.
-    stale = await plane.committer.commit("agent-1", [runner_pb2.Output(
-        session_id=sid, output_seq=committed + 1, turn_id=turn2, **engine("AssistantMessage"))])
+    stale = await plane.committer.commit(
+        "agent-1",
+        [runner_pb2.Output(session_id=sid, output_seq=committed + 1, turn_id=turn2, **engine("AssistantMessage"))],
+    )
     assert stale.committed[sid] == committed + 1 and not stale.refused
     assert EventKind.ENGINE_MESSAGE not in (await kinds(plane, sid))[-3:]
 
@@ -257,7 +337,8 @@ async def test_only_a_confirmed_destruction_releases_the_sandbox(api, plane):
 
     async def destroys():
         return await plane.pool.fetch(
-            "SELECT command_seq, body FROM agent_commands WHERE session_id = $1 ORDER BY command_seq", sid)
+            "SELECT command_seq, body FROM agent_commands WHERE session_id = $1 ORDER BY command_seq", sid
+        )
 
     async def sandbox():
         return await plane.pool.fetchval("SELECT sandbox_id FROM sessions WHERE session_id = $1", sid)
@@ -294,9 +375,17 @@ async def test_an_idle_runtime_is_stopped_once_and_the_next_message_starts_it_ag
     tasked = await ready(api, plane, request_id="s3")
     turn = (await ok(api, "SendMessage", session_id=tasked, client_message_id="m", text="background: sleep 60")).turn_id
     await finish_turn(plane, tasked, turn)
-    await plane.report(tasked, **engine("TaskStartedMessage", task_id="t1", description="sleep 60", subtype="task_started"))
-    sweeper = DeadlineSweeper(plane.pool, plane.journal, plane.turns, plane.agents, timedelta(seconds=180),
-                              idle_stop_after=timedelta(milliseconds=300))
+    await plane.report(
+        tasked, **engine("TaskStartedMessage", task_id="t1", description="sleep 60", subtype="task_started")
+    )
+    sweeper = DeadlineSweeper(
+        plane.pool,
+        plane.journal,
+        plane.turns,
+        plane.agents,
+        timedelta(seconds=180),
+        idle_stop_after=timedelta(milliseconds=300),
+    )
     assert await sweeper.sweep() == 0  # nothing has been idle that long yet
 
     await asyncio.sleep(0.4)

@@ -51,7 +51,8 @@ async def test_an_unforeseen_failure_is_internal_with_only_a_reference() -> None
                 "GetSession": lambda: stub.GetSession(pb.GetSessionRequest(session_id=SESSION_ID)),
                 "WatchSessionEvents": watch,
                 "UploadWorkspaceArchive": lambda: stub.UploadWorkspaceArchive(
-                    iter([pb.UploadWorkspaceArchiveRequest(session_id=SESSION_ID, chunk=b"x")] * 3)),
+                    iter([pb.UploadWorkspaceArchiveRequest(session_id=SESSION_ID, chunk=b"x")] * 3)
+                ),
             }
             for name, call in calls.items():
                 with capture_logs() as logs, pytest.raises(grpc.aio.AioRpcError) as failed:

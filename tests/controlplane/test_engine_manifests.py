@@ -21,8 +21,12 @@ from controlplane.settings import ControlPlaneSettings
 from tests.controlplane.conftest import CLAUDE_CODE
 
 OTHER = EngineManifest(
-    kind="other", permission_modes=("ask", "auto"), default_permission_mode="ask",
-    supports_interactions=False, supports_background_tasks=True, supports_server_info=False,
+    kind="other",
+    permission_modes=("ask", "auto"),
+    default_permission_mode="ask",
+    supports_interactions=False,
+    supports_background_tasks=True,
+    supports_server_info=False,
 )
 
 
@@ -96,7 +100,7 @@ async def test_a_session_is_validated_against_what_its_own_agent_declared(plane)
 
 
 def manifest_proto(manifest: EngineManifest) -> runner_pb2.EngineManifest:
-    return runner_pb2.EngineManifest(kind=manifest.kind, **{k: v for k, v in manifest.to_json().items()})
+    return runner_pb2.EngineManifest(kind=manifest.kind, **manifest.to_json())
 
 
 async def connect(address: str, message: runner_pb2.Hello) -> runner_pb2.ConnectResponse | grpc.aio.AioRpcError:
@@ -126,14 +130,21 @@ def settings(database_url: str) -> ControlPlaneSettings:
     [
         ([runner_pb2.EngineManifest(permission_modes=["a"])], "has no kind"),
         ([runner_pb2.EngineManifest(kind="x")], "declares no permission mode"),
-        ([runner_pb2.EngineManifest(kind="x", permission_modes=["a"], default_permission_mode="b")], "is not one of its modes"),
+        (
+            [runner_pb2.EngineManifest(kind="x", permission_modes=["a"], default_permission_mode="b")],
+            "is not one of its modes",
+        ),
         ([runner_pb2.EngineManifest(kind="x", permission_modes=["a"])] * 2, "declared more than once"),
     ],
 )
-async def test_a_hello_with_a_manifest_requests_cannot_be_validated_against_is_refused(settings, plane, manifests, says):
+async def test_a_hello_with_a_manifest_requests_cannot_be_validated_against_is_refused(
+    settings, plane, manifests, says
+):
     async with serve(settings) as running:
-        answer = await connect(running.address, runner_pb2.Hello(
-            agent_id="bad-manifest", instance_id="i1", engines=["x"], engine_manifests=manifests))
+        answer = await connect(
+            running.address,
+            runner_pb2.Hello(agent_id="bad-manifest", instance_id="i1", engines=["x"], engine_manifests=manifests),
+        )
     assert isinstance(answer, grpc.aio.AioRpcError), answer
     assert answer.code() is grpc.StatusCode.INVALID_ARGUMENT and says in answer.details()
     assert await plane.pool.fetchval("SELECT count(*) FROM agents WHERE agent_id = 'bad-manifest'") == 0
@@ -141,9 +152,16 @@ async def test_a_hello_with_a_manifest_requests_cannot_be_validated_against_is_r
 
 async def test_the_manifests_of_a_hello_are_what_its_sessions_are_validated_against(settings, plane):
     async with serve(settings) as running:
-        answer = await connect(running.address, runner_pb2.Hello(
-            agent_id="agent-h", instance_id="i1", engines=["other", "claude_code"], capacity=2,
-            engine_manifests=[manifest_proto(OTHER)]))
+        answer = await connect(
+            running.address,
+            runner_pb2.Hello(
+                agent_id="agent-h",
+                instance_id="i1",
+                engines=["other", "claude_code"],
+                capacity=2,
+                engine_manifests=[manifest_proto(OTHER)],
+            ),
+        )
         assert isinstance(answer, runner_pb2.ConnectResponse) and answer.WhichOneof("message") == "welcome"
         assert await plane.agents.engine_manifest("other", "agent-h") == OTHER
         assert await plane.agents.pick_for("other") == "agent-h"

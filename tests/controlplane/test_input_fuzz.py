@@ -27,12 +27,12 @@ from google.protobuf.message import Message
 from astrabox.runner.v1 import runner_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
+from controlplane import errors
+from controlplane.edge import MALFORMED_REQUEST
 from controlplane.forwarding import SECRET_METADATA, read_cluster_secret
 from controlplane.kernel import CreateSession
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
-from controlplane import errors
-from controlplane.edge import MALFORMED_REQUEST
 from controlplane.status import ERROR_DOMAIN, code_for, error_info
 from controlplane.validation import FIELD_TOO_LONG, PAGE_TOKEN_INVALID
 
@@ -58,8 +58,13 @@ DOCUMENTED = documented_reasons()
 def test_the_proto_lists_every_reason_of_the_control_plane() -> None:
     assert DOCUMENTED["PATH_OUTSIDE_WORKSPACE"] == {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED}
     domain_errors = [errors.Internal("ref"), errors.SessionNotFound("s"), errors.InvalidArgument("f", "m")]
-    domain_errors += [kind("m") for kind in vars(errors).values() if isinstance(kind, type)
-                      and issubclass(kind, errors.KernelError) and kind.__init__ is errors.KernelError.__init__]
+    domain_errors += [
+        kind("m")
+        for kind in vars(errors).values()
+        if isinstance(kind, type)
+        and issubclass(kind, errors.KernelError)
+        and kind.__init__ is errors.KernelError.__init__
+    ]
     assert len(domain_errors) >= 10
     for error in domain_errors:
         assert code_for(error) in DOCUMENTED[error.reason], error
@@ -69,7 +74,7 @@ def test_the_proto_lists_every_reason_of_the_control_plane() -> None:
 
 # ---- values ------------------------------------------------------------------------------------
 
-UNICODE = ["é", "漢字", "🦀", "\u202e", "\u0301", "\ufeff", "\U0010fffd", "ﷺ", "\u2028", "𝔘"]
+UNICODE = ["é", "漢字", "🦀", "\u202e", "\u0301", "\ufeff", "\U0010fffd", "ﷺ", "\u2028", "\U0001d518"]
 
 
 @dataclass
@@ -124,8 +129,19 @@ class Values:
         return self.either(lambda: self.rng.choice(["default", "plan", "acceptEdits", "bypassPermissions", ""]))
 
     def path(self) -> str:
-        choices = ["", "src", "a/b/c", "../etc", "a/../../x", "/abs", "x" * 256, "/".join(["d"] * 3000),
-                   "ok\x00no", "dir\\..\\up", "é/🦀"]
+        choices = [
+            "",
+            "src",
+            "a/b/c",
+            "../etc",
+            "a/../../x",
+            "/abs",
+            "x" * 256,
+            "/".join(["d"] * 3000),
+            "ok\x00no",
+            "dir\\..\\up",
+            "é/🦀",
+        ]
         return self.either(lambda: self.remember(self.rng.choice(choices)))
 
     def text(self) -> str:
@@ -143,12 +159,16 @@ class Values:
 
     def labels(self) -> dict[str, str]:
         count = self.rng.choice([0, 1, 3, 64, 65, 200])
-        return {self.either(lambda: f"k{i}", huge=False) or f"e{i}": self.either(lambda: "v", huge=False)
-                for i in range(count)}
+        return {
+            self.either(lambda i=i: f"k{i}", huge=False) or f"e{i}": self.either(lambda: "v", huge=False)
+            for i in range(count)
+        }
 
     def answers(self) -> dict[str, str]:
-        entries = {self.either(lambda: f"q{i}", huge=False) or f"e{i}": self.either(lambda: "yes", huge=False)
-                   for i in range(self.rng.choice([0, 1, 3, 65]))}
+        entries = {
+            self.either(lambda i=i: f"q{i}", huge=False) or f"e{i}": self.either(lambda: "yes", huge=False)
+            for i in range(self.rng.choice([0, 1, 3, 65]))
+        }
         if self.rng.random() < 0.1:
             entries["big"] = self.huge()
         return entries
@@ -162,8 +182,10 @@ def request_for(rpc: str, v: Values) -> Message:
     rng = v.rng
     if rpc == "CreateSession":
         return pb.CreateSessionRequest(
-            request_id=v.client_id(), engine=v.either(lambda: rng.choice(["", "claude_code"])),
-            permission_mode=v.mode(), model=v.either(lambda: rng.choice(["", "sonnet", "claude-opus-4-1[1m]"])),
+            request_id=v.client_id(),
+            engine=v.either(lambda: rng.choice(["", "claude_code"])),
+            permission_mode=v.mode(),
+            model=v.either(lambda: rng.choice(["", "sonnet", "claude-opus-4-1[1m]"])),
             labels=v.labels(),
         )
     if rpc == "GetSession":
@@ -171,18 +193,21 @@ def request_for(rpc: str, v: Values) -> Message:
     if rpc == "ListSessions":
         return pb.ListSessionsRequest(page_size=v.small_int(), page_token=v.token())
     if rpc == "SendMessage":
-        return pb.SendMessageRequest(session_id=v.session_id(), client_message_id=v.client_id(), text=v.text(),
-                                     permission_mode=v.mode())
+        return pb.SendMessageRequest(
+            session_id=v.session_id(), client_message_id=v.client_id(), text=v.text(), permission_mode=v.mode()
+        )
     if rpc == "WatchSessionEvents":
         return pb.WatchSessionEventsRequest(session_id=v.session_id(), after_seq=v.big_int())
     if rpc == "ListSessionEvents":
-        return pb.ListSessionEventsRequest(session_id=v.session_id(), after_seq=v.big_int(),
-                                           page_size=v.small_int(), page_token=v.token())
+        return pb.ListSessionEventsRequest(
+            session_id=v.session_id(), after_seq=v.big_int(), page_size=v.small_int(), page_token=v.token()
+        )
     if rpc == "InterruptTurn":
         return pb.InterruptTurnRequest(session_id=v.session_id(), request_id=v.client_id())
     if rpc == "RespondToInteraction":
-        request = pb.RespondToInteractionRequest(session_id=v.session_id(), interaction_id=v.client_id(),
-                                                 request_id=v.client_id())
+        request = pb.RespondToInteractionRequest(
+            session_id=v.session_id(), interaction_id=v.client_id(), request_id=v.client_id()
+        )
         which = rng.randrange(4)
         if which == 0:
             request.allow.updated_input_json = v.either(lambda: rng.choice(["", "{}", '{"a": 1}', "[1]"]))
@@ -192,16 +217,16 @@ def request_for(rpc: str, v: Values) -> Message:
             request.answers.answers.update(v.answers())
         return request
     if rpc == "SetPermissionMode":
-        return pb.SetPermissionModeRequest(session_id=v.session_id(), permission_mode=v.mode(),
-                                           request_id=v.client_id())
+        return pb.SetPermissionModeRequest(
+            session_id=v.session_id(), permission_mode=v.mode(), request_id=v.client_id()
+        )
     # Only sessions that do not exist or are archived already, so the fixture's sessions live through the run.
     if rpc == "ArchiveSession":
         return pb.ArchiveSessionRequest(session_id=v.released(), request_id=v.client_id())
     if rpc == "DeleteSession":
         return pb.DeleteSessionRequest(session_id=v.released(), request_id=v.client_id())
     if rpc == "StopBackgroundTask":
-        return pb.StopBackgroundTaskRequest(session_id=v.session_id(), task_id=v.client_id(),
-                                            request_id=v.client_id())
+        return pb.StopBackgroundTaskRequest(session_id=v.session_id(), task_id=v.client_id(), request_id=v.client_id())
     if rpc == "UploadWorkspaceArchive":
         return pb.UploadWorkspaceArchiveRequest(session_id=v.session_id(), path=v.path(), chunk=v.chunk())
     if rpc == "ListWorkspace":
@@ -217,13 +242,13 @@ def refusable(message: Message) -> bool:
     """Whether any rule would refuse `message` (a NUL in a string, a value of more than 1 MiB):
     an answer told apart from the validation code's own, so that a call with such a value is known
     to be refused before it reaches a session, an agent or the database."""
-    for descriptor, value in message.ListFields():
+    for _descriptor, value in message.ListFields():
         values = list(value.items()) if isinstance(value, Mapping) else [value]
         for item in values:
             for part in item if isinstance(item, tuple) else (item,):
                 if isinstance(part, Message) and refusable(part):
                     return True
-                if isinstance(part, str | bytes) and (len(part) > MB or isinstance(part, str) and "\x00" in part):
+                if isinstance(part, str | bytes) and (len(part) > MB or (isinstance(part, str) and "\x00" in part)):
                     return True
     return False
 
@@ -291,8 +316,9 @@ async def read_some(call: grpc.aio.UnaryStreamCall, quiet: float | None) -> None
         call.cancel()
 
 
-async def exchange(channel: grpc.aio.Channel, rpc: str, request: Message | bytes,
-                   more: list[bytes | Message] | None = None) -> None:
+async def exchange(
+    channel: grpc.aio.Channel, rpc: str, request: Message | bytes, more: list[bytes | Message] | None = None
+) -> None:
     """Make one call; raw `bytes` go out as they are. Raises AioRpcError for a refusal."""
     method = SERVICE.methods_by_name[rpc]
     path = f"/{SERVICE.full_name}/{rpc}"
@@ -320,8 +346,9 @@ async def control_plane(database_url: str, plane) -> AsyncIterator[tuple[Running
     sessions = [(await plane.kernel.create_session(CreateSession(request_id=f"fuzz-{i}"))).session_id for i in range(3)]
     await plane.runtime_started(sessions[1])
     await plane.kernel.archive_session(sessions[2], "")
-    settings = ControlPlaneSettings(database_url=database_url, listen="127.0.0.1:0", lease_ttl=timedelta(minutes=10),
-                                    idle_stop_after=timedelta(0))
+    settings = ControlPlaneSettings(
+        database_url=database_url, listen="127.0.0.1:0", lease_ttl=timedelta(minutes=10), idle_stop_after=timedelta(0)
+    )
     async with serve(settings) as running:
         yield running, sessions
 
@@ -361,7 +388,9 @@ async def test_every_rpc_answers_generated_input_with_a_documented_status(contro
         await asyncio.gather(*(one(*job) for job in jobs))
 
         # The server still answers, and every RPC was reached.
-        answer = await pb_grpc.SessionKernelServiceStub(channel).GetSession(pb.GetSessionRequest(session_id=sessions[1]))
+        answer = await pb_grpc.SessionKernelServiceStub(channel).GetSession(
+            pb.GetSessionRequest(session_id=sessions[1])
+        )
         assert answer.session.session_id == sessions[1]
 
     assert seen.problems == [], "\n".join(sorted(set(seen.problems))[:40])
@@ -381,7 +410,10 @@ async def test_bytes_that_are_no_request_are_invalid_argument(control_plane) -> 
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await asyncio.wait_for(exchange(channel, method.name, b"\xff\xfe\xfd"), 30)
             info = error_info(refused.value)
-            assert (refused.value.code(), info and info.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+            assert (refused.value.code(), info and info.reason) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "MALFORMED_REQUEST",
+            )
             assert refused.value.details() == f"the request is not a valid {method.input_type.name} message"
 
 
@@ -410,7 +442,9 @@ async def test_an_agent_stream_that_turns_to_garbage_is_refused_as_malformed(con
     """After a valid Hello and its Welcome, bytes that are no ConnectRequest end the stream with
     INVALID_ARGUMENT, not with OK or UNKNOWN."""
     running, _ = control_plane
-    hello = runner_service_pb2.ConnectRequest(hello=runner_service_pb2.Hello(agent_id="garbage-agent", instance_id="i1"))
+    hello = runner_service_pb2.ConnectRequest(
+        hello=runner_service_pb2.Hello(agent_id="garbage-agent", instance_id="i1")
+    )
     connect = "/astrabox.runner.v1.RunnerService/Connect"
     async with grpc.aio.insecure_channel(running.address) as channel:
         call = channel.stream_stream(connect)(iter([hello.SerializeToString(), b"\xff\xfe\xfd" * 100]))

@@ -16,7 +16,7 @@ TOKENS = PageTokens.from_cluster_secret("a-cluster-secret")
 
 def flip(token: str, at: int) -> str:
     replacement = "B" if token[at] != "B" else "C"
-    return token[:at] + replacement + token[at + 1:]
+    return token[:at] + replacement + token[at + 1 :]
 
 
 def tampered(token: str) -> list[str]:
@@ -54,8 +54,11 @@ def test_a_tampered_token_is_refused(bad: str) -> None:
 
 def test_a_token_is_good_only_for_its_listing_and_its_cluster() -> None:
     token = TOKENS.issue("events/s1", {"after": 41})
-    for scope, tokens in [("events/s2", TOKENS), ("sessions", TOKENS),
-                          ("events/s1", PageTokens.from_cluster_secret("another-cluster"))]:
+    for scope, tokens in [
+        ("events/s2", TOKENS),
+        ("sessions", TOKENS),
+        ("events/s1", PageTokens.from_cluster_secret("another-cluster")),
+    ]:
         with pytest.raises(InvalidArgument) as refused:
             tokens.read(scope, token)
         assert refused.value.reason == "PAGE_TOKEN_INVALID"

@@ -20,11 +20,16 @@ UNKNOWN_ID = "8c3e2a38-7f8b-4f7e-9d7b-9a0b6e0f0e0e"
 
 @pytest_asyncio.fixture
 async def api(plane) -> ServicerHarness:
-    return ServicerHarness(SERVICE, SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())))
+    return ServicerHarness(
+        SERVICE,
+        SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())),
+    )
 
 
 async def create(api: ServicerHarness, request_id: str = "req-1", **fields) -> session_pb2.Session:
-    response, code, details, _ = await api.unary("CreateSession", pb.CreateSessionRequest(request_id=request_id, **fields))
+    response, code, details, _ = await api.unary(
+        "CreateSession", pb.CreateSessionRequest(request_id=request_id, **fields)
+    )
     assert code is grpc.StatusCode.OK, details
     return response.session
 
@@ -85,7 +90,11 @@ async def test_create_rejects_bad_input(api, plane, request_fields, reason, fiel
 
 async def test_get_session_errors(api, plane):
     _, code, _, info = await api.unary("GetSession", pb.GetSessionRequest(session_id="not-a-uuid"))
-    assert (code, info.reason, info.metadata["field"]) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "session_id")
+    assert (code, info.reason, info.metadata["field"]) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+        "session_id",
+    )
     _, code, _, info = await api.unary("GetSession", pb.GetSessionRequest(session_id=UNKNOWN_ID))
     assert (code, info.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
 
@@ -190,7 +199,9 @@ async def test_list_session_events_pages_in_seq_order(api, plane):
         if not token:
             break
     assert seqs == [1, 2, 3, 4]
-    page, _, _, _ = await api.unary("ListSessionEvents", pb.ListSessionEventsRequest(session_id=session.session_id, after_seq=2))
+    page, _, _, _ = await api.unary(
+        "ListSessionEvents", pb.ListSessionEventsRequest(session_id=session.session_id, after_seq=2)
+    )
     assert [e.kind for e in page.events] == [events_pb2.EVENT_KIND_STARTUP_PHASE, events_pb2.EVENT_KIND_RUNTIME_READY]
     assert page.events[0].startup_phase.phase == "placed"
 
@@ -231,8 +242,6 @@ async def test_delete_hides_the_session_and_is_idempotent(api, plane):
     assert (await queued_commands(plane, session.session_id)).count("destroy_runtime") == 1
 
 
-
-
 SESSION_RPCS = [
     ("GetSession", {}),
     ("SendMessage", {"client_message_id": "m", "text": "hi"}),
@@ -251,7 +260,11 @@ SESSION_RPCS = [
 async def test_every_session_rpc_names_a_malformed_or_unknown_session(api, plane, rpc, fields):
     request_type = getattr(pb, f"{rpc}Request")
     _, code, _, info = await api.unary(rpc, request_type(session_id="not-a-uuid", **fields))
-    assert (code, info.reason, info.metadata["field"]) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "session_id")
+    assert (code, info.reason, info.metadata["field"]) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+        "session_id",
+    )
     _, code, _, info = await api.unary(rpc, request_type(session_id=UNKNOWN_ID, **fields))
     assert (code, info.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
 
@@ -259,15 +272,17 @@ async def test_every_session_rpc_names_a_malformed_or_unknown_session(api, plane
 async def test_workspace_calls_need_a_runtime_and_a_connected_agent(api, plane):
     await plane.connect_agent()
     session = await create(api)
-    _, code, details, info = await api.unary("ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id))
+    _, code, _, info = await api.unary("ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id))
     assert (code, info.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "RUNTIME_NOT_AVAILABLE")
     await plane.runtime_started(session.session_id)
     # The agent's stream is not attached to this (test) control plane.
-    _, code, details, info = await api.unary("ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id))
+    _, code, _, info = await api.unary("ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id))
     assert (code, info.reason) == (grpc.StatusCode.UNAVAILABLE, "AGENT_NOT_CONNECTED")
-    _, code, _, info = await api.unary("ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id,
-                                                                                path="a/../../etc"))
+    _, code, _, info = await api.unary(
+        "ListWorkspace", pb.ListWorkspaceRequest(session_id=session.session_id, path="a/../../etc")
+    )
     assert (code, info.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "PATH_OUTSIDE_WORKSPACE")
     responses, code, info = await api.server_stream(
-        "RunCommand", pb.RunCommandRequest(session_id=session.session_id, command="  "), count=1)
+        "RunCommand", pb.RunCommandRequest(session_id=session.session_id, command="  "), count=1
+    )
     assert (responses, code, info.reason) == ([], grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")

@@ -19,8 +19,11 @@ def test_the_database_url_and_token_come_from_files_and_are_not_in_the_settings_
     (tmp_path / "url").write_text("postgresql://astrabox:pw-from-file@db:5432/astrabox\n")
     (tmp_path / "token").write_text("token-from-file\n")
 
-    settings = _settings("--database-url-file", str(tmp_path / "url"),
-                         environ={"ASTRABOX_ENROLLMENT_TOKEN_FILE": str(tmp_path / "token")})
+    settings = _settings(
+        "--database-url-file",
+        str(tmp_path / "url"),
+        environ={"ASTRABOX_ENROLLMENT_TOKEN_FILE": str(tmp_path / "token")},
+    )
 
     assert settings.database_url == "postgresql://astrabox:pw-from-file@db:5432/astrabox"
     assert settings.enrollment_token == "token-from-file"
@@ -48,5 +51,7 @@ def test_a_tls_key_other_users_can_read_is_used_but_warned_about(tmp_path: Path)
     with structlog.testing.capture_logs() as private:
         assert tls_credentials(settings) is not None
 
-    assert [(e["event"], e["mode"], e["fix"]) for e in loose] == [("tls_key_readable_by_others", "0o644", f"chmod 600 {key}")]
+    assert [(e["event"], e["mode"], e["fix"]) for e in loose] == [
+        ("tls_key_readable_by_others", "0o644", f"chmod 600 {key}")
+    ]
     assert private == []

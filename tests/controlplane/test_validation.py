@@ -72,10 +72,16 @@ def test_a_value_out_of_bounds_is_refused_naming_its_field(message, reason, fiel
 
 
 def test_values_within_bounds_pass() -> None:
-    validation.request(pb.CreateSessionRequest(
-        request_id="r-1", engine="claude_code", model="claude-opus-4-1[1m]", labels={"team/a": "Ünïcode ok 🦀"}))
-    validation.request(pb.SendMessageRequest(session_id="8c3e2a38-7f8b-4f7e-9d7b-9a0b6e0f0e0e",
-                                             client_message_id="m", text="line\n\ttab é🦀" * 1000))
+    validation.request(
+        pb.CreateSessionRequest(
+            request_id="r-1", engine="claude_code", model="claude-opus-4-1[1m]", labels={"team/a": "Ünïcode ok 🦀"}
+        )
+    )
+    validation.request(
+        pb.SendMessageRequest(
+            session_id="8c3e2a38-7f8b-4f7e-9d7b-9a0b6e0f0e0e", client_message_id="m", text="line\n\ttab é🦀" * 1000
+        )
+    )
     validation.request(pb.ListWorkspaceRequest(path="/".join(["n" * 255] * 16)))
     validation.request(pb.UploadWorkspaceArchiveRequest(chunk=b"\x00" * 2**20))
 

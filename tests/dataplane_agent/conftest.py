@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
+from dataplane_agent.routes.model import ModelRoute, Upstream
 from tests.support.containers import containers  # noqa: F401 - fixture
 
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.engines.base import (
     EngineConfig,
     EngineError,
@@ -34,12 +33,13 @@ from dataplane_agent.engines.base import (
     ToolDecision,
     ToolRequest,
 )
+from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.runtimes.runtimes import Runtimes, model_env
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database
-from dataplane_agent.turns.transcripts import TranscriptStore
 from dataplane_agent.turns.session import TurnLimits
+from dataplane_agent.turns.transcripts import TranscriptStore
 
 MANIFEST = EngineManifest(
     kind="fake",

@@ -12,9 +12,9 @@ import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineError, EngineOutput
 from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, transcript_path
-from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.offline_model.scripts import HELLO_COMMAND
+from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.sandboxes.base import MODEL_BASE_URL_INNER, Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
@@ -32,7 +32,9 @@ def driver(sandbox_root: Path, bwrap: str) -> LocalSandboxDriver:
 
 @pytest.fixture
 async def sandbox(driver: LocalSandboxDriver, model_route: ModelRoute) -> Sandbox:
-    return await driver.create(SandboxSpec(session_id="engine-test", agent_id="agent-1", model_socket=model_route.socket))
+    return await driver.create(
+        SandboxSpec(session_id="engine-test", agent_id="agent-1", model_socket=model_route.socket)
+    )
 
 
 def _config(route: ModelRoute, resume: str = "") -> EngineConfig:
@@ -40,7 +42,9 @@ def _config(route: ModelRoute, resume: str = "") -> EngineConfig:
     return EngineConfig(permission_mode="bypassPermissions", resume_engine_session_id=resume, env=env)
 
 
-async def _turn(adapter: ClaudeCodeAdapter, sandbox: Sandbox, driver: LocalSandboxDriver, config: EngineConfig, text: str) -> tuple[list[EngineOutput], str]:
+async def _turn(
+    adapter: ClaudeCodeAdapter, sandbox: Sandbox, driver: LocalSandboxDriver, config: EngineConfig, text: str
+) -> tuple[list[EngineOutput], str]:
     """One turn in a new engine session: send, read outputs through the Result, close."""
     session = await adapter.start(sandbox, driver, config)
     try:
@@ -57,7 +61,13 @@ async def _turn(adapter: ClaudeCodeAdapter, sandbox: Sandbox, driver: LocalSandb
 
 
 def _blocks(outputs: list[EngineOutput], type_name: str, block: str) -> list[dict]:
-    return [b for o in outputs if o.type_name == type_name for b in o.payload["content"] if isinstance(b, dict) and b["type_name"] == block]
+    return [
+        b
+        for o in outputs
+        if o.type_name == type_name
+        for b in o.payload["content"]
+        if isinstance(b, dict) and b["type_name"] == block
+    ]
 
 
 async def test_default_script_runs_bash_in_the_sandbox_and_resumes(
@@ -81,7 +91,9 @@ async def test_default_script_runs_bash_in_the_sandbox_and_resumes(
         assert json.loads(json.dumps(output.payload, allow_nan=False)) == output.payload
 
     # A new engine session (a new CLI process) resumes the conversation from the sandbox's home.
-    outputs, resumed_id = await _turn(adapter, sandbox, driver, _config(model_route, resume=engine_session_id), "run: cat hello.txt")
+    outputs, resumed_id = await _turn(
+        adapter, sandbox, driver, _config(model_route, resume=engine_session_id), "run: cat hello.txt"
+    )
 
     assert outputs[-1].ends_turn and outputs[-1].payload["is_error"] is False
     assert "Hello from AstraBox" in outputs[-1].payload["result"]
@@ -96,7 +108,9 @@ async def test_the_agent_environment_stays_out_of_the_sandbox(
 ) -> None:
     monkeypatch.setenv("ASTRABOX_AGENT_SECRET", "agent-only-secret")
 
-    outputs, _ = await _turn(ClaudeCodeAdapter(), sandbox, driver, _config(model_route), f"run: env; cat {REPO}/pyproject.toml")
+    outputs, _ = await _turn(
+        ClaudeCodeAdapter(), sandbox, driver, _config(model_route), f"run: env; cat {REPO}/pyproject.toml"
+    )
 
     tool_output = str(_blocks(outputs, "UserMessage", "ToolResultBlock")[0]["content"])
     # The model is reached through the route, with the session's token as the key.
@@ -109,7 +123,9 @@ async def test_the_agent_environment_stays_out_of_the_sandbox(
     assert f"{REPO}/pyproject.toml: No such file or directory" in tool_output
 
 
-async def test_a_multi_step_turn_streams_every_step(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_a_multi_step_turn_streams_every_step(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
     outputs, _ = await _turn(ClaudeCodeAdapter(), sandbox, driver, _config(model_route), "steps: 2")
 
     assert [str(b["content"]) for b in _blocks(outputs, "UserMessage", "ToolResultBlock")] == ["step 1", "step 2"]
@@ -132,7 +148,9 @@ async def test_a_cli_that_fails_gives_a_readable_error_without_the_key(
     assert model_route.token("engine-test") not in message
 
 
-async def test_a_missing_cli_is_an_engine_error(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_a_missing_cli_is_an_engine_error(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
     with pytest.raises(EngineError, match="not found"):
         await ClaudeCodeAdapter(cli_path=Path("/nonexistent/claude")).start(sandbox, driver, _config(model_route))
 
@@ -150,7 +168,14 @@ async def test_a_cli_that_never_answers_times_out(
 
 
 def test_sdk_messages_keep_every_field_and_nested_type_names() -> None:
-    from claude_agent_sdk import AssistantMessage, RateLimitEvent, RateLimitInfo, ServerToolUseBlock, TextBlock, ToolUseBlock
+    from claude_agent_sdk import (
+        AssistantMessage,
+        RateLimitEvent,
+        RateLimitInfo,
+        ServerToolUseBlock,
+        TextBlock,
+        ToolUseBlock,
+    )
 
     from dataplane_agent.engines.sdk_messages import message_payload
 
@@ -166,7 +191,12 @@ def test_sdk_messages_keep_every_field_and_nested_type_names() -> None:
     payload = message_payload(message)
 
     assert [b["type_name"] for b in payload["content"]] == ["TextBlock", "ToolUseBlock", "ServerToolUseBlock"]
-    assert payload["content"][1] == {"type_name": "ToolUseBlock", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+    assert payload["content"][1] == {
+        "type_name": "ToolUseBlock",
+        "id": "toolu_1",
+        "name": "Bash",
+        "input": {"command": "ls"},
+    }
     assert set(payload) == set(AssistantMessage.__dataclass_fields__)
     assert payload["usage"] == {"input_tokens": 3, "ratio": "nan"}
     json.dumps(payload, allow_nan=False)
@@ -178,7 +208,9 @@ def test_sdk_messages_keep_every_field_and_nested_type_names() -> None:
     }  # fmt: skip
 
 
-async def test_turns_follow_one_another_in_one_session(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_turns_follow_one_another_in_one_session(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
     session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         finals = []
@@ -197,7 +229,6 @@ async def test_turns_follow_one_another_in_one_session(model_route: ModelRoute, 
     assert "first" in finals[0] and "second" in finals[1]
 
 
-
 def test_the_manifest_declares_the_sdks_permission_modes() -> None:
     from claude_agent_sdk import PermissionMode
 
@@ -208,7 +239,9 @@ def test_the_manifest_declares_the_sdks_permission_modes() -> None:
     assert manifest.supports_interactions and manifest.supports_background_tasks and manifest.supports_server_info
 
 
-async def test_server_info_lists_the_slash_commands(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_server_info_lists_the_slash_commands(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
     session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         info = await session.server_info()
@@ -221,7 +254,9 @@ async def test_server_info_lists_the_slash_commands(model_route: ModelRoute, dri
     json.dumps(info)
 
 
-async def test_unknown_permission_modes_are_refused(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_unknown_permission_modes_are_refused(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
     with pytest.raises(EngineError, match="unknown permission mode 'yolo'; valid: default, "):
         await ClaudeCodeAdapter().start(sandbox, driver, EngineConfig(permission_mode="yolo"))
     session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))

@@ -51,12 +51,18 @@ def driver(sandbox_root: Path, bwrap: str) -> LocalSandboxDriver:
 
 @pytest.fixture
 async def sandbox(driver: LocalSandboxDriver, model_route: ModelRoute) -> Sandbox:
-    return await driver.create(SandboxSpec(session_id="interactions", agent_id="agent-1", model_socket=model_route.socket))
+    return await driver.create(
+        SandboxSpec(session_id="interactions", agent_id="agent-1", model_socket=model_route.socket)
+    )
 
 
-async def _start(route: ModelRoute, sandbox: Sandbox, driver: LocalSandboxDriver, broker: RecordingBroker, mode: str) -> ClaudeCodeSession:
+async def _start(
+    route: ModelRoute, sandbox: Sandbox, driver: LocalSandboxDriver, broker: RecordingBroker, mode: str
+) -> ClaudeCodeSession:
     env = route.env("interactions")
-    return await ClaudeCodeAdapter().start(sandbox, driver, EngineConfig(permission_mode=mode, env=env, interactions=broker))
+    return await ClaudeCodeAdapter().start(
+        sandbox, driver, EngineConfig(permission_mode=mode, env=env, interactions=broker)
+    )
 
 
 async def _exchange(session: ClaudeCodeSession, text: str, permission_mode: str = "") -> list[EngineOutput]:
@@ -75,7 +81,13 @@ async def _until_result(session: ClaudeCodeSession) -> list[EngineOutput]:
 
 
 def _tool_results(outputs: list[EngineOutput]) -> list[dict]:
-    return [b for o in outputs if o.type_name == "UserMessage" for b in o.payload["content"] if isinstance(b, dict) and b["type_name"] == "ToolResultBlock"]
+    return [
+        b
+        for o in outputs
+        if o.type_name == "UserMessage"
+        for b in o.payload["content"]
+        if isinstance(b, dict) and b["type_name"] == "ToolResultBlock"
+    ]
 
 
 async def test_a_denied_command_does_not_run_and_an_approved_one_does(
@@ -97,7 +109,13 @@ async def test_a_denied_command_does_not_run_and_an_approved_one_does(
     assert "made it" in allowed[-1].payload["result"]
     first, second = broker.requests
     assert first.tool_name == "Bash" and first.input["command"] == "touch approved.txt"
-    tool_use = next(b for o in denied if o.type_name == "AssistantMessage" for b in o.payload["content"] if b["type_name"] == "ToolUseBlock")
+    tool_use = next(
+        b
+        for o in denied
+        if o.type_name == "AssistantMessage"
+        for b in o.payload["content"]
+        if b["type_name"] == "ToolUseBlock"
+    )
     assert first.tool_use_id == tool_use["id"]
     assert first.interaction_id != second.interaction_id and len(first.interaction_id) == 36
 
@@ -106,7 +124,9 @@ async def test_an_approval_with_edited_input_runs_the_edited_command(
     model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
     edited = {"command": "echo edited > edited.txt && cat edited.txt", "description": "Edited by a human"}
-    session = await _start(model_route, sandbox, driver, RecordingBroker(ToolDecision(allow=True, updated_input=edited)), "default")
+    session = await _start(
+        model_route, sandbox, driver, RecordingBroker(ToolDecision(allow=True, updated_input=edited)), "default"
+    )
     try:
         outputs = await _exchange(session, "run: touch original.txt")
     finally:
@@ -116,12 +136,17 @@ async def test_an_approval_with_edited_input_runs_the_edited_command(
     assert _tool_results(outputs)[0]["content"] == "edited"
 
 
-async def test_a_question_is_answered_through_the_broker(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_a_question_is_answered_through_the_broker(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
     class Answering(RecordingBroker):
         async def ask(self, request: ToolRequest) -> ToolDecision:
             self.requests.append(request)
             question = request.input["questions"][0]
-            return ToolDecision(allow=True, updated_input={**request.input, "answers": {question["question"]: question["options"][1]["label"]}})
+            return ToolDecision(
+                allow=True,
+                updated_input={**request.input, "answers": {question["question"]: question["options"][1]["label"]}},
+            )
 
     broker = Answering()
     # The question reaches the broker whatever the permission mode: it needs a human, not a permission.
@@ -145,7 +170,9 @@ async def test_a_question_is_answered_through_the_broker(model_route: ModelRoute
     assert outputs[-1].payload["result"] == "You chose: blue."
 
 
-async def test_the_permission_mode_decides_whether_to_ask(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_the_permission_mode_decides_whether_to_ask(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
     broker = RecordingBroker(ToolDecision(allow=False, message="No."), ToolDecision(allow=False, message="Still no."))
     session = await _start(model_route, sandbox, driver, broker, "bypassPermissions")
     try:

@@ -14,9 +14,9 @@ import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineOutput
 from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, ClaudeCodeSession, transcript_path
-from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.offline_model.scripts import HELLO_COMMAND
+from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 
@@ -42,7 +42,9 @@ def _config(route: ModelRoute, **overrides: object) -> EngineConfig:
     return EngineConfig(permission_mode="bypassPermissions", env=env, **overrides)  # type: ignore[arg-type]
 
 
-async def _read_until(session: ClaudeCodeSession, done: Callable[[list[EngineOutput]], bool], into: list[EngineOutput]) -> None:
+async def _read_until(
+    session: ClaudeCodeSession, done: Callable[[list[EngineOutput]], bool], into: list[EngineOutput]
+) -> None:
     async with asyncio.timeout(TIMEOUT):
         async for output in session.outputs():
             into.append(output)
@@ -60,7 +62,13 @@ def _subtypes(outputs: list[EngineOutput]) -> list[tuple[str, str]]:
 
 
 def _texts(outputs: list[EngineOutput]) -> list[str]:
-    return [b["text"] for o in outputs if o.type_name == "AssistantMessage" for b in o.payload["content"] if b["type_name"] == "TextBlock"]
+    return [
+        b["text"]
+        for o in outputs
+        if o.type_name == "AssistantMessage"
+        for b in o.payload["content"]
+        if b["type_name"] == "TextBlock"
+    ]
 
 
 async def test_an_interrupt_ends_a_long_tool_promptly_and_the_session_goes_on(
@@ -93,7 +101,13 @@ async def test_an_interrupt_ends_a_long_tool_promptly_and_the_session_goes_on(
     assert notification["task_id"] == task["task_id"] and notification["status"] == "stopped"
     result = outputs[-1].payload
     assert result["subtype"] == "error_during_execution" and result["is_error"] is True
-    [tool_result] = [b for o in outputs if o.type_name == "UserMessage" for b in o.payload["content"] if b["type_name"] == "ToolResultBlock"]
+    [tool_result] = [
+        b
+        for o in outputs
+        if o.type_name == "UserMessage"
+        for b in o.payload["content"]
+        if b["type_name"] == "ToolResultBlock"
+    ]
     assert tool_result["is_error"] is True and "stopped while running" in tool_result["content"]
     assert after[-1].payload["result"] == "The command `echo after` printed:\nafter"
 
@@ -129,7 +143,9 @@ async def test_a_background_task_reports_after_the_result_and_the_engine_answers
     assert outputs[first_result].payload["result"] == "Started in the background."
 
 
-async def test_a_background_task_can_be_stopped(model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox) -> None:
+async def test_a_background_task_can_be_stopped(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
     session = await ClaudeCodeAdapter().start(sandbox, driver, _config(model_route))
     try:
         await session.send("background: sleep 30; echo done > bg.txt")
@@ -164,7 +180,9 @@ async def test_a_stored_transcript_resumes_the_conversation_in_a_new_sandbox(
     assert all(json.loads(line) for line in transcript.splitlines())
     await driver.destroy(sandbox)  # the sandbox is lost, and its home with it
 
-    fresh = await driver.create(SandboxSpec(session_id="lifecycle-recovered", agent_id="agent-2", model_socket=model_route.socket))
+    fresh = await driver.create(
+        SandboxSpec(session_id="lifecycle-recovered", agent_id="agent-2", model_socket=model_route.socket)
+    )
     assert fresh.home != sandbox.home and not (fresh.home / ".claude").exists()
     config = _config(model_route, resume_engine_session_id=engine_session_id, transcript=transcript)
     session = await ClaudeCodeAdapter().start(fresh, driver, config)
@@ -193,7 +211,11 @@ async def test_a_message_sent_mid_turn_joins_the_running_turn(
     try:
         await session.send("steps: 3")
         outputs: list[EngineOutput] = []
-        await _read_until(session, lambda seen: seen[-1].type_name == "AssistantMessage" and "Step 1" in str(seen[-1].payload), outputs)
+        await _read_until(
+            session,
+            lambda seen: seen[-1].type_name == "AssistantMessage" and "Step 1" in str(seen[-1].payload),
+            outputs,
+        )
         await session.send("run: echo second")
         await _read_until(session, lambda seen: seen[-1].ends_turn, outputs)
         with pytest.raises(TimeoutError):  # and no second Result follows

@@ -13,7 +13,7 @@ from tests.dataplane_agent.test_hostile_archives import box, service  # noqa: F4
 
 FORK_BOMB = "bomb() { bomb | bomb & }; bomb; sleep 600"
 # Processes of this sandbox other than the one asking (ps is not in every image: /proc is).
-COUNT = "n=0; for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = $$ ] || n=$((n+1)); done; echo $n"
+COUNT = 'n=0; for p in /proc/[0-9]*; do [ "${p#/proc/}" = $$ ] || n=$((n+1)); done; echo $n'
 
 
 def marked_processes() -> list[int]:
@@ -34,12 +34,14 @@ def output(replies: list[pb.WorkspaceReply]) -> str:
     return b"".join(r.stdout for r in replies).decode()
 
 
-async def test_a_fork_bomb_ends_at_its_timeout_and_the_next_command_runs(box, sandbox_root: Path) -> None:  # noqa: F811
+async def test_a_fork_bomb_ends_at_its_timeout_and_the_next_command_runs(box, sandbox_root: Path) -> None:
     driver, sandbox = box
     client = service(driver, sandbox)
     baseline = int(output(await client.call(exec_command=pb.ExecCommand(command=COUNT))).split()[-1])
 
-    other: Sandbox = await driver.create(SandboxSpec(session_id="s2", agent_id="a1", labels={SESSION_LABEL: "s2", AGENT_LABEL: "a1"}))
+    other: Sandbox = await driver.create(
+        SandboxSpec(session_id="s2", agent_id="a1", labels={SESSION_LABEL: "s2", AGENT_LABEL: "a1"})
+    )
     try:
         other_client = service(driver, other)
         bomb = asyncio.create_task(client.call(exec_command=pb.ExecCommand(command=FORK_BOMB, timeout_ms=3000)))
@@ -58,7 +60,7 @@ async def test_a_fork_bomb_ends_at_its_timeout_and_the_next_command_runs(box, sa
     assert marked_processes() == []
 
 
-async def test_what_a_command_leaves_running_ends_with_it(box) -> None:  # noqa: F811
+async def test_what_a_command_leaves_running_ends_with_it(box) -> None:
     driver, sandbox = box
     client = service(driver, sandbox)
     baseline = int(output(await client.call(exec_command=pb.ExecCommand(command=COUNT))).split()[-1])

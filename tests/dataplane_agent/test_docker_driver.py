@@ -38,7 +38,6 @@ REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-secret-value-0123456789"
 
 
-
 @pytest.fixture
 def driver(containers: Containers, sandbox_root: Path) -> DockerSandboxDriver:
     return DockerSandboxDriver(
@@ -55,7 +54,9 @@ def spec(session_id: str, **kwargs: object) -> SandboxSpec:
     return SandboxSpec(session_id=session_id, agent_id="agent-1", labels=labels, **kwargs)  # type: ignore[arg-type]
 
 
-async def sh(driver: DockerSandboxDriver, sandbox: Sandbox, script: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+async def sh(
+    driver: DockerSandboxDriver, sandbox: Sandbox, script: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     launcher = await driver.launcher(sandbox, ["/bin/sh", "-c"], env or {})
     return await asyncio.to_thread(subprocess.run, [str(launcher), script], capture_output=True, text=True, timeout=60)
 
@@ -71,7 +72,7 @@ async def test_probe_accepts_the_image_and_names_the_fix_for_a_missing_one(
 
 async def test_probe_explains_an_unreachable_daemon(sandbox_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{sandbox_root}/no-docker.sock")
-    with pytest.raises(SandboxError, match="Docker daemon is not reachable.*start dockerd or set DOCKER_HOST"):
+    with pytest.raises(SandboxError, match=r"Docker daemon is not reachable.*start dockerd or set DOCKER_HOST"):
         await DockerSandboxDriver(sandbox_root).probe()
 
 
@@ -93,13 +94,17 @@ async def test_the_bundled_cli_runs_inside(driver: DockerSandboxDriver) -> None:
     sandbox = await driver.create(spec("cli"))
     launcher = await driver.launcher(sandbox, [str(BUNDLED_CLI)], {})
 
-    result = await asyncio.to_thread(subprocess.run, [str(launcher), "--version"], capture_output=True, text=True, timeout=60)
+    result = await asyncio.to_thread(
+        subprocess.run, [str(launcher), "--version"], capture_output=True, text=True, timeout=60
+    )
 
     assert result.returncode == 0, result.stderr
     assert "Claude Code" in result.stdout
 
 
-async def test_create_reopens_and_restarts_a_stopped_sandbox(driver: DockerSandboxDriver, containers: Containers) -> None:
+async def test_create_reopens_and_restarts_a_stopped_sandbox(
+    driver: DockerSandboxDriver, containers: Containers
+) -> None:
     first = await driver.create(spec("again"))
     (first.workspace / "keep.txt").write_text("kept")
     subprocess.run(["docker", "stop", "-t", "0", first.sandbox_id], check=True, capture_output=True, timeout=60)
@@ -164,8 +169,12 @@ async def test_stop_of_a_missing_sandbox_does_nothing(driver: DockerSandboxDrive
 async def test_stop_refuses_a_container_of_another_session(driver: DockerSandboxDriver, containers: Containers) -> None:
     sandbox = await driver.create(spec("not-yours"))
     impostor = Sandbox(
-        sandbox_id=sandbox.sandbox_id, driver="docker", session_id="someone-else", workspace=sandbox.workspace,
-        inner_workspace="/workspace", home=sandbox.home,
+        sandbox_id=sandbox.sandbox_id,
+        driver="docker",
+        session_id="someone-else",
+        workspace=sandbox.workspace,
+        inner_workspace="/workspace",
+        home=sandbox.home,
     )
 
     with pytest.raises(SandboxError, match="is not the sandbox to stop: it is the sandbox of session 'not-yours'"):
@@ -174,7 +183,9 @@ async def test_stop_refuses_a_container_of_another_session(driver: DockerSandbox
     assert (await containers.inspect(sandbox.sandbox_id) or {})["State"]["Running"]
 
 
-async def test_create_makes_the_sandbox_again_when_its_workspace_was_removed(driver: DockerSandboxDriver, containers: Containers) -> None:
+async def test_create_makes_the_sandbox_again_when_its_workspace_was_removed(
+    driver: DockerSandboxDriver, containers: Containers
+) -> None:
     first = await driver.create(spec("lost"))
     before = await containers.inspect(first.sandbox_id)
     shutil.rmtree(first.workspace.parent)
@@ -263,13 +274,22 @@ async def test_inside_nothing_is_writable_but_the_workspace_home_and_tmp_and_no_
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")
     assert "VISIBLE" not in result.stdout and "REACHED" not in result.stdout
-    assert [line for line in lines if line.startswith("WRITABLE")] == ["WRITABLE /workspace", "WRITABLE /home/agent", "WRITABLE /tmp"]
+    assert [line for line in lines if line.startswith("WRITABLE")] == [
+        "WRITABLE /workspace",
+        "WRITABLE /home/agent",
+        "WRITABLE /tmp",
+    ]
     assert "1" in lines  # one interface: the loopback
-    assert [line for line in lines if line.startswith("RESOLVED")] == ["RESOLVED localhost ::1", "RESOLVED astrabox 127.0.0.1"]
+    assert [line for line in lines if line.startswith("RESOLVED")] == [
+        "RESOLVED localhost ::1",
+        "RESOLVED astrabox 127.0.0.1",
+    ]
     assert "private.txt" not in result.stdout
 
 
-async def test_the_model_route_reaches_the_socket_from_the_sandbox_loopback(driver: DockerSandboxDriver, tmp_path: Path) -> None:
+async def test_the_model_route_reaches_the_socket_from_the_sandbox_loopback(
+    driver: DockerSandboxDriver, tmp_path: Path
+) -> None:
     route = tmp_path / "route"
     route.mkdir(mode=0o755)
 
@@ -293,7 +313,9 @@ async def test_the_model_route_reaches_the_socket_from_the_sandbox_loopback(driv
     assert out == b"route: hello\n"
 
 
-async def test_destroy_removes_the_container_and_its_directory(driver: DockerSandboxDriver, containers: Containers) -> None:
+async def test_destroy_removes_the_container_and_its_directory(
+    driver: DockerSandboxDriver, containers: Containers
+) -> None:
     sandbox = await driver.create(spec("gone"))
     launcher = await driver.launcher(sandbox, ["/bin/sh", "-c"], {})
     running = subprocess.Popen([str(launcher), "sleep 60"])
@@ -314,8 +336,12 @@ async def test_destroy_refuses_a_container_of_another_session_or_agent(
 ) -> None:
     sandbox = await driver.create(spec("owned"))
     impostor = Sandbox(
-        sandbox_id=sandbox.sandbox_id, driver="docker", session_id="someone-else", workspace=sandbox.workspace,
-        inner_workspace="/workspace", home=sandbox.home,
+        sandbox_id=sandbox.sandbox_id,
+        driver="docker",
+        session_id="someone-else",
+        workspace=sandbox.workspace,
+        inner_workspace="/workspace",
+        home=sandbox.home,
     )
     other_agent = DockerSandboxDriver(sandbox_root, installation=containers.installation, agent_id="agent-2")
 
@@ -355,7 +381,9 @@ async def test_list_by_labels(driver: DockerSandboxDriver, containers: Container
     assert [item.sandbox for item in await driver.list_sandboxes()] == [two]
 
 
-async def test_a_pool_sandbox_rebound_to_a_session_is_that_sessions(driver: DockerSandboxDriver, containers: Containers) -> None:
+async def test_a_pool_sandbox_rebound_to_a_session_is_that_sessions(
+    driver: DockerSandboxDriver, containers: Containers
+) -> None:
     warm = await driver.create(SandboxSpec(session_id="pool-1", agent_id="agent-1", labels={POOL_LABEL: "key"}))
     (warm.home / ".cache").mkdir()
 

@@ -32,14 +32,15 @@ def planted(sandbox: Sandbox) -> list[Path]:
 def as_nobody(path: Path) -> subprocess.CompletedProcess[str]:
     """Run `path` as an unprivileged host user; returncode 126 (and stderr) if it cannot."""
     try:
-        return subprocess.run([str(path)], capture_output=True, text=True, timeout=30,
-                              user=NOBODY, group=NOBODY, extra_groups=[], cwd="/")
+        return subprocess.run(
+            [str(path)], capture_output=True, text=True, timeout=30, user=NOBODY, group=NOBODY, extra_groups=[], cwd="/"
+        )
     except PermissionError as error:
         return subprocess.CompletedProcess([str(path)], 126, "", str(error))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to an unprivileged host user (nobody) needs root")
-async def test_a_planted_setuid_binary_gives_a_host_user_nothing(box) -> None:  # noqa: F811
+async def test_a_planted_setuid_binary_gives_a_host_user_nothing(box) -> None:
     driver, sandbox = box
     result = await run_inside(driver, sandbox, PLANT)
     assert result.returncode == 0, result.stderr

@@ -18,11 +18,11 @@ import grpc
 import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.engines.claude_code import BUNDLED_CLI
 from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
+from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService
 from tests.dataplane_agent.test_workspace import Client, error_reason
 from tests.support.containers import Containers, new_installation, require_docker
@@ -30,7 +30,9 @@ from tests.support.containers import Containers, new_installation, require_docke
 Member = tuple[tarfile.TarInfo, bytes | None]
 
 
-def member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", linkname: str = "", mode: int = 0o644) -> Member:
+def member(
+    name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", linkname: str = "", mode: int = 0o644
+) -> Member:
     info = tarfile.TarInfo(name)
     info.type, info.mode, info.linkname = kind, mode, linkname
     info.size = len(data) if kind == tarfile.REGTYPE else 0
@@ -39,7 +41,9 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", linkname
 
 def archive(*members: Member, compression: str = "") -> bytes:
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode=f"w:{compression}" if compression else "w", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(
+        fileobj=buffer, mode=f"w:{compression}" if compression else "w", format=tarfile.PAX_FORMAT
+    ) as tar:
         for info, data in members:
             tar.addfile(info, io.BytesIO(data) if data is not None else None)
     return buffer.getvalue()
@@ -104,40 +108,101 @@ def many_entries(count: int) -> bytes:
 
 # name -> (archive, the code and reason it is refused with)
 REFUSED: dict[str, tuple[Callable[[], bytes], grpc.StatusCode, str]] = {
-    "dot-dot": (lambda: archive(member("../evil", data=b"x")), grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
-    "deep dot-dot": (lambda: archive(member("a/../../../../evil", data=b"x")), grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
-    "absolute": (lambda: archive(member("/tmp/evil", data=b"x")), grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
+    "dot-dot": (
+        lambda: archive(member("../evil", data=b"x")),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
+    "deep dot-dot": (
+        lambda: archive(member("a/../../../../evil", data=b"x")),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
+    "absolute": (
+        lambda: archive(member("/tmp/evil", data=b"x")),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
     "symlink out, then write through it": (
         lambda: archive(member("out", tarfile.SYMTYPE, linkname="/tmp"), member("out/evil", data=b"x")),
-        grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
     "relative symlink out": (
         lambda: archive(member("a/b", tarfile.SYMTYPE, linkname="../../../etc")),
-        grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
     "write through an inside symlink": (
-        lambda: archive(member("sub", tarfile.DIRTYPE), member("in", tarfile.SYMTYPE, linkname="sub"), member("in/x", data=b"x")),
-        grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
-    "CVE-2025-4517 link chain past PATH_MAX": (cve_2025_4517, grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
-    "hard link out": (lambda: archive(member("passwd", tarfile.LNKTYPE, linkname="/etc/passwd")),
-                      grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
-    "hard link climbing out": (lambda: archive(member("h", tarfile.LNKTYPE, linkname="../../run/sandbox.json")),
-                               grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE"),
-    "character device": (lambda: archive(member("null", tarfile.CHRTYPE)),
-                         grpc.StatusCode.INVALID_ARGUMENT, "ARCHIVE_MEMBER_UNSUPPORTED"),
-    "block device": (lambda: archive(member("sda", tarfile.BLKTYPE)), grpc.StatusCode.INVALID_ARGUMENT, "ARCHIVE_MEMBER_UNSUPPORTED"),
-    "fifo": (lambda: archive(member("pipe", tarfile.FIFOTYPE)), grpc.StatusCode.INVALID_ARGUMENT, "ARCHIVE_MEMBER_UNSUPPORTED"),
+        lambda: archive(
+            member("sub", tarfile.DIRTYPE), member("in", tarfile.SYMTYPE, linkname="sub"), member("in/x", data=b"x")
+        ),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
+    "CVE-2025-4517 link chain past PATH_MAX": (
+        cve_2025_4517,
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
+    "hard link out": (
+        lambda: archive(member("passwd", tarfile.LNKTYPE, linkname="/etc/passwd")),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
+    "hard link climbing out": (
+        lambda: archive(member("h", tarfile.LNKTYPE, linkname="../../run/sandbox.json")),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PATH_OUTSIDE_WORKSPACE",
+    ),
+    "character device": (
+        lambda: archive(member("null", tarfile.CHRTYPE)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ARCHIVE_MEMBER_UNSUPPORTED",
+    ),
+    "block device": (
+        lambda: archive(member("sda", tarfile.BLKTYPE)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ARCHIVE_MEMBER_UNSUPPORTED",
+    ),
+    "fifo": (
+        lambda: archive(member("pipe", tarfile.FIFOTYPE)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ARCHIVE_MEMBER_UNSUPPORTED",
+    ),
     "gzip bomb": (lambda: gzip_bomb(64 * 1024 * 1024), grpc.StatusCode.RESOURCE_EXHAUSTED, "UNPACKED_TOO_LARGE"),
     "a header that lies about a huge size": (
         lambda: liar(2**40),
-        grpc.StatusCode.RESOURCE_EXHAUSTED, "UNPACKED_TOO_LARGE"),
-    "a 100 MiB PAX header": (lambda: giant_pax_header(100 * 1024 * 1024), grpc.StatusCode.RESOURCE_EXHAUSTED, "UNPACKED_TOO_LARGE"),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "UNPACKED_TOO_LARGE",
+    ),
+    "a 100 MiB PAX header": (
+        lambda: giant_pax_header(100 * 1024 * 1024),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "UNPACKED_TOO_LARGE",
+    ),
     "100k entries": (lambda: many_entries(100_001), grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_ENTRIES"),
-    "a 300-byte name": (lambda: archive(member("n" * 300, data=b"x")), grpc.StatusCode.INVALID_ARGUMENT, "PATH_TOO_LONG"),
-    "2,000 directories deep": (lambda: archive(member("d/" * 2000 + "f", data=b"x")), grpc.StatusCode.INVALID_ARGUMENT, "PATH_TOO_LONG"),
+    "a 300-byte name": (
+        lambda: archive(member("n" * 300, data=b"x")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "PATH_TOO_LONG",
+    ),
+    "2,000 directories deep": (
+        lambda: archive(member("d/" * 2000 + "f", data=b"x")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "PATH_TOO_LONG",
+    ),
     "garbage": (lambda: os.urandom(4096), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARCHIVE"),
-    "truncated gzip": (lambda: archive(member("f", data=os.urandom(100_000)), compression="gz")[:50_000],
-                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARCHIVE"),
-    "truncated": (lambda: archive(member("f", data=os.urandom(100_000)))[:50_000],
-                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARCHIVE"),
+    "truncated gzip": (
+        lambda: archive(member("f", data=os.urandom(100_000)), compression="gz")[:50_000],
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_ARCHIVE",
+    ),
+    "truncated": (
+        lambda: archive(member("f", data=os.urandom(100_000)))[:50_000],
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_ARCHIVE",
+    ),
 }
 
 
@@ -145,7 +210,9 @@ SPEC = SandboxSpec(session_id="s1", agent_id="a1", labels={SESSION_LABEL: "s1", 
 
 
 @contextlib.asynccontextmanager
-async def sandbox_of(kind: str, sandbox_root: Path, bwrap: str, **options: object) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
+async def sandbox_of(
+    kind: str, sandbox_root: Path, bwrap: str, **options: object
+) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
     """A sandbox of the `kind` driver (docker: skips without a Docker daemon), destroyed afterwards."""
     driver: SandboxDriver
     containers = None
@@ -154,9 +221,14 @@ async def sandbox_of(kind: str, sandbox_root: Path, bwrap: str, **options: objec
     else:
         await require_docker()
         containers = Containers(new_installation())
-        driver = DockerSandboxDriver(sandbox_root, installation=containers.installation, agent_id="a1",
-                                     limits=ContainerLimits(cpus=1, memory_mb=512, pids=256),
-                                     program_dirs=[BUNDLED_CLI.parent], **options)  # type: ignore[arg-type]
+        driver = DockerSandboxDriver(
+            sandbox_root,
+            installation=containers.installation,
+            agent_id="a1",
+            limits=ContainerLimits(cpus=1, memory_mb=512, pids=256),
+            program_dirs=[BUNDLED_CLI.parent],
+            **options,
+        )  # type: ignore[arg-type]
     try:
         sandbox = await driver.create(SPEC)
         yield driver, sandbox
@@ -167,7 +239,9 @@ async def sandbox_of(kind: str, sandbox_root: Path, bwrap: str, **options: objec
 
 
 @pytest.fixture(params=["local", "docker"])
-async def box(request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
+async def box(
+    request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str
+) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
     """A sandbox of each driver."""
     async with sandbox_of(request.param, sandbox_root, bwrap) as made:
         yield made
@@ -192,8 +266,12 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     return seen
 
 
-def service(driver: SandboxDriver, sandbox: Sandbox, limits: UnpackLimits = UnpackLimits(),
-            room: Callable[[Sandbox], Awaitable[int]] | None = None) -> Client:
+def service(
+    driver: SandboxDriver,
+    sandbox: Sandbox,
+    limits: UnpackLimits = UnpackLimits(),
+    room: Callable[[Sandbox], Awaitable[int]] | None = None,
+) -> Client:
     async def lookup(session_id: str) -> Sandbox | None:
         return sandbox
 
@@ -247,7 +325,11 @@ async def test_an_absolute_link_is_read_as_the_sandbox_sees_it(box) -> None:
     """/workspace/... in a link the sandbox made means the workspace, not the host's /workspace."""
     driver, sandbox = box
     client = service(driver, sandbox)
-    assert (await client.upload("", archive(member("real/f", data=b"1"), member("via", tarfile.SYMTYPE, linkname="/workspace/real"))))[-1].written
+    assert (
+        await client.upload(
+            "", archive(member("real/f", data=b"1"), member("via", tarfile.SYMTYPE, linkname="/workspace/real"))
+        )
+    )[-1].written
     listing = (await client.call(list_directory=pb.ListDirectory(path="via")))[-1].listing
     assert [e.name for e in listing.entries] == ["f"]
     for target in ("/etc", "/home/agent", "../../"):
@@ -257,17 +339,23 @@ async def test_an_absolute_link_is_read_as_the_sandbox_sees_it(box) -> None:
         os.unlink(sandbox.workspace / "out")
     os.symlink("loop", sandbox.workspace / "loop")
     assert error_reason((await client.call(list_directory=pb.ListDirectory(path="loop")))[-1]) == (
-        grpc.StatusCode.INVALID_ARGUMENT, "PATH_LOOP")
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "PATH_LOOP",
+    )
 
 
 def test_the_upload_limits_and_the_sandbox_host_uid_are_settings() -> None:
     from dataplane_agent.settings import AgentSettings
 
     defaults = AgentSettings.from_args([], {})
-    assert (defaults.upload_max_bytes, defaults.upload_max_entries) == (UnpackLimits().max_bytes, UnpackLimits().max_entries)
+    assert (defaults.upload_max_bytes, defaults.upload_max_entries) == (
+        UnpackLimits().max_bytes,
+        UnpackLimits().max_entries,
+    )
     assert defaults.sandbox_host_uid == 2_000_000_000
-    given = AgentSettings.from_args(["--upload-max-bytes", "4096"], {"ASTRABOX_UPLOAD_MAX_ENTRIES": "10",
-                                                                     "ASTRABOX_SANDBOX_HOST_UID": "3000000"})
+    given = AgentSettings.from_args(
+        ["--upload-max-bytes", "4096"], {"ASTRABOX_UPLOAD_MAX_ENTRIES": "10", "ASTRABOX_SANDBOX_HOST_UID": "3000000"}
+    )
     assert (given.upload_max_bytes, given.upload_max_entries, given.sandbox_host_uid) == (4096, 10, 3_000_000)
     for argv in (["--sandbox-host-uid", "0"], ["--upload-max-entries", "0"]):
         with pytest.raises(SystemExit):

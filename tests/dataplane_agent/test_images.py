@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from dataplane_agent.sandboxes.images import FALLBACK_MIRROR, SANDBOX_UID, AptSource, apt_sources, choose_mirror, prepare_rootfs
+from dataplane_agent.sandboxes.images import (
+    FALLBACK_MIRROR,
+    SANDBOX_UID,
+    AptSource,
+    apt_sources,
+    choose_mirror,
+    prepare_rootfs,
+)
 
 
 def test_the_mirror_comes_from_the_hosts_apt_sources_in_either_format(tmp_path: Path) -> None:
@@ -29,12 +36,16 @@ def test_the_mirror_comes_from_the_hosts_apt_sources_in_either_format(tmp_path: 
         "URIs: http://two.example/debian-security\n"
         "Suites: bookworm-security\n"
     )
-    (tmp_path / "sources.list.d" / "off.sources").write_text("Enabled: no\nTypes: deb\nURIs: http://off.example/\nSuites: bookworm\n")
+    (tmp_path / "sources.list.d" / "off.sources").write_text(
+        "Enabled: no\nTypes: deb\nURIs: http://off.example/\nSuites: bookworm\n"
+    )
 
     sources = apt_sources(tmp_path)
 
     assert [source.uri for source in sources] == [
-        "http://one.example/debian", "http://two.example/debian", "http://two.example/debian-security",
+        "http://one.example/debian",
+        "http://two.example/debian",
+        "http://two.example/debian-security",
     ]
     assert sources[0].keyring == "/usr/share/keyrings/one.gpg"
     assert choose_mirror(sources, "bookworm") == AptSource(

@@ -16,6 +16,7 @@ from tests.dataplane_agent.fakes import (
     DirectorySandboxDriver,
     ScriptedEngine,
     allow,
+    deliver,
     deny,
     init,
     interrupt,
@@ -23,7 +24,6 @@ from tests.dataplane_agent.fakes import (
     result,
     running_agent,
     start,
-    deliver,
 )
 
 BASH = Ask("Bash", {"command": "touch hello.txt"})

@@ -98,7 +98,11 @@ async def test_a_memory_hog_is_killed_while_its_neighbour_keeps_running(sandbox_
         memory = files.get("memory.max") or files["memory.limit_in_bytes"]
         assert int(memory) == 64 * MIB
         # Swap is no way out: it is capped with memory, or not used at all.
-        assert files.get("memory.swap.max") == "0" or int(files.get("memory.memsw.limit_in_bytes", 0)) == 64 * MIB or files.get("memory.swappiness") == "0"
+        assert (
+            files.get("memory.swap.max") == "0"
+            or int(files.get("memory.memsw.limit_in_bytes", 0)) == 64 * MIB
+            or files.get("memory.swappiness") == "0"
+        )
         cpu = files.get("cpu.max") or f"{files['cpu.cfs_quota_us']} {files['cpu.cfs_period_us']}"
         assert cpu == "50000 100000"
         assert files["pids.max"] == "64"
@@ -172,10 +176,14 @@ async def test_a_rebound_sandbox_keeps_its_limits_and_destroy_still_finds_them(s
     assert groups and not [group for group in groups if group.exists()]
 
 
-async def test_without_cgroups_the_driver_warns_once_and_sandboxes_still_run(sandbox_root: Path, bwrap: str, tmp_path: Path) -> None:
+async def test_without_cgroups_the_driver_warns_once_and_sandboxes_still_run(
+    sandbox_root: Path, bwrap: str, tmp_path: Path
+) -> None:
     empty = tmp_path / "no-cgroups"
     empty.mkdir()
-    driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, limits=LocalLimits(memory_mb=64, cpus=0.5, address_space_mb=512), cgroup_root=empty)
+    driver = LocalSandboxDriver(
+        sandbox_root, bwrap=bwrap, limits=LocalLimits(memory_mb=64, cpus=0.5, address_space_mb=512), cgroup_root=empty
+    )
 
     with structlog.testing.capture_logs() as logs:
         await driver.probe()
@@ -183,7 +191,9 @@ async def test_without_cgroups_the_driver_warns_once_and_sandboxes_still_run(san
         results = [await _sh(driver, sandbox, "ulimit -v") for _ in range(2)]
 
     assert [(result.returncode, result.stdout) for result in results] == [(0, f"{512 * 1024}\n")] * 2
-    warnings = [entry for entry in logs if entry["log_level"] == "warning" and entry["event"] == "sandbox_limits_unavailable"]
+    warnings = [
+        entry for entry in logs if entry["log_level"] == "warning" and entry["event"] == "sandbox_limits_unavailable"
+    ]
     assert len(warnings) == 1, logs
     missing = warnings[0]["missing"]
     assert set(missing) == {"pids", "memory", "cpu"}
@@ -210,9 +220,15 @@ def _count(text: str, key: str) -> int:
 
 
 def test_one_set_of_flags_limits_either_driver_and_the_docker_names_still_work() -> None:
-    given = AgentSettings.from_args(["--sandbox-cpus", "0.5", "--sandbox-memory-mb", "64", "--sandbox-pids", "32"], environ={})
-    old_flags = AgentSettings.from_args(["--docker-cpus", "1.5", "--docker-memory-mb", "96", "--docker-pids", "48"], environ={})
-    new_env = AgentSettings.from_args([], environ={"ASTRABOX_SANDBOX_MEMORY_MB": "128", "ASTRABOX_DOCKER_MEMORY_MB": "1"})
+    given = AgentSettings.from_args(
+        ["--sandbox-cpus", "0.5", "--sandbox-memory-mb", "64", "--sandbox-pids", "32"], environ={}
+    )
+    old_flags = AgentSettings.from_args(
+        ["--docker-cpus", "1.5", "--docker-memory-mb", "96", "--docker-pids", "48"], environ={}
+    )
+    new_env = AgentSettings.from_args(
+        [], environ={"ASTRABOX_SANDBOX_MEMORY_MB": "128", "ASTRABOX_DOCKER_MEMORY_MB": "1"}
+    )
     old_env = AgentSettings.from_args([], environ={"ASTRABOX_DOCKER_CPUS": "0", "ASTRABOX_DOCKER_PIDS": "0"})
 
     assert (given.sandbox_cpus, given.sandbox_memory_mb, given.sandbox_pids) == (0.5, 64, 32)

@@ -24,7 +24,9 @@ def driver(sandbox_root: Path, bwrap: str) -> LocalSandboxDriver:
     return LocalSandboxDriver(sandbox_root, bwrap=bwrap)
 
 
-async def _sh(driver: LocalSandboxDriver, sandbox: Sandbox, script: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+async def _sh(
+    driver: LocalSandboxDriver, sandbox: Sandbox, script: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     launcher = await driver.launcher(sandbox, ["/bin/sh", "-c"], env or {})
     return await asyncio.to_thread(subprocess.run, [str(launcher), script], capture_output=True, text=True, timeout=30)
 
@@ -34,7 +36,7 @@ async def test_probe_accepts_a_working_bubblewrap(driver: LocalSandboxDriver) ->
 
 
 async def test_probe_explains_a_missing_bubblewrap(sandbox_root: Path) -> None:
-    with pytest.raises(SandboxError, match="bubblewrap .* was not found: install it"):
+    with pytest.raises(SandboxError, match=r"bubblewrap .* was not found: install it"):
         await LocalSandboxDriver(sandbox_root, bwrap="/nonexistent/bwrap").probe()
 
 
@@ -96,7 +98,9 @@ async def test_only_the_given_environment_reaches_inside(
 async def test_credentials_stay_out_of_process_listings(driver: LocalSandboxDriver) -> None:
     sandbox = await driver.create(SandboxSpec(session_id="ps", agent_id="agent-1"))
 
-    result = await _sh(driver, sandbox, "cat /proc/1/cmdline /proc/2/cmdline | tr '\\0' ' '", {"API_KEY": "key-value-1234"})
+    result = await _sh(
+        driver, sandbox, "cat /proc/1/cmdline /proc/2/cmdline | tr '\\0' ' '", {"API_KEY": "key-value-1234"}
+    )
 
     assert result.returncode == 0 and "/bin/sh" in result.stdout
     assert "key-value-1234" not in result.stdout
@@ -164,8 +168,12 @@ async def test_stop_of_a_missing_sandbox_does_nothing(driver: LocalSandboxDriver
     destroyed = await driver.create(SandboxSpec(session_id="destroyed", agent_id="agent-1"))
     assert await driver.destroy(destroyed) is DestroyVerdict.CONFIRMED
     never = Sandbox(
-        sandbox_id="local-never", driver="local", session_id="never", workspace=sandbox_root / "local-never" / "workspace",
-        inner_workspace="/workspace", home=sandbox_root / "local-never" / "home",
+        sandbox_id="local-never",
+        driver="local",
+        session_id="never",
+        workspace=sandbox_root / "local-never" / "workspace",
+        inner_workspace="/workspace",
+        home=sandbox_root / "local-never" / "home",
     )
 
     await driver.stop(destroyed)
@@ -188,7 +196,9 @@ async def test_programs_run_unprivileged_in_their_own_user_namespace(driver: Loc
         pytest.skip("this kernel refuses user namespaces to bubblewrap")
     sandbox = await driver.create(SandboxSpec(session_id="uid", agent_id="agent-1"))
 
-    result = await _sh(driver, sandbox, "id -un; id -u; grep CapEff /proc/self/status; unshare --user true && echo NESTED")
+    result = await _sh(
+        driver, sandbox, "id -un; id -u; grep CapEff /proc/self/status; unshare --user true && echo NESTED"
+    )
 
     assert result.stdout.split()[:2] == ["agent", "1000"]
     assert "CapEff:\t0000000000000000" in result.stdout and "NESTED" not in result.stdout
@@ -197,7 +207,9 @@ async def test_programs_run_unprivileged_in_their_own_user_namespace(driver: Loc
 async def test_the_system_is_read_only_and_the_private_directories_writable(driver: LocalSandboxDriver) -> None:
     sandbox = await driver.create(SandboxSpec(session_id="ro", agent_id="agent-1"))
     probes = "/ /usr /etc /run /workspace /tmp /home/agent"
-    result = await _sh(driver, sandbox, f"for d in {probes}; do touch $d/probe 2>/dev/null && echo writable $d; done; true")
+    result = await _sh(
+        driver, sandbox, f"for d in {probes}; do touch $d/probe 2>/dev/null && echo writable $d; done; true"
+    )
 
     assert result.stdout.split("\n")[:-1] == ["writable /workspace", "writable /tmp", "writable /home/agent"]
     assert (sandbox.workspace / "probe").exists() and (sandbox.home / "probe").exists()
@@ -220,7 +232,7 @@ async def test_the_network_is_a_loopback_of_its_own(driver: LocalSandboxDriver) 
 
 async def test_the_model_route_is_the_way_out(driver: LocalSandboxDriver, model_route: ModelRoute) -> None:
     sandbox = await driver.create(SandboxSpec(session_id="routed", agent_id="agent-1", model_socket=model_route.socket))
-    request = 'GET /v1/models HTTP/1.1\\r\\nhost: model\\r\\nx-api-key: %s\\r\\nconnection: close\\r\\n\\r\\n'
+    request = "GET /v1/models HTTP/1.1\\r\\nhost: model\\r\\nx-api-key: %s\\r\\nconnection: close\\r\\n\\r\\n"
     ask = f"""bash -c 'exec 3<>/dev/tcp/127.0.0.1/{MODEL_PORT}; printf "{request}" "$ANTHROPIC_API_KEY" >&3; head -n 1 <&3'"""
 
     allowed = await _sh(driver, sandbox, ask, model_route.env("routed"))
@@ -234,12 +246,16 @@ async def test_no_process_inside_sees_the_agents_environment(
     driver: LocalSandboxDriver, model_route: ModelRoute, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-agent-real-key-0123456789")
-    sandbox = await driver.create(SandboxSpec(session_id="environ", agent_id="agent-1", model_socket=model_route.socket))
+    sandbox = await driver.create(
+        SandboxSpec(session_id="environ", agent_id="agent-1", model_socket=model_route.socket)
+    )
     launcher = await driver.launcher(sandbox, ["/bin/sh", "-c"], model_route.env("environ"))
     script = "sleep 1 & cat /proc/[0-9]*/environ | tr '\\0' '\\n'; ps -eo pid,args; grep -rl sk-ant-agent /workspace /home /tmp /etc /run"
 
     # The SDK starts launchers with the agent's whole environment; nothing of it may reach inside.
-    result = await asyncio.to_thread(subprocess.run, [str(launcher), script], capture_output=True, text=True, timeout=30)
+    result = await asyncio.to_thread(
+        subprocess.run, [str(launcher), script], capture_output=True, text=True, timeout=30
+    )
 
     assert f"ANTHROPIC_API_KEY={model_route.token('environ')}" in result.stdout  # the processes' environments were read
     assert "socat" in result.stdout and "sleep 1" in result.stdout
@@ -319,7 +335,10 @@ def _host_processes(command: str) -> list[str]:
     found = []
     for pid in os.listdir("/proc"):
         try:
-            if pid.isdigit() and Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip() == command.encode():
+            if (
+                pid.isdigit()
+                and Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip() == command.encode()
+            ):
                 found.append(pid)
         except OSError:
             continue

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.offline_model import OfflineModel
+from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.sandboxes.base import MODEL_BASE_URL_INNER
 
 REAL_KEY = "sk-ant-real-key-never-in-a-sandbox-0123456789"
@@ -47,7 +47,9 @@ class RecordingUpstream:
                 headers[":path"] = request_line.decode().split()[1]
                 self.requests.append(headers)
                 self.bodies.append(await reader.readexactly(int(headers.get("content-length", "0"))))
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                )
                 for number in range(3):
                     if number == 1:
                         await self.release.wait()
@@ -120,9 +122,14 @@ async def _json_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> d
     return json.loads(await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 10))
 
 
-async def test_a_streamed_reply_flows_through_and_the_key_is_swapped(tmp_path: Path, recording: RecordingUpstream) -> None:
+async def test_a_streamed_reply_flows_through_and_the_key_is_swapped(
+    tmp_path: Path, recording: RecordingUpstream
+) -> None:
     with structlog.testing.capture_logs() as logs:
-        async with _route(tmp_path, Upstream(recording.base_url, REAL_KEY)) as route, _connect(route) as (reader, writer):
+        async with (
+            _route(tmp_path, Upstream(recording.base_url, REAL_KEY)) as route,
+            _connect(route) as (reader, writer),
+        ):
             token = route.token("session-1")
             writer.write(_request(f"x-api-key: {token}", {"stream": True, "messages": []}))
 
@@ -139,9 +146,14 @@ async def test_a_streamed_reply_flows_through_and_the_key_is_swapped(tmp_path: P
     assert REAL_KEY not in json.dumps(logs) and token not in json.dumps(logs)
 
 
-async def test_a_bearer_token_is_accepted_and_an_upstream_path_prefix_kept(tmp_path: Path, recording: RecordingUpstream) -> None:
+async def test_a_bearer_token_is_accepted_and_an_upstream_path_prefix_kept(
+    tmp_path: Path, recording: RecordingUpstream
+) -> None:
     recording.release.set()
-    async with _route(tmp_path, Upstream(recording.base_url + "/anthropic/", REAL_KEY)) as route, _connect(route) as (reader, writer):
+    async with (
+        _route(tmp_path, Upstream(recording.base_url + "/anthropic/", REAL_KEY)) as route,
+        _connect(route) as (reader, writer),
+    ):
         writer.write(_request(f"authorization: Bearer {route.token('s-2')}", {}, path="/v1/messages?beta=true"))
         status, _ = await _response_head(reader)
 
@@ -150,15 +162,25 @@ async def test_a_bearer_token_is_accepted_and_an_upstream_path_prefix_kept(tmp_p
     assert recording.requests[0]["x-api-key"] == REAL_KEY and "authorization" not in recording.requests[0]
 
 
-@pytest.mark.parametrize("key_header", ["x-api-key: astrabox.session-1.0000", "x-api-key: " + REAL_KEY, "x-other: none"])
-async def test_anything_but_a_session_token_gets_401(tmp_path: Path, recording: RecordingUpstream, key_header: str) -> None:
+@pytest.mark.parametrize(
+    "key_header", ["x-api-key: astrabox.session-1.0000", "x-api-key: " + REAL_KEY, "x-other: none"]
+)
+async def test_anything_but_a_session_token_gets_401(
+    tmp_path: Path, recording: RecordingUpstream, key_header: str
+) -> None:
     with structlog.testing.capture_logs() as logs:
-        async with _route(tmp_path, Upstream(recording.base_url, REAL_KEY)) as route, _connect(route) as (reader, writer):
+        async with (
+            _route(tmp_path, Upstream(recording.base_url, REAL_KEY)) as route,
+            _connect(route) as (reader, writer),
+        ):
             writer.write(_request(key_header, {"messages": []}))
             status, headers = await _response_head(reader)
             body = await _json_body(reader, headers)
 
-    assert status == 401 and body == {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+    assert status == 401 and body == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+    }
     assert recording.requests == []
     refused = [entry for entry in logs if entry["event"] == "model_route_refused"]
     assert len(refused) == 1 and key_header.partition(": ")[2] not in json.dumps(logs)
@@ -204,7 +226,10 @@ async def test_an_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    async with _route(tmp_path, Upstream(f"http://127.0.0.1:{port}", REAL_KEY)) as route, _connect(route) as (reader, writer):
+    async with (
+        _route(tmp_path, Upstream(f"http://127.0.0.1:{port}", REAL_KEY)) as route,
+        _connect(route) as (reader, writer),
+    ):
         writer.write(_request(f"x-api-key: {route.token('s-4')}", {}))
         status, headers = await _response_head(reader)
         body = await _json_body(reader, headers)
@@ -220,7 +245,9 @@ async def test_stopping_removes_the_socket(tmp_path: Path) -> None:
     assert not route.socket.exists()
 
 
-async def test_a_malformed_request_gets_400_and_the_route_keeps_serving(tmp_path: Path, recording: RecordingUpstream) -> None:
+async def test_a_malformed_request_gets_400_and_the_route_keeps_serving(
+    tmp_path: Path, recording: RecordingUpstream
+) -> None:
     recording.release.set()
     async with _route(tmp_path, Upstream(recording.base_url, REAL_KEY)) as route:
         async with _connect(route) as (reader, writer):

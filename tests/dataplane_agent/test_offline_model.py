@@ -23,14 +23,18 @@ def _http(base_url: str, method: str, path: str, body: dict[str, Any] | None = N
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
     try:
         payload = json.dumps(body).encode() if body is not None else None
-        connection.request(method, path, body=payload, headers={"content-type": "application/json", "x-api-key": "test"})
+        connection.request(
+            method, path, body=payload, headers={"content-type": "application/json", "x-api-key": "test"}
+        )
         response = connection.getresponse()
         return response.status, response.getheader("content-type", ""), response.read().decode()
     finally:
         connection.close()
 
 
-async def _call(model: OfflineModel, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, str, str]:
+async def _call(
+    model: OfflineModel, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, str, str]:
     return await asyncio.to_thread(_http, model.base_url, method, path, body)
 
 
@@ -90,7 +94,9 @@ def _assemble_stream(body: str) -> dict[str, Any]:
     return message
 
 
-async def _converse(model: OfflineModel, prompt: str, tool_output: str, stream: bool = True, limit: int = 10) -> list[dict[str, Any]]:
+async def _converse(
+    model: OfflineModel, prompt: str, tool_output: str, stream: bool = True, limit: int = 10
+) -> list[dict[str, Any]]:
     """Play the client's side: answer every tool_use with `tool_output` until the model ends the turn."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     replies = []
@@ -119,7 +125,9 @@ def _final_text(replies: list[dict[str, Any]]) -> str:
 
 
 async def test_streaming_reply_is_a_valid_message_stream(offline_model: OfflineModel) -> None:
-    status, _, body = await _call(offline_model, "POST", "/v1/messages", _request([{"role": "user", "content": "hi"}], stream=True))
+    status, _, body = await _call(
+        offline_model, "POST", "/v1/messages", _request([{"role": "user", "content": "hi"}], stream=True)
+    )
     assert status == 200
     message = _assemble_stream(body)
     _assert_message(message)
@@ -129,7 +137,9 @@ async def test_streaming_reply_is_a_valid_message_stream(offline_model: OfflineM
 
 
 async def test_non_streaming_reply_is_a_valid_message(offline_model: OfflineModel) -> None:
-    status, content_type, body = await _call(offline_model, "POST", "/v1/messages", _request([{"role": "user", "content": "hi"}]))
+    status, content_type, body = await _call(
+        offline_model, "POST", "/v1/messages", _request([{"role": "user", "content": "hi"}])
+    )
     assert status == 200 and content_type == "application/json"
     message = json.loads(body)
     _assert_message(message)
@@ -161,7 +171,10 @@ async def test_a_new_prompt_restarts_the_script(offline_model: OfflineModel) -> 
     """Tool results from an earlier prompt do not count towards the newest one."""
     earlier = [
         {"role": "user", "content": "steps: 2"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "x"}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "x"}}],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "step 1"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "..."}]},
         {"role": "user", "content": [{"type": "text", "text": "run: echo again"}]},
@@ -205,13 +218,18 @@ async def test_ask_script_asks_a_question_and_quotes_the_answer(offline_model: O
             {
                 "question": "Which colour?",
                 "header": "Question",
-                "options": [{"label": "red", "description": "Choose red"}, {"label": "blue", "description": "Choose blue"}],
+                "options": [
+                    {"label": "red", "description": "Choose red"},
+                    {"label": "blue", "description": "Choose blue"},
+                ],
                 "multiSelect": False,
             }
         ]
     }
     # What the CLI hands back once the answers are in the tool's input.
-    answered = 'Your questions have been answered: "Which colour?"="blue". You can now continue with these answers in mind.'
+    answered = (
+        'Your questions have been answered: "Which colour?"="blue". You can now continue with these answers in mind.'
+    )
     final = await _reply(offline_model, _tool_turn("ask: Which colour? red|blue", ask, answered))
     assert _final_text([final]) == "You chose: blue."
 
@@ -225,7 +243,7 @@ async def test_background_script_and_the_task_notification(offline_model: Offlin
 
     notification = (
         "<system-reminder>\n[SYSTEM NOTIFICATION - NOT USER INPUT]\n<task-notification>\n<task-id>b1</task-id>\n"
-        "<status>completed</status>\n<summary>Background command \"Run\" completed (exit code 0)</summary>\n"
+        '<status>completed</status>\n<summary>Background command "Run" completed (exit code 0)</summary>\n'
         "</task-notification>\n</system-reminder>"
     )
     messages += [
@@ -240,7 +258,9 @@ async def test_a_refused_or_failed_tool_is_reflected_in_the_reply(offline_model:
     tool_use = {"name": "Bash", "input": {"command": "touch x"}}
     denied = await _reply(offline_model, _tool_turn("run: touch x", tool_use, "Not in this folder.", is_error=True))
     assert _final_text([denied]) == "The command was denied: Not in this folder."
-    failed = await _reply(offline_model, _tool_turn("run: touch x", tool_use, "Exit code 1\ntouch: denied", is_error=True))
+    failed = await _reply(
+        offline_model, _tool_turn("run: touch x", tool_use, "Exit code 1\ntouch: denied", is_error=True)
+    )
     assert _final_text([failed]) == "The command failed: Exit code 1\ntouch: denied"
 
 
@@ -255,12 +275,18 @@ async def test_a_prompt_merged_with_an_interrupted_tool_result_starts_afresh(off
 
 
 async def test_side_requests_and_unknown_paths(offline_model: OfflineModel) -> None:
-    title_request = {"model": "claude-haiku", "max_tokens": 50, "messages": [{"role": "user", "content": "Title for: make hello"}]}
+    title_request = {
+        "model": "claude-haiku",
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": "Title for: make hello"}],
+    }
     status, _, body = await _call(offline_model, "POST", "/v1/messages", title_request)
     side = json.loads(body)
     assert status == 200 and side["stop_reason"] == "end_turn" and side["content"][0]["type"] == "text"
 
-    status, _, body = await _call(offline_model, "POST", "/v1/messages/count_tokens", _request([{"role": "user", "content": "hi"}]))
+    status, _, body = await _call(
+        offline_model, "POST", "/v1/messages/count_tokens", _request([{"role": "user", "content": "hi"}])
+    )
     assert status == 200 and json.loads(body)["input_tokens"] > 0
 
     status, _, body = await _call(offline_model, "GET", "/v1/nothing-here")

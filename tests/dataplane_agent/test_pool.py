@@ -13,16 +13,16 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
+from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool, template_key
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
-from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool, template_key
 from dataplane_agent.runtimes.reconcile import LocalDirectoryInventory, Placements, Reconciler
 from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import POOL_LABEL, DestroyVerdict, Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.turns.transcripts import TranscriptStore
-from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from tests.dataplane_agent.fakes import MODEL_ENV, FixedModel, ScriptedEngine, deliver, result_turn, start
 
 AGENT = "agent-1"
@@ -111,11 +111,20 @@ async def pooled_agent(
     model = FixedModel(MODEL_ENV)
     inventory = LocalDirectoryInventory(path / "sandboxes", AGENT)
     warmer = EngineWarmer(engine, driver, model, WarmEngineSettings(engine=engine.kind)) if warm_engines else None
-    pool = WarmPool(driver, lambda: runtimes.sandbox_template(), PoolSettings(size=size), inventory=inventory,
-                    engines=warmer)
-    runtimes = Runtimes(agent_id=AGENT, db=db, state=state, outbox=outbox, driver=driver,
-                        engines={engine.kind: engine}, model=model,
-                        transcripts=TranscriptStore(path / "transcripts"), pool=pool)
+    pool = WarmPool(
+        driver, lambda: runtimes.sandbox_template(), PoolSettings(size=size), inventory=inventory, engines=warmer
+    )
+    runtimes = Runtimes(
+        agent_id=AGENT,
+        db=db,
+        state=state,
+        outbox=outbox,
+        driver=driver,
+        engines={engine.kind: engine},
+        model=model,
+        transcripts=TranscriptStore(path / "transcripts"),
+        pool=pool,
+    )
     applier = CommandApplier(db, state, runtimes)
     loops = [asyncio.create_task(runtimes.run()), asyncio.create_task(applier.run())]
     await runtimes.wait_running()
@@ -257,8 +266,15 @@ async def test_the_reconciler_leaves_the_running_pools_sandboxes_alone(tmp_path:
         assert "local-pool-orphan" not in dirs(root)  # retired by the pool's start: not its template
         await driver.inner.create(SandboxSpec(session_id="pool-stray", agent_id=AGENT, labels={POOL_LABEL: "x"}))
         placements = Placements()
-        reconciler = Reconciler(state=agent.state, outbox=agent.outbox, driver=driver, runtimes=agent.runtimes,
-                                placements=placements, inventory=LocalDirectoryInventory(root, AGENT), pool=pool)
+        reconciler = Reconciler(
+            state=agent.state,
+            outbox=agent.outbox,
+            driver=driver,
+            runtimes=agent.runtimes,
+            placements=placements,
+            inventory=LocalDirectoryInventory(root, AGENT),
+            pool=pool,
+        )
         placements.believe([], time.monotonic())
         done = await reconciler.reconcile()
         assert done.destroyed == ["local-pool-stray"]
@@ -271,8 +287,9 @@ def phases(outputs: list[pb.Output], session_id: str) -> list[str]:
 
 async def test_with_warm_engines_a_session_adopts_the_engine_started_in_its_sandbox(tmp_path: Path) -> None:
     engine = ScriptedEngine(result_turn())
-    async with pooled_agent(tmp_path, TimedDriver(tmp_path / "sandboxes"), size=2, engine=engine,
-                            warm_engines=True) as agent:
+    async with pooled_agent(
+        tmp_path, TimedDriver(tmp_path / "sandboxes"), size=2, engine=engine, warm_engines=True
+    ) as agent:
         await wait_until(lambda: agent.pool.ready == 2)
         prestarted = list(engine.sessions)
         assert len(prestarted) == 2 and all(s.config.permission_mode == "bypassPermissions" for s in prestarted)
@@ -291,8 +308,9 @@ async def test_with_warm_engines_a_session_adopts_the_engine_started_in_its_sand
         assert phases(outputs, "s-1") == ["sandbox_claimed", "engine_adopted", "ready"]
 
         # The adopted engine runs the session's turns; the pool starts an engine for its refill.
-        await agent.applier.apply(pb.Command(command_seq=2, command_id="c-2", lease_generation=1, session_id="s-1",
-                                             **deliver("t-1")))
+        await agent.applier.apply(
+            pb.Command(command_seq=2, command_id="c-2", lease_generation=1, session_id="s-1", **deliver("t-1"))
+        )
         await wait_until(lambda: adopter.sent == [("hi", "acceptEdits")])
         await wait_until(lambda: agent.pool.ready == 2)
         assert len(engine.sessions) == 3 and not any(s.closed for s in engine.sessions)
@@ -302,12 +320,18 @@ async def test_a_session_resuming_a_conversation_gets_a_fresh_engine_and_the_pre
     tmp_path: Path,
 ) -> None:
     engine = ScriptedEngine(result_turn())
-    async with pooled_agent(tmp_path, TimedDriver(tmp_path / "sandboxes"), size=1, engine=engine,
-                            warm_engines=True) as agent:
+    async with pooled_agent(
+        tmp_path, TimedDriver(tmp_path / "sandboxes"), size=1, engine=engine, warm_engines=True
+    ) as agent:
         await wait_until(lambda: agent.pool.ready == 1)
         [prestarted] = engine.sessions
-        command = pb.Command(command_seq=1, command_id="c-1", lease_generation=1, session_id="s-1",
-                             **start(resume_engine_session_id="eng-9", transcript=b'{"x": 1}\n'))
+        command = pb.Command(
+            command_seq=1,
+            command_id="c-1",
+            lease_generation=1,
+            session_id="s-1",
+            **start(resume_engine_session_id="eng-9", transcript=b'{"x": 1}\n'),
+        )
         assert not (await agent.applier.apply(command)).HasField("error")
         await wait_until(lambda: prestarted.closed)
         [resumed] = [s for s in engine.sessions if s.config.resume_engine_session_id == "eng-9"]

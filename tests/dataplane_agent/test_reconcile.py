@@ -56,8 +56,13 @@ class Node:
 
     async def command(self, session_id: str, **body) -> pb.CommandAck:
         self.seq += 1
-        command = pb.Command(command_seq=self.seq, command_id=f"{session_id}-{self.seq}-{time.monotonic_ns()}",
-                             lease_generation=1, session_id=session_id, **body)
+        command = pb.Command(
+            command_seq=self.seq,
+            command_id=f"{session_id}-{self.seq}-{time.monotonic_ns()}",
+            lease_generation=1,
+            session_id=session_id,
+            **body,
+        )
         return await self.applier.apply(command)
 
     def welcome(self, *live: str, hello_at: float | None = None) -> None:
@@ -66,7 +71,9 @@ class Node:
 
     async def reconciled(self, session_id: str) -> list[pb.SandboxReconciled]:
         outputs = await self.outbox.pending({}, limit=10_000)
-        return [o.sandbox_reconciled for o in outputs if o.session_id == session_id and o.HasField("sandbox_reconciled")]
+        return [
+            o.sandbox_reconciled for o in outputs if o.session_id == session_id and o.HasField("sandbox_reconciled")
+        ]
 
 
 class _NoInventory:
@@ -85,12 +92,27 @@ async def agent_process(
     await state.raise_lease_generation(1)
     engine = engine or ScriptedEngine(result_turn())
     placements = Placements()
-    runtimes = Runtimes(agent_id=AGENT, db=db, state=state, outbox=outbox, driver=driver,
-                        engines={engine.kind: engine}, model=FixedModel(MODEL_ENV),
-                        transcripts=TranscriptStore(path / "transcripts"), placements=placements)
+    runtimes = Runtimes(
+        agent_id=AGENT,
+        db=db,
+        state=state,
+        outbox=outbox,
+        driver=driver,
+        engines={engine.kind: engine},
+        model=FixedModel(MODEL_ENV),
+        transcripts=TranscriptStore(path / "transcripts"),
+        placements=placements,
+    )
     inventory = inventory or LocalDirectoryInventory(path / "sandboxes", AGENT)
-    reconciler = Reconciler(state=state, outbox=outbox, driver=driver, runtimes=runtimes, placements=placements,
-                            inventory=inventory, settings=ReconcileSettings(interval=3600, retry=3600))
+    reconciler = Reconciler(
+        state=state,
+        outbox=outbox,
+        driver=driver,
+        runtimes=runtimes,
+        placements=placements,
+        inventory=inventory,
+        settings=ReconcileSettings(interval=3600, retry=3600),
+    )
     applier = CommandApplier(db, state, runtimes)
     await runtimes.recover()
     await reconciler.start()
@@ -256,8 +278,9 @@ async def test_an_idle_sessions_vanished_sandbox_is_rebuilt_without_waiting_for_
                 await asyncio.sleep(0.01)
         await node.command("s-busy", **deliver("t-2"))
         async with asyncio.timeout(5):
-            while "AssistantMessage" not in kinds([o for o in await node.outbox.pending({}, limit=1000)
-                                                   if o.session_id == "s-busy"]):
+            while "AssistantMessage" not in kinds(
+                [o for o in await node.outbox.pending({}, limit=1000) if o.session_id == "s-busy"]
+            ):
                 await asyncio.sleep(0.01)
         first = engine.sessions[0]
         node.welcome("s-idle", "s-busy")
@@ -280,4 +303,6 @@ async def test_an_idle_sessions_vanished_sandbox_is_rebuilt_without_waiting_for_
         # (its next input recovers it) and nothing of it was destroyed.
         assert (await node.reconciler.reconcile()).recovered == []
         assert not (root / "local-s-busy").exists()
-        assert "runtime_lost" not in kinds([o for o in await node.outbox.pending({}, limit=1000) if o.session_id == "s-busy"])
+        assert "runtime_lost" not in kinds(
+            [o for o in await node.outbox.pending({}, limit=1000) if o.session_id == "s-busy"]
+        )

@@ -16,9 +16,9 @@ from google.rpc import status_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
+from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
-from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.state import AgentState, Database
 
 # -- the control plane's side, as a test double ----------------------------------------------
@@ -60,7 +60,7 @@ class ControlPlane(pb_grpc.RunnerServiceServicer):
         async with self.changed:
             self.changed.notify_all()
 
-    async def Connect(self, request_iterator, context):  # noqa: N802 - gRPC method name
+    async def Connect(self, request_iterator, context):
         first = await context.read()
         assert first.WhichOneof("message") == "hello"
         self.hellos.append(first.hello)

@@ -225,11 +225,11 @@ async def test_destroy_forgets_the_session_only_when_destruction_is_confirmed(tm
         await agent.command("s-1", **deliver("t-1"))
         await agent.wait_for("s-1", "transcript_snapshot")
         driver.verdict = DestroyVerdict.UNCONFIRMED
-        refused = await agent.command("s-1", **{"destroy_runtime": pb.DestroyRuntime(reason="archived")})
+        refused = await agent.command("s-1", destroy_runtime=pb.DestroyRuntime(reason="archived"))
         assert refused.error.code == grpc.StatusCode.UNAVAILABLE.value[0]
         assert [r.session_id for r in await agent.state.sessions()] == ["s-1"]
         driver.verdict = DestroyVerdict.CONFIRMED
-        done = await agent.command("s-1", **{"destroy_runtime": pb.DestroyRuntime(reason="archived")})
+        done = await agent.command("s-1", destroy_runtime=pb.DestroyRuntime(reason="archived"))
         assert not done.HasField("error")
         assert await agent.state.sessions() == []
         assert engine.last.closed
@@ -245,7 +245,7 @@ async def test_destroy_during_a_turn_aborts_it_and_the_queued_inputs(tmp_path: P
         await agent.command("s-1", **deliver("t-1"))
         await agent.command("s-1", **deliver("t-2"))
         await agent.wait_for("s-1", "AssistantMessage")
-        await agent.command("s-1", **{"destroy_runtime": pb.DestroyRuntime(reason="deleted")})
+        await agent.command("s-1", destroy_runtime=pb.DestroyRuntime(reason="deleted"))
         outputs = (await agent.outputs("s-1"))[len(STARTED) :]
         assert kinds(outputs) == ["input_consumed", "AssistantMessage", "turn_aborted", "turn_aborted"]
         assert [o.turn_id for o in outputs[-2:]] == ["t-1", "t-2"]
@@ -257,19 +257,19 @@ async def test_permission_mode_and_stop_task_reach_the_engine_and_the_mode_is_re
     engine, driver = ScriptedEngine(result_turn()), DirectorySandboxDriver(tmp_path / "sandboxes")
     async with running_agent(tmp_path, engine, driver) as agent:
         await agent.command("s-1", **start())
-        ack = await agent.command("s-1", **{"set_permission_mode": pb.SetPermissionMode(permission_mode="plan")})
+        ack = await agent.command("s-1", set_permission_mode=pb.SetPermissionMode(permission_mode="plan"))
         assert not ack.HasField("error")
-        ack = await agent.command("s-1", **{"stop_task": pb.StopTask(task_id="task-9")})
+        ack = await agent.command("s-1", stop_task=pb.StopTask(task_id="task-9"))
         assert not ack.HasField("error")
         assert (engine.last.modes, engine.last.stopped_tasks) == (["plan"], ["task-9"])
         assert (await agent.state.session("s-1")).permission_mode == "plan"
-        bad = await agent.command("s-1", **{"set_permission_mode": pb.SetPermissionMode()})
+        bad = await agent.command("s-1", set_permission_mode=pb.SetPermissionMode())
         assert bad.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-        missing = await agent.command("s-9", **{"stop_task": pb.StopTask(task_id="task-9")})
+        missing = await agent.command("s-9", stop_task=pb.StopTask(task_id="task-9"))
         assert missing.error.code == grpc.StatusCode.NOT_FOUND.value[0]
     # After a restart the remembered mode starts the engine.
     async with running_agent(tmp_path, engine, driver) as agent:
-        ack = await agent.command("s-1", **{"stop_task": pb.StopTask(task_id="task-9")})
+        ack = await agent.command("s-1", stop_task=pb.StopTask(task_id="task-9"))
         assert not ack.HasField("error")  # no engine runs, so neither does the task
         await agent.command("s-1", **deliver("t-1", permission_mode=""))
         await agent.wait_for("s-1", "ResultMessage")
@@ -294,7 +294,7 @@ async def test_an_idle_runtime_is_stopped_and_the_next_input_starts_it_again_res
 
         await agent.command("s-1", **deliver("t-2"))
         outputs = await agent.wait_for("s-1", "ResultMessage", count=2)
-        after = outputs[outputs.index(stopped) + 1:]
+        after = outputs[outputs.index(stopped) + 1 :]
         assert kinds(after)[0] == "runtime_started" and [o.turn_id for o in after[1:]] == ["t-2"] * len(after[1:])
         assert engine.last is not first and engine.last.config.resume_engine_session_id == "eng-3"
         assert driver.created == ["s-1", "s-1"]  # re-opened in place: the files are still there

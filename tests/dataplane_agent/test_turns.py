@@ -12,7 +12,6 @@ from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.runtimes.runtimes import WORKSPACE_GONE_REASON
 from dataplane_agent.sandboxes.base import SandboxSpec
 from dataplane_agent.state import AgentState, Database
-from dataplane_agent.turns.transcripts import TranscriptStore
 from dataplane_agent.turns.session import (
     INTERRUPTED_AT_DEADLINE,
     INTERRUPTED_BEFORE_SEND,
@@ -21,6 +20,7 @@ from dataplane_agent.turns.session import (
     SessionTurns,
     TurnLimits,
 )
+from dataplane_agent.turns.transcripts import TranscriptStore
 from tests.dataplane_agent.fakes import (
     STARTED,
     Ask,
@@ -239,7 +239,10 @@ async def test_after_a_deadline_the_next_input_waits_for_the_stuck_engine_to_clo
         await agent.command("s-1", **deliver("t-2"))
         await agent.wait_for("s-1", "ResultMessage")
         # Never two CLIs on one conversation: the new engine started only once the stuck one was closed.
-        assert [(what, session is stuck) for what, session in engine.events[1:]] == [("closed", True), ("started", False)]
+        assert [(what, session is stuck) for what, session in engine.events[1:]] == [
+            ("closed", True),
+            ("started", False),
+        ]
 
 
 async def test_interrupting_a_queued_turn_settles_it_without_sending_it(tmp_path: Path) -> None:

@@ -53,12 +53,17 @@ class Client:
         self.count += 1
         rid = f"r{self.count}"
         self.done[rid] = asyncio.Event()
-        pieces = [archive[i:i + chunk] for i in range(0, len(archive), chunk)] or [b""]
+        pieces = [archive[i : i + chunk] for i in range(0, len(archive), chunk)] or [b""]
         for i, piece in enumerate(pieces):
             last = i == len(pieces) - 1
-            self.service.submit(pb.WorkspaceRequest(
-                request_id=rid, session_id="s1",
-                write_archive=pb.WriteArchive(path=path if i == 0 else "", chunk=piece, last=last)), self._reply)
+            self.service.submit(
+                pb.WorkspaceRequest(
+                    request_id=rid,
+                    session_id="s1",
+                    write_archive=pb.WriteArchive(path=path if i == 0 else "", chunk=piece, last=last),
+                ),
+                self._reply,
+            )
         await asyncio.wait_for(self.done[rid].wait(), 60)
         return self.replies[rid]
 
@@ -85,7 +90,9 @@ def make_repository(root: Path) -> bytes:
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+    }
 
 
 async def test_a_repository_round_trips_and_git_runs_inside(sandbox, tmp_path: Path):
@@ -99,7 +106,11 @@ async def test_a_repository_round_trips_and_git_runs_inside(sandbox, tmp_path: P
     assert written[-1].WhichOneof("body") == "written" and written[-1].written.entries > 5
 
     listing = (await client.call(list_directory=pb.ListDirectory(path="repo")))[-1].listing
-    assert [(e.name, e.type) for e in listing.entries] == [(".git", "directory"), ("README.md", "file"), ("src", "directory")]
+    assert [(e.name, e.type) for e in listing.entries] == [
+        (".git", "directory"),
+        ("README.md", "file"),
+        ("src", "directory"),
+    ]
 
     replies = await client.call(exec_command=pb.ExecCommand(command="cd repo && ls && git status --short --branch"))
     stdout = b"".join(r.stdout for r in replies).decode()
@@ -116,7 +127,8 @@ async def test_a_repository_round_trips_and_git_runs_inside(sandbox, tmp_path: P
     # `git status` refreshes the stat cache in .git/index; every other byte is unchanged.
     assert downloaded.keys() == original.keys()
     assert {k: v for k, v in downloaded.items() if k != ".git/index"} == {
-        k: v for k, v in original.items() if k != ".git/index"}
+        k: v for k, v in original.items() if k != ".git/index"
+    }
 
 
 async def test_escapes_are_refused(sandbox, tmp_path: Path):
@@ -131,13 +143,23 @@ async def test_escapes_are_refused(sandbox, tmp_path: Path):
     (secret / "key").write_text("do not read")
     os.symlink(secret, box.workspace / "escape")
 
-    for op in ({"list_directory": pb.ListDirectory(path="../")},
-               {"read_archive": pb.ReadArchive(path="a/../../etc")},
-               {"read_archive": pb.ReadArchive(path="/etc")}):
-        assert error_reason((await client.call(**op))[-1]) == (grpc.StatusCode.INVALID_ARGUMENT, "PATH_OUTSIDE_WORKSPACE")
-    for op in ({"list_directory": pb.ListDirectory(path="escape")},
-               {"read_archive": pb.ReadArchive(path="escape/key")}):
-        assert error_reason((await client.call(**op))[-1]) == (grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE")
+    for op in (
+        {"list_directory": pb.ListDirectory(path="../")},
+        {"read_archive": pb.ReadArchive(path="a/../../etc")},
+        {"read_archive": pb.ReadArchive(path="/etc")},
+    ):
+        assert error_reason((await client.call(**op))[-1]) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "PATH_OUTSIDE_WORKSPACE",
+        )
+    for op in (
+        {"list_directory": pb.ListDirectory(path="escape")},
+        {"read_archive": pb.ReadArchive(path="escape/key")},
+    ):
+        assert error_reason((await client.call(**op))[-1]) == (
+            grpc.StatusCode.PERMISSION_DENIED,
+            "PATH_OUTSIDE_WORKSPACE",
+        )
     assert error_reason((await client.upload("escape", b""))[-1])[1] == "PATH_OUTSIDE_WORKSPACE"
 
     # An archive whose member climbs out, or whose link points outside, is refused and writes nothing outside.

@@ -16,8 +16,8 @@ import grpc
 import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
 from dataplane_agent.runtimes.disk_limit import MIB, MeasuredDiskLimit
+from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
 from dataplane_agent.sandboxes.disk import IMAGE, WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
@@ -25,8 +25,12 @@ from tests.dataplane_agent.test_hostile_archives import SPEC, archive, gzip_bomb
 from tests.dataplane_agent.test_workspace import error_reason
 
 DISK = WorkspaceDisk(size_mb=32)
+
+
 @pytest.fixture(params=["local", "docker"])
-async def limited(request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
+async def limited(
+    request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str
+) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
     if why := DISK.unavailable():
         pytest.skip(f"workspace images cannot be mounted here: {why}")
     async with sandbox_of(request.param, sandbox_root, bwrap, disk=DISK) as made:
@@ -70,7 +74,9 @@ MEASURED_MB = 4
 
 
 @pytest.fixture(params=["local", "docker"])
-async def unlimited(request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
+async def unlimited(
+    request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str
+) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
     async with sandbox_of(request.param, sandbox_root, bwrap) as made:
         yield made
 
@@ -82,9 +88,12 @@ async def test_a_measured_workspace_counts_what_its_sandbox_hides_and_nothing_ou
     empty = await usage.used_bytes(sandbox.workspace)
     # 3 MiB in a directory its sandbox made unreadable, a hard link to it (counted once), and links
     # to the host's /usr and to the sandbox's own system files (never followed).
-    made = await client.call(exec_command=pb.ExecCommand(
-        command="mkdir -p hidden/deeper && head -c 3M /dev/urandom > hidden/deeper/blob && ln hidden/deeper/blob twin"
-                " && ln -s /usr usr && ln -s / root && chmod 000 hidden/deeper hidden && echo done"))
+    made = await client.call(
+        exec_command=pb.ExecCommand(
+            command="mkdir -p hidden/deeper && head -c 3M /dev/urandom > hidden/deeper/blob && ln hidden/deeper/blob twin"
+            " && ln -s /usr usr && ln -s / root && chmod 000 hidden/deeper hidden && echo done"
+        )
+    )
     assert b"done" in b"".join(r.stdout for r in made), made
     used = await usage.used_bytes(sandbox.workspace)
     assert 3 * MIB <= used - empty < 3 * MIB + 256 * 1024, used - empty

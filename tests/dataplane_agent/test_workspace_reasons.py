@@ -17,8 +17,10 @@ def test_every_workspace_reason_is_documented_with_its_code() -> None:
     documented = documented_reasons()
     pairs = set(workspace._REFUSALS.values())
     source = Path(workspace.__file__).read_text()
-    pairs |= {(grpc.StatusCode[code], reason)
-              for code, reason in re.findall(r'WorkspaceError\(\s*grpc\.StatusCode\.([A-Z_]+),\s*"([A-Z_]+)"', source)}
+    pairs |= {
+        (grpc.StatusCode[code], reason)
+        for code, reason in re.findall(r'WorkspaceError\(\s*grpc\.StatusCode\.([A-Z_]+),\s*"([A-Z_]+)"', source)
+    }
     reasons = set(re.findall(r'ArchiveRefused\("([A-Z_]+)"', (AGENT / "archives.py").read_text()))
     pairs |= {(workspace._ARCHIVE_CODES.get(reason, grpc.StatusCode.INVALID_ARGUMENT), reason) for reason in reasons}
     assert len(pairs) >= 15

@@ -100,8 +100,16 @@ async def test_a_pending_interaction_survives_a_controlplane_restart(client, sta
 async def test_interrupt_during_a_long_tool_then_the_next_message_runs(client, stack):
     sid = (await new_session(client)).session_id
     sent = await client.send_message(sid, "sleep: 60")
-    await until(client, sid, sent.seq, lambda e: e.WhichOneof("payload") == "engine_message"
-                and e.engine_message.type_name == "AssistantMessage" and "Bash" in e.engine_message.payload_json)
+    await until(
+        client,
+        sid,
+        sent.seq,
+        lambda e: (
+            e.WhichOneof("payload") == "engine_message"
+            and e.engine_message.type_name == "AssistantMessage"
+            and "Bash" in e.engine_message.payload_json
+        ),
+    )
     interrupted_at = asyncio.get_running_loop().time()
     await client.interrupt_turn(sid)
     events = await until(client, sid, sent.seq, turn_end(sent.turn_id))
@@ -135,8 +143,11 @@ async def test_a_background_task_finishes_after_the_turn(client, stack):
     workspace = stack.host_workspace(await all_events(client, sid))
 
     def task_closed(e):
-        return e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name in (
-            "TaskNotificationMessage", "TaskUpdatedMessage") and '"completed"' in e.engine_message.payload_json
+        return (
+            e.WhichOneof("payload") == "engine_message"
+            and e.engine_message.type_name in ("TaskNotificationMessage", "TaskUpdatedMessage")
+            and '"completed"' in e.engine_message.payload_json
+        )
 
     later = await until(client, sid, events[-1].seq, task_closed)
     types = [e.engine_message.type_name for e in later if e.WhichOneof("payload") == "engine_message"]
@@ -177,7 +188,10 @@ async def test_a_sandbox_destroyed_behind_our_back_comes_back_with_its_conversat
     session = await client.get_session(sid)
     assert session.state == session_pb2.SESSION_STATE_READY and session.runtime_available
     # The engine resumed the same conversation: its id did not change.
-    results = [e for e in await all_events(client, sid)
-               if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "ResultMessage"]
+    results = [
+        e
+        for e in await all_events(client, sid)
+        if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "ResultMessage"
+    ]
     ids = {json.loads(e.engine_message.payload_json)["session_id"] for e in results}
     assert len(ids) == 1 and session.engine_session_id in ids

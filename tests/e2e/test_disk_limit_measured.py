@@ -19,8 +19,14 @@ from tests.support.stack import Stack
 pytestmark = pytest.mark.e2e
 
 LIMIT_MB = 8
-MEASURED = ("--sandbox-disk-by", "measurement", "--sandbox-disk-mb", str(LIMIT_MB),
-            "--sandbox-disk-check-seconds", "0.5")
+MEASURED = (
+    "--sandbox-disk-by",
+    "measurement",
+    "--sandbox-disk-mb",
+    str(LIMIT_MB),
+    "--sandbox-disk-check-seconds",
+    "0.5",
+)
 
 
 @pytest.fixture(params=["local", "docker"])
@@ -45,8 +51,9 @@ async def test_a_turn_writing_past_a_measured_limit_is_stopped_and_the_session_g
         sid = session.session_id
         await client.wait_for_state(sid, ["READY"], timeout=120)
 
-        filling = await client.send_message(sid, "run: head -c 24M /dev/zero > big && echo written && sleep 60",
-                                            client_message_id="m1")
+        filling = await client.send_message(
+            sid, "run: head -c 24M /dev/zero > big && echo written && sleep 60", client_message_id="m1"
+        )
         events = await collect_turn(client, sid, filling.turn_id)
         failed = events[-1]
         assert failed.WhichOneof("payload") == "turn_failed", failed
@@ -65,8 +72,9 @@ async def test_a_turn_writing_past_a_measured_limit_is_stopped_and_the_session_g
         assert not (workspace / "big").exists()
 
         # Under the limit again: the next turns run to their end.
-        again = await client.send_message(sid, "run: head -c 1M /dev/zero > small && sleep 2 && echo fine",
-                                          client_message_id="m3")
+        again = await client.send_message(
+            sid, "run: head -c 1M /dev/zero > small && sleep 2 && echo fine", client_message_id="m3"
+        )
         events = await collect_turn(client, sid, again.turn_id)
         assert events[-1].WhichOneof("payload") == "turn_completed", events[-1]
         assert "fine" in events[-1].turn_completed.result

@@ -27,12 +27,11 @@ from tests.e2e.test_session_end_to_end import (  # noqa: F401 - the foundation's
 )
 from tests.e2e.test_workspace_end_to_end import test_a_repository_round_trips_through_the_api  # noqa: F401 - with docker
 from tests.support.containers import Containers
-from tests.support.stack import StartDockerStack, Stack
+from tests.support.stack import Stack, StartDockerStack
 
 pytestmark = pytest.mark.e2e
 
 API_KEY = "sk-ant-e2e-real-key-never-in-a-sandbox-0123456789"
-
 
 
 @pytest.fixture
@@ -72,7 +71,9 @@ def hibernating_stack(docker_stacks: StartDockerStack) -> Stack:
     return docker_stacks(controlplane_args=("--idle-stop-after", "2"))
 
 
-async def test_a_session_takes_a_warm_container_and_the_pool_refills(pooled_stack: Stack, containers: Containers) -> None:
+async def test_a_session_takes_a_warm_container_and_the_pool_refills(
+    pooled_stack: Stack, containers: Containers
+) -> None:
     pool_prefix = f"/astrabox-{containers.installation}-pool-"
 
     async def warm() -> set[str]:
@@ -127,8 +128,12 @@ async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key
         assert API_KEY not in json.dumps(info)
         # Nor in any process (environment or command line) or file the sandbox can see, while the CLI
         # runs. The key goes to grep on stdin, so that it is in no command line here either.
-        processes = await docker_exec(listed["Id"], "ps -eo args; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr '\\0' '\\n'")
-        files = await docker_exec(listed["Id"], "grep -rlF -f /dev/stdin /workspace /home/agent /tmp /run/astrabox", API_KEY)
+        processes = await docker_exec(
+            listed["Id"], "ps -eo args; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr '\\0' '\\n'"
+        )
+        files = await docker_exec(
+            listed["Id"], "grep -rlF -f /dev/stdin /workspace /home/agent /tmp /run/astrabox", API_KEY
+        )
         assert "claude" in processes.stdout and "ANTHROPIC_BASE_URL=http://127.0.0.1" in processes.stdout
         assert API_KEY not in processes.stdout
         assert files.returncode == 1 and files.stdout == ""  # grep found nothing (and read every file)
@@ -143,8 +148,12 @@ async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key
 
 async def docker_exec(container: str, script: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
-        subprocess.run, ["docker", "exec", "-i", container, "sh", "-c", script],
-        input=stdin + "\n" if stdin else "", capture_output=True, text=True, timeout=60,
+        subprocess.run,
+        ["docker", "exec", "-i", container, "sh", "-c", script],
+        input=stdin + "\n" if stdin else "",
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -31,4 +31,7 @@ async def test_sessions_get_the_permission_modes_the_agent_declared(client: Astr
 
     with pytest.raises(AstraBoxError) as unknown:
         await client.create_session(request_id="manifest-e2e-unknown", engine="vim")
-    assert unknown.value.code is grpc.StatusCode.INVALID_ARGUMENT and "connected agents run: claude_code" in unknown.value.message
+    assert (
+        unknown.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        and "connected agents run: claude_code" in unknown.value.message
+    )

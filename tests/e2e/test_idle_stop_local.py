@@ -68,7 +68,10 @@ async def test_an_idle_local_session_is_stopped_and_resumed_with_its_files_and_c
         events = await collect_turn(client, sid, again.turn_id)
         assert events[-1].WhichOneof("payload") == "turn_completed"
         assert "Hello from AstraBox" in events[-1].turn_completed.result
-        results = [json.loads(e.engine_message.payload_json)["session_id"] for e in events
-                   if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "ResultMessage"]
+        results = [
+            json.loads(e.engine_message.payload_json)["session_id"]
+            for e in events
+            if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "ResultMessage"
+        ]
         assert len(results) == 2 and len(set(results)) == 1  # the conversation was resumed, not restarted
         assert not (await client.get_session(sid)).runtime_stopped

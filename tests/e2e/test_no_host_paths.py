@@ -29,7 +29,9 @@ async def test_no_event_or_error_names_a_host_path(client: AstraBoxClient, stack
     session = await client.create_session(request_id="no-host-paths")
     sid = session.session_id
     await client.wait_for_state(sid, ["READY"], timeout=120)
-    accepted = await client.send_message(sid, "run: ln -s /etc/hostname link-out; ln -s ../.. up; pwd", client_message_id="m1")
+    accepted = await client.send_message(
+        sid, "run: ln -s /etc/hostname link-out; ln -s ../.. up; pwd", client_message_id="m1"
+    )
     async for event in client.watch(sid):
         if event.turn_id == accepted.turn_id and event.WhichOneof("payload") in ("turn_completed", "turn_failed"):
             break

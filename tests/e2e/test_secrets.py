@@ -54,7 +54,9 @@ def _assert_on_no_command_line(secrets: dict[str, str]) -> dict[int, str]:
     lines = _command_lines()
     ps = subprocess.run(["ps", "-eo", "pid,args", "--no-headers"], capture_output=True, text=True, check=True).stdout
     for name, secret in secrets.items():
-        assert secret not in ps, f"the {name} is on a command line: {[l for l in ps.splitlines() if secret in l]}"
+        assert secret not in ps, (
+            f"the {name} is on a command line: {[line for line in ps.splitlines() if secret in line]}"
+        )
         shown = {pid: line for pid, line in lines.items() if secret in line}
         assert not shown, f"the {name} is on a command line: {shown}"
     return lines
@@ -90,7 +92,11 @@ async def test_secrets_by_environment_and_file_reach_no_command_line_nor_log(
     database_role: str, offline_model: str, tmp_path: Path
 ) -> None:
     token, api_key = f"enroll-{uuid.uuid4().hex}", f"sk-ant-api03-{uuid.uuid4().hex}"
-    secrets = {"database password": str(urlsplit(database_role).password), "enrollment token": token, "API key": api_key}
+    secrets = {
+        "database password": str(urlsplit(database_role).password),
+        "enrollment token": token,
+        "API key": api_key,
+    }
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     url_file = _private_file(tmp_path / "database-url", database_role)
@@ -116,7 +122,10 @@ async def test_secrets_by_environment_and_file_reach_no_command_line_nor_log(
             accepted = await client.send_message(session.session_id, "run: echo the model answered")
             async with asyncio.timeout(TURN_TIMEOUT):
                 async for event in client.watch(session.session_id):
-                    if event.turn_id == accepted.turn_id and event.WhichOneof("payload") in ("turn_completed", "turn_failed"):
+                    if event.turn_id == accepted.turn_id and event.WhichOneof("payload") in (
+                        "turn_completed",
+                        "turn_failed",
+                    ):
                         break
             # The model was reached with the key from the file: the turn's tool ran.
             assert event.WhichOneof("payload") == "turn_completed" and not event.turn_completed.is_error
@@ -136,8 +145,13 @@ async def test_secrets_by_environment_and_file_reach_no_command_line_nor_log(
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "ASTRABOX_DATABASE_URL": "", **(env or {})})
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "ASTRABOX_DATABASE_URL": "", **(env or {})},
+    )
 
 
 def _refused_url(postgres_dsn: str) -> tuple[str, str]:
@@ -182,7 +196,10 @@ def test_an_unreadable_secret_file_stops_the_process_and_says_which(tmp_path: Pa
     missing = tmp_path / "no-such-file"
 
     controlplane = _run([ASTRABOX, "controlplane", "--database-url-file", str(missing)])
-    agent = _run([ASTRABOX, "agent", "--state-dir", str(tmp_path / "state")], env={"ASTRABOX_ENROLLMENT_TOKEN_FILE": str(missing)})
+    agent = _run(
+        [ASTRABOX, "agent", "--state-dir", str(tmp_path / "state")],
+        env={"ASTRABOX_ENROLLMENT_TOKEN_FILE": str(missing)},
+    )
     nothing = _run([ASTRABOX, "controlplane"])
 
     assert controlplane.returncode != 0 and agent.returncode != 0
@@ -194,7 +211,10 @@ def test_an_unreadable_secret_file_stops_the_process_and_says_which(tmp_path: Pa
     assert agent.stderr.startswith(
         f"astrabox agent: cannot read the control plane's enrollment token from ASTRABOX_ENROLLMENT_TOKEN_FILE {missing}"
     )
-    assert nothing.returncode != 0 and "needs the PostgreSQL DSN: set ASTRABOX_DATABASE_URL or give --database-url-file" in nothing.stderr
+    assert (
+        nothing.returncode != 0
+        and "needs the PostgreSQL DSN: set ASTRABOX_DATABASE_URL or give --database-url-file" in nothing.stderr
+    )
 
 
 def test_a_token_on_the_agents_command_line_is_warned_about(tmp_path: Path) -> None:

@@ -55,8 +55,11 @@ async def test_real_cli_runs_bash_in_the_sandbox_and_the_stream_shows_the_whole_
 
     messages = engine_messages(events)
     tool_uses = [
-        block for type_name, payload in messages if type_name == "AssistantMessage"
-        for block in payload["content"] if block.get("type_name") == "ToolUseBlock"
+        block
+        for type_name, payload in messages
+        if type_name == "AssistantMessage"
+        for block in payload["content"]
+        if block.get("type_name") == "ToolUseBlock"
     ]
     assert tool_uses and tool_uses[0]["name"] == "Bash"
     assert "hello.txt" in tool_uses[0]["input"]["command"]
@@ -106,14 +109,19 @@ async def test_grpcurl_lists_services_and_calls_get_session(client, stack):
     } <= services
 
     session = await client.create_session(request_id="grpcurl")
-    got = grpcurl("-d", json.dumps({"session_id": session.session_id}), stack.address,
-                  "astrabox.sessionkernel.v1.SessionKernelService/GetSession")
+    got = grpcurl(
+        "-d",
+        json.dumps({"session_id": session.session_id}),
+        stack.address,
+        "astrabox.sessionkernel.v1.SessionKernelService/GetSession",
+    )
     assert got.returncode == 0, got.stderr
     shown = json.loads(got.stdout)["session"]
     assert session.session_id in (shown.get("sessionId"), shown.get("session_id"))
 
-    missing = grpcurl("-d", '{"session_id": "nope"}', stack.address,
-                      "astrabox.sessionkernel.v1.SessionKernelService/GetSession")
+    missing = grpcurl(
+        "-d", '{"session_id": "nope"}', stack.address, "astrabox.sessionkernel.v1.SessionKernelService/GetSession"
+    )
     assert missing.returncode != 0 and "InvalidArgument" in missing.stderr
     health = grpcurl(stack.address, "grpc.health.v1.Health/Check")
     assert json.loads(health.stdout)["status"] == "SERVING"

@@ -26,9 +26,27 @@ pytestmark = pytest.mark.e2e
 def self_signed(directory: Path, name: str) -> tuple[Path, Path]:
     cert, key = directory / f"{name}.pem", directory / f"{name}.key"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=astrabox-test",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=astrabox-test",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     return cert, key
 
@@ -45,9 +63,17 @@ def tls_stack(database_url: str, tmp_path: Path, certificate: tuple[Path, Path])
     cert, key = certificate
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    controlplane, address = start_controlplane(database_url, log_dir, args=("--tls-cert", str(cert), "--tls-key", str(key)))
-    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir, database_url,
-                  agent_args=("--controlplane-ca", str(cert)))
+    controlplane, address = start_controlplane(
+        database_url, log_dir, args=("--tls-cert", str(cert), "--tls-key", str(key))
+    )
+    stack = Stack(
+        address,
+        controlplane,
+        tmp_path / "agent-state",
+        log_dir,
+        database_url,
+        agent_args=("--controlplane-ca", str(cert)),
+    )
     try:
         stack.start_agent()
         yield stack
@@ -78,9 +104,22 @@ async def test_a_session_runs_over_tls_and_plaintext_or_untrusting_peers_are_ref
             assert refused.value.code is grpc.StatusCode.UNAVAILABLE
 
     # An agent without the CA (plaintext) never connects; it says why and keeps trying.
-    plain = Process("plain-agent", [sys.executable, "-m", "dataplane_agent", "--controlplane", tls_stack.address,
-                                    "--state-dir", str(tmp_path / "plain-agent"), "--agent-id", "plain-agent"],
-                    tmp_path / "plain-agent.log", env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""})
+    plain = Process(
+        "plain-agent",
+        [
+            sys.executable,
+            "-m",
+            "dataplane_agent",
+            "--controlplane",
+            tls_stack.address,
+            "--state-dir",
+            str(tmp_path / "plain-agent"),
+            "--agent-id",
+            "plain-agent",
+        ],
+        tmp_path / "plain-agent.log",
+        env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},
+    )
     try:
         await asyncio.to_thread(plain.wait_for_line, r"relay_stream_failed", 60)
         await asyncio.sleep(2)
@@ -89,12 +128,16 @@ async def test_a_session_runs_over_tls_and_plaintext_or_untrusting_peers_are_ref
         plain.stop()
 
 
-def test_half_a_tls_configuration_is_refused_with_a_reason(database_url: str, certificate: tuple[Path, Path],
-                                                          tmp_path: Path) -> None:
+def test_half_a_tls_configuration_is_refused_with_a_reason(
+    database_url: str, certificate: tuple[Path, Path], tmp_path: Path
+) -> None:
     cert, _ = certificate
-    process = Process("controlplane", [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0",
-                                       "--tls-cert", str(cert)],
-                      tmp_path / "cp.log", env={"ASTRABOX_DATABASE_URL": database_url})
+    process = Process(
+        "controlplane",
+        [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0", "--tls-cert", str(cert)],
+        tmp_path / "cp.log",
+        env={"ASTRABOX_DATABASE_URL": database_url},
+    )
     assert process.proc.wait(timeout=60) != 0
     assert "TLS needs both --tls-cert and --tls-key" in process.tail()
 
@@ -112,10 +155,24 @@ async def test_replicas_forward_workspace_calls_to_each_other_over_tls(
             process, address = start_controlplane(database_url, tmp_path / name, args=tls)
             processes.append(process)
             addresses.append(address)
-        agent = Process("agent", [sys.executable, "-m", "dataplane_agent", "--controlplane", addresses[1],
-                                  "--state-dir", str(tmp_path / "agent"), "--agent-id", "tls-agent",
-                                  "--controlplane-ca", str(cert)],
-                        tmp_path / "agent.log", env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""})
+        agent = Process(
+            "agent",
+            [
+                sys.executable,
+                "-m",
+                "dataplane_agent",
+                "--controlplane",
+                addresses[1],
+                "--state-dir",
+                str(tmp_path / "agent"),
+                "--agent-id",
+                "tls-agent",
+                "--controlplane-ca",
+                str(cert),
+            ],
+            tmp_path / "agent.log",
+            env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},
+        )
         processes.append(agent)
         await asyncio.to_thread(agent.wait_for_line, r"relay_connected", 60)
         async with AstraBoxClient.connect(addresses[0], credentials=trusting(cert)) as client:  # replica A

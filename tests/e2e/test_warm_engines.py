@@ -25,7 +25,9 @@ def pooled_stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     controlplane, address = start_controlplane(database_url, log_dir)
-    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir, database_url, agent_args=("--warm-pool", "1"))
+    stack = Stack(
+        address, controlplane, tmp_path / "agent-state", log_dir, database_url, agent_args=("--warm-pool", "1")
+    )
     try:
         stack.start_agent()
         yield stack
@@ -73,4 +75,6 @@ async def test_a_session_adopts_the_pools_running_cli_and_gets_its_own_permissio
         done = await until(client, other.session_id, sent.seq, turn_end(sent.turn_id))
         assert done[-1].WhichOneof("payload") == "turn_completed"
         assert not any(e.WhichOneof("payload") == "interaction_requested" for e in done)
-        assert (pooled_stack.host_workspace(other_events) / "quietly.txt").exists() and not (workspace / "quietly.txt").exists()
+        assert (pooled_stack.host_workspace(other_events) / "quietly.txt").exists() and not (
+            workspace / "quietly.txt"
+        ).exists()

@@ -91,10 +91,17 @@ async def test_a_replica_serves_the_workspace_of_an_agent_connected_to_another(r
 
     written = await client.upload_archive(sid, archive, path="up")
     assert (written.entries, written.bytes) >= (2, sum(map(len, contents.values())))
-    assert {(e.name, e.type) for e in await client.list_workspace(sid, "up")} == {("notes.txt", "file"), ("src", "directory")}
+    assert {(e.name, e.type) for e in await client.list_workspace(sid, "up")} == {
+        ("notes.txt", "file"),
+        ("src", "directory"),
+    }
 
     listed = await client.run_command(sid, "ls up up/src; echo oops >&2; exit 3")
-    assert (listed.stdout, listed.stderr, listed.exit_code) == (b"up:\nnotes.txt\nsrc\n\nup/src:\ndata.bin\n", b"oops\n", 3)
+    assert (listed.stdout, listed.stderr, listed.exit_code) == (
+        b"up:\nnotes.txt\nsrc\n\nup/src:\ndata.bin\n",
+        b"oops\n",
+        3,
+    )
 
     downloaded = files_of(await client.download_archive(sid, "up"))
     assert {name.removeprefix("up/"): data for name, data in downloaded.items()} == contents
@@ -120,7 +127,8 @@ async def test_forwarding_without_the_cluster_secret_is_refused_and_reaches_no_a
 
     async def forward(command: str, metadata: tuple[tuple[str, str], ...]) -> list[runner_pb2.WorkspaceReply]:
         request = runner_pb2.ForwardWorkspaceRequest(
-            agent_id=agent_id, session_id=sid,
+            agent_id=agent_id,
+            session_id=sid,
             request=runner_pb2.WorkspaceRequest(exec_command=runner_pb2.ExecCommand(command=command)),
         )
         async with grpc.aio.insecure_channel(replicas.b) as channel:

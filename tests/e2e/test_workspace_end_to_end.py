@@ -56,8 +56,11 @@ async def test_a_repository_round_trips_through_the_api(client: AstraBoxClient, 
     assert downloaded == original
 
     await client.run_command(sid, "ln -s /etc escape")
-    for path, reason in (("../", "PATH_OUTSIDE_WORKSPACE"), ("escape", "PATH_OUTSIDE_WORKSPACE"),
-                         ("missing", "PATH_NOT_FOUND")):
+    for path, reason in (
+        ("../", "PATH_OUTSIDE_WORKSPACE"),
+        ("escape", "PATH_OUTSIDE_WORKSPACE"),
+        ("missing", "PATH_NOT_FOUND"),
+    ):
         with pytest.raises(AstraBoxError) as refused:
             await client.list_workspace(sid, path)
         assert refused.value.reason == reason

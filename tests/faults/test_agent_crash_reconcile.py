@@ -12,7 +12,7 @@ import pytest
 
 from astrabox.client import AstraBoxClient
 from dataplane_agent.sandboxes.base import SESSION_LABEL
-from tests.support.stack import StartDockerStack, Stack
+from tests.support.stack import Stack, StartDockerStack
 
 pytestmark = pytest.mark.e2e
 
@@ -72,7 +72,6 @@ async def test_local_sandboxes_after_an_agent_crash(client, stack):
         return sorted(p.name.removeprefix("local-") for p in root.iterdir())
 
     await crash_delete_restart(client, stack, sandboxes, "local")
-
 
 
 @pytest.fixture

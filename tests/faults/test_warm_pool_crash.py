@@ -13,12 +13,11 @@ import pytest
 from astrabox.client import AstraBoxClient
 from tests.e2e.test_docker_end_to_end import collect_turn
 from tests.support.containers import Containers
-from tests.support.stack import StartDockerStack, Stack
+from tests.support.stack import Stack, StartDockerStack
 
 pytestmark = pytest.mark.e2e
 
 POOL = 2
-
 
 
 @pytest.fixture
@@ -61,14 +60,17 @@ async def test_a_killed_agents_warm_clis_are_replaced_not_doubled_and_a_session_
     after = await until_pool_ready(containers)
     assert set(after) == set(before)  # taken back, not made again
     await asyncio.sleep(2)  # a CLI left running by the killed agent would still be there
-    assert await pool_clis(containers) == {name: 1 for name in before}
+    assert await pool_clis(containers) == dict.fromkeys(before, 1)
     assert len(await containers.list()) == POOL
 
     async with AstraBoxClient.connect(pooled_stack.address) as client:
         session = await client.create_session(request_id="warm-after-crash")
         await client.wait_for_state(session.session_id, ["READY"], timeout=120)
-        phases = [e.startup_phase.phase async for e in client.iter_events(session.session_id)
-                  if e.WhichOneof("payload") == "startup_phase"]
+        phases = [
+            e.startup_phase.phase
+            async for e in client.iter_events(session.session_id)
+            if e.WhichOneof("payload") == "startup_phase"
+        ]
         assert phases[-3:] == ["sandbox_claimed", "engine_adopted", "ready"]
         accepted = await client.send_message(session.session_id, "Please create hello.txt", client_message_id="m1")
         events = await collect_turn(client, session.session_id, accepted.turn_id)

@@ -31,7 +31,9 @@ async def require_docker(image: str = DEFAULT_IMAGE) -> None:
             async with docker:
                 await docker.version()
     except (AssertionError, ValueError, OSError, TimeoutError, aiodocker.DockerError) as error:
-        pytest.skip(f"no Docker daemon is reachable ({type(error).__name__}: {error}); start dockerd or set DOCKER_HOST")
+        pytest.skip(
+            f"no Docker daemon is reachable ({type(error).__name__}: {error}); start dockerd or set DOCKER_HOST"
+        )
     async with aiodocker.Docker() as docker:
         try:
             await docker.images.inspect(image)

@@ -54,6 +54,7 @@ class _SyncServicer:
         method = getattr(self._servicer, name)
 
         if inspect.isasyncgenfunction(method):
+
             def stream(request: Any, context: Any) -> Any:
                 agen = method(request, _AsyncContext(context))
                 while True:

@@ -61,10 +61,14 @@ class Process:
                         return match
                 seen = len(self._lines)
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; log: {self.log_path}\n{self.tail()}")
+                    raise RuntimeError(
+                        f"{self.name} exited with {self.proc.returncode}; log: {self.log_path}\n{self.tail()}"
+                    )
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"{self.name} did not print /{pattern}/ in {timeout}s; log: {self.log_path}\n{self.tail()}")
+                    raise TimeoutError(
+                        f"{self.name} did not print /{pattern}/ in {timeout}s; log: {self.log_path}\n{self.tail()}"
+                    )
                 self._cond.wait(min(remaining, 0.5))
 
     def tail(self, n: int = 40) -> str:
@@ -114,8 +118,18 @@ def start_agent(
 ) -> Process:
     process = Process(
         "agent",
-        [sys.executable, "-m", "dataplane_agent", "--controlplane", target, "--state-dir", str(state_dir),
-         "--agent-id", agent_id, *args],
+        [
+            sys.executable,
+            "-m",
+            "dataplane_agent",
+            "--controlplane",
+            target,
+            "--state-dir",
+            str(state_dir),
+            "--agent-id",
+            agent_id,
+            *args,
+        ],
         log_dir / "agent.log",
         # No key: the agent serves the built-in offline model on loopback.
         env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": "", **(env or {})},

@@ -15,7 +15,6 @@ from tests.support.containers import Containers
 from tests.support.processes import Process, start_agent, start_controlplane
 
 
-
 @dataclass
 class Stack:
     address: str
@@ -39,7 +38,9 @@ class Stack:
         assert address == self.address
 
     def start_agent(self) -> Process:
-        self.agents.append(start_agent(self.address, self.agent_state, self.log_dir, args=self.agent_args, env=self.agent_env))
+        self.agents.append(
+            start_agent(self.address, self.agent_state, self.log_dir, args=self.agent_args, env=self.agent_env)
+        )
         return self.agent
 
     def stop(self) -> None:
@@ -83,14 +84,20 @@ def docker_stacks(database_url: str, tmp_path: Path, containers: Containers) -> 
     whatever was started is stopped afterwards."""
     started: list[Stack] = []
 
-    def start(*, args: tuple[str, ...] = (), controlplane_args: tuple[str, ...] = (),
-              env: dict[str, str] | None = None) -> Stack:
+    def start(
+        *, args: tuple[str, ...] = (), controlplane_args: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> Stack:
         log_dir = tmp_path / "logs"
         log_dir.mkdir()
         controlplane, address = start_controlplane(database_url, log_dir, args=controlplane_args)
         stack = Stack(
-            address, controlplane, tmp_path / "agent-state", log_dir, database_url,
-            agent_args=("--driver", "docker", "--installation", containers.installation, *args), agent_env=env or {},
+            address,
+            controlplane,
+            tmp_path / "agent-state",
+            log_dir,
+            database_url,
+            agent_args=("--driver", "docker", "--installation", containers.installation, *args),
+            agent_env=env or {},
         )
         started.append(stack)
         stack.start_agent()
