@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from astrabox.events import Event
 from astrabox.render import render
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 
@@ -48,3 +49,29 @@ def test_tool_use_questions_and_results_are_readable():
         ),
     )
     assert render(result) == ["[   3]   ⎿ tool result:\n    a\n    b"]
+
+
+def test_engine_messages_it_cannot_read_render_as_nothing_rather_than_an_error():
+    for type_name, payload in [
+        ("AssistantMessage", "{not json"),
+        ("UserMessage", '{"content": 7}'),
+        ("ResultMessage", "[]"),
+        ("RateLimitEvent", '{"rate_limit_info": {}}'),
+    ]:
+        event = events_pb2.SessionEvent(
+            seq=4, engine_message=events_pb2.EngineMessage(type_name=type_name, payload_json=payload)
+        )
+        assert render(event) == []
+
+
+def test_a_typed_event_renders_as_its_protobuf_does():
+    result = events_pb2.SessionEvent(
+        seq=9,
+        engine_message=events_pb2.EngineMessage(
+            type_name="ResultMessage",
+            payload_json=json.dumps({"subtype": "success", "num_turns": 2, "total_cost_usd": 0.5}),
+        ),
+    )
+    assert (
+        render(Event.from_proto(result)) == render(result) == ["[   9] ● result: success after 2 model turns, $0.5000"]
+    )

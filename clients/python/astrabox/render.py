@@ -1,12 +1,25 @@
-"""Readable one-line renderings of session events, for `astrabox run` and `astrabox session events`."""
+"""Readable one-line renderings of session events, for `astrabox run` and `astrabox session events`.
+
+Engine messages are read through their typed views (`astrabox.messages`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
+from astrabox.events import Event
+from astrabox.messages import (
+    AssistantMessage,
+    InitMessage,
+    Message,
+    ResultMessage,
+    TextBlock,
+    ToolUseBlock,
+    UserMessage,
+)
 from astrabox.sessionkernel.v1 import events_pb2
+
+__all__ = ["render"]
 
 _PREVIEW_LINES = 6
 
@@ -18,44 +31,32 @@ def _preview(text: str, indent: str = "    ") -> str:
     return "\n".join(indent + line for line in shown) + more
 
 
-def _blocks(content: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(content, str):
-        yield {"type_name": "TextBlock", "text": content}
-    elif isinstance(content, list):
-        yield from (b for b in content if isinstance(b, dict))
+def _tool_call(block: ToolUseBlock) -> str:
+    command = block.input.get("command")
+    return command if isinstance(command, str) else json.dumps(block.input)
 
 
-def _tool_result_text(content: Any) -> str:
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return "" if content is None else str(content)
+def _engine_lines(message: Message | None) -> Iterator[str]:
+    if isinstance(message, InitMessage):
+        yield f"● engine connected (model {message.model or '?'}, {len(message.tools)} tools)"
+    elif isinstance(message, AssistantMessage):
+        for block in message.content:
+            if isinstance(block, TextBlock) and block.text.strip():
+                yield f"◆ {block.text.strip()}"
+            elif isinstance(block, ToolUseBlock):
+                yield f"⚙ {block.name or 'tool'}: {_tool_call(block)}"
+    elif isinstance(message, UserMessage):
+        for result in message.tool_results:
+            yield f"  {'✗' if result.is_error else '⎿'} tool result:\n{_preview(result.content)}"
+    elif isinstance(message, ResultMessage):
+        cost = f", ${message.total_cost_usd:.4f}" if message.total_cost_usd is not None else ""
+        yield f"● result: {message.subtype or '?'} after {message.num_turns} model turns{cost}"
 
 
-def _engine_lines(type_name: str, message: dict[str, Any]) -> Iterator[str]:
-    if type_name == "SystemMessage" and message.get("subtype") == "init":
-        data = message.get("data") or {}
-        yield f"● engine connected (model {data.get('model', '?')}, {len(data.get('tools') or [])} tools)"
-    elif type_name == "AssistantMessage":
-        for block in _blocks(message.get("content")):
-            if block.get("type_name") == "TextBlock" and block.get("text", "").strip():
-                yield f"◆ {block['text'].strip()}"
-            elif block.get("type_name") == "ToolUseBlock":
-                tool_input = block.get("input") or {}
-                shown = tool_input.get("command") if isinstance(tool_input, dict) and "command" in tool_input else json.dumps(tool_input)
-                yield f"⚙ {block.get('name', 'tool')}: {shown}"
-    elif type_name == "UserMessage":
-        for block in _blocks(message.get("content")):
-            if block.get("type_name") == "ToolResultBlock":
-                mark = "✗" if block.get("is_error") else "⎿"
-                yield f"  {mark} tool result:\n{_preview(_tool_result_text(block.get('content')))}"
-    elif type_name == "ResultMessage":
-        cost = message.get("total_cost_usd")
-        cost_text = f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""
-        yield f"● result: {message.get('subtype', '?')} after {message.get('num_turns', '?')} model turns{cost_text}"
-
-
-def render(event: events_pb2.SessionEvent) -> list[str]:
-    """Lines describing one event; empty for events not worth showing."""
+def render(event: events_pb2.SessionEvent | Event) -> list[str]:
+    """Lines describing one event, each starting with its seq; empty for events not worth showing."""
+    view = event if isinstance(event, Event) else Event.from_proto(event)
+    event = view.proto
     kind = event.WhichOneof("payload")
     prefix = f"[{event.seq:>4}] "
     if kind == "session_created":
@@ -70,7 +71,7 @@ def render(event: events_pb2.SessionEvent) -> list[str]:
     elif kind == "user_message_accepted":
         lines = [f"> {event.user_message_accepted.text}"]
     elif kind == "engine_message":
-        lines = list(_engine_lines(event.engine_message.type_name, json.loads(event.engine_message.payload_json or "{}")))
+        lines = list(_engine_lines(view.message))
     elif kind == "turn_completed":
         done = event.turn_completed
         lines = [f"✓ turn {'failed' if done.is_error else 'completed'} in {done.duration_ms / 1000:.1f} s"]

@@ -1,0 +1,82 @@
+"""A session's journal events, with the engine's messages as typed views.
+
+`SessionHandle.watch` and `Turn.events` yield `Event`s: the event's place in
+the journal (`seq`, `turn_id`, `time`), what kind it is (`kind`, the name of
+its payload: "engine_message", "turn_completed", "interaction_requested", …),
+for an engine message its typed view (`message`, see `astrabox.messages`), and
+the protobuf event itself (`proto`) for everything else.
+
+    async for event in session.watch():
+        if isinstance(event.message, AssistantMessage):
+            print(event.message.text)
+        elif event.interaction is not None:
+            await session.respond(event.interaction.interaction_id, allow=True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from google.protobuf.message import Message as ProtoMessage
+
+from astrabox.messages import Message, parse_message
+from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+
+__all__ = ["TURN_END_KINDS", "Event"]
+
+TURN_END_KINDS = frozenset({"turn_completed", "turn_failed", "turn_interrupted"})
+"""The kinds of event that end a turn: it completed (possibly with an error result), failed or was interrupted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event of a session's journal. Build it with `Event.from_proto`."""
+
+    seq: int
+    """Its position in the session's journal: 1, 2, 3 … with no gaps."""
+    session_id: str
+    turn_id: str
+    """The turn it belongs to; "" for session-level events."""
+    kind: str
+    """The name of its payload, for example "engine_message" or "turn_completed" (see `events.proto`)."""
+    time: datetime
+    """When it was committed (UTC)."""
+    message: Message | None
+    """The engine's message as a typed view, when `kind` is "engine_message"; None otherwise."""
+    proto: events_pb2.SessionEvent = field(repr=False, compare=False)
+    """The event as the server sent it."""
+
+    @classmethod
+    def from_proto(cls, event: events_pb2.SessionEvent) -> Event:
+        """The view of a `SessionEvent` (never raises, whatever the engine message holds)."""
+        kind = event.WhichOneof("payload") or _kind_name(event.kind)
+        message = None
+        if kind == "engine_message":
+            message = parse_message(event.engine_message.type_name, event.engine_message.payload_json)
+        time = event.time.ToDatetime(tzinfo=UTC) if event.HasField("time") else datetime.fromtimestamp(0, UTC)
+        return cls(event.seq, event.session_id, event.turn_id, kind, time, message, event)
+
+    @property
+    def payload(self) -> ProtoMessage | None:
+        """The event's payload message (for example a `TurnCompleted`); None for a kind this client does not know."""
+        name = self.proto.WhichOneof("payload")
+        return getattr(self.proto, name) if name else None
+
+    @property
+    def ends_turn(self) -> bool:
+        """Whether this event ends its turn (see `TURN_END_KINDS`)."""
+        return self.kind in TURN_END_KINDS
+
+    @property
+    def interaction(self) -> session_pb2.Interaction | None:
+        """The question the turn now waits on, when `kind` is "interaction_requested"; None otherwise."""
+        return self.proto.interaction_requested.interaction if self.kind == "interaction_requested" else None
+
+
+def _kind_name(kind: int) -> str:
+    try:
+        name: str = events_pb2.EventKind.Name(kind)
+    except ValueError:
+        return "unknown"
+    return name.removeprefix("EVENT_KIND_").lower()
