@@ -33,7 +33,6 @@ from astrabox.sessionkernel.v1 import session_pb2
 DEFAULT_TARGET = os.environ.get("ASTRABOX_TARGET", "127.0.0.1:7233")
 DEFAULT_TLS_CA = os.environ.get("ASTRABOX_TLS_CA", "")
 COMMANDS_GROUP = "astrabox.commands"
-_TURN_END = ("turn_completed", "turn_failed")
 _TLS_CA_HELP = "reach the control plane over TLS, verified with this PEM CA bundle (env ASTRABOX_TLS_CA)"
 _CLIENT_COMMANDS = ("run", "session")
 
@@ -62,17 +61,18 @@ async def run_prompt(
 
     Returns the exit status (0 when the turn completed) and the session."""
     async with AstraBoxClient.connect(target, credentials=credentials) as client:
-        session = await client.create_session()
-        print(f"session {session.session_id}", file=out, flush=True)
+        created = await client.create_session()
+        print(f"session {created.session_id}", file=out, flush=True)
+        session = client.session(created.session_id)
         async with asyncio.timeout(timeout):
-            session = await client.wait_for_state(session.session_id, ["READY"], timeout=timeout)
-            accepted = await client.send_message(session.session_id, prompt)
-            async for event in client.watch(session.session_id):
+            await session.wait_for_state(["READY"], timeout=timeout)
+            turn = await session.send(prompt)
+            async for event in session.watch():
                 for line in render(event):
                     print(line, file=out, flush=True)
-                if event.turn_id == accepted.turn_id and event.WhichOneof("payload") in _TURN_END:
-                    ok = event.WhichOneof("payload") == "turn_completed" and not event.turn_completed.is_error
-                    return (0 if ok else 1), await client.get_session(session.session_id)
+                if event.turn_id == turn.turn_id and event.ends_turn:
+                    ok = event.kind == "turn_completed" and not event.proto.turn_completed.is_error
+                    return (0 if ok else 1), await session.get()
     raise AssertionError("unreachable")
 
 

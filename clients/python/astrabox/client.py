@@ -1,11 +1,20 @@
 """A small async client for the AstraBox SessionKernelService.
 
     async with AstraBoxClient.connect("127.0.0.1:7700", api_key=key) as client:
-        session = await client.create_session()
-        await client.wait_for_state(session.session_id, ["READY"], timeout=60)
-        await client.send_message(session.session_id, "Write a haiku")
-        async for event in client.watch(session.session_id):
-            print(event.seq, EventKind.Name(event.kind))
+        session = await client.start_session()           # a SessionHandle, READY
+        turn = await session.send("Write a haiku")
+        print((await turn.result()).text)
+
+The handle (`astrabox.sessions`) and its typed events (`astrabox.events`,
+`astrabox.messages`) are the comfortable way; the methods below, one per RPC
+and taking the session's id, are what the handle calls, and return the
+protobuf messages as the server sent them:
+
+    session = await client.create_session()
+    await client.wait_for_state(session.session_id, ["READY"], timeout=60)
+    await client.send_message(session.session_id, "Write a haiku")
+    async for event in client.watch(session.session_id):
+        print(event.seq, EventKind.Name(event.kind))
 
 Every failed RPC raises `AstraBoxError` (code, reason, message). `watch`
 survives server restarts and dropped streams: it resumes after the last event
@@ -21,7 +30,7 @@ import os
 import random
 import tarfile
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Generator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,11 +40,13 @@ from astrabox.errors import AstraBoxError, SessionStateError
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grpc
+from astrabox.sessions import SessionHandle
 
-__all__ = ["AstraBoxClient", "AstraBoxError", "Backoff", "SessionStateError"]
+__all__ = ["AstraBoxClient", "AstraBoxError", "Backoff", "CommandResult", "SessionStateError"]
 
 log = logging.getLogger(__name__)
 
+# Short names of the protobuf types the methods take and return.
 Session = session_pb2.Session
 SessionEvent = events_pb2.SessionEvent
 EventKind = events_pb2.EventKind
@@ -54,8 +65,8 @@ _GIVE_UP_STATES = (SessionState.SESSION_STATE_FAILED, SessionState.SESSION_STATE
 R = TypeVar("R")
 
 
-# Upload messages carry at most this much of the archive (the server accepts 1 MiB).
 UPLOAD_CHUNK = 512 * 1024
+"""Bytes of an uploaded archive per message (the server accepts up to 1 MiB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +161,23 @@ class AstraBoxClient:
 
     # Sessions
 
+    def session(self, session_id: str) -> SessionHandle:
+        """A handle on the session `session_id` (no call is made until the handle is used)."""
+        return SessionHandle(self, session_id)
+
+    async def start_session(
+        self, request_id: str | None = None, *, ready_timeout: float = 120.0, **options: Any
+    ) -> SessionHandle:
+        """Creates a session, waits until it is READY (it takes messages from then on) and returns its handle.
+
+        `request_id` and `options` as for `create_session`. Raises
+        `SessionStateError` if it fails to start and `TimeoutError` if it is
+        not ready within `ready_timeout` seconds.
+        """
+        session = await self.create_session(request_id, **options)
+        await self.wait_for_state(session.session_id, ["READY"], timeout=ready_timeout)
+        return SessionHandle(self, session.session_id)
+
     async def create_session(self, request_id: str | None = None, **options: Any) -> Session:
         """Creates a session (idempotent on `request_id`, a new uuid4 by default).
 
@@ -225,6 +253,7 @@ class AstraBoxClient:
         return await self.upload_archive(session_id, buffer.getvalue(), path)
 
     async def list_workspace(self, session_id: str, path: str = "") -> list[api.WorkspaceEntry]:
+        """The entries of the workspace directory `path` (relative to the workspace)."""
         request = api.ListWorkspaceRequest(session_id=session_id, path=path)
         return list((await self._unary(self._stub.ListWorkspace, request)).entries)
 
@@ -325,7 +354,9 @@ class AstraBoxClient:
         )
         return await self._unary(self._stub.ListSessionEvents, request)
 
-    async def iter_events(self, session_id: str, after_seq: int = 0, page_size: int = 0) -> AsyncIterator[SessionEvent]:
+    async def iter_events(
+        self, session_id: str, after_seq: int = 0, page_size: int = 0
+    ) -> AsyncGenerator[SessionEvent, None]:
         """Every event stored now after `after_seq`, page after page; then it ends."""
         token = ""
         while True:
@@ -335,7 +366,7 @@ class AstraBoxClient:
             if not (token := page.next_page_token):
                 return
 
-    async def watch(self, session_id: str, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
+    async def watch(self, session_id: str, after_seq: int = 0) -> AsyncGenerator[SessionEvent, None]:
         """Every event after `after_seq`, stored then live, each seq exactly once.
 
         Runs until the caller stops iterating. A stream that fails with
