@@ -35,8 +35,13 @@ AGENT_READY_TIMEOUT = 60.0
 
 @contextlib.asynccontextmanager
 async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIterator[str]:
-    """Run the whole stack until the context exits; yields the gRPC address."""
+    """Run the whole stack until the context exits; yields the gRPC address.
+
+    On the way out it unmounts the workspace images under `data_dir` (the agent
+    mounts them again when it re-opens their sandboxes), so that the directory can
+    be deleted and no loop device stays taken."""
     from dataplane_agent.main import run_agent
+    from dataplane_agent.sandboxes.disk import release_mounts
     from dataplane_agent.settings import AgentSettings
 
     _make_private(data_dir)
@@ -58,8 +63,11 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
                 stop.set()
                 await asyncio.wait_for(agent, 30)
     finally:
-        if postgres is not None:
-            await postgres.stop()
+        try:
+            if postgres is not None:
+                await postgres.stop()
+        finally:
+            release_mounts(data_dir)
 
 
 def _make_private(data_dir: Path) -> None:

@@ -1,5 +1,6 @@
 """The client SDK is a distribution of its own: its wheel, installed alone into a new venv, pulls
-in no server dependency and drives a session end to end against a stack started separately."""
+in no server dependency and drives a session end to end against a stack started separately (by
+`astrabox.testing.LocalStack`, in this process, where the server is installed)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
-from tests.support.stack import Stack, stack  # noqa: F401 - fixture
+from astrabox.testing import LocalStack
 
 pytestmark = pytest.mark.e2e
 
@@ -39,24 +41,34 @@ CLIENT_REQUIREMENTS = {"grpcio", "grpcio-status", "protobuf", "googleapis-common
 DRIVE_A_SESSION = """
 import asyncio, json, sys
 from astrabox.client import AstraBoxClient
+from astrabox.messages import UserMessage
 
 async def main(target):
     async with AstraBoxClient.connect(target) as client:
-        session = await client.create_session()
-        await client.wait_for_state(session.session_id, ["READY"], timeout=120)
-        accepted = await client.send_message(session.session_id, "run: echo from-the-client-wheel")
-        kinds, tool_results = [], []
+        session = await client.start_session(ready_timeout=120)
+        turn = await session.send("run: echo from-the-client-wheel")
         async with asyncio.timeout(180):
-            async for event in client.watch(session.session_id):
-                kind = event.WhichOneof("payload")
-                kinds.append(kind)
-                if kind == "engine_message" and "from-the-client-wheel" in event.engine_message.payload_json:
-                    tool_results.append(event.engine_message.type_name)
-                if event.turn_id == accepted.turn_id and kind in ("turn_completed", "turn_failed"):
-                    break
-        print(json.dumps({"kinds": kinds, "tool_results": tool_results}))
+            result = await turn.result()
+        stored = [event.kind async for event in session.events()]
+        tool_results = [r.content for e in result.events if isinstance(e.message, UserMessage) for r in e.message.tool_results]
+        print(json.dumps({"kinds": stored, "tool_results": tool_results, "outcome": result.outcome.name}))
 
 asyncio.run(main(sys.argv[1]))
+"""
+
+# Run by the client venv's python: the local test stack needs the server, and says so.
+LOCAL_STACK_WITHOUT_SERVER = """
+import asyncio
+from astrabox.testing import LocalStack, ServerNotInstalledError
+
+async def main():
+    try:
+        async with LocalStack():
+            print("started")
+    except ServerNotInstalledError as error:
+        print(error)
+
+asyncio.run(main())
 """
 
 
@@ -64,6 +76,12 @@ def run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complete
     # Out of the repository and without PYTHONPATH, so nothing but what the venv holds is importable.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def local_stack() -> AsyncIterator[LocalStack]:
+    async with LocalStack() as stack:
+        yield stack
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +139,11 @@ def test_the_wheel_holds_the_sdk_alone_and_requires_only_grpc_and_protobuf(wheel
         "astrabox/py.typed",
         "astrabox/client.py",
         "astrabox/cli.py",
+        "astrabox/sessions.py",
+        "astrabox/messages.py",
+        "astrabox/events.py",
+        "astrabox/testing.py",
+        "astrabox/__main__.py",
         "astrabox/sessionkernel/v1/session_kernel_service_pb2_grpc.py",
         "astrabox/sessionkernel/v1/events_pb2.pyi",
         "astrabox/runner/v1/runner_service_pb2.py",
@@ -132,6 +155,7 @@ def test_the_wheel_holds_the_sdk_alone_and_requires_only_grpc_and_protobuf(wheel
 def test_the_installed_client_imports_and_no_server_module_is_importable(client_venv: Path, tmp_path: Path) -> None:
     probe = (
         "import importlib.util, json, astrabox.client, astrabox.cli, astrabox.render, astrabox.errors\n"
+        "import astrabox.sessions, astrabox.messages, astrabox.events, astrabox.testing\n"
         "from astrabox.runner.v1 import runner_service_pb2_grpc\n"
         f"print(json.dumps([m for m in {SERVER_MODULES!r} if importlib.util.find_spec(m)]))\n"
     )
@@ -149,22 +173,34 @@ def test_the_client_command_offers_only_the_client_commands(client_venv: Path, t
     assert result.returncode == 2 and "invalid choice: 'up'" in result.stderr
 
 
-def test_the_installed_client_drives_a_session_end_to_end(client_venv: Path, stack: Stack, tmp_path: Path) -> None:
+def test_the_local_stack_of_the_client_alone_says_it_needs_the_server(client_venv: Path, tmp_path: Path) -> None:
+    script = tmp_path / "local_stack.py"
+    script.write_text(LOCAL_STACK_WITHOUT_SERVER)
+    result = run([str(client_venv / "python"), str(script)], cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "runs `astrabox up`" in result.stdout and "install astrabox-server" in result.stdout
+    assert "started" not in result.stdout
+
+
+def test_the_installed_client_drives_a_session_end_to_end(
+    client_venv: Path, local_stack: LocalStack, tmp_path: Path
+) -> None:
     script = tmp_path / "drive.py"
     script.write_text(DRIVE_A_SESSION)
-    result = run([str(client_venv / "python"), str(script), stack.address], cwd=tmp_path)
+    result = run([str(client_venv / "python"), str(script), local_stack.address], cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     seen = json.loads(result.stdout.splitlines()[-1])
     assert seen["kinds"][:2] == ["session_created", "startup_requested"]
     assert "runtime_ready" in seen["kinds"] and seen["kinds"][-1] == "turn_completed"
-    assert seen["tool_results"], "the command's output never came back through the stream"
+    assert seen["outcome"] == "COMPLETED"
+    assert seen["tool_results"] == ["from-the-client-wheel"], "the command's output never came back through the stream"
 
     result = run(
         [
             str(client_venv / "astrabox"),
             "run",
             "--target",
-            stack.address,
+            local_stack.address,
             "--timeout",
             "180",
             "run: echo through-the-cli",

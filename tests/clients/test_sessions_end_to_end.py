@@ -1,15 +1,17 @@
-"""The SDK's session handle and typed views end to end, against a whole stack of separate
-processes (the real bundled CLI in the local sandbox, the offline model)."""
+"""The SDK's session handle and typed views end to end, against a whole stack started by
+`astrabox.testing.LocalStack` (the real bundled CLI in the local sandbox, the offline model)."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import tarfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
+import pytest_asyncio
 
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
@@ -23,11 +25,22 @@ from astrabox.messages import (
     UserMessage,
 )
 from astrabox.sessions import SessionHandle, Turn, TurnOutcome
-from tests.support.stack import client, stack  # noqa: F401 - fixtures
+from astrabox.testing import LocalStack
 
 pytestmark = pytest.mark.e2e
 
 TIMEOUT = 120
+
+
+@pytest_asyncio.fixture(scope="module")
+async def local_stack() -> AsyncIterator[LocalStack]:
+    async with LocalStack() as stack:
+        yield stack
+
+
+@pytest.fixture
+def client(local_stack: LocalStack) -> AstraBoxClient:
+    return local_stack.client
 
 
 async def events_until(turn: Turn, predicate) -> list[Event]:

@@ -1,7 +1,9 @@
 """Errors the AstraBox client raises.
 
-    AstraBoxError          the server answered with an error (code, reason, message)
-     └── SessionStateError a session reached a state it cannot leave towards the awaited ones
+    AstraBoxError                the server answered with an error (code, reason, message)
+     └── SessionStateError       a session reached a state it cannot leave towards the awaited ones
+    LocalStackError              `astrabox.testing.LocalStack` could not start the stack
+     └── ServerNotInstalledError the server distribution (astrabox-server) is not installed
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from collections.abc import Mapping
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+
+__all__ = ["AstraBoxError", "LocalStackError", "ServerNotInstalledError", "SessionStateError"]
 
 
 class AstraBoxError(Exception):
@@ -58,6 +62,16 @@ class SessionStateError(AstraBoxError):
     def __init__(self, message: str, *, session: object) -> None:
         super().__init__(grpc.StatusCode.FAILED_PRECONDITION, message, reason="UNEXPECTED_STATE")
         self.session = session
+
+
+class LocalStackError(Exception):
+    """The local stack did not start: it exited, or it did not serve in time (the message ends with
+    the last lines it printed)."""
+
+
+class ServerNotInstalledError(LocalStackError):
+    """The local stack needs the server (`astrabox up`, from the astrabox-server distribution)
+    installed in the same Python environment as the client."""
 
 
 def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
