@@ -30,9 +30,23 @@ from astrabox.render import render
 from astrabox.secret_settings import SecretSettingError
 from astrabox.sessionkernel.v1 import session_pb2
 
+__all__ = [
+    "COMMANDS_GROUP",
+    "DEFAULT_TARGET",
+    "DEFAULT_TLS_CA",
+    "ContributedCommand",
+    "build_parser",
+    "contributed_commands",
+    "main",
+    "run_prompt",
+]
+
 DEFAULT_TARGET = os.environ.get("ASTRABOX_TARGET", "127.0.0.1:7233")
+"""The control plane the commands talk to without `--target`: $ASTRABOX_TARGET, else 127.0.0.1:7233."""
 DEFAULT_TLS_CA = os.environ.get("ASTRABOX_TLS_CA", "")
+"""The CA bundle verifying the control plane without `--tls-ca`: $ASTRABOX_TLS_CA, else none (plaintext)."""
 COMMANDS_GROUP = "astrabox.commands"
+"""The entry-point group through which other distributions add subcommands."""
 _TLS_CA_HELP = "reach the control plane over TLS, verified with this PEM CA bundle (env ASTRABOX_TLS_CA)"
 _CLIENT_COMMANDS = ("run", "session")
 
@@ -192,6 +206,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Runs `astrabox` with `argv` (default: the process's arguments) and exits with its status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     contributed = contributed_commands()
     if argv and argv[0] in contributed:

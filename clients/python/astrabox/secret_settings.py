@@ -30,7 +30,10 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
+__all__ = ["MASK", "SecretOption", "SecretSettingError", "redact", "redact_text", "remember", "warn_on_command_line"]
+
 MASK = "***"
+"""What a secret is replaced with in a log line."""
 # Shorter values are not worth hiding, and replacing them would garble every line.
 _MIN_REDACTED = 4
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/?#@\s\"']*:)[^@/\s\"']+(?=@)")
@@ -56,14 +59,17 @@ class SecretOption:
 
     @property
     def flag(self) -> str:
+        """The flag taking the value itself, e.g. "--database-url"."""
         return f"--{self.name}"
 
     @property
     def file_flag(self) -> str:
+        """The flag taking the path of a file holding the value, e.g. "--database-url-file"."""
         return f"--{self.name}-file"
 
     @property
     def file_env(self) -> str:
+        """The variable holding the path of a file holding the value, e.g. "ASTRABOX_DATABASE_URL_FILE"."""
         return f"{self.env}_FILE"
 
     @property
