@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -44,6 +44,17 @@ T = TypeVar("T")
 
 # A step of a write transaction, such as the record that a command was applied.
 Receipt = Callable[[sqlite3.Connection], None]
+
+
+def in_order(*steps: Callable[[sqlite3.Connection], object]) -> Receipt:
+    """Steps of one write transaction, taken in this order."""
+
+    def take(c: sqlite3.Connection) -> None:
+        for step in steps:
+            step(c)
+
+    return take
+
 
 # Applied command ids kept for idempotency; older ones are pruned (the control
 # plane never redelivers a command that far back).
@@ -406,7 +417,7 @@ _SELECT_SESSIONS = (
 )
 
 
-def _session_from_row(row: tuple) -> SessionRecord:
+def _session_from_row(row: tuple[Any, ...]) -> SessionRecord:
     return SessionRecord(
         session_id=row[0],
         engine=row[1],

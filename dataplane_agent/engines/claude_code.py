@@ -19,7 +19,7 @@ import re
 import typing
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -247,7 +247,7 @@ class ClaudeCodeSession:
         self._reader = asyncio.create_task(self._read(), name=f"claude-code-reader-{self._sandbox.sandbox_id}")
         self._log.debug("engine_connected", seconds=round(asyncio.get_running_loop().time() - started, 3))
 
-    async def outputs(self) -> AsyncIterator[EngineOutput]:
+    async def outputs(self) -> AsyncGenerator[EngineOutput, None]:
         """Every SDK message; ends when the CLI does (raising EngineError if it failed).
 
         What the bundled CLI sends besides a user turn's messages: a Bash command that runs

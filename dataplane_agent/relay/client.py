@@ -179,7 +179,8 @@ class RelayClient:
             tls = grpc.ssl_channel_credentials(root_certificates=cfg.root_certificates)
             channel = grpc.aio.secure_channel(cfg.target, tls, options=options)
         async with channel:
-            call = pb_grpc.RunnerServiceStub(channel).Connect()
+            # The generated gRPC stub carries no annotations.
+            call = pb_grpc.RunnerServiceStub(channel).Connect()  # type: ignore[no-untyped-call]
             try:
                 stream = await self._handshake(call)
                 self._stream = stream

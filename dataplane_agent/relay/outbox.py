@@ -20,7 +20,9 @@ from dataplane_agent.state import Database
 
 # The `Output.body` oneof field for each body message type.
 _BODY_FIELDS: dict[str, str] = {
-    field.message_type.full_name: field.name for field in pb.Output.DESCRIPTOR.oneofs_by_name["body"].fields
+    field.message_type.full_name: field.name
+    for field in pb.Output.DESCRIPTOR.oneofs_by_name["body"].fields
+    if field.message_type is not None  # every body is a message
 }
 
 
@@ -94,7 +96,8 @@ class Outbox:
                     )
                 )
             rows.sort()
-            chosen, total = [], 0
+            chosen: list[int] = []
+            total = 0
             for row_id, size in rows[:limit]:
                 total += size
                 if chosen and max_bytes is not None and total > max_bytes:

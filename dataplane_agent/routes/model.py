@@ -287,6 +287,7 @@ class ModelRoute:
                 up_writer.close()
                 raise HttpError(502, "api_error", "the model upstream did not answer in time") from None
             break
+        assert response is not None  # the loop breaks only with a response, else it raised
         try:
             status, upstream_keeps, client_keeps = await self._relay_response(
                 method, response, up_reader, up_writer, writer, client_keeps
@@ -331,9 +332,10 @@ class ModelRoute:
         """Stream one response to the client; (status, upstream reusable, client connection reusable)."""
         status = _status(response)
         while 100 <= status < 200:  # interim responses are not the answer
-            response = await asyncio.wait_for(_read_head(up_reader), self._timeouts.response)
-            if response is None:
+            following = await asyncio.wait_for(_read_head(up_reader), self._timeouts.response)
+            if following is None:
                 raise ConnectionResetError("the upstream closed the connection")
+            response = following
             status = _status(response)
         no_body = method == "HEAD" or status in (204, 304)
         length = response.get("content-length")
@@ -436,7 +438,8 @@ def _keeps_alive(head: _Head, version: str) -> bool:
 
 async def _read_body(reader: asyncio.StreamReader, head: _Head, timeout: float) -> bytes:
     if head.chunked():
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while True:
             size_line = await asyncio.wait_for(reader.readline(), timeout)
             try:

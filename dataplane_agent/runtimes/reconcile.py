@@ -147,7 +147,8 @@ class LocalDirectoryInventory:
                 continue
             sandbox_id = directory.name
             session_id = str(record.get("session_id") or sandbox_id.removeprefix("local-"))
-            labels = record.get("labels") if isinstance(record.get("labels"), dict) else {}
+            written = record.get("labels")
+            labels = written if isinstance(written, dict) else {}
             sandbox = Sandbox(
                 sandbox_id=sandbox_id,
                 driver="local",

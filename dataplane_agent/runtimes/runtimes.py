@@ -44,7 +44,7 @@ from dataplane_agent.runtimes.disk_limit import OverLimit
 from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
 from dataplane_agent.runtimes.reconcile import DESTROYED, Placements
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
-from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord
+from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord, in_order
 from dataplane_agent.turns.session import (
     WORKSPACE_GONE_REASON,
     Input,
@@ -255,7 +255,7 @@ class Runtimes:
         if turns.knows_turn(req.turn_id):
             await self._db.write(receipt)  # the same turn delivered again: it is already on its way
             return
-        await self._db.write(lambda c: (self._state.queue_input_tx(c, session_id, req.turn_id), receipt(c)))
+        await self._db.write(in_order(lambda c: self._state.queue_input_tx(c, session_id, req.turn_id), receipt))
         turns.enqueue(Input(turn_id=req.turn_id, text=req.text, permission_mode=req.permission_mode))
 
     async def answer_interaction(
@@ -287,7 +287,7 @@ class Runtimes:
                     grpc.StatusCode.FAILED_PRECONDITION, f"the engine refused the mode change: {describe(exc)}"
                 ) from exc
         await self._db.write(
-            lambda c: (self._state.set_permission_mode_tx(c, session_id, req.permission_mode), receipt(c))
+            in_order(lambda c: self._state.set_permission_mode_tx(c, session_id, req.permission_mode), receipt)
         )
 
     async def stop_task(self, session_id: str, req: pb.StopTask, receipt: Receipt) -> None:
@@ -329,7 +329,7 @@ class Runtimes:
                 grpc.StatusCode.UNAVAILABLE, f"the sandbox could not be stopped: {describe(exc)}", final=False
             ) from exc
         body = pb.RuntimeStopped(reason=reason, sandbox_id=record.sandbox.sandbox_id)
-        await self._db.write(lambda c: (self._outbox.append_tx(c, record.session_id, "", body), receipt(c)))
+        await self._db.write(in_order(lambda c: self._outbox.append_tx(c, record.session_id, "", body), receipt))
         log.info("runtime_stopped", session_id=record.session_id, sandbox_id=record.sandbox.sandbox_id, reason=reason)
 
     def running(self) -> list[tuple[str, Sandbox]]:
@@ -393,11 +393,11 @@ class Runtimes:
         body = pb.SandboxReconciled(
             action=DESTROYED, sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, reason=reason
         )
-        return await self._teardown(
-            record,
-            f"the runtime was destroyed ({reason})",
-            lambda c: self._outbox.append_tx(c, session_id, "", body),
-        )
+
+        def reported(c: sqlite3.Connection) -> None:
+            self._outbox.append_tx(c, session_id, "", body)
+
+        return await self._teardown(record, f"the runtime was destroyed ({reason})", reported)
 
     async def recover_lost(self, session_id: str, reason: str) -> bool:
         """Rebuild the runtime of an idle session whose sandbox is gone, now (hold its guard);
@@ -426,7 +426,7 @@ class Runtimes:
             await turns.close(reason)
         verdict = await self._launcher.destroy(record.sandbox)
         if verdict is DestroyVerdict.CONFIRMED:
-            await self._db.write(lambda c: (self._state.delete_session_tx(c, session_id), step(c)))
+            await self._db.write(in_order(lambda c: self._state.delete_session_tx(c, session_id), step))
             self._sessions.pop(session_id, None)
             self._rebuild_failed.discard(session_id)
             self._launcher.forget(session_id)
@@ -517,7 +517,7 @@ class Runtimes:
     async def _start_failed(self, session_id: str, reason: str, receipt: Receipt) -> None:
         log.warning("runtime_start_failed", session_id=session_id, reason=reason)
         await self._db.write(
-            lambda c: (self._outbox.append_tx(c, session_id, "", pb.RuntimeStartFailed(reason=reason)), receipt(c))
+            in_order(lambda c: self._outbox.append_tx(c, session_id, "", pb.RuntimeStartFailed(reason=reason)), receipt)
         )
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:

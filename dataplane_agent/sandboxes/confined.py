@@ -22,12 +22,13 @@ through `asyncio.to_thread`.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import enum
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -168,7 +169,7 @@ class ConfinedRoot:
                         entries.append(Entry(item.name, item.stat(follow_symlinks=False)))
         return sorted(entries, key=lambda e: e.name)
 
-    def read_file(self, parts: list[str], max_bytes: int) -> bytes:
+    def read_file(self, parts: builtins.list[str], max_bytes: int) -> bytes:
         """The regular file at the canonical `parts`, if not larger than `max_bytes`."""
         with self._walk(parts[:-1]) as fds:
             fd = _open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, fds[-1])
@@ -180,7 +181,7 @@ class ConfinedRoot:
                     raise PathRefused(Refusal.INVALID, f"the file is larger than {max_bytes} bytes")
                 return handle.read(max_bytes + 1)[:max_bytes]
 
-    def write_new_file(self, parts: list[str], content: bytes, mode: int = 0o600) -> bool:
+    def write_new_file(self, parts: builtins.list[str], content: bytes, mode: int = 0o600) -> bool:
         """Create the file at `parts` (and its missing directories) with `content`, owned like the
         root; False (and nothing written) when something is at `parts` already."""
         owner = os.stat(self._root, follow_symlinks=False)
@@ -204,8 +205,8 @@ class ConfinedRoot:
 
     @contextlib.contextmanager
     def _walk(
-        self, parts: list[str] = (), *, create: bool = False, owner: os.stat_result | None = None
-    ) -> Iterator[list[int]]:  # type: ignore[assignment]
+        self, parts: Sequence[str] = (), *, create: bool = False, owner: os.stat_result | None = None
+    ) -> Iterator[builtins.list[int]]:
         """Directory fds from the root down through `parts`, no link followed; closed on exit."""
         fds = [_open_root(self._root)]
         try:
@@ -228,7 +229,7 @@ class ConfinedRoot:
             for fd in fds:
                 os.close(fd)
 
-    def _link_target(self, dir_fd: int, name: str) -> tuple[bool, list[str]]:
+    def _link_target(self, dir_fd: int, name: str) -> tuple[bool, builtins.list[str]]:
         """Whether a link's target starts again from the root, and its components."""
         try:
             target = os.readlink(name, dir_fd=dir_fd)

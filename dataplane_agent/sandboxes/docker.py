@@ -55,7 +55,7 @@ from dataplane_agent.sandboxes.docker_container import (
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
-from dataplane_agent.sandboxes.images import DEFAULT_IMAGE
+from dataplane_agent.settings import DEFAULT_IMAGE
 
 __all__ = ["ContainerLimits", "DockerSandboxDriver"]
 

@@ -23,6 +23,7 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineSession
+from dataplane_agent.state import in_order
 from dataplane_agent.turns.engine_calls import bounded, describe
 from dataplane_agent.turns.ledger import TurnContext, TurnLedger
 
@@ -97,9 +98,11 @@ class TurnInputs:
             self._queue.remove(queued)
         ctx = self._ctx
         await ctx.db.write(
-            lambda c: (
-                ctx.state.unqueue_input_tx(c, ctx.session_id, turn_id),
-                ctx.outbox.append_tx(c, ctx.session_id, turn_id, pb.TurnInterrupted(reason=INTERRUPTED_BEFORE_SEND)),
+            in_order(
+                lambda c: ctx.state.unqueue_input_tx(c, ctx.session_id, turn_id),
+                lambda c: ctx.outbox.append_tx(
+                    c, ctx.session_id, turn_id, pb.TurnInterrupted(reason=INTERRUPTED_BEFORE_SEND)
+                ),
             )
         )
         self._log.info("queued_turn_interrupted", turn_id=turn_id)
@@ -220,11 +223,12 @@ class TurnInputs:
         """Before an input: an engine whose workspace vanished is closed, so the runtime is recovered."""
         ledger = self._ledger
         async with ledger.lock:
-            gone = ledger.current is None and ledger.sandbox is not None and not ledger.sandbox.workspace.exists()
+            sandbox = ledger.sandbox
+            gone = ledger.current is None and sandbox is not None and not sandbox.workspace.exists()
             engine = ledger.detach() if gone else None
-            if gone:
+            if gone and sandbox is not None:
                 ledger.lost_reason = ledger.lost_reason or WORKSPACE_GONE_REASON
-                self._log.warning("sandbox_gone", workspace=str(ledger.sandbox.workspace))
+                self._log.warning("sandbox_gone", workspace=str(sandbox.workspace))
         if engine is not None:
             await ledger.retire(engine)
 

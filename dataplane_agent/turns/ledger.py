@@ -22,7 +22,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineSession
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState, Database, in_order
 from dataplane_agent.turns.engine_calls import close_quietly
 from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED, Interactions
 
@@ -121,9 +121,9 @@ class TurnLedger:
         ctx = self._ctx
         turn = self.current = Turn(turn_id, by_engine=False)
         await ctx.db.write(
-            lambda c: (
-                ctx.state.unqueue_input_tx(c, ctx.session_id, turn_id),
-                ctx.state.set_turn_tx(c, ctx.session_id, turn_id, permission_mode),
+            in_order(
+                lambda c: ctx.state.unqueue_input_tx(c, ctx.session_id, turn_id),
+                lambda c: ctx.state.set_turn_tx(c, ctx.session_id, turn_id, permission_mode),
             )
         )
         return turn
@@ -133,9 +133,9 @@ class TurnLedger:
         ctx = self._ctx
         turn = self.current = Turn(str(uuid.uuid4()), by_engine=True)
         await ctx.db.write(
-            lambda c: (
-                ctx.outbox.append_tx(c, ctx.session_id, turn.turn_id, pb.EngineTurnStarted(reason=reason)),
-                ctx.state.set_turn_tx(c, ctx.session_id, turn.turn_id),
+            in_order(
+                lambda c: ctx.outbox.append_tx(c, ctx.session_id, turn.turn_id, pb.EngineTurnStarted(reason=reason)),
+                lambda c: ctx.state.set_turn_tx(c, ctx.session_id, turn.turn_id),
             )
         )
         self._log.info("engine_turn_started", turn_id=turn.turn_id, reason=reason)
@@ -147,9 +147,9 @@ class TurnLedger:
         turn.ended = True
         ctx.interactions.resolve_turn(turn.turn_id, INTERRUPTED if turn.interrupting else TURN_ENDED)
         await ctx.db.write(
-            lambda c: (
-                ctx.outbox.append_tx(c, ctx.session_id, turn.turn_id, outcome),
-                self.end_turn_tx(c, turn.turn_id),
+            in_order(
+                lambda c: ctx.outbox.append_tx(c, ctx.session_id, turn.turn_id, outcome),
+                lambda c: self.end_turn_tx(c, turn.turn_id),
             )
         )
         self.finish(turn)

@@ -112,28 +112,29 @@ class OutputRouter:
             turn_id = turn.turn_id if turn is not None else ""
             new_id = engine.engine_session_id if engine.engine_session_id != ledger.engine_session_id else ""
             body = pb.EngineMessage(type_name=output.type_name, payload_json=json.dumps(output.payload, default=str))
-            ends = turn is not None and output.ends_turn
+            # The turn this output ends (its ResultMessage), if any.
+            ending = turn if turn is not None and output.ends_turn else None
 
             def tx(c: sqlite3.Connection) -> None:
                 ctx.outbox.append_tx(c, ctx.session_id, turn_id, body)
                 if new_id:
                     ctx.state.set_engine_session_id_tx(c, ctx.session_id, new_id)
-                if ends:
+                if ending is not None:
                     ledger.end_turn_tx(c, turn_id)
-                    if turn.interrupting:
+                    if ending.interrupting:
                         interrupted = pb.TurnInterrupted(reason=INTERRUPTED_BY_ENGINE)
                         ctx.outbox.append_tx(c, ctx.session_id, turn_id, interrupted)
 
             await ctx.db.write(tx)
             ledger.engine_session_id = new_id or ledger.engine_session_id
-            if not ends:
+            if ending is None:
                 return
-            turn.ended = True
+            ending.ended = True
             ctx.interactions.resolve_turn(turn_id, TURN_ENDED)
         await self._snapshot(engine, turn_id)
         async with ledger.lock:
-            ledger.finish(turn)
-        self._log.info("turn_finished", turn_id=turn_id, interrupted=turn.interrupting, by_engine=turn.by_engine)
+            ledger.finish(ending)
+        self._log.info("turn_finished", turn_id=turn_id, interrupted=ending.interrupting, by_engine=ending.by_engine)
 
     async def _engine_ended(self, engine: EngineSession, lost: str, aborted: str) -> None:
         ledger = self._ledger
@@ -173,7 +174,8 @@ class OutputRouter:
         await ctx.outbox.append(ctx.session_id, turn_id, snapshot)
 
     def _note_task_event(self, output: EngineOutput) -> None:
-        data = output.payload.get("data") if isinstance(output.payload.get("data"), dict) else {}
+        nested = output.payload.get("data")
+        data = nested if isinstance(nested, dict) else {}
         task_id = output.payload.get("task_id") or data.get("task_id")
         status = output.payload.get("status") or data.get("status")
         if task_id and status:

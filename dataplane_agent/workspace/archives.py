@@ -34,7 +34,7 @@ import tarfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Protocol, cast
 
 from dataplane_agent.sandboxes.confined import MAX_DEPTH, MAX_NAME_BYTES, MAX_PATH_BYTES
 
@@ -129,7 +129,8 @@ def _members(
     links: set[str] = set()
     files: set[str] = set()
     try:
-        with tarfile.open(fileobj=reader, mode="r|") as archive:
+        # tarfile reads a stream with `read` alone; its stubs ask for a whole file object.
+        with tarfile.open(fileobj=cast(IO[bytes], reader), mode="r|") as archive:
             for member in archive:
                 name = _canonical_name(member.name)
                 if not name:
@@ -213,23 +214,27 @@ def _canonical_link(member: tarfile.TarInfo, name: str) -> str:
     return posixpath.normpath(member.linkname) if not member.linkname.startswith("/") else member.linkname
 
 
-def _decompressed(source: IO[bytes]) -> IO[bytes]:
+class _Reader(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def _decompressed(source: IO[bytes]) -> _Reader:
     """The tar stream inside `source`, whichever compression (gzip, bzip2, xz or none) it has."""
     magic = source.read(6)
     source.seek(0)
     if magic.startswith(b"\x1f\x8b"):
-        return gzip.GzipFile(fileobj=source, mode="rb")  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=source, mode="rb")
     if magic.startswith(b"BZh"):
-        return bz2.BZ2File(source)  # type: ignore[return-value]
+        return bz2.BZ2File(source)
     if magic.startswith(b"\xfd7zXZ\x00"):
-        return lzma.LZMAFile(source)  # type: ignore[return-value]
+        return lzma.LZMAFile(source)
     return source
 
 
 class _Bounded:
     """A reader that refuses to deliver more than `limit` bytes in all."""
 
-    def __init__(self, inner: IO[bytes], limit: int) -> None:
+    def __init__(self, inner: _Reader, limit: int) -> None:
         self._inner = inner
         self._left = limit
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import stat
@@ -155,7 +156,10 @@ class WorkspaceService:
         else:
             task = asyncio.create_task(self._serve(request, reply), name=f"workspace-{op}")
             self._tasks[request.request_id] = task
-            task.add_done_callback(lambda _t, rid=request.request_id: self._tasks.pop(rid, None))
+            task.add_done_callback(functools.partial(self._forget, request.request_id))
+
+    def _forget(self, request_id: str, _task: asyncio.Task[None]) -> None:
+        self._tasks.pop(request_id, None)
 
     async def end_leftovers(self, sandboxes: Sequence[Sandbox]) -> None:
         """End what commands of an earlier agent process left running in `sandboxes` (a crash
@@ -312,7 +316,9 @@ class WorkspaceService:
         async def pump(stream: asyncio.StreamReader | None, name: str) -> None:
             assert stream is not None
             while chunk := await stream.read(CHUNK_BYTES):
-                await reply(pb.WorkspaceReply(request_id=rid, **{name: chunk}))
+                out = pb.WorkspaceReply(request_id=rid)
+                setattr(out, name, chunk)  # stdout or stderr
+                await reply(out)
 
         timeout = command.timeout_ms / 1000 if command.timeout_ms > 0 else DEFAULT_EXEC_TIMEOUT_S
         async with self._in_sandbox(
