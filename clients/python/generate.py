@@ -10,9 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from grpc_tools import protoc
-
 import grpc_tools
+from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "proto"

@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import EntryPoint, entry_points
-from typing import Protocol
+from typing import Protocol, TextIO
 
 # gRPC core's informational chatter (fork handlers) is noise on a terminal; it reads this at import.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -69,7 +69,12 @@ def contributed_commands() -> dict[str, EntryPoint]:
 
 
 async def run_prompt(
-    target: str, prompt: str, *, timeout: float, out=sys.stdout, credentials: grpc.ChannelCredentials | None = None
+    target: str,
+    prompt: str,
+    *,
+    timeout: float,
+    out: TextIO = sys.stdout,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> tuple[int, session_pb2.Session]:
     """Create a session, send `prompt`, print its events until the turn ends.
 
@@ -105,11 +110,13 @@ async def _session_command(args: argparse.Namespace) -> int:
     async with AstraBoxClient.connect(args.target, credentials=_credentials(args.tls_ca)) as client:
         if args.action == "list":
             async for session in client.iter_sessions():
-                print(f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} agent {session.agent_id}")
+                print(
+                    f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} agent {session.agent_id}"
+                )
         elif args.action == "show":
             print(await client.get_session(args.session_id))
         elif args.action == "events":
-            async for event in (client.watch(args.session_id) if args.follow else client.iter_events(args.session_id)):
+            async for event in client.watch(args.session_id) if args.follow else client.iter_events(args.session_id):
                 for line in render(event):
                     print(line, flush=True)
         elif args.action == "delete":
@@ -165,8 +172,10 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     parser = argparse.ArgumentParser(
         prog="astrabox",
         description="Run coding agents as durable sessions.",
-        epilog=None if contributed else "Server commands (astrabox up, astrabox agent, …) appear here where the "
-                                        "astrabox-server distribution is installed.",
+        epilog=None
+        if contributed
+        else "Server commands (astrabox up, astrabox agent, …) appear here where the "
+        "astrabox-server distribution is installed.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, entry_point in contributed.items():
@@ -193,7 +202,9 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     mode = actions.add_parser("mode", help="set the engine's permission mode")
     mode.add_argument("session_id")
     mode.add_argument("permission_mode")
-    respond = actions.add_parser("respond", help="answer the pending interaction: allow (default), --deny MSG, or --answer Q=A")
+    respond = actions.add_parser(
+        "respond", help="answer the pending interaction: allow (default), --deny MSG, or --answer Q=A"
+    )
     respond.add_argument("session_id")
     respond.add_argument("--deny", metavar="MESSAGE")
     respond.add_argument("--answer", action="append", metavar="QUESTION=ANSWER")

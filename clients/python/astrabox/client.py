@@ -57,9 +57,7 @@ API_KEY_METADATA = "authorization"
 
 # Codes after which a watch is resumed rather than surfaced: the server or
 # the connection went away (a server shutting down cancels its streams).
-_RESUMABLE = frozenset(
-    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED}
-)
+_RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED})
 _GIVE_UP_STATES = (SessionState.SESSION_STATE_FAILED, SessionState.SESSION_STATE_DELETED)
 
 R = TypeVar("R")
@@ -109,7 +107,8 @@ class AstraBoxClient:
         reconnect: Backoff = Backoff(),
     ) -> None:
         self._channel = channel
-        self._stub = api_grpc.SessionKernelServiceStub(channel)
+        # The generated gRPC stub carries no annotations.
+        self._stub = api_grpc.SessionKernelServiceStub(channel)  # type: ignore[no-untyped-call]
         self._metadata = ((API_KEY_METADATA, f"Bearer {api_key}"),) if api_key else ()
         self._timeout = timeout
         self._reconnect = reconnect
@@ -185,11 +184,11 @@ class AstraBoxClient:
         model, labels.
         """
         request = api.CreateSessionRequest(request_id=request_id or _new_id(), **options)
-        return (await self._unary(self._stub.CreateSession, request)).session
+        return await self._session_of(self._stub.CreateSession, request)
 
     async def get_session(self, session_id: str) -> Session:
         """Returns the session."""
-        return (await self._unary(self._stub.GetSession, api.GetSessionRequest(session_id=session_id))).session
+        return await self._session_of(self._stub.GetSession, api.GetSessionRequest(session_id=session_id))
 
     async def list_sessions(self, page_size: int = 0, page_token: str = "") -> api.ListSessionsResponse:
         """One page of sessions, newest first, and the token of the next page."""
@@ -209,7 +208,7 @@ class AstraBoxClient:
     async def interrupt_turn(self, session_id: str, request_id: str | None = None) -> Session:
         """Asks the running turn to stop."""
         request = api.InterruptTurnRequest(session_id=session_id, request_id=request_id or _new_id())
-        return (await self._unary(self._stub.InterruptTurn, request)).session
+        return await self._session_of(self._stub.InterruptTurn, request)
 
     async def set_permission_mode(
         self, session_id: str, permission_mode: str, request_id: str | None = None
@@ -218,34 +217,43 @@ class AstraBoxClient:
         request = api.SetPermissionModeRequest(
             session_id=session_id, permission_mode=permission_mode, request_id=request_id or _new_id()
         )
-        return (await self._unary(self._stub.SetPermissionMode, request)).session
+        return await self._session_of(self._stub.SetPermissionMode, request)
 
     async def stop_background_task(self, session_id: str, task_id: str, request_id: str | None = None) -> Session:
         """Asks the engine to stop one of the session's background tasks."""
-        request = api.StopBackgroundTaskRequest(session_id=session_id, task_id=task_id, request_id=request_id or _new_id())
-        return (await self._unary(self._stub.StopBackgroundTask, request)).session
+        request = api.StopBackgroundTaskRequest(
+            session_id=session_id, task_id=task_id, request_id=request_id or _new_id()
+        )
+        return await self._session_of(self._stub.StopBackgroundTask, request)
 
     async def archive_session(self, session_id: str, request_id: str | None = None) -> Session:
         """Releases the session's sandbox; its history stays readable."""
         request = api.ArchiveSessionRequest(session_id=session_id, request_id=request_id or _new_id())
-        return (await self._unary(self._stub.ArchiveSession, request)).session
+        return await self._session_of(self._stub.ArchiveSession, request)
 
     # Workspace files and commands
 
-    async def upload_archive(self, session_id: str, archive: bytes, path: str = "") -> api.UploadWorkspaceArchiveResponse:
+    async def upload_archive(
+        self, session_id: str, archive: bytes, path: str = ""
+    ) -> api.UploadWorkspaceArchiveResponse:
         """Unpacks a tar archive into the workspace directory `path` (relative to the workspace)."""
 
         async def messages() -> AsyncIterator[api.UploadWorkspaceArchiveRequest]:
             yield api.UploadWorkspaceArchiveRequest(session_id=session_id, path=path, chunk=archive[:UPLOAD_CHUNK])
             for start in range(UPLOAD_CHUNK, len(archive), UPLOAD_CHUNK):
-                yield api.UploadWorkspaceArchiveRequest(chunk=archive[start:start + UPLOAD_CHUNK])
+                yield api.UploadWorkspaceArchiveRequest(chunk=archive[start : start + UPLOAD_CHUNK])
 
         try:
-            return await self._stub.UploadWorkspaceArchive(messages(), timeout=self._timeout * 10, metadata=self._metadata)
+            written: api.UploadWorkspaceArchiveResponse = await self._stub.UploadWorkspaceArchive(
+                messages(), timeout=self._timeout * 10, metadata=self._metadata
+            )
+            return written
         except grpc.aio.AioRpcError as error:
             raise AstraBoxError.from_rpc_error(error) from error
 
-    async def upload_directory(self, session_id: str, local_dir: str | os.PathLike[str], path: str = "") -> api.UploadWorkspaceArchiveResponse:
+    async def upload_directory(
+        self, session_id: str, local_dir: str | os.PathLike[str], path: str = ""
+    ) -> api.UploadWorkspaceArchiveResponse:
         """Uploads the contents of a local directory into the workspace directory `path`."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
@@ -295,7 +303,7 @@ class AstraBoxClient:
     async def delete_session(self, session_id: str, request_id: str | None = None) -> Session:
         """Deletes the session and its sandbox."""
         request = api.DeleteSessionRequest(session_id=session_id, request_id=request_id or _new_id())
-        return (await self._unary(self._stub.DeleteSession, request)).session
+        return await self._session_of(self._stub.DeleteSession, request)
 
     # Turns
 
@@ -341,7 +349,7 @@ class AstraBoxClient:
             request.deny.message = deny
         else:
             request.answers.answers.update(answers or {})
-        return (await self._unary(self._stub.RespondToInteraction, request)).session
+        return await self._session_of(self._stub.RespondToInteraction, request)
 
     # Events
 
@@ -452,6 +460,11 @@ class AstraBoxClient:
         finally:
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
+
+    async def _session_of(self, method: Callable[..., Awaitable[Any]], request: Any) -> Session:
+        """The session a call answers with (the generated stubs carry no types: named here)."""
+        session: Session = (await self._unary(method, request)).session
+        return session
 
     async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
         try:

@@ -1,9 +1,9 @@
 """Errors the AstraBox client raises.
 
-    AstraBoxError                the server answered with an error (code, reason, message)
-     └── SessionStateError       a session reached a state it cannot leave towards the awaited ones
-    LocalStackError              `astrabox.testing.LocalStack` could not start the stack
-     └── ServerNotInstalledError the server distribution (astrabox-server) is not installed
+AstraBoxError                the server answered with an error (code, reason, message)
+ └── SessionStateError       a session reached a state it cannot leave towards the awaited ones
+LocalStackError              `astrabox.testing.LocalStack` could not start the stack
+ └── ServerNotInstalledError the server distribution (astrabox-server) is not installed
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class ServerNotInstalledError(LocalStackError):
 
 def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
     try:
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+        status = rpc_status.from_call(error)
     except (ValueError, AttributeError):
         return None  # a status detail that contradicts the call's own status
     if status is None:

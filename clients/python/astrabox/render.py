@@ -65,7 +65,9 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
         lines = [f"● runtime requested from agent {event.startup_requested.agent_id}"]
     elif kind == "runtime_ready":
         ready = event.runtime_ready
-        lines = [f"● sandbox ready: {ready.driver} {ready.sandbox_id} ({ready.sandbox_ms} ms), workspace {ready.workspace}"]
+        lines = [
+            f"● sandbox ready: {ready.driver} {ready.sandbox_id} ({ready.sandbox_ms} ms), workspace {ready.workspace}"
+        ]
     elif kind == "runtime_failed":
         lines = [f"✗ runtime failed: {event.runtime_failed.reason}"]
     elif kind == "user_message_accepted":
@@ -114,8 +116,10 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
     elif kind == "runtime_stopped":
         lines = [f"● runtime stopped ({event.runtime_stopped.reason}); the next message starts it again"]
     elif kind == "sandbox_reconciled":
-        done = event.sandbox_reconciled
-        lines = [f"● sandbox {done.sandbox_id} {done.action or 'reconciled'}: {done.reason}".rstrip(": ")]
+        reconciled = event.sandbox_reconciled
+        lines = [
+            f"● sandbox {reconciled.sandbox_id} {reconciled.action or 'reconciled'}: {reconciled.reason}".rstrip(": ")
+        ]
     else:
         lines = [f"● {events_pb2.EventKind.Name(event.kind)}"]
     return [prefix + line for line in lines]
