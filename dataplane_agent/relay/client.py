@@ -17,7 +17,6 @@ torn down and redialled with capped exponential backoff and jitter.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import grpc
 import structlog
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from astrabox.backoff import Backoff
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
 from dataplane_agent.engines import EngineManifest
@@ -67,8 +67,8 @@ class RelayConfig:
     connect_timeout: float = 10.0
     write_timeout: float = 30.0
     heartbeat_interval: float = 10.0  # until Welcome says otherwise
-    backoff_initial: float = 0.2
-    backoff_max: float = 15.0
+    # Between redials (reset once a stream was welcomed); also the longest pause of a refused session.
+    backoff: Backoff = Backoff(initial=0.2, maximum=15.0)
 
 
 @dataclass(eq=False)
@@ -143,8 +143,7 @@ class RelayClient:
             else:
                 log.warning("relay_stream_ended", target=self._config.target)
             failures = 1 if self.streams_opened > welcomed_before else failures + 1
-            ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** min(failures - 1, 30))
-            await asyncio.sleep(random.uniform(ceiling / 2, ceiling))
+            await asyncio.sleep(self._config.backoff.delay(failures - 1))
 
     def _reply(self, ack: pb.CommandAck) -> None:
         stream = self._stream
@@ -293,7 +292,7 @@ class RelayClient:
                 # Resend at once the first time; when refusals continue without progress, wait as
                 # long as the session has been stuck (capped), so a lasting gap cannot spin.
                 since = stream.refused_since.setdefault(sid, now)
-                stream.paused_until[sid] = now + min(self._config.backoff_max, now - since)
+                stream.paused_until[sid] = now + min(self._config.backoff.maximum, now - since)
                 log.warning(
                     "output_refused",
                     session_id=sid,

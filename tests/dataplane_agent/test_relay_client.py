@@ -13,6 +13,7 @@ from pathlib import Path
 import grpc
 from google.rpc import status_pb2
 
+from astrabox.backoff import Backoff
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
@@ -217,8 +218,7 @@ async def agent_process(state_dir: Path, port: int, window: int = 512, batch_siz
         capacity=4,
         window=window,
         batch_size=batch_size,
-        backoff_initial=0.05,
-        backoff_max=0.2,
+        backoff=Backoff(initial=0.05, maximum=0.2),
     )
     relay = RelayClient(config, state=state, outbox=outbox, commands=applier)
     tasks = [asyncio.create_task(applier.run()), asyncio.create_task(relay.run())]

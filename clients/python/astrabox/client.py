@@ -27,7 +27,6 @@ import asyncio
 import io
 import logging
 import os
-import random
 import tarfile
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Generator, Mapping
@@ -36,6 +35,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from astrabox.backoff import Backoff
 from astrabox.errors import AstraBoxError, SessionStateError
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
@@ -74,21 +74,6 @@ class CommandResult:
     stdout: bytes
     stderr: bytes
     exit_code: int
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Bounded exponential backoff between reconnection attempts, in seconds."""
-
-    initial: float = 0.1
-    maximum: float = 5.0
-    multiplier: float = 2.0
-    jitter: float = 0.2
-
-    def delay(self, attempt: int) -> float:
-        """The pause before reconnection attempt `attempt` (0-based)."""
-        base = min(self.maximum, self.initial * self.multiplier ** min(attempt, 64))
-        return min(self.maximum, base * (1 + random.uniform(-self.jitter, self.jitter)))
 
 
 class AstraBoxClient:
