@@ -129,7 +129,7 @@ class Agents:
 
         Inside a transaction, pass its connection: taking a second one from the
         pool while holding the first can exhaust the pool under load."""
-        return await (conn or self._pool).fetchval(
+        agent_id: str | None = await (conn or self._pool).fetchval(
             "SELECT a.agent_id FROM agents a"
             " LEFT JOIN sessions s ON s.agent_id = a.agent_id AND s.deleted_at IS NULL"
             " WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines)"
@@ -138,6 +138,7 @@ class Agents:
             " ORDER BY a.capacity - count(s.session_id) DESC, a.agent_id LIMIT 1",
             engine,
         )
+        return agent_id
 
     async def committed_cursors(self, agent_id: str, named: Mapping[str, int]) -> dict[str, int]:
         """Committed output_seq for every session the agent named or holds here."""

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import structlog
 
@@ -256,7 +257,7 @@ class Conversation:
             )
 
 
-def _decision(kind: InteractionKind, tool_input: Mapping, answer: Answer) -> runner_pb2.AnswerInteraction:
+def _decision(kind: InteractionKind, tool_input: Mapping[str, Any], answer: Answer) -> runner_pb2.AnswerInteraction:
     if kind is InteractionKind.QUESTION:
         if answer.decision == "deny":
             return runner_pb2.AnswerInteraction(deny=runner_pb2.AnswerInteraction.Deny(message=answer.message))
@@ -282,7 +283,7 @@ def _decision(kind: InteractionKind, tool_input: Mapping, answer: Answer) -> run
     raise InvalidArgument("answer", "a tool approval is answered with `allow` or `deny`")
 
 
-def _answer_payload(interaction_id: str, request_id: str, answer: Answer) -> dict:
+def _answer_payload(interaction_id: str, request_id: str, answer: Answer) -> dict[str, Any]:
     return {
         "interaction_id": interaction_id,
         "request_id": request_id,

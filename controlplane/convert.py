@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import cast
 
 from google.protobuf import json_format, timestamp_pb2
 
@@ -12,9 +13,18 @@ from controlplane.engines import EngineManifest
 from controlplane.journal import EventKind, StoredEvent
 from controlplane.session import InteractionKind, InteractionRecord, SessionRecord, SessionState, questions_of
 
-_STATES = {state: session_pb2.SessionState.Value(f"SESSION_STATE_{state.name}") for state in SessionState}
-_KINDS = {kind: events_pb2.EventKind.Value(f"EVENT_KIND_{kind.name}") for kind in EventKind}
-_INTERACTION_KINDS = {k: session_pb2.InteractionKind.Value(f"INTERACTION_KIND_{k.name}") for k in InteractionKind}
+# protoc's stubs give `Value()` a plain int, not the enum's own type (at run time both are ints).
+_STATES: dict[SessionState, session_pb2.SessionState] = {
+    state: cast(session_pb2.SessionState, session_pb2.SessionState.Value(f"SESSION_STATE_{state.name}"))
+    for state in SessionState
+}
+_KINDS: dict[EventKind, events_pb2.EventKind] = {
+    kind: cast(events_pb2.EventKind, events_pb2.EventKind.Value(f"EVENT_KIND_{kind.name}")) for kind in EventKind
+}
+_INTERACTION_KINDS: dict[InteractionKind, session_pb2.InteractionKind] = {
+    k: cast(session_pb2.InteractionKind, session_pb2.InteractionKind.Value(f"INTERACTION_KIND_{k.name}"))
+    for k in InteractionKind
+}
 
 
 def timestamp(value: datetime) -> timestamp_pb2.Timestamp:

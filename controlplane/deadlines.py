@@ -147,7 +147,7 @@ class DeadlineSweeper:
     async def _runtime_lost(self, session_id: str, agent_id: str) -> None:
         reason = f"the data-plane agent {agent_id} stopped answering (its lease lapsed)"
         async with self._journal.transaction() as tx:
-            row = await tx.lock_session(session_id)
+            row = await tx.lock_existing_session(session_id)
             if not row["runtime_available"]:
                 return
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_LOST, {"reason": reason})])
@@ -158,7 +158,7 @@ class DeadlineSweeper:
 
     async def _interrupt_overdue(self, session_id: str) -> None:
         async with self._journal.transaction() as tx:
-            row = await tx.lock_session(session_id)
+            row = await tx.lock_existing_session(session_id)
             if row["state"] != SessionState.INTERRUPTING.value or not row["current_turn_id"]:
                 return
             await self._turns.settle(
@@ -173,7 +173,7 @@ class DeadlineSweeper:
     async def _startup_overdue(self, session_id: str) -> None:
         reason = f"the runtime did not start within {int(self._startup_deadline.total_seconds())} s"
         async with self._journal.transaction() as tx:
-            row = await tx.lock_session(session_id)
+            row = await tx.lock_existing_session(session_id)
             if row["state"] != SessionState.CREATING.value:
                 return
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_FAILED, {"reason": reason})])

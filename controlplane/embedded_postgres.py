@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import asyncpg
 import structlog
@@ -95,6 +96,14 @@ def _has_server_binaries(bindir: Path) -> bool:
     return all(os.access(bindir / tool, os.X_OK) for tool in ("initdb", "pg_ctl", "postgres"))
 
 
+class _SubprocessUser(TypedDict, total=False):
+    """The keyword arguments of `asyncio.create_subprocess_exec` that run it as another user."""
+
+    user: int
+    group: int | None
+    extra_groups: list[int]
+
+
 @dataclass(frozen=True, slots=True)
 class _RunAs:
     """The system user the server runs as (None fields: this process's own)."""
@@ -117,7 +126,7 @@ class _RunAs:
             ) from None
         return cls(entry.pw_uid, entry.pw_gid, entry.pw_dir, entry.pw_name)
 
-    def subprocess_kwargs(self) -> dict[str, object]:
+    def subprocess_kwargs(self) -> _SubprocessUser:
         if self.uid is None:
             return {}
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
@@ -131,7 +140,7 @@ class _RunAs:
 
     def chown(self, path: Path) -> None:
         if self.uid is not None:
-            os.chown(path, self.uid, self.gid)
+            os.chown(path, self.uid, -1 if self.gid is None else self.gid)  # -1: group unchanged
 
     def check_can_reach(self, path: Path) -> None:
         """Fails clearly when a parent directory is closed to the server's user."""

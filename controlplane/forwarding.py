@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 import asyncpg
 import grpc
@@ -41,11 +41,13 @@ SILENCE_S = REPLY_TIMEOUT_S + 30.0
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 # What a call ended by the connection (not by the far replica's code) reports.
 _CONNECTION_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+# grpc_tools generates the stub without annotations: its type as used here.
+_runner_stub: Callable[[grpc.aio.Channel], runner_grpc.RunnerServiceStub] = runner_grpc.RunnerServiceStub
 
 
 async def read_cluster_secret(pool: asyncpg.Pool) -> str:
     """The secret every replica of this database shares (made by migration 0003)."""
-    secret = await pool.fetchval("SELECT secret FROM cluster_secret")
+    secret: str | None = await pool.fetchval("SELECT secret FROM cluster_secret")
     if not secret:
         raise RuntimeError("the database has no cluster secret; are its migrations applied?")
     return secret
@@ -85,7 +87,7 @@ class ReplicaLinks:
                 {"agent_id": agent_id},
             )
         channel = await self._ready_channel(address, agent_id)
-        call = runner_grpc.RunnerServiceStub(channel).ForwardWorkspace(metadata=self._metadata)
+        call = _runner_stub(channel).ForwardWorkspace(metadata=self._metadata)
         try:
             await _send(call, agent_id, session_id, requests)
             while True:
@@ -202,6 +204,7 @@ class ForwardingServicer:
         first = await anext(request_iterator, None)
         if first is None or not first.agent_id or not first.session_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message names the agent and the session")
+            return  # not reached: abort raises
 
         async def requests() -> AsyncIterator[runner_pb2.WorkspaceRequest]:
             yield first.request

@@ -115,6 +115,13 @@ class JournalTransaction:
         """Lock the session row for the rest of the transaction and return it."""
         return await self.conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
 
+    async def lock_existing_session(self, session_id: str) -> asyncpg.Record:
+        """`lock_session` for a session whose id was read from its row: session rows are
+        never deleted (a deleted session keeps its row), so the row is there."""
+        row = await self.lock_session(session_id)
+        assert row is not None, f"the sessions row of {session_id} is gone"
+        return row
+
     async def update_session(self, session_id: str, **columns: Any) -> None:
         unknown = set(columns) - _SESSION_COLUMNS
         if unknown:

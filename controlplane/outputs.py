@@ -96,7 +96,7 @@ class OutputCommitter:
                         reason=done.reason,
                     )
             return last_offered
-        cursor = row["committed_output_seq"]
+        cursor: int = row["committed_output_seq"]
         fresh = []
         for output in outputs:
             if output.output_seq <= cursor:
@@ -136,7 +136,7 @@ class _Applier:
         return (await self.flush())[-1]
 
     async def _current(self) -> dict[str, Any]:
-        return dict(await self._tx.lock_session(self._session_id))
+        return dict(await self._tx.lock_existing_session(self._session_id))
 
     async def apply(self, output: runner_pb2.Output) -> None:
         body = output.WhichOneof("body")

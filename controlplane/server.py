@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import asyncpg
@@ -61,6 +61,15 @@ class RunnerService:
         self.ForwardWorkspace = forwarding.ForwardWorkspace
 
 
+# grpc_tools generates these without annotations: their types as used here.
+_add_session_kernel_service: Callable[[SessionKernelServicer, grpc.aio.Server], None] = (
+    session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server
+)
+_add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
+    runner_service_pb2_grpc.add_RunnerServiceServicer_to_server
+)
+
+
 @contextlib.asynccontextmanager
 async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlPlane]:
     """Run the control plane until the context exits; yields its bound address."""
@@ -98,9 +107,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         sweeper = DeadlineSweeper(
             pool, journal, turns, agents, settings.startup_deadline, idle_stop_after=settings.idle_stop_after
         )
-        session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server(
-            SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router)), server
-        )
+        _add_session_kernel_service(SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router)), server)
         relay = RunnerServicer(
             agents,
             OutputCommitter(journal, turns),
@@ -108,9 +115,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
             router,
         )
-        runner_service_pb2_grpc.add_RunnerServiceServicer_to_server(
-            RunnerService(relay, ForwardingServicer(router, secret)), server
-        )
+        _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret)), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -133,7 +133,7 @@ class ControlPlaneSettings:
             "idle_stop_after": timedelta(seconds=args.idle_stop_after),
         }
         values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
 
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]", "*"}

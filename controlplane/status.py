@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 import structlog
@@ -80,13 +80,13 @@ def maps_errors(method: F) -> F:
         except errors.KernelError as error:
             await context.abort_with_status(to_status(error))
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
     """The ErrorInfo a failed call carries (the reading side of `to_status`); None without one."""
     try:
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+        status = rpc_status.from_call(error)
     except (ValueError, AttributeError):
         return None
     for detail in status.details if status else ():

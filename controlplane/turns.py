@@ -74,7 +74,7 @@ class Turns:
     async def dispatch_next(self, tx: JournalTransaction, session_id: str) -> None:
         """Deliver the oldest queued message if the session is idle."""
         while True:
-            row = await tx.lock_session(session_id)
+            row = await tx.lock_existing_session(session_id)
             session = SessionRecord.from_row(row)
             if session.state is not SessionState.READY or session.current_turn_id:
                 return
@@ -88,12 +88,13 @@ class Turns:
             turn = QueuedTurn(queued["turn_id"], queued["text"], queued["permission_mode"])
             agent_id = session.agent_id
             if not session.runtime_available:
-                agent_id = await self._place_again(tx, session)
-                if agent_id is None:
+                placed = await self._place_again(tx, session)
+                if placed is None:
                     await self._fail_queued(
                         tx, session_id, turn.turn_id, "no data-plane agent is available to run the session"
                     )
                     continue
+                agent_id = placed
             await tx.conn.execute(
                 "UPDATE turns SET state = 'running' WHERE session_id = $1 AND turn_id = $2", session_id, turn.turn_id
             )

@@ -110,7 +110,7 @@ class WorkspaceRouter:
 
     async def exchange_here(
         self, agent_id: str, session_id: str, requests: AsyncIterator[runner_pb2.WorkspaceRequest]
-    ) -> AsyncIterator[runner_pb2.WorkspaceReply]:
+    ) -> AsyncGenerator[runner_pb2.WorkspaceReply, None]:
         """`exchange` through the agent's stream on this replica only."""
         send = self._streams.get(agent_id)
         if send is None:
