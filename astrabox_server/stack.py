@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import asyncpg
 import structlog
 
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
@@ -78,7 +79,7 @@ def _make_private(data_dir: Path) -> None:
         data_dir.chmod(0o711 if os.geteuid() == 0 else 0o700)
 
 
-async def _wait_for_agent(pool, agent: asyncio.Task) -> None:
+async def _wait_for_agent(pool: asyncpg.Pool, agent: asyncio.Task[None]) -> None:
     async with asyncio.timeout(AGENT_READY_TIMEOUT):
         while not await pool.fetchval("SELECT count(*) FROM agents WHERE lease_expires_at > now()"):
             if agent.done():
