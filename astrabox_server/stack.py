@@ -23,11 +23,11 @@ import asyncpg
 import structlog
 
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
-from controlplane import logs
 from controlplane.database import DatabaseUnreachable
 from controlplane.embedded_postgres import EmbeddedPostgres
 from controlplane.server import serve
 from controlplane.settings import DATABASE_URL, ControlPlaneSettings
+from serverkit import logs
 
 log = structlog.get_logger(__name__)
 

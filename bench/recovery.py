@@ -39,7 +39,7 @@ from pathlib import Path
 from _common import Process, embedded_postgres, event_ms, percentile, revision, summary_row, turn_end, watch_until
 
 from astrabox.client import AstraBoxClient
-from controlplane import logs
+from serverkit import logs
 
 RECOVERED = "recovered: 2nd turn, sandbox destroyed"
 BASELINE = "baseline: 2nd turn, sandbox intact"
@@ -246,7 +246,7 @@ def main() -> None:
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with the processes' logs")
     args = parser.parse_args()
-    logs.configure(json_logs=True, level="warning")  # this process's own logs: warnings only, to stderr
+    logs.configure("json", "warning")  # this process's own logs: warnings only, to stderr
     asyncio.run(bench(args))
 
 

@@ -38,7 +38,6 @@ from _common import embedded_postgres, peak_rss_mb, percentile, revision
 
 from astrabox.client import AstraBoxClient
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from controlplane import logs
 from controlplane.outputs import OutputCommitter
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings
@@ -46,6 +45,7 @@ from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState, Database
+from serverkit import logs
 
 # The relay's OutputBatch size (a field default); the baseline commits batches of the same size.
 BATCH_SIZE = next(f.default for f in dataclasses.fields(RelayConfig) if f.name == "batch_size")
@@ -284,7 +284,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per phase (default %(default)s)")
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
     args = parser.parse_args()
-    logs.configure(json_logs=True, level="warning")
+    logs.configure("json", "warning")
     asyncio.run(bench(args))
 
 

@@ -26,7 +26,7 @@ import asyncpg
 from _common import Process, embedded_postgres, percentile, revision, summary_row
 
 from astrabox.client import AstraBoxClient
-from controlplane import logs
+from serverkit import logs
 
 TIMEOUT, POOL = 180.0, 4
 CONFIGS = {  # name -> (agent flags, docker installation id)
@@ -254,7 +254,7 @@ def main() -> None:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with the processes' logs")
     args = parser.parse_args()
-    logs.configure(json_logs=True, level="warning")
+    logs.configure("json", "warning")
     asyncio.run(bench(args))
 
 

@@ -35,13 +35,13 @@ from pathlib import Path
 from _common import Process, embedded_postgres, percentile, revision, summary_row
 
 from astrabox.client import AstraBoxClient
-from controlplane import logs
 from dataplane_agent.engines.base import EngineConfig
 from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.sandboxes.base import SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
+from serverkit import logs
 
 PROMPT = "Please create hello.txt"  # no `run:`/`steps:`: the offline model's default script
 PERMISSION_MODE = "bypassPermissions"  # what the control plane asks for by default
@@ -232,7 +232,7 @@ def main() -> None:
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with the processes' logs")
     args = parser.parse_args()
-    logs.configure(json_logs=True, level="warning")  # this process's own logs: warnings only, to stderr
+    logs.configure("json", "warning")  # this process's own logs: warnings only, to stderr
     asyncio.run(bench(args))
 
 

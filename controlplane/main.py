@@ -10,10 +10,10 @@ import sys
 import structlog
 
 from astrabox.secret_settings import warn_on_command_line
-from controlplane import logs
 from controlplane.database import DatabaseUnreachable
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings, SettingsError
+from serverkit import logs
 
 log = structlog.get_logger(__name__)
 

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import fcntl
 import gc
-import logging
 import re
 import signal
 import socket
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import structlog
 
-from astrabox.secret_settings import SecretSettingError, redact, warn_on_command_line
+from astrabox.secret_settings import SecretSettingError, warn_on_command_line
 from dataplane_agent.engines.base import EngineAdapter
 from dataplane_agent.errors import AgentError
 from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
@@ -42,6 +41,7 @@ from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.turns.transcripts import TranscriptStore
 from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService
+from serverkit import logs
 
 log = structlog.get_logger(__name__)
 
@@ -294,28 +294,6 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def configure_logging(log_format: str = "auto", level: str = "info") -> None:
-    """structlog to stdout: JSON in production, readable on a terminal; secrets masked."""
-    console = log_format == "console" or (log_format == "auto" and sys.stdout.isatty())
-    rendering: list[structlog.typing.Processor] = (
-        [structlog.dev.ConsoleRenderer()]
-        if console
-        else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            *rendering,
-            redact,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
-        cache_logger_on_first_use=True,
-    )
-
-
 async def _serve(settings: AgentSettings) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -333,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = AgentSettings.from_args(argv)
     except SecretSettingError as error:
         sys.exit(f"astrabox agent: {error}")
-    configure_logging(settings.log_format, settings.log_level)
+    logs.configure(settings.log_format, settings.log_level, stream=sys.stdout)
     warn_on_command_line(settings.secrets_on_command_line, "astrabox agent", log)
     try:
         asyncio.run(_serve(settings))

@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import signal
 import sys
 
-import structlog
-
 from dataplane_agent.offline_model.server import OfflineModel
+from serverkit import logs
 
 
 async def _serve(host: str, port: int) -> None:
@@ -34,12 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, any free port)")
     parser.add_argument("--debug", action="store_true", help="log every request")
     args = parser.parse_args(argv)
-    level = logging.DEBUG if args.debug else logging.WARNING
     # Logs go to stderr: stdout carries only the base URL, for scripts to read.
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-    )
+    logs.configure(level="debug" if args.debug else "warning", stream=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args.host, args.port))
 
