@@ -29,7 +29,7 @@ from controlplane.errors import (
     TaskNotFound,
 )
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent
-from controlplane.session import InteractionKind, SessionRecord, SessionState
+from controlplane.session import BackgroundTaskState, InteractionKind, SessionRecord, SessionState
 from controlplane.turns import QueuedTurn, Turns
 
 log = structlog.get_logger(__name__)
@@ -245,7 +245,7 @@ class Conversation:
             state = await tx.conn.fetchval(
                 "SELECT state FROM background_tasks WHERE session_id = $1 AND task_id = $2", session_id, task_id
             )
-            if state != "open":
+            if state != BackgroundTaskState.OPEN.value:
                 raise TaskNotFound(
                     f"session {session_id} has no open background task {validation.echo(task_id)}", {"task_id": task_id}
                 )

@@ -26,6 +26,7 @@ from google.rpc import error_details_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane.errors import AgentNotConnected, KernelError, WorkspaceFailed
+from controlplane.settings import MAX_GRPC_MESSAGE_BYTES
 from controlplane.status import error_info, to_status
 from controlplane.workspace import REPLY_TIMEOUT_S, WorkspaceRouter, drain
 
@@ -38,7 +39,6 @@ CONNECT_TIMEOUT_S = 5.0
 # silent for longer than that is gone (a host that vanished sends no reset).
 SILENCE_S = REPLY_TIMEOUT_S + 30.0
 # Archive chunks and command output come in messages of up to a few MiB.
-MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 # What a call ended by the connection (not by the far replica's code) reports.
 _CONNECTION_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 # grpc_tools generates the stub without annotations: its type as used here.
@@ -118,8 +118,8 @@ class ReplicaLinks:
         channel = self._channels.get(address)
         if channel is None:
             options = [
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
             ]
             if self._credentials is None:
                 channel = grpc.aio.insecure_channel(address, options=options)

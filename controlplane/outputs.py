@@ -22,7 +22,7 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent
-from controlplane.session import InteractionKind, SessionState, questions_of
+from controlplane.session import BackgroundTaskState, InteractionKind, SessionState, questions_of
 from controlplane.turns import TurnOutcome, Turns
 
 log = structlog.get_logger(__name__)
@@ -180,9 +180,10 @@ class _Applier:
             status = data.get("status") or (data.get("patch") or {}).get("status")
             if status in _TERMINAL_TASK_STATUSES:
                 await self._tx.conn.execute(
-                    "UPDATE background_tasks SET state = 'closed' WHERE session_id = $1 AND task_id = $2",
+                    "UPDATE background_tasks SET state = $3 WHERE session_id = $1 AND task_id = $2",
                     self._session_id,
                     task_id,
+                    BackgroundTaskState.CLOSED.value,
                 )
         else:
             self._pending.append(event)

@@ -28,13 +28,12 @@ from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
 from controlplane.relay import RelaySettings, RunnerServicer
-from controlplane.settings import ControlPlaneSettings, advertise_address, tls_credentials
+from controlplane.settings import MAX_GRPC_MESSAGE_BYTES, ControlPlaneSettings, advertise_address, tls_credentials
 from controlplane.turns import Turns
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 
 log = structlog.get_logger(__name__)
 
-MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
 SERVICE_NAMES = (
     session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"].full_name,
@@ -85,7 +84,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             options=[
                 ("grpc.so_reuseport", 0),
                 # Agents send transcript snapshots of up to 16 MiB in one output.
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
             ],
         )
         host, _, port = settings.listen.rpartition(":")

@@ -11,6 +11,13 @@ from typing import Any
 from controlplane.engines import EngineManifest
 
 
+class BackgroundTaskState(enum.Enum):
+    """A background task's row in `background_tasks`."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+
+
 class SessionState(enum.Enum):
     CREATING = "creating"
     READY = "ready"

@@ -20,6 +20,8 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_IDLE_STOP_AFTER_S = 900.0
 DEFAULT_LISTEN = "127.0.0.1:7233"
+# The largest gRPC message the control plane sends or takes (client calls, agent streams, replicas).
+MAX_GRPC_MESSAGE_BYTES = 32 * 1024 * 1024
 
 DATABASE_URL = SecretOption("database-url", "ASTRABOX_DATABASE_URL", "the PostgreSQL DSN")
 ENROLLMENT_TOKEN = SecretOption("enrollment-token", "ASTRABOX_ENROLLMENT_TOKEN", "the token agents must present")

@@ -22,7 +22,8 @@ from google.protobuf.message import Message
 from controlplane.engines import EngineManifest
 from controlplane.errors import InvalidArgument
 
-MAX_MESSAGE_BYTES = 256 * 1024
+# The most a user message, an answer or an updated tool input may hold (UTF-8 bytes).
+MAX_TEXT_BYTES = 256 * 1024
 MAX_CHUNK_BYTES = 1024 * 1024
 MAX_PATH_BYTES = 4096
 MAX_PATH_COMPONENT_BYTES = 255
@@ -156,12 +157,12 @@ FIELDS: dict[str, Check] = {
     "page_token": _string(512, _PAGE_TOKEN, "a next_page_token this service issued", reason=PAGE_TOKEN_INVALID),
     "page_size": _range(0, 2**31 - 1),
     "after_seq": _range(0, 2**63 - 1),
-    "text": _string(MAX_MESSAGE_BYTES),
+    "text": _string(MAX_TEXT_BYTES),
     "interaction_id": _string(256, printable=True),
     "task_id": _string(256, printable=True),
-    "updated_input_json": _string(MAX_MESSAGE_BYTES),
-    "message": _string(MAX_MESSAGE_BYTES),
-    "answers": _map(64, _string(4096), _string(MAX_MESSAGE_BYTES), max_total_bytes=MAX_MESSAGE_BYTES),
+    "updated_input_json": _string(MAX_TEXT_BYTES),
+    "message": _string(MAX_TEXT_BYTES),
+    "answers": _map(64, _string(4096), _string(MAX_TEXT_BYTES), max_total_bytes=MAX_TEXT_BYTES),
     "path": _workspace_path,
     "chunk": _bytes(MAX_CHUNK_BYTES),
     "command": _string(64 * 1024),
