@@ -6,14 +6,11 @@ next message starts the runtime again, so the user can delete files, and the ses
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from astrabox.client import AstraBoxClient
 from tests.e2e.test_session_end_to_end import collect_turn
-from tests.support.processes import start_controlplane
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -30,19 +27,9 @@ MEASURED = (
 
 
 @pytest.fixture(params=["local", "docker"])
-def measured_stack(request: pytest.FixtureRequest, database_url: str, tmp_path: Path) -> Iterator[Stack]:
-    if request.param == "docker":
-        yield request.getfixturevalue("docker_stacks")(args=MEASURED)
-        return
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    controlplane, address = start_controlplane(database_url, log_dir)
-    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir, database_url, agent_args=MEASURED)
-    try:
-        stack.start_agent()
-        yield stack
-    finally:
-        stack.stop()
+def measured_stack(request: pytest.FixtureRequest) -> Stack:
+    start = request.getfixturevalue("docker_stacks" if request.param == "docker" else "stacks")
+    return start(args=MEASURED)
 
 
 async def test_a_turn_writing_past_a_measured_limit_is_stopped_and_the_session_goes_on(measured_stack: Stack) -> None:

@@ -6,30 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from astrabox.client import AstraBoxClient
 from tests.e2e.test_session_end_to_end import collect_turn
-from tests.support.processes import start_controlplane
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StartStack
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def hibernating_stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    controlplane, address = start_controlplane(database_url, log_dir, args=("--idle-stop-after", "2"))
-    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir, database_url)
-    try:
-        stack.start_agent()
-        yield stack
-    finally:
-        stack.stop()
+def hibernating_stack(stacks: StartStack) -> Stack:
+    return stacks(controlplane_args=("--idle-stop-after", "2"))
 
 
 def cli_pids(sandbox_run: Path) -> list[int]:

@@ -7,32 +7,19 @@ approved. Real processes, the real bundled CLI in the local sandbox, the offline
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from astrabox.client import AstraBoxClient
 from tests.e2e.test_conversation_end_to_end import TIMEOUT, all_events, kind, new_session, turn_end, until
-from tests.support.processes import start_controlplane
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StartStack
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def pooled_stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    controlplane, address = start_controlplane(database_url, log_dir)
-    stack = Stack(
-        address, controlplane, tmp_path / "agent-state", log_dir, database_url, agent_args=("--warm-pool", "1")
-    )
-    try:
-        stack.start_agent()
-        yield stack
-    finally:
-        stack.stop()
+def pooled_stack(stacks: StartStack) -> Stack:
+    return stacks(args=("--warm-pool", "1"))
 
 
 def phases(events) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,43 +61,36 @@ class Stack:
         return bound / "workspace"
 
 
-@pytest.fixture
-def stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    controlplane, address = start_controlplane(database_url, log_dir)
-    stack = Stack(address, controlplane, tmp_path / "agent-state", log_dir, database_url)
-    try:
-        stack.start_agent()
-        yield stack
-    finally:
-        stack.stop()
-
-
-# Starts the test's docker stack: `(args=(), controlplane_args=(), env=None) -> Stack`.
-StartDockerStack = Callable[..., Stack]
+# Starts one of the test's stacks: `(args=(), controlplane_args=(), env=None) -> Stack`.
+StartStack = Callable[..., Stack]
+StartDockerStack = StartStack
 
 
 @pytest.fixture
-def docker_stacks(database_url: str, tmp_path: Path, containers: Containers) -> Iterator[StartDockerStack]:
-    """Starts the test's stack with its agent on the docker driver, in the test's own installation
-    (extra agent flags `args`, control-plane flags `controlplane_args`, agent environment `env`);
-    whatever was started is stopped afterwards."""
+def stacks(database_url: str, tmp_path: Path) -> Iterator[Callable[..., Stack]]:
+    """Starts the test's stacks: a control plane (with `controlplane_args`) and an agent (with extra
+    flags `args` and environment `env`; `containers` puts it on the docker driver in that test
+    installation); whatever was started is stopped afterwards."""
     started: list[Stack] = []
 
     def start(
-        *, args: tuple[str, ...] = (), controlplane_args: tuple[str, ...] = (), env: dict[str, str] | None = None
+        *,
+        args: tuple[str, ...] = (),
+        controlplane_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+        containers: Containers | None = None,
     ) -> Stack:
-        log_dir = tmp_path / "logs"
+        log_dir = tmp_path / "logs" if not started else tmp_path / f"logs-{len(started)}"
         log_dir.mkdir()
         controlplane, address = start_controlplane(database_url, log_dir, args=controlplane_args)
+        driver = ("--driver", "docker", "--installation", containers.installation) if containers else ()
         stack = Stack(
             address,
             controlplane,
             tmp_path / "agent-state",
             log_dir,
             database_url,
-            agent_args=("--driver", "docker", "--installation", containers.installation, *args),
+            agent_args=(*driver, *args),
             agent_env=env or {},
         )
         started.append(stack)
@@ -108,6 +102,19 @@ def docker_stacks(database_url: str, tmp_path: Path, containers: Containers) -> 
     finally:
         for stack in started:
             stack.stop()
+
+
+@pytest.fixture
+def stack(stacks: StartStack) -> Stack:
+    """The default stack: the local driver, the offline model."""
+    return stacks()
+
+
+@pytest.fixture
+def docker_stacks(containers: Containers, stacks: StartStack) -> StartStack:
+    """`stacks` with the agent on the docker driver, in the test's own installation (removed after
+    the stacks are stopped)."""
+    return functools.partial(stacks, containers=containers)
 
 
 @pytest_asyncio.fixture
