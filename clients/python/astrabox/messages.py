@@ -123,6 +123,10 @@ class Usage:
         return self.input_tokens + self.output_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
 
+def _text_of(content: tuple[Block, ...]) -> str:
+    return "\n\n".join(block.text for block in content if isinstance(block, TextBlock))
+
+
 @dataclass(frozen=True, slots=True)
 class AssistantMessage:
     """A message from the model: text, thinking and tool calls, in order."""
@@ -140,7 +144,7 @@ class AssistantMessage:
     @property
     def text(self) -> str:
         """The text blocks, joined by blank lines ("" when there are none)."""
-        return "\n\n".join(block.text for block in self.content if isinstance(block, TextBlock))
+        return _text_of(self.content)
 
     @property
     def tool_uses(self) -> tuple[ToolUseBlock, ...]:
@@ -161,7 +165,7 @@ class UserMessage:
     @property
     def text(self) -> str:
         """The text blocks, joined by blank lines ("" when there are none)."""
-        return "\n\n".join(block.text for block in self.content if isinstance(block, TextBlock))
+        return _text_of(self.content)
 
     @property
     def tool_results(self) -> tuple[ToolResultBlock, ...]:
