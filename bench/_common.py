@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the benchmarks drive processes with the tests' own harness
 
 from controlplane.embedded_postgres import EmbeddedPostgres  # noqa: E402
-from tests.support.processes import Process  # noqa: E402,F401 - re-exported for the scripts
+from tests.support.processes import Process  # noqa: E402 - also re-exported for the scripts
 
 
 @contextlib.asynccontextmanager
@@ -36,6 +36,14 @@ async def embedded_postgres(fast: bool) -> AsyncIterator[str]:
         with contextlib.suppress(Exception):
             await cluster.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def offline_agent(address: str, work: Path, *args: str) -> Process:
+    """A data-plane agent for a benchmark: state in `work/agent`, log in `work/agent.log`, the
+    offline model, extra flags `args`."""
+    argv = [sys.executable, "-m", "dataplane_agent", "--controlplane", address, "--state-dir", str(work / "agent"),
+            "--agent-id", "bench-agent", "--capacity", "4", "--log-format", "json", *args]  # fmt: skip
+    return Process("agent", argv, work / "agent.log", env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""})
 
 
 def percentile(values: Sequence[float], q: float) -> float:

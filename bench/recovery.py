@@ -36,7 +36,17 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import Process, embedded_postgres, event_ms, percentile, revision, summary_row, turn_end, watch_until
+from _common import (
+    Process,
+    embedded_postgres,
+    event_ms,
+    offline_agent,
+    percentile,
+    revision,
+    summary_row,
+    turn_end,
+    watch_until,
+)
 
 from astrabox.client import AstraBoxClient
 from serverkit import logs
@@ -148,26 +158,7 @@ async def bench(args: argparse.Namespace) -> None:
             )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
-            agent = Process(
-                "agent",
-                [
-                    sys.executable,
-                    "-m",
-                    "dataplane_agent",
-                    "--controlplane",
-                    address,
-                    "--state-dir",
-                    str(work / "agent"),
-                    "--agent-id",
-                    "bench-agent",
-                    "--capacity",
-                    "4",
-                    "--log-format",
-                    "json",
-                ],
-                work / "agent.log",
-                env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},  # the offline model
-            )
+            agent = offline_agent(address, work)
             processes.append(agent)
             await asyncio.to_thread(agent.wait_for_line, r"relay_connected")
 
