@@ -5,6 +5,13 @@ control plane, and one data-plane agent with the local sandbox driver. The
 agent serves the built-in offline model when no ANTHROPIC_API_KEY is set.
 `astrabox up` takes its database URL like the control plane does: from the
 environment or a file, so that nothing here puts a secret on a command line.
+
+On a database with no API key yet, the control plane registers an admin key
+of the operator project (`controlplane.identity.bootstrap`): the one in
+$ASTRABOX_BOOTSTRAP_KEY_FILE, else a new one written to `<data dir>/admin-key`
+(0600). `astrabox up` saves it where the client finds it
+(`astrabox.credentials.config_path()`, 0600), so `astrabox run`, `astrabox
+session …` and programs on this machine authenticate without more set-up.
 """
 
 from __future__ import annotations
@@ -17,12 +24,14 @@ import signal
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 import structlog
 
-from astrabox.secret_settings import SecretSettingError, warn_on_command_line
+from astrabox.credentials import config_path, save_api_key
+from astrabox.secret_settings import SecretSettingError, remember, warn_on_command_line
 from controlplane.database import DatabaseUnreachable
 from controlplane.embedded_postgres import EmbeddedPostgres
 from controlplane.server import serve
@@ -32,11 +41,23 @@ from serverkit import logs
 log = structlog.get_logger(__name__)
 
 AGENT_READY_TIMEOUT = 60.0
+BOOTSTRAP_KEY_FILE_ENV = "ASTRABOX_BOOTSTRAP_KEY_FILE"
+
+
+@dataclass(frozen=True, slots=True)
+class RunningStack:
+    address: str
+    # The bootstrap admin key (empty when the database already had keys and this stack made none).
+    api_key: str
+
+
+def _bootstrap_key_file(data_dir: Path) -> Path:
+    return Path(os.environ.get(BOOTSTRAP_KEY_FILE_ENV) or data_dir / "admin-key")
 
 
 @contextlib.asynccontextmanager
-async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIterator[str]:
-    """Run the whole stack until the context exits; yields the gRPC address.
+async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIterator[RunningStack]:
+    """Run the whole stack until the context exits; yields its address and admin key.
 
     On the way out it unmounts the workspace images under `data_dir` (the agent
     mounts them again when it re-opens their sandboxes), so that the directory can
@@ -51,7 +72,9 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
         postgres = EmbeddedPostgres(data_dir / "postgres")
         database_url = await postgres.start()
     try:
-        async with serve(ControlPlaneSettings(database_url=database_url, listen=listen)) as controlplane:
+        key_file = _bootstrap_key_file(data_dir)
+        settings = ControlPlaneSettings(database_url=database_url, listen=listen, bootstrap_key_file=str(key_file))
+        async with serve(settings) as controlplane:
             agent_settings = AgentSettings.from_args(
                 ["--controlplane", controlplane.address, "--state-dir", str(data_dir / "agent"), "--agent-id", "local"]
             )
@@ -59,7 +82,9 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
             agent = asyncio.create_task(run_agent(agent_settings, stop=stop), name="agent")
             try:
                 await _wait_for_agent(controlplane.pool, agent)
-                yield controlplane.address
+                api_key = key_file.read_text().strip() if key_file.exists() else ""
+                remember(api_key)  # never in a log line
+                yield RunningStack(controlplane.address, api_key)
             finally:
                 stop.set()
                 await asyncio.wait_for(agent, 30)
@@ -121,11 +146,17 @@ async def run_up(data_dir: Path, listen: str, database_url: str) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with stack(data_dir, listen, database_url) as address:
+    async with stack(data_dir, listen, database_url) as running:
+        address = running.address
+        if running.api_key:
+            saved = save_api_key(running.api_key)
+            key_note = f"  admin API key of project default: saved in {saved} (mode 0600)\n"
+        else:
+            key_note = f"  the database has API keys already: use one of them (or {config_path()} if saved before)\n"
         print(
-            f"AstraBox is up on {address}\n"
+            f"AstraBox is up on {address}\n{key_note}"
             f'  try:  astrabox run --target {address} "Create hello.txt"\n'
-            f"        grpcurl -plaintext {address} list\n"
+            f'        grpcurl -plaintext -H "authorization: Bearer $(cat {config_path()})" {address} list\n'
             "  Ctrl-C stops it.",
             flush=True,
         )
@@ -142,13 +173,15 @@ async def run_demo(args: argparse.Namespace, prompt: str) -> int:
     with tempfile.TemporaryDirectory(prefix="astrabox-demo-") as scratch:
         os.chmod(scratch, 0o711)  # the embedded PostgreSQL runs as `postgres` when we are root
         try:
-            async with stack(Path(scratch), "127.0.0.1:0") as address:
+            async with stack(Path(scratch), "127.0.0.1:0") as running:
                 print(
-                    f"AstraBox is up on {address} (embedded PostgreSQL, local bubblewrap sandbox, "
+                    f"AstraBox is up on {running.address} (embedded PostgreSQL, local bubblewrap sandbox, "
                     "offline model unless ANTHROPIC_API_KEY is set)\n",
                     flush=True,
                 )
-                status, session = await run_prompt(address, prompt, timeout=args.timeout)
+                status, session = await run_prompt(
+                    running.address, prompt, timeout=args.timeout, api_key=running.api_key
+                )
                 written = sorted((Path(scratch) / "agent").rglob("workspace/*"))
                 print("\nworkspace after the turn:")
                 for path in written:

@@ -14,6 +14,13 @@
     ├── TooLarge               RESOURCE_EXHAUSTED   reason TOO_LARGE
     ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
     ├── AgentNotConnected      UNAVAILABLE          reason AGENT_NOT_CONNECTED
+    ├── Unauthenticated        UNAUTHENTICATED      reason CREDENTIALS_MISSING, CREDENTIALS_INVALID,
+    │                                                   CREDENTIALS_EXPIRED, CREDENTIALS_REVOKED
+    ├── CredentialsUnverifiable UNAVAILABLE         reason CREDENTIALS_UNVERIFIABLE
+    ├── RoleInsufficient       PERMISSION_DENIED    reason ROLE_INSUFFICIENT
+    ├── ProjectNotFound        NOT_FOUND            reason PROJECT_NOT_FOUND
+    ├── ProjectExists          ALREADY_EXISTS       reason PROJECT_EXISTS
+    ├── KeyNotFound            NOT_FOUND            reason KEY_NOT_FOUND
     ├── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
     └── Internal               INTERNAL             reason INTERNAL; the message holds only a reference
                                                     to the log entry with the details
@@ -88,6 +95,52 @@ class TooLarge(KernelError):
 
 class AgentNotConnected(KernelError):
     reason = "AGENT_NOT_CONNECTED"
+
+
+class Unauthenticated(KernelError):
+    """The call's credential is missing or not valid; the message never quotes it."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class CredentialsUnverifiable(KernelError):
+    reason = "CREDENTIALS_UNVERIFIABLE"
+
+    def __init__(self) -> None:
+        super().__init__("the credential cannot be checked right now (the database is unreachable); retry")
+
+
+class RoleInsufficient(KernelError):
+    reason = "ROLE_INSUFFICIENT"
+
+    def __init__(self, method: str, required: str, role: str) -> None:
+        super().__init__(
+            f"{method} needs a key with the {required} role; this key is a {role} key",
+            {"required": required, "method": method},
+        )
+
+
+class ProjectNotFound(KernelError):
+    reason = "PROJECT_NOT_FOUND"
+
+    def __init__(self, project_id: str) -> None:
+        super().__init__(f"project {project_id} does not exist", {"project_id": project_id})
+
+
+class ProjectExists(KernelError):
+    reason = "PROJECT_EXISTS"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a project named {name} already exists", {"name": name})
+
+
+class KeyNotFound(KernelError):
+    reason = "KEY_NOT_FOUND"
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"API key {key_id} does not exist", {"key_id": key_id})
 
 
 class Internal(KernelError):

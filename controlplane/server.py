@@ -13,8 +13,9 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from astrabox.admin.v1 import admin_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
-from astrabox.sessionkernel.v1 import session_kernel_service_pb2, session_kernel_service_pb2_grpc
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
 from controlplane.agents import Agents
 from controlplane.api import SessionKernelServicer
 from controlplane.conversation import Conversation
@@ -22,6 +23,10 @@ from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.edge import Edge
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
+from controlplane.identity.admin import AdminServicer
+from controlplane.identity.authenticator import Authenticator, Credentials
+from controlplane.identity.bootstrap import bootstrap
+from controlplane.identity.rules import ADMIN, KERNEL
 from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
@@ -35,10 +40,8 @@ from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 log = structlog.get_logger(__name__)
 
 
-SERVICE_NAMES = (
-    session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"].full_name,
-    runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name,
-)
+RUNNER = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name
+SERVICE_NAMES = (KERNEL, ADMIN, RUNNER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,9 @@ class RunnerService:
 _add_session_kernel_service: Callable[[SessionKernelServicer, grpc.aio.Server], None] = (
     session_kernel_service_pb2_grpc.add_SessionKernelServiceServicer_to_server
 )
+_add_admin_service: Callable[[AdminServicer, grpc.aio.Server], None] = (
+    admin_service_pb2_grpc.add_AdminServiceServicer_to_server
+)
 _add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
     runner_service_pb2_grpc.add_RunnerServiceServicer_to_server
 )
@@ -77,10 +83,15 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
     try:
         await migrate(pool)
         secret = await read_cluster_secret(pool)
+        await bootstrap(pool, settings.bootstrap_key_file)
         server = grpc.aio.server(
-            # The client-facing service is bounded field by field; RunnerService's callers (agents,
-            # other replicas) get the decoding and error mapping only.
-            interceptors=[Edge(SERVICE_NAMES[0], internal=SERVICE_NAMES[1:])],
+            # Every client-facing call is authenticated first (controlplane.identity), then bounded field
+            # by field; RunnerService's callers (agents, other replicas) authenticate on their own and get
+            # the decoding and error mapping only.
+            interceptors=[
+                Authenticator(Credentials(pool, settings.credentials_ttl.total_seconds())),
+                Edge(KERNEL, ADMIN, internal=(RUNNER,)),
+            ],
             options=[
                 ("grpc.so_reuseport", 0),
                 # Agents send transcript snapshots of up to 16 MiB in one output.
@@ -115,6 +126,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             router,
         )
         _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret)), server)
+        _add_admin_service(AdminServicer(pool), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -65,6 +65,13 @@ class ControlPlaneSettings:
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
     # again. Zero: never (ASTRABOX_IDLE_STOP_AFTER, seconds).
     idle_stop_after: timedelta = timedelta(seconds=DEFAULT_IDLE_STOP_AFTER_S)
+    # Where the first admin key is read from, or written to (0600) if absent, when the database
+    # has no API key yet (controlplane.identity.bootstrap); empty: no bootstrap
+    # (ASTRABOX_BOOTSTRAP_KEY_FILE).
+    bootstrap_key_file: str = ""
+    # How long a verified credential is trusted before it is checked again: a revoked key stops
+    # working within this time on every replica.
+    credentials_ttl: timedelta = timedelta(seconds=2)
     # The secrets given as flags rather than by environment or file (warned about at start).
     secrets_on_command_line: tuple[SecretOption, ...] = ()
 
@@ -101,6 +108,12 @@ class ControlPlaneSettings:
             "ASTRABOX_TLS_CA; default: --tls-cert itself)",
         )
         parser.add_argument(
+            "--bootstrap-key-file",
+            default=os.environ.get("ASTRABOX_BOOTSTRAP_KEY_FILE", ""),
+            help="when the database has no API key yet, register the admin key in this file, or write a new "
+            "one there (mode 0600) if it does not exist (env ASTRABOX_BOOTSTRAP_KEY_FILE)",
+        )
+        parser.add_argument(
             "--idle-stop-after",
             type=float,
             default=float(os.environ.get("ASTRABOX_IDLE_STOP_AFTER", DEFAULT_IDLE_STOP_AFTER_S)),
@@ -133,6 +146,7 @@ class ControlPlaneSettings:
             "tls_key": args.tls_key,
             "tls_ca": args.tls_ca,
             "idle_stop_after": timedelta(seconds=args.idle_stop_after),
+            "bootstrap_key_file": args.bootstrap_key_file,
         }
         values.update(overrides)
         return cls(**values)

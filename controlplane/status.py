@@ -31,6 +31,12 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.RuntimeNotAvailable: grpc.StatusCode.FAILED_PRECONDITION,
     errors.TooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.AgentNotConnected: grpc.StatusCode.UNAVAILABLE,
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    errors.CredentialsUnverifiable: grpc.StatusCode.UNAVAILABLE,
+    errors.RoleInsufficient: grpc.StatusCode.PERMISSION_DENIED,
+    errors.ProjectNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.ProjectExists: grpc.StatusCode.ALREADY_EXISTS,
+    errors.KeyNotFound: grpc.StatusCode.NOT_FOUND,
 }
 
 

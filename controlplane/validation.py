@@ -139,7 +139,7 @@ def _workspace_path(field: str, value: object) -> None:
     workspace_path(value)
 
 
-# Every field of a SessionKernelService request, by name (a name means the same in every request).
+# Every field of a SessionKernelService or AdminService request, by name (a name means the same in every request).
 # Each bounds a value that is set; which fields a call requires, the kernel says.
 FIELDS: dict[str, Check] = {
     "session_id": _session_id_format,
@@ -167,6 +167,14 @@ FIELDS: dict[str, Check] = {
     "chunk": _bytes(MAX_CHUNK_BYTES),
     "command": _string(64 * 1024),
     "timeout_ms": _range(0, MAX_TIMEOUT_MS),
+    # AdminService (its own meaning is checked in controlplane.identity.admin).
+    "name": _string(128, printable=True),
+    "project_id": _string(64, printable=True),
+    "key_id": _string(64, printable=True),
+    "role": _range(0, 3),
+    # A google.protobuf.Timestamp (expire_time): 0001-01-01 to 9999-12-31, as the type allows.
+    "seconds": _range(-62135596800, 253402300799),
+    "nanos": _range(0, 999_999_999),
 }
 
 

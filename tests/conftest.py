@@ -2,6 +2,9 @@
 
 - `postgres_dsn` (session): a PostgreSQL server for the whole run.
 - `database_url` (function): a fresh, empty database on it for one test.
+- `api_key` (session, for every test): the admin key every test's control plane is bootstrapped with
+  and every client and `astrabox` command finds in the environment (ASTRABOX_API_KEY); the user's
+  config directory is a temporary one, so no test reads or writes the real ~/.config/astrabox.
 - `_released_workspace_images` (every test): the workspace images a test's agents mounted under
   its temporary directories are unmounted when it ends, as `astrabox demo` does with its own.
 """
@@ -22,9 +25,41 @@ import pytest
 import pytest_asyncio
 
 from controlplane.embedded_postgres import EmbeddedPostgres, PostgresNotFoundError
+from controlplane.identity import keys
 from dataplane_agent.sandboxes.disk import release_mounts
 
 TEST_DATABASE_URL_ENV = "ASTRABOX_TEST_DATABASE_URL"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def api_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The operator admin key of every test's installation (see the module's docstring)."""
+    config = tmp_path_factory.mktemp("config")
+    key = keys.new_key().secret
+    key_file = config / "bootstrap-key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    saved = {
+        name: os.environ.get(name) for name in ("ASTRABOX_API_KEY", "ASTRABOX_BOOTSTRAP_KEY_FILE", "XDG_CONFIG_HOME")
+    }
+    os.environ.update(
+        ASTRABOX_API_KEY=key, ASTRABOX_BOOTSTRAP_KEY_FILE=str(key_file), XDG_CONFIG_HOME=str(config / "xdg")
+    )
+    try:
+        yield key
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def bootstrap_key_file(api_key: str) -> str:
+    """The file in-process control planes (`ControlPlaneSettings(bootstrap_key_file=...)`) register
+    `api_key` from."""
+    return os.environ["ASTRABOX_BOOTSTRAP_KEY_FILE"]
 
 
 @pytest.fixture(autouse=True)

@@ -72,9 +72,11 @@ asyncio.run(main())
 """
 
 
-def run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: list[str], cwd: Path, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     # Out of the repository and without PYTHONPATH, so nothing but what the venv holds is importable.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | (env or {})
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -167,7 +169,7 @@ def test_the_installed_client_imports_and_no_server_module_is_importable(client_
 def test_the_client_command_offers_only_the_client_commands(client_venv: Path, tmp_path: Path) -> None:
     result = run([str(client_venv / "astrabox"), "--help"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "{run,session}" in result.stdout
+    assert "{run,session,whoami,projects,keys}" in result.stdout
     assert "astrabox-server distribution" in result.stdout
     result = run([str(client_venv / "astrabox"), "up"], cwd=tmp_path)
     assert result.returncode == 2 and "invalid choice: 'up'" in result.stderr
@@ -187,7 +189,9 @@ def test_the_installed_client_drives_a_session_end_to_end(
 ) -> None:
     script = tmp_path / "drive.py"
     script.write_text(DRIVE_A_SESSION)
-    result = run([str(client_venv / "python"), str(script), local_stack.address], cwd=tmp_path)
+    # The SDK finds the key in the environment ...
+    with_key = {"ASTRABOX_API_KEY": local_stack.api_key}
+    result = run([str(client_venv / "python"), str(script), local_stack.address], cwd=tmp_path, env=with_key)
     assert result.returncode == 0, result.stdout + result.stderr
     seen = json.loads(result.stdout.splitlines()[-1])
     assert seen["kinds"][:2] == ["session_created", "startup_requested"]
@@ -195,17 +199,23 @@ def test_the_installed_client_drives_a_session_end_to_end(
     assert seen["outcome"] == "COMPLETED"
     assert seen["tool_results"] == ["from-the-client-wheel"], "the command's output never came back through the stream"
 
+    # ... and the command in a file it is told of.
+    key_file = tmp_path / "key"
+    key_file.write_text(local_stack.api_key + "\n")
     result = run(
         [
             str(client_venv / "astrabox"),
             "run",
             "--target",
             local_stack.address,
+            "--api-key-file",
+            str(key_file),
             "--timeout",
             "180",
             "run: echo through-the-cli",
         ],
         cwd=tmp_path,
+        env={"ASTRABOX_API_KEY": ""},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "through-the-cli" in result.stdout and "✓ turn completed" in result.stdout

@@ -121,8 +121,13 @@ async def connect(address: str, message: runner_pb2.Hello) -> runner_pb2.Connect
 
 
 @pytest.fixture
-def settings(database_url: str) -> ControlPlaneSettings:
-    return ControlPlaneSettings(database_url=database_url, listen="127.0.0.1:0", lease_ttl=timedelta(minutes=1))
+def settings(database_url: str, bootstrap_key_file: str) -> ControlPlaneSettings:
+    return ControlPlaneSettings(
+        database_url=database_url,
+        listen="127.0.0.1:0",
+        lease_ttl=timedelta(minutes=1),
+        bootstrap_key_file=bootstrap_key_file,
+    )
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from controlplane.status import ERROR_DOMAIN, code_for, error_info
 from controlplane.validation import FIELD_TOO_LONG, PAGE_TOKEN_INVALID
+from tests.support import auth
 
 PROTO = Path(__file__).resolve().parents[2] / "proto/astrabox/sessionkernel/v1/session_kernel_service.proto"
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
@@ -340,14 +341,20 @@ async def exchange(
 
 
 @pytest_asyncio.fixture
-async def control_plane(database_url: str, plane) -> AsyncIterator[tuple[RunningControlPlane, list[str]]]:
+async def control_plane(
+    database_url: str, plane, bootstrap_key_file: str
+) -> AsyncIterator[tuple[RunningControlPlane, list[str]]]:
     """A control plane with an agent on record (not attached) and sessions: creating, ready, archived."""
     await plane.connect_agent(capacity=1000)
     sessions = [(await plane.kernel.create_session(CreateSession(request_id=f"fuzz-{i}"))).session_id for i in range(3)]
     await plane.runtime_started(sessions[1])
     await plane.kernel.archive_session(sessions[2], "")
     settings = ControlPlaneSettings(
-        database_url=database_url, listen="127.0.0.1:0", lease_ttl=timedelta(minutes=10), idle_stop_after=timedelta(0)
+        database_url=database_url,
+        listen="127.0.0.1:0",
+        lease_ttl=timedelta(minutes=10),
+        idle_stop_after=timedelta(0),
+        bootstrap_key_file=bootstrap_key_file,
     )
     async with serve(settings) as running:
         yield running, sessions
@@ -373,7 +380,7 @@ async def test_every_rpc_answers_generated_input_with_a_documented_status(contro
 
     limit = asyncio.Semaphore(CONCURRENCY)
     options = [("grpc.max_send_message_length", 64 * MB), ("grpc.max_receive_message_length", 64 * MB)]
-    async with grpc.aio.insecure_channel(running.address, options=options) as channel:
+    async with auth.channel(running.address, options=options) as channel:
 
         async def one(rpc: str, request: Message | bytes, more: list[bytes | Message]) -> None:
             # Only the first message of an upload is read before its session is looked up.
@@ -405,7 +412,7 @@ async def test_every_rpc_answers_generated_input_with_a_documented_status(contro
 
 async def test_bytes_that_are_no_request_are_invalid_argument(control_plane) -> None:
     running, _ = control_plane
-    async with grpc.aio.insecure_channel(running.address) as channel:
+    async with auth.channel(running.address) as channel:
         for method in SERVICE.methods:
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await asyncio.wait_for(exchange(channel, method.name, b"\xff\xfe\xfd"), 30)

@@ -2,6 +2,12 @@
 
     astrabox run PROMPT    create a session on a running stack and print its turn live
     astrabox session …     list, show, print events of, answer, interrupt or delete sessions
+    astrabox whoami        the project, role and key of the credential in use
+    astrabox projects …    create and list projects (operator admins)
+    astrabox keys …        create, list and revoke a project's API keys (admins)
+
+Every command finds its API key as `astrabox.credentials` says: --api-key-file,
+$ASTRABOX_API_KEY, $ASTRABOX_API_KEY_FILE, else the key `astrabox up` saved.
 
 Other distributions add subcommands through the `astrabox.commands` entry-point
 group (see `ContributedCommand`): where the server (astrabox-server) is
@@ -25,7 +31,9 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import grpc
 
+from astrabox import admin_commands
 from astrabox.client import AstraBoxClient, AstraBoxError
+from astrabox.credentials import API_KEY, default_api_key
 from astrabox.render import render
 from astrabox.secret_settings import SecretSettingError
 from astrabox.sessionkernel.v1 import session_pb2
@@ -48,7 +56,7 @@ DEFAULT_TLS_CA = os.environ.get("ASTRABOX_TLS_CA", "")
 COMMANDS_GROUP = "astrabox.commands"
 """The entry-point group through which other distributions add subcommands."""
 _TLS_CA_HELP = "reach the control plane over TLS, verified with this PEM CA bundle (env ASTRABOX_TLS_CA)"
-_CLIENT_COMMANDS = ("run", "session")
+_CLIENT_COMMANDS = ("run", "session", *admin_commands.COMMANDS)
 
 
 class ContributedCommand(Protocol):
@@ -75,11 +83,12 @@ async def run_prompt(
     timeout: float,
     out: TextIO = sys.stdout,
     credentials: grpc.ChannelCredentials | None = None,
+    api_key: str | None = None,
 ) -> tuple[int, session_pb2.Session]:
     """Create a session, send `prompt`, print its events until the turn ends.
 
     Returns the exit status (0 when the turn completed) and the session."""
-    async with AstraBoxClient.connect(target, credentials=credentials) as client:
+    async with AstraBoxClient.connect(target, credentials=credentials, api_key=api_key) as client:
         created = await client.create_session()
         print(f"session {created.session_id}", file=out, flush=True)
         session = client.session(created.session_id)
@@ -106,8 +115,14 @@ def _credentials(tls_ca: str) -> grpc.ChannelCredentials | None:
         raise SystemExit(f"astrabox: cannot read the CA bundle {tls_ca}: {error.strerror}") from error
 
 
+def _connect(args: argparse.Namespace) -> AstraBoxClient:
+    """A client for the connection options of `args` (`_connection_options`)."""
+    api_key = API_KEY.read(args) or default_api_key()
+    return AstraBoxClient.connect(args.target, credentials=_credentials(args.tls_ca), api_key=api_key)
+
+
 async def _session_command(args: argparse.Namespace) -> int:
-    async with AstraBoxClient.connect(args.target, credentials=_credentials(args.tls_ca)) as client:
+    async with _connect(args) as client:
         if args.action == "list":
             async for session in client.iter_sessions():
                 print(
@@ -157,8 +172,29 @@ def _state_name(session: session_pb2.Session) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     credentials = _credentials(args.tls_ca)
-    status, _ = asyncio.run(run_prompt(args.target, args.prompt, timeout=args.timeout, credentials=credentials))
+    api_key = API_KEY.read(args) or default_api_key()
+    status, _ = asyncio.run(
+        run_prompt(args.target, args.prompt, timeout=args.timeout, credentials=credentials, api_key=api_key)
+    )
     return status
+
+
+async def _admin_command(args: argparse.Namespace) -> int:
+    async with _connect(args) as client:
+        return await admin_commands.run(args, client)
+
+
+def _cmd_admin(args: argparse.Namespace) -> int:
+    return asyncio.run(_admin_command(args))
+
+
+def _connection_options() -> argparse.ArgumentParser:
+    """--target, --tls-ca and the API key's flags, shared by every client command."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--target", default=DEFAULT_TARGET, help="control plane address (env ASTRABOX_TARGET)")
+    options.add_argument("--tls-ca", default=DEFAULT_TLS_CA, help=_TLS_CA_HELP)
+    API_KEY.add_to(options, note="; default: the key `astrabox up` saved in ~/.config/astrabox/api-key")
+    return options
 
 
 def _cmd_session(args: argparse.Namespace) -> int:
@@ -182,16 +218,13 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
         command: ContributedCommand = entry_point.load()
         sub.add_parser(name, help=command.help, add_help=False)
 
-    run = sub.add_parser("run", help="run one prompt in a new session and print it live")
+    connection = _connection_options()
+    run = sub.add_parser("run", help="run one prompt in a new session and print it live", parents=[connection])
     run.add_argument("prompt")
-    run.add_argument("--target", default=DEFAULT_TARGET, help="control plane address (env ASTRABOX_TARGET)")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
-    run.add_argument("--tls-ca", default=DEFAULT_TLS_CA, help=_TLS_CA_HELP)
     run.set_defaults(func=_cmd_run)
 
-    session = sub.add_parser("session", help="inspect sessions")
-    session.add_argument("--target", default=DEFAULT_TARGET)
-    session.add_argument("--tls-ca", default=DEFAULT_TLS_CA, help=_TLS_CA_HELP)
+    session = sub.add_parser("session", help="inspect sessions", parents=[connection])
     actions = session.add_subparsers(dest="action", required=True)
     actions.add_parser("list")
     for name in ("show", "delete", "archive", "interrupt"):
@@ -213,6 +246,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     events.add_argument("--follow", "-f", action="store_true", help="keep following live events")
     session.set_defaults(func=_cmd_session)
 
+    admin_commands.add_parsers(sub, connection, _cmd_admin)
     return parser
 
 

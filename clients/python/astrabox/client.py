@@ -35,7 +35,9 @@ from typing import Any, TypeVar
 
 import grpc
 
+from astrabox.administration import Admin
 from astrabox.backoff import Backoff
+from astrabox.credentials import default_api_key
 from astrabox.errors import AstraBoxError, SessionStateError
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
@@ -94,8 +96,12 @@ class AstraBoxClient:
         self._channel = channel
         # The generated gRPC stub carries no annotations.
         self._stub = api_grpc.SessionKernelServiceStub(channel)  # type: ignore[no-untyped-call]
+        if api_key is None:
+            api_key = default_api_key()
         self._metadata = ((API_KEY_METADATA, f"Bearer {api_key}"),) if api_key else ()
         self._timeout = timeout
+        self.admin = Admin(channel, self._metadata, timeout)
+        """AdminService: `whoami`, projects and API keys (`astrabox.administration`)."""
         self._reconnect = reconnect
 
     @classmethod
@@ -110,6 +116,9 @@ class AstraBoxClient:
         options: Collection[tuple[str, Any]] = (),
     ) -> AstraBoxClient:
         """A client for `target` ("host:port"); TLS when `credentials` are given.
+
+        `api_key` None: the key from the environment or the config file
+        (`astrabox.credentials.default_api_key`); "": none.
 
         The connection is made lazily by the first call. `await connect(...)`
         works as well as `async with connect(...) as client`.

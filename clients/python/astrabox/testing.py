@@ -47,6 +47,8 @@ _TAIL_LINES = 40
 _POLL_SECONDS = 0.05
 # Left out of the stack's environment: the stack uses its own embedded database ...
 _DATABASE_ENV = ("ASTRABOX_DATABASE_URL", "ASTRABOX_DATABASE_URL_FILE")
+# ... its own first admin key (in its data directory) and its own config directory ...
+_KEY_ENV = ("ASTRABOX_BOOTSTRAP_KEY_FILE", "ASTRABOX_API_KEY", "ASTRABOX_API_KEY_FILE")
 # ... and, unless told otherwise, the offline model.
 _MODEL_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY_FILE", "ASTRABOX_MODEL_BASE_URL")
 
@@ -77,6 +79,7 @@ class LocalStack:
         self._scratch: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._address = ""
+        self._api_key = ""
         self._client: AstraBoxClient | None = None
 
     async def __aenter__(self) -> LocalStack:
@@ -94,6 +97,13 @@ class LocalStack:
         if not self._address:
             raise RuntimeError("the local stack is not running")
         return self._address
+
+    @property
+    def api_key(self) -> str:
+        """The stack's admin key (operator project `default`), for other clients or `--api-key-file`."""
+        if not self._api_key:
+            raise RuntimeError("the local stack is not running")
+        return self._api_key
 
     @property
     def client(self) -> AstraBoxClient:
@@ -157,7 +167,8 @@ class LocalStack:
                 raise LocalStackError(
                     f"the local stack did not serve within {self._startup_timeout:g}s; it printed:\n{self._tail()}"
                 ) from None
-            self._client = AstraBoxClient.connect(self._address)
+            self._api_key = (self.data_dir / "admin-key").read_text().strip()
+            self._client = AstraBoxClient.connect(self._address, api_key=self._api_key)
         except BaseException:
             await self.stop()
             raise
@@ -179,14 +190,16 @@ class LocalStack:
                 os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
         self._address = ""
+        self._api_key = ""
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
 
     def _environment(self) -> dict[str, str]:
-        dropped = _DATABASE_ENV + (_MODEL_ENV if self._offline_model else ())
+        dropped = _DATABASE_ENV + _KEY_ENV + (_MODEL_ENV if self._offline_model else ())
         env = {name: value for name, value in os.environ.items() if name not in dropped}
-        return {**env, "PYTHONUNBUFFERED": "1", **self._env}
+        assert self._scratch is not None
+        return {**env, "PYTHONUNBUFFERED": "1", "XDG_CONFIG_HOME": str(self._scratch / "config"), **self._env}
 
     async def _serving(self, process: asyncio.subprocess.Process) -> str:
         """The address the stack says it serves on, read from its output as it comes."""

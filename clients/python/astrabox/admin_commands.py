@@ -1,0 +1,96 @@
+"""`astrabox whoami`, `astrabox projects …` and `astrabox keys …`: AdminService from the command line.
+
+    astrabox whoami
+    astrabox projects create NAME            (operator admins)
+    astrabox projects list
+    astrabox keys create NAME --role developer [--project ID] [--expires-in-days N]
+    astrabox keys list [--project ID]
+    astrabox keys revoke KEY_ID
+
+`keys create` prints the new key once, on its own line, so that
+`astrabox keys create ci --role developer > ci.key` keeps only the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from astrabox.admin.v1 import admin_service_pb2 as admin
+from astrabox.client import AstraBoxClient
+
+__all__ = ["COMMANDS", "ROLES", "add_parsers", "run"]
+
+COMMANDS = ("whoami", "projects", "keys")
+"""The subcommands this module adds to `astrabox`."""
+ROLES = ("viewer", "developer", "admin")
+"""The roles `keys create --role` takes."""
+
+
+def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
+    """Adds the commands to `sub` (the subparsers of `astrabox`), each taking the `connection` options."""
+    sub.add_parser("whoami", help="the project, role and key of the credential in use", parents=[connection])
+    projects = sub.add_parser("projects", help="create and list projects", parents=[connection])
+    actions = projects.add_subparsers(dest="action", required=True)
+    actions.add_parser("create", help="create a project (operator admins)").add_argument("name")
+    actions.add_parser("list", help="the projects this key may manage")
+    keys = sub.add_parser("keys", help="create, list and revoke API keys", parents=[connection])
+    actions = keys.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="create a key and print it (shown only now)")
+    create.add_argument("name")
+    create.add_argument("--role", choices=ROLES, required=True)
+    create.add_argument("--project", default="", help="project id (default: the key in use's)")
+    create.add_argument("--expires-in-days", type=float, default=0, help="0: never (the default)")
+    listing = actions.add_parser("list", help="a project's keys (never their secrets)")
+    listing.add_argument("--project", default="", help="project id (default: the key in use's)")
+    actions.add_parser("revoke", help="revoke a key at once").add_argument("key_id")
+    for name in COMMANDS:
+        sub.choices[name].set_defaults(func=func)
+
+
+def _when(value: Any, has: bool) -> str:
+    return value.ToDatetime(tzinfo=UTC).isoformat(timespec="seconds") if has else "-"
+
+
+def _key_line(key: admin.ApiKey) -> str:
+    state = "revoked" if key.HasField("revoke_time") else "active"
+    if (
+        state == "active"
+        and key.HasField("expire_time")
+        and key.expire_time.ToDatetime(tzinfo=UTC) <= datetime.now(UTC)
+    ):
+        state = "expired"
+    role = admin.Role.Name(key.role).removeprefix("ROLE_").lower()
+    return (
+        f"{key.key_id}  {role:<9} {state:<7} last used {_when(key.last_use_time, key.HasField('last_use_time'))}"
+        f"  expires {_when(key.expire_time, key.HasField('expire_time'))}  {key.name}"
+    )
+
+
+async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
+    """Carry out the parsed command `args` with `client`; the exit status."""
+    if args.command == "whoami":
+        caller = await client.admin.whoami()
+        role = admin.Role.Name(caller.role).removeprefix("ROLE_").lower()
+        operator = " (operator)" if caller.project.operator else ""
+        print(f"key {caller.key_id}: {role} of project {caller.project.name}{operator} {caller.project.project_id}")
+    elif args.command == "projects" and args.action == "create":
+        project = await client.admin.create_project(args.name)
+        print(f"{project.project_id}  {project.name}")
+    elif args.command == "projects":
+        for project in await client.admin.list_projects():
+            print(f"{project.project_id}  {project.name}{'  (operator)' if project.operator else ''}")
+    elif args.action == "create":
+        expires = datetime.now(UTC) + timedelta(days=args.expires_in_days) if args.expires_in_days > 0 else None
+        created = await client.admin.create_api_key(args.name, role=args.role, project_id=args.project, expires=expires)
+        print(f"created {_key_line(created.key)}", file=sys.stderr)
+        print(created.secret)
+    elif args.action == "list":
+        for key in await client.admin.list_api_keys(args.project):
+            print(_key_line(key))
+    else:
+        print(f"revoked {_key_line(await client.admin.revoke_api_key(args.key_id))}")
+    return 0

@@ -1,0 +1,82 @@
+"""AdminService from a client: who am I, projects and API keys (`client.admin`).
+
+me = await client.admin.whoami()
+key = await client.admin.create_api_key("ci", role="developer")
+print(key.secret)                          # shown once
+await client.admin.revoke_api_key(key.key.key_id)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import grpc
+
+from astrabox.admin.v1 import admin_service_pb2 as admin
+from astrabox.admin.v1 import admin_service_pb2_grpc as admin_grpc
+from astrabox.errors import AstraBoxError
+
+__all__ = ["Admin", "role_value"]
+
+R = TypeVar("R")
+
+
+def role_value(role: int | str) -> int:
+    """A Role number from "viewer", "ROLE_DEVELOPER", 3 …"""
+    if isinstance(role, int):
+        return role
+    name = role.upper()
+    return admin.Role.Value(name if name.startswith("ROLE_") else f"ROLE_{name}")
+
+
+class Admin:
+    """AdminService's calls; made by `AstraBoxClient.admin`, with the client's channel and key."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]], timeout: float) -> None:
+        self._stub = admin_grpc.AdminServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._metadata = tuple(metadata)
+        self._timeout = timeout
+
+    async def whoami(self) -> admin.Caller:
+        """The project, role and key of this client's credential."""
+        caller: admin.Caller = (await self._unary(self._stub.WhoAmI, admin.WhoAmIRequest())).caller
+        return caller
+
+    async def create_project(self, name: str) -> admin.Project:
+        """A new project named `name` (operator admins only)."""
+        project: admin.Project = (
+            await self._unary(self._stub.CreateProject, admin.CreateProjectRequest(name=name))
+        ).project
+        return project
+
+    async def list_projects(self) -> list[admin.Project]:
+        """Every project for an operator admin; this key's own otherwise."""
+        return list((await self._unary(self._stub.ListProjects, admin.ListProjectsRequest())).projects)
+
+    async def create_api_key(
+        self, name: str, *, role: int | str, project_id: str = "", expires: datetime | None = None
+    ) -> admin.CreateApiKeyResponse:
+        """A new key (`.secret` is the whole key, returned only now) in `project_id` (default: this key's)."""
+        request = admin.CreateApiKeyRequest(project_id=project_id, name=name, role=role_value(role))  # type: ignore[arg-type]
+        if expires is not None:
+            request.expire_time.FromDatetime(expires)
+        response: admin.CreateApiKeyResponse = await self._unary(self._stub.CreateApiKey, request)
+        return response
+
+    async def list_api_keys(self, project_id: str = "") -> list[admin.ApiKey]:
+        """The keys of `project_id` (default: this key's project), newest first; never their secrets."""
+        request = admin.ListApiKeysRequest(project_id=project_id)
+        return list((await self._unary(self._stub.ListApiKeys, request)).keys)
+
+    async def revoke_api_key(self, key_id: str) -> admin.ApiKey:
+        """Revoke the key `key_id`; it stops working on every replica within seconds."""
+        key: admin.ApiKey = (await self._unary(self._stub.RevokeApiKey, admin.RevokeApiKeyRequest(key_id=key_id))).key
+        return key
+
+    async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
+        try:
+            return await method(request, timeout=self._timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as error:
+            raise AstraBoxError.from_rpc_error(error) from error

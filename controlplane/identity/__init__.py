@@ -1,0 +1,10 @@
+"""Identity: who calls the control plane, and what they may do.
+
+callers.py        Role, Caller, the current call's caller (a context variable)
+keys.py           the API key's form; made, parsed and checked (SHA-256, constant time)
+store.py          the `projects` and `api_keys` tables' statements
+rules.py          the role each RPC needs (RULES, one table for every client-facing service)
+authenticator.py  the gRPC interceptor: credential → Caller (cached) → rule → handler
+admin.py          AdminService: projects and keys
+bootstrap.py      the first admin key (--bootstrap-key-file)
+"""

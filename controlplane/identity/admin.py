@@ -1,0 +1,159 @@
+"""AdminService: projects and API keys, for the callers `identity.rules` lets in."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+
+import asyncpg
+import grpc
+import structlog
+
+from astrabox.admin.v1 import admin_service_pb2 as pb
+from astrabox.admin.v1 import admin_service_pb2_grpc as pb_grpc
+from controlplane.convert import timestamp
+from controlplane.errors import InvalidArgument, ProjectNotFound
+from controlplane.identity import callers, keys, store
+from controlplane.identity.callers import Caller, Role
+from controlplane.status import maps_errors
+from controlplane.validation import echo
+
+log = structlog.get_logger(__name__)
+
+PROJECT_NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
+MAX_KEY_NAME_CHARS = 128
+
+
+def project_to_proto(record: store.ProjectRecord) -> pb.Project:
+    return pb.Project(
+        project_id=str(record.project_id),
+        name=record.name,
+        operator=record.operator,
+        create_time=timestamp(record.created_at),
+    )
+
+
+def key_to_proto(record: store.KeyRecord) -> pb.ApiKey:
+    key = pb.ApiKey(
+        key_id=record.key_id,
+        project_id=str(record.project_id),
+        name=record.name,
+        role=int(record.role),  # type: ignore[arg-type]  # protoc types enum fields as their own int type
+        create_time=timestamp(record.created_at),
+        created_by=record.created_by,
+    )
+    for field, value in (
+        ("expire_time", record.expires_at),
+        ("revoke_time", record.revoked_at),
+        ("last_use_time", record.last_used_at),
+    ):
+        if value is not None:
+            getattr(key, field).CopyFrom(timestamp(value))
+    return key
+
+
+def _project_id(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidArgument("project_id", f"project_id must be a UUID, got {echo(value)}") from None
+
+
+class AdminServicer(pb_grpc.AdminServiceServicer):
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def _managed(self, caller: Caller, project_id: str) -> uuid.UUID:
+        """The project a call names (empty: the caller's), if the caller manages it; a project it may
+        not manage answers like one that does not exist."""
+        if not project_id:
+            return caller.project_id
+        wanted = _project_id(project_id)
+        if not caller.manages(wanted) or await store.find_project(self._pool, wanted) is None:
+            raise ProjectNotFound(str(wanted))
+        return wanted
+
+    @maps_errors
+    async def WhoAmI(self, request: pb.WhoAmIRequest, context: grpc.aio.ServicerContext) -> pb.WhoAmIResponse:
+        caller = callers.current()
+        project = await store.find_project(self._pool, caller.project_id)
+        if project is None:
+            raise ProjectNotFound(str(caller.project_id))
+        return pb.WhoAmIResponse(
+            caller=pb.Caller(
+                project=project_to_proto(project),
+                role=int(caller.role),  # type: ignore[arg-type]
+                key_id=caller.key_id,
+            )
+        )
+
+    @maps_errors
+    async def CreateProject(
+        self, request: pb.CreateProjectRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateProjectResponse:
+        if not PROJECT_NAME.fullmatch(request.name):
+            raise InvalidArgument(
+                "name",
+                f"a project name is 1-63 characters of a-z, 0-9 and '-', starting with a letter; got {echo(request.name)}",
+            )
+        project = await store.insert_project(self._pool, request.name)
+        log.info("project_created", project_id=str(project.project_id), name=project.name, by=callers.current().who)
+        return pb.CreateProjectResponse(project=project_to_proto(project))
+
+    @maps_errors
+    async def ListProjects(
+        self, request: pb.ListProjectsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListProjectsResponse:
+        caller = callers.current()
+        projects = await store.list_projects(self._pool, only=None if caller.operator else caller.project_id)
+        return pb.ListProjectsResponse(projects=[project_to_proto(p) for p in projects])
+
+    @maps_errors
+    async def CreateApiKey(
+        self, request: pb.CreateApiKeyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateApiKeyResponse:
+        caller = callers.current()
+        project_id = await self._managed(caller, request.project_id)
+        if not request.name or len(request.name) > MAX_KEY_NAME_CHARS or not request.name.isprintable():
+            raise InvalidArgument("name", f"a key needs a name: 1-{MAX_KEY_NAME_CHARS} printable characters")
+        if request.role not in {int(role) for role in Role}:
+            raise InvalidArgument("role", "role must be ROLE_VIEWER, ROLE_DEVELOPER or ROLE_ADMIN")
+        expires_at = None
+        if request.HasField("expire_time"):
+            expires_at = request.expire_time.ToDatetime(tzinfo=UTC)
+            if expires_at <= datetime.now(UTC):
+                raise InvalidArgument("expire_time", "expire_time must be in the future")
+        new = keys.new_key()
+        record = await store.insert_key(
+            self._pool,
+            key_id=new.key_id,
+            project_id=project_id,
+            name=request.name,
+            role=Role(request.role),
+            secret_sha256=new.secret_sha256,
+            created_by=caller.who,
+            expires_at=expires_at,
+        )
+        log.info(
+            "api_key_created", key_id=new.key_id, project_id=str(project_id), role=record.role.label, by=caller.who
+        )
+        return pb.CreateApiKeyResponse(key=key_to_proto(record), secret=new.secret)
+
+    @maps_errors
+    async def ListApiKeys(
+        self, request: pb.ListApiKeysRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListApiKeysResponse:
+        project_id = await self._managed(callers.current(), request.project_id)
+        return pb.ListApiKeysResponse(keys=[key_to_proto(k) for k in await store.list_keys(self._pool, project_id)])
+
+    @maps_errors
+    async def RevokeApiKey(
+        self, request: pb.RevokeApiKeyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RevokeApiKeyResponse:
+        caller = callers.current()
+        if not keys.KEY_ID.fullmatch(request.key_id):
+            raise InvalidArgument("key_id", f"key_id is 16 characters of a-z and 2-7, got {echo(request.key_id)}")
+        record = await store.revoke_key(self._pool, request.key_id, None if caller.operator else [caller.project_id])
+        log.info("api_key_revoked", key_id=record.key_id, project_id=str(record.project_id), by=caller.who)
+        return pb.RevokeApiKeyResponse(key=key_to_proto(record))

@@ -1,0 +1,212 @@
+"""Every call to a client-facing service is authenticated before its handler runs.
+
+`Authenticator` is the one gRPC server interceptor that does it: it reads the
+call's `authorization: Bearer <key>` metadata, verifies the key
+(`Credentials`), checks the role the method needs (`identity.rules`), and runs
+the handler with the caller bound (`identity.callers.current`). A refused call
+never reaches its handler, nor has its request decoded.
+
+Verification is cached per credential for `ttl` seconds (default 2): a call
+with a key seen in the last two seconds costs a dictionary lookup, and a
+revoked or expired key stops working on every replica within `ttl`. Refusals
+are cached too, so a flood of one bad key does not become a flood of queries.
+The cache is keyed by the credential's SHA-256 and bounded (least recently
+used first out).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import grpc
+import structlog
+
+from controlplane.errors import CredentialsUnverifiable, KernelError, RoleInsufficient, Unauthenticated
+from controlplane.identity import keys, store
+from controlplane.identity.callers import Caller, bind, unbind
+from controlplane.identity.rules import GUARDED_SERVICES, RULES, Rule
+from controlplane.status import to_status
+from controlplane.workspace import drain
+
+log = structlog.get_logger(__name__)
+
+AUTHORIZATION = "authorization"
+DEFAULT_TTL_S = 2.0
+# Longer is no credential this service takes (gRPC itself refuses metadata beyond 8-16 KiB).
+MAX_CREDENTIAL_CHARS = 4096
+
+_MISSING = Unauthenticated(
+    "CREDENTIALS_MISSING", "this call needs an API key: send the metadata `authorization: Bearer <key>`"
+)
+_INVALID = Unauthenticated("CREDENTIALS_INVALID", "the credential is not a valid API key of this installation")
+_DATABASE_DOWN = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+
+
+class Credentials:
+    """Turns a credential into its Caller, or raises Unauthenticated / CredentialsUnverifiable."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        ttl: float = DEFAULT_TTL_S,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pool = pool
+        self._ttl = ttl
+        self._max_entries = max_entries
+        self._clock = clock
+        # credential digest -> (checked at, the caller and its key's expiry, or the refusal)
+        self._cache: OrderedDict[bytes, tuple[float, tuple[Caller, datetime | None] | Unauthenticated]] = OrderedDict()
+
+    async def verify(self, credential: str) -> Caller:
+        cache_key = hashlib.sha256(credential.encode(errors="surrogatepass")).digest()
+        now = self._clock()
+        cached = self._cache.get(cache_key)
+        if cached is None or now - cached[0] >= self._ttl:
+            cached = (now, await self._lookup(credential))
+            self._cache[cache_key] = cached
+            while len(self._cache) > self._max_entries:
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(cache_key)
+        verdict = cached[1]
+        if isinstance(verdict, Unauthenticated):
+            raise verdict
+        caller, expires_at = verdict
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            raise _expired(caller.key_id, expires_at)
+        return caller
+
+    async def _lookup(self, credential: str) -> tuple[Caller, datetime | None] | Unauthenticated:
+        parsed = keys.parse(credential)
+        if parsed is None:
+            return _INVALID
+        key_id, secret = parsed
+        try:
+            stored = await store.find_key(self._pool, key_id)
+            if stored is None or not keys.matches(secret, stored.secret_sha256):
+                return _INVALID
+            key = stored.key
+            if key.revoked_at is not None:
+                return Unauthenticated("CREDENTIALS_REVOKED", f"API key {key_id} was revoked")
+            if key.last_used_at is None or (datetime.now(UTC) - key.last_used_at).total_seconds() >= 60:
+                await store.touch_key(self._pool, key_id)
+        except _DATABASE_DOWN as error:
+            log.warning("credentials_unverifiable", error=type(error).__name__)
+            raise CredentialsUnverifiable() from None
+        caller = Caller(key.project_id, stored.project.name, key.role, key_id, stored.project.operator)
+        return caller, key.expires_at
+
+
+def _expired(key_id: str, at: datetime) -> Unauthenticated:
+    return Unauthenticated("CREDENTIALS_EXPIRED", f"API key {key_id} expired at {at.isoformat(timespec='seconds')}")
+
+
+def bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str:
+    """The credential of `authorization: Bearer <credential>`; Unauthenticated when there is none."""
+    values = [value for name, value in metadata or () if name == AUTHORIZATION]
+    if not values:
+        raise _MISSING
+    if len(values) > 1 or not isinstance(values[0], str) or len(values[0]) > MAX_CREDENTIAL_CHARS:
+        raise _INVALID
+    scheme, _, credential = values[0].strip().partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        raise _INVALID
+    return credential.strip()
+
+
+# grpc ships no type information, so the base class is Any (see controlplane.edge).
+class Authenticator(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]
+    """Authenticates and authorizes every call to `GUARDED_SERVICES`; others pass untouched."""
+
+    def __init__(self, credentials: Credentials, rules: dict[str, Rule] = RULES) -> None:
+        self._credentials = credentials
+        self._rules = rules
+        self._prefixes = tuple(f"/{name}/" for name in GUARDED_SERVICES)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or not method.startswith(self._prefixes):
+            return handler
+        try:
+            caller = await self.authorize(method, handler_call_details.invocation_metadata)
+        except KernelError as error:
+            return _refusal(handler, to_status(error))
+        return _bound(handler, caller)
+
+    async def authorize(self, method: str, metadata: Sequence[tuple[str, str | bytes]] | None) -> Caller:
+        rule = self._rules.get(method)
+        caller = await self._credentials.verify(bearer(metadata))
+        name = method.rsplit("/", 1)[-1]
+        if rule is None:  # fail closed: an RPC nobody gave a rule
+            log.error("rpc_without_authorization_rule", method=method)
+            raise RoleInsufficient(name, "(none: this method has no authorization rule)", caller.role.label)
+        if not rule.allows(caller):
+            log.info("rpc_refused", method=name, key_id=caller.key_id, role=caller.role.label, needs=rule.needs)
+            raise RoleInsufficient(name, rule.needs, caller.role.label)
+        return caller
+
+
+def _kind(handler: grpc.RpcMethodHandler) -> str:
+    for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
+        if getattr(handler, kind):
+            return kind
+    raise ValueError("a method handler with no behavior")
+
+
+def _ignore(data: bytes) -> None:
+    return None
+
+
+def _refusal(handler: grpc.RpcMethodHandler, status: grpc.Status) -> grpc.RpcMethodHandler:
+    """`handler`'s shape, answering `status` without decoding the request or running the handler.
+    What a client still streams is read and dropped first (bounded, see `drain`): else its next
+    write fails with INTERNAL and hides the refusal."""
+    streaming_request = bool(handler.stream_unary or handler.stream_stream)
+
+    async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
+        if streaming_request:
+            await drain(request)
+        await context.abort_with_status(status)
+
+    return handler._replace(request_deserializer=_ignore, **{_kind(handler): refuse})
+
+
+def _bound(handler: grpc.RpcMethodHandler, caller: Caller) -> grpc.RpcMethodHandler:
+    """`handler` running with `caller` bound for as long as it runs."""
+    kind = _kind(handler)
+    behavior = getattr(handler, kind)
+    wrapped: Callable[..., Any]
+    if inspect.isasyncgenfunction(behavior):
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            # Not reset afterwards: a generator may be closed from another context, where the
+            # reset would fail, and every call runs in a task (a context) of its own anyway.
+            bind(caller)
+            async for response in behavior(request, context):
+                yield response
+
+        wrapped = stream
+    else:
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            token = bind(caller)
+            try:
+                return await behavior(request, context)
+            finally:
+                unbind(token)
+
+        wrapped = call
+    return handler._replace(**{kind: wrapped})

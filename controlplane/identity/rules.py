@@ -1,0 +1,74 @@
+"""Who may call what: the role each RPC needs, one table for every client-facing service.
+
+The authenticator looks each call up here before its handler runs; a method
+missing from `RULES` is refused (and `tests/controlplane/test_authorization.py`,
+generated from the service descriptors, fails), so a new RPC cannot ship open
+by accident. Health and reflection are open; RunnerService authenticates its
+own callers (agents by enrollment, replicas by the cluster secret).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from astrabox.admin.v1 import admin_service_pb2
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2
+from controlplane.identity.callers import Caller, Role
+
+KERNEL = session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"].full_name
+ADMIN = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+# The services whose every call is authenticated.
+GUARDED_SERVICES = (KERNEL, ADMIN)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    role: Role
+    # Only an admin of an operator project.
+    operator: bool = False
+
+    def allows(self, caller: Caller) -> bool:
+        return caller.role >= self.role and (caller.operator or not self.operator)
+
+    @property
+    def needs(self) -> str:
+        return f"{self.role.label} (of an operator project)" if self.operator else self.role.label
+
+
+_VIEW = Rule(Role.VIEWER)
+_DRIVE = Rule(Role.DEVELOPER)
+_MANAGE = Rule(Role.ADMIN)
+
+_KERNEL_RULES = {
+    "GetSession": _VIEW,
+    "ListSessions": _VIEW,
+    "WatchSessionEvents": _VIEW,
+    "ListSessionEvents": _VIEW,
+    "CreateSession": _DRIVE,
+    "SendMessage": _DRIVE,
+    "InterruptTurn": _DRIVE,
+    "RespondToInteraction": _DRIVE,
+    "SetPermissionMode": _DRIVE,
+    "ArchiveSession": _DRIVE,
+    "DeleteSession": _DRIVE,
+    "StopBackgroundTask": _DRIVE,
+    # Files and commands reach into the sandbox: a developer's, not a viewer's.
+    "UploadWorkspaceArchive": _DRIVE,
+    "ListWorkspace": _DRIVE,
+    "DownloadWorkspaceArchive": _DRIVE,
+    "RunCommand": _DRIVE,
+}
+_ADMIN_RULES = {
+    "WhoAmI": _VIEW,
+    "CreateProject": Rule(Role.ADMIN, operator=True),
+    # An operator admin lists every project, another admin its own (AdminServicer).
+    "ListProjects": _MANAGE,
+    "CreateApiKey": _MANAGE,
+    "ListApiKeys": _MANAGE,
+    "RevokeApiKey": _MANAGE,
+}
+
+RULES: dict[str, Rule] = {
+    **{f"/{KERNEL}/{name}": rule for name, rule in _KERNEL_RULES.items()},
+    **{f"/{ADMIN}/{name}": rule for name, rule in _ADMIN_RULES.items()},
+}
