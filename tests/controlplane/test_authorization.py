@@ -22,7 +22,6 @@ from controlplane.identity.rules import RULES
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from controlplane.status import error_info
-from tests.support import auth
 
 SERVICES: list[ServiceDescriptor] = [
     session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"],
@@ -207,17 +206,16 @@ async def test_a_revoked_key_stops_working_on_another_replica(database_url: str,
             database_url=database_url, listen="127.0.0.1:0", bootstrap_key_file=bootstrap_key_file
         )
 
-    async with serve(settings()) as a, serve(settings()) as b:
-        async with AstraBoxClient.connect(a.address) as admin:
-            key = await admin.admin.create_api_key("leaver", role="viewer")
-            async with AstraBoxClient.connect(b.address, api_key=key.secret) as on_b:
-                await on_b.admin.whoami()  # cached on b now
-                await admin.admin.revoke_api_key(key.key.key_id)
-                async with asyncio.timeout(30):
-                    while True:
-                        try:
-                            await on_b.admin.whoami()
-                        except Exception as error:
-                            assert error.reason == "CREDENTIALS_REVOKED"  # type: ignore[attr-defined]
-                            break
-                        await asyncio.sleep(0.1)
+    async with serve(settings()) as a, serve(settings()) as b, AstraBoxClient.connect(a.address) as admin:
+        key = await admin.admin.create_api_key("leaver", role="viewer")
+        async with AstraBoxClient.connect(b.address, api_key=key.secret) as on_b:
+            await on_b.admin.whoami()  # cached on b now
+            await admin.admin.revoke_api_key(key.key.key_id)
+            async with asyncio.timeout(30):
+                while True:
+                    try:
+                        await on_b.admin.whoami()
+                    except Exception as error:
+                        assert error.reason == "CREDENTIALS_REVOKED"  # type: ignore[attr-defined]
+                        break
+                    await asyncio.sleep(0.1)
