@@ -1,0 +1,116 @@
+"""One settings shape (serverkit.settings): each setting declared once on its dataclass field, read
+from a flag over its environment variable over its default, secrets through SecretOption."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from astrabox.secret_settings import SecretOption, SecretSettingError
+from serverkit import settings
+from serverkit.settings import option, secret
+
+TOKEN = SecretOption("token", "DEMO_TOKEN", "the demo token")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Demo:
+    name: str = field(default="anon", metadata=option("--name", env="DEMO_NAME", help="a name (env %(env)s)"))
+    count: int = field(
+        default=3,
+        metadata=option(
+            "--count", "--old-count", env=("DEMO_COUNT", "DEMO_OLD_COUNT"), type=_positive, help="(default %(default)s)"
+        ),
+    )
+    wait: timedelta = field(
+        default=timedelta(seconds=5),
+        metadata=option(
+            "--wait", env="DEMO_WAIT", type=float, default=5.0, convert=lambda s: timedelta(seconds=s), help=""
+        ),
+    )
+    eager: bool = field(default=True, metadata=option("--eager", env="DEMO_EAGER", switch=True, help="eager"))
+    token: str = field(default="", repr=False, metadata=secret(TOKEN))
+    not_a_flag: str = "kept"
+    secrets_on_command_line: tuple[SecretOption, ...] = ()
+
+
+def demo(argv: Sequence[str] = (), environ: Mapping[str, str] | None = None, **overrides: Any) -> Demo:
+    return settings.from_args(Demo, list(argv), environ or {}, prog="demo", description="a demo", **overrides)
+
+
+def test_a_flag_beats_its_variable_which_beats_the_default() -> None:
+    assert demo().name == "anon"
+    assert demo(environ={"DEMO_NAME": "from-env"}).name == "from-env"
+    assert demo(["--name", "from-flag"], {"DEMO_NAME": "from-env"}).name == "from-flag"
+    assert demo(environ={"DEMO_NAME": ""}).name == ""  # set, even empty, is given
+    assert demo(["--name", "flag"], not_a_flag="override").not_a_flag == "override"
+
+
+def test_older_flag_and_variable_names_still_work_the_new_variable_first() -> None:
+    assert demo(["--old-count", "7"]).count == 7
+    assert demo(environ={"DEMO_OLD_COUNT": "8"}).count == 8
+    assert demo(environ={"DEMO_COUNT": "9", "DEMO_OLD_COUNT": "8"}).count == 9
+
+
+def test_values_are_parsed_and_converted_to_the_fields_types() -> None:
+    settings = demo(["--count", "4"], {"DEMO_WAIT": "1.5"})
+    assert (settings.count, settings.wait) == (4, timedelta(seconds=1.5))
+    assert demo().wait == timedelta(seconds=5)
+    assert [demo(environ={"DEMO_EAGER": text}).eager for text in ("0", " Off ", "no", "false", "1", "yes")] == [
+        False,
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert demo(["--eager"], {"DEMO_EAGER": "off"}).eager is True
+    assert demo(["--no-eager"]).eager is False
+
+
+def test_a_bad_value_from_a_flag_or_a_variable_is_argparses_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, environ in ((["--count", "0"], {}), ([], {"DEMO_COUNT": "0"})):
+        with pytest.raises(SystemExit) as exited:
+            demo(argv, environ)
+        assert exited.value.code == 2
+        assert (
+            "demo: error: argument --count/--old-count: must be a positive number, got '0'" in capsys.readouterr().err
+        )
+    assert demo(["--count", "2"], {"DEMO_COUNT": "nonsense"}).count == 2  # the flag wins; the variable is not read
+
+
+def test_a_secret_comes_from_a_file_and_one_given_as_a_flag_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("from-file\n")
+    by_file_flag = demo(["--token-file", str(tmp_path / "token")])
+    by_file_variable = demo(environ={"DEMO_TOKEN_FILE": str(tmp_path / "token")})
+    by_flag = demo(["--token", "on-the-line"])
+
+    assert (by_file_flag.token, by_file_variable.token, by_flag.token) == ("from-file", "from-file", "on-the-line")
+    assert by_file_flag.secrets_on_command_line == by_file_variable.secrets_on_command_line == ()
+    assert by_flag.secrets_on_command_line == (TOKEN,)
+    assert "from-file" not in repr(by_file_flag)
+    with pytest.raises(SecretSettingError, match="the demo token is given by both --token and --token-file"):
+        demo(["--token", "x", "--token-file", str(tmp_path / "token")])
+    with pytest.raises(SecretSettingError, match=f"cannot read the demo token from DEMO_TOKEN_FILE {tmp_path}/none"):
+        demo(environ={"DEMO_TOKEN_FILE": str(tmp_path / "none")})
+
+
+def test_help_names_each_variable_and_shows_the_default_that_applies(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        demo(["--help"], {"DEMO_COUNT": "12"})
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "a name (env DEMO_NAME)" in shown and "(default 12)" in shown
+    assert "--eager, --no-eager" in shown and "--token-file PATH" in shown
