@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
@@ -29,16 +28,9 @@ async def run_until_signalled(settings: ControlPlaneSettings) -> None:
         log.info("controlplane_stopping")
 
 
-def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="astrabox controlplane", description=__doc__)
-    ControlPlaneSettings.add_arguments(parser)
-    return parser
-
-
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
     try:
-        settings = ControlPlaneSettings.from_args(args)
+        settings = ControlPlaneSettings.from_args(argv)
     except SettingsError as error:
         sys.exit(f"astrabox controlplane: {error}")
     logs.configure()

@@ -6,15 +6,18 @@ import argparse
 import os
 import socket
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import grpc
 import structlog
 
 from astrabox.secret_settings import SecretOption, SecretSettingError
+from serverkit import settings as serverkit_settings
+from serverkit.settings import option, secret
 
 log = structlog.get_logger(__name__)
 
@@ -25,7 +28,8 @@ MAX_GRPC_MESSAGE_BYTES = 32 * 1024 * 1024
 
 DATABASE_URL = SecretOption("database-url", "ASTRABOX_DATABASE_URL", "the PostgreSQL DSN")
 ENROLLMENT_TOKEN = SecretOption("enrollment-token", "ASTRABOX_ENROLLMENT_TOKEN", "the token agents must present")
-SECRETS = (DATABASE_URL, ENROLLMENT_TOKEN)
+PROG = "astrabox controlplane"
+DESCRIPTION = "`astrabox controlplane` / `python -m controlplane`: run the control plane until signalled."
 
 
 class SettingsError(ValueError):
@@ -34,23 +38,58 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ControlPlaneSettings:
-    # asyncpg DSN of the PostgreSQL database (a secret: ASTRABOX_DATABASE_URL or its _FILE).
-    database_url: str = field(repr=False)
-    # host:port to listen on; port 0 picks a free one (ASTRABOX_LISTEN, default 127.0.0.1:7233).
-    listen: str = DEFAULT_LISTEN
-    # host:port other replicas reach this one at, to forward workspace requests to the
-    # agents attached here (ASTRABOX_ADVERTISE_ADDRESS, default: the bound address,
-    # or <hostname>:<port> when listening on a wildcard address).
-    advertise_address: str = ""
-    # Secret agents present in Hello (ASTRABOX_ENROLLMENT_TOKEN or its _FILE; default empty = any agent
-    # on loopback).
-    enrollment_token: str = field(default="", repr=False)
-    # TLS: the server's certificate chain and private key, PEM files (ASTRABOX_TLS_CERT, ASTRABOX_TLS_KEY);
-    # both empty: plaintext. `tls_ca` verifies the other replicas' certificates when forwarding
-    # (ASTRABOX_TLS_CA; default: tls_cert itself, for replicas sharing one certificate).
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_ca: str = ""
+    """Everything the control plane is configured with; `astrabox controlplane --help` lists the flags."""
+
+    # asyncpg DSN of the PostgreSQL database (a secret).
+    database_url: str = field(repr=False, metadata=secret(DATABASE_URL))
+    # host:port to listen on; port 0 picks a free one.
+    listen: str = field(
+        default=DEFAULT_LISTEN,
+        metadata=option(
+            "--listen",
+            env="ASTRABOX_LISTEN",
+            help="host:port to serve gRPC on (env %(env)s, default %(default)s)",
+        ),
+    )
+    # host:port other replicas reach this one at, to forward workspace requests to the agents
+    # attached here; empty: the bound address, or <hostname>:<port> when listening on a wildcard.
+    advertise_address: str = field(
+        default="",
+        metadata=option(
+            "--advertise-address",
+            env="ASTRABOX_ADVERTISE_ADDRESS",
+            help="host:port other control-plane replicas reach this one at (env %(env)s, default the "
+            "listen address, or <hostname>:<port> when it is a wildcard)",
+        ),
+    )
+    # Secret agents present in Hello; empty: any agent on loopback.
+    enrollment_token: str = field(
+        default="", repr=False, metadata=secret(ENROLLMENT_TOKEN, note="; default none: any agent on loopback")
+    )
+    # TLS: the server's certificate chain and private key, PEM files; both empty: plaintext. `tls_ca`
+    # verifies the other replicas' certificates when forwarding (empty: tls_cert itself, for replicas
+    # sharing one certificate).
+    tls_cert: str = field(
+        default="",
+        metadata=option(
+            "--tls-cert",
+            env="ASTRABOX_TLS_CERT",
+            help="serve TLS with this PEM certificate chain (env %(env)s; with --tls-key)",
+        ),
+    )
+    tls_key: str = field(
+        default="",
+        metadata=option("--tls-key", env="ASTRABOX_TLS_KEY", help="the PEM private key of --tls-cert (env %(env)s)"),
+    )
+    tls_ca: str = field(
+        default="",
+        metadata=option(
+            "--tls-ca",
+            env="ASTRABOX_TLS_CA",
+            help="PEM CA bundle that verifies the other replicas when forwarding to them (env %(env)s; "
+            "default: --tls-cert itself)",
+        ),
+    )
     # How long an agent's lease lasts without a heartbeat.
     lease_ttl: timedelta = timedelta(seconds=15)
     # How often agents are asked to heartbeat.
@@ -63,12 +102,30 @@ class ControlPlaneSettings:
     sweep_interval: timedelta = timedelta(seconds=2)
     # A session idle this long (no turn, no queued message, no open background task) has its
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
-    # again. Zero: never (ASTRABOX_IDLE_STOP_AFTER, seconds).
-    idle_stop_after: timedelta = timedelta(seconds=DEFAULT_IDLE_STOP_AFTER_S)
+    # again. Zero: never.
+    idle_stop_after: timedelta = field(
+        default=timedelta(seconds=DEFAULT_IDLE_STOP_AFTER_S),
+        metadata=option(
+            "--idle-stop-after",
+            env="ASTRABOX_IDLE_STOP_AFTER",
+            type=float,
+            default=DEFAULT_IDLE_STOP_AFTER_S,
+            convert=lambda seconds: timedelta(seconds=seconds),
+            help="seconds a session may stay idle before its runtime is stopped (files kept; the "
+            "next message starts it again); 0: never (env %(env)s, default %(default)s)",
+        ),
+    )
     # Where the first admin key is read from, or written to (0600) if absent, when the database
-    # has no API key yet (controlplane.identity.bootstrap); empty: no bootstrap
-    # (ASTRABOX_BOOTSTRAP_KEY_FILE).
-    bootstrap_key_file: str = ""
+    # has no API key yet (controlplane.identity.bootstrap); empty: no bootstrap.
+    bootstrap_key_file: str = field(
+        default="",
+        metadata=option(
+            "--bootstrap-key-file",
+            env="ASTRABOX_BOOTSTRAP_KEY_FILE",
+            help="when the database has no API key yet, register the admin key in this file, or write a new "
+            "one there (mode 0600) if it does not exist (env %(env)s)",
+        ),
+    )
     # How long a verified credential is trusted before it is checked again: a revoked key stops
     # working within this time on every replica.
     credentials_ttl: timedelta = timedelta(seconds=2)
@@ -76,80 +133,28 @@ class ControlPlaneSettings:
     secrets_on_command_line: tuple[SecretOption, ...] = ()
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        DATABASE_URL.add_to(parser)
-        parser.add_argument(
-            "--listen",
-            default=os.environ.get("ASTRABOX_LISTEN", DEFAULT_LISTEN),
-            help="host:port to serve gRPC on (env ASTRABOX_LISTEN, default %(default)s)",
-        )
-        parser.add_argument(
-            "--advertise-address",
-            default=os.environ.get("ASTRABOX_ADVERTISE_ADDRESS", ""),
-            help="host:port other control-plane replicas reach this one at (env "
-            "ASTRABOX_ADVERTISE_ADDRESS, default the listen address, or <hostname>:<port> "
-            "when it is a wildcard)",
-        )
-        ENROLLMENT_TOKEN.add_to(parser, note="; default none: any agent on loopback")
-        parser.add_argument(
-            "--tls-cert",
-            default=os.environ.get("ASTRABOX_TLS_CERT", ""),
-            help="serve TLS with this PEM certificate chain (env ASTRABOX_TLS_CERT; with --tls-key)",
-        )
-        parser.add_argument(
-            "--tls-key",
-            default=os.environ.get("ASTRABOX_TLS_KEY", ""),
-            help="the PEM private key of --tls-cert (env ASTRABOX_TLS_KEY)",
-        )
-        parser.add_argument(
-            "--tls-ca",
-            default=os.environ.get("ASTRABOX_TLS_CA", ""),
-            help="PEM CA bundle that verifies the other replicas when forwarding to them (env "
-            "ASTRABOX_TLS_CA; default: --tls-cert itself)",
-        )
-        parser.add_argument(
-            "--bootstrap-key-file",
-            default=os.environ.get("ASTRABOX_BOOTSTRAP_KEY_FILE", ""),
-            help="when the database has no API key yet, register the admin key in this file, or write a new "
-            "one there (mode 0600) if it does not exist (env ASTRABOX_BOOTSTRAP_KEY_FILE)",
-        )
-        parser.add_argument(
-            "--idle-stop-after",
-            type=float,
-            default=float(os.environ.get("ASTRABOX_IDLE_STOP_AFTER", DEFAULT_IDLE_STOP_AFTER_S)),
-            help="seconds a session may stay idle before its runtime is stopped (files kept; the "
-            "next message starts it again); 0: never (env ASTRABOX_IDLE_STOP_AFTER, default "
-            "%(default)s)",
-        )
+    def parser(cls, environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+        """`astrabox controlplane`'s command line, its defaults from `environ` (default os.environ)."""
+        return serverkit_settings.parser(cls, environ, prog=PROG, description=DESCRIPTION)
 
     @classmethod
     def from_args(
-        cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: object
+        cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
     ) -> ControlPlaneSettings:
-        """SettingsError when a secret is given twice, its file is unreadable, or there is no database URL."""
+        """The settings from the command line `argv` (default sys.argv), `environ` (default os.environ)
+        and `overrides`. SettingsError when a secret is given twice, its file is unreadable, or there
+        is no database URL; exits as argparse does on a bad flag or value."""
+        args = cls.parser(environ).parse_args(argv)
         try:
-            database_url, enrollment_token = (option.read(args, environ) for option in SECRETS)
+            values = serverkit_settings.read(cls, args, environ)
         except SecretSettingError as error:
             raise SettingsError(str(error)) from None
-        if not database_url and "database_url" not in overrides:
+        if not values["database_url"] and "database_url" not in overrides:
             raise SettingsError(
                 f"needs {DATABASE_URL.what}: set {DATABASE_URL.env} or give {DATABASE_URL.file_flag} "
                 "(`astrabox up` embeds a PostgreSQL)"
             )
-        values = {
-            "database_url": database_url,
-            "listen": args.listen,
-            "enrollment_token": enrollment_token,
-            "advertise_address": args.advertise_address,
-            "secrets_on_command_line": tuple(option for option in SECRETS if option.on_command_line(args)),
-            "tls_cert": args.tls_cert,
-            "tls_key": args.tls_key,
-            "tls_ca": args.tls_ca,
-            "idle_stop_after": timedelta(seconds=args.idle_stop_after),
-            "bootstrap_key_file": args.bootstrap_key_file,
-        }
-        values.update(overrides)
-        return cls(**values)
+        return cls(**{**values, **overrides})
 
 
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]", "*"}

@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 import socket
 
-from controlplane.main import build_parser
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings
 
 
 def settings(argv: list[str]) -> ControlPlaneSettings:
-    return ControlPlaneSettings.from_args(build_parser().parse_args(["--database-url", "x", *argv]))
+    return ControlPlaneSettings.from_args(["--database-url", "x", *argv])
 
 
 async def test_a_replica_advertises_its_bound_address_or_its_hostname_on_a_wildcard(database_url):

@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 import structlog
 
-from controlplane.main import build_parser
 from controlplane.settings import ControlPlaneSettings, SettingsError, tls_credentials
 
 
 def _settings(*argv: str, environ: dict[str, str] | None = None) -> ControlPlaneSettings:
-    return ControlPlaneSettings.from_args(build_parser().parse_args(list(argv)), environ or {})
+    return ControlPlaneSettings.from_args(list(argv), environ or {})
 
 
 def test_the_database_url_and_token_come_from_files_and_are_not_in_the_settings_repr(tmp_path: Path) -> None:
