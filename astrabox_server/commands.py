@@ -60,6 +60,7 @@ def _agent(argv: Sequence[str]) -> None:
 
 def _image(argv: Sequence[str]) -> int:
     from dataplane_agent.sandboxes.images import ImageBuildError, build_image
+    from dataplane_agent.settings import DEFAULT_IMAGE
 
     parser = argparse.ArgumentParser(prog="astrabox image", description="The docker driver's sandbox image.")
     actions = parser.add_subparsers(dest="action", required=True)
@@ -68,7 +69,7 @@ def _image(argv: Sequence[str]) -> int:
     )
     build.add_argument(
         "--tag",
-        default=os.environ.get("ASTRABOX_SANDBOX_IMAGE", "astrabox/sandbox:latest"),
+        default=os.environ.get("ASTRABOX_SANDBOX_IMAGE", DEFAULT_IMAGE),
         help="image tag (env ASTRABOX_SANDBOX_IMAGE; default %(default)s)",
     )
     build.add_argument("--rebuild", action="store_true", help="build even when the tag exists")

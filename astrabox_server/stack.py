@@ -23,20 +23,22 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
 import structlog
 
 from astrabox.credentials import config_path, save_api_key
-from astrabox.secret_settings import SecretSettingError, remember, warn_on_command_line
+from astrabox.secret_settings import SecretOption, SecretSettingError, remember, warn_on_command_line
 from controlplane.database import DatabaseUnreachable
 from controlplane.embedded_postgres import EmbeddedPostgres
 from controlplane.server import serve
-from controlplane.settings import DATABASE_URL, ControlPlaneSettings
+from controlplane.settings import DATABASE_URL, DEFAULT_LISTEN, ControlPlaneSettings
 from serverkit import logs
+from serverkit import settings as serverkit_settings
+from serverkit.settings import option, secret
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +55,9 @@ class RunningStack:
 
 def _bootstrap_key_file(data_dir: Path) -> Path:
     return Path(os.environ.get(BOOTSTRAP_KEY_FILE_ENV) or data_dir / "admin-key")
+
+
+DEFAULT_DATA_DIR = "~/.astrabox"
 
 
 @contextlib.asynccontextmanager
@@ -76,7 +81,7 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
         settings = ControlPlaneSettings(database_url=database_url, listen=listen, bootstrap_key_file=str(key_file))
         async with serve(settings) as controlplane:
             agent_settings = AgentSettings.from_args(
-                ["--controlplane", controlplane.address, "--state-dir", str(data_dir / "agent"), "--agent-id", "local"]
+                [], controlplane=controlplane.address, state_dir=(data_dir / "agent").expanduser(), agent_id="local"
             )
             stop = asyncio.Event()
             agent = asyncio.create_task(run_agent(agent_settings, stop=stop), name="agent")
@@ -113,31 +118,51 @@ async def _wait_for_agent(pool: asyncpg.Pool, agent: asyncio.Task[None]) -> None
             await asyncio.sleep(0.05)
 
 
-def build_up_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="astrabox up", description="Run the whole stack on this machine.")
-    parser.add_argument("--listen", default="127.0.0.1:7233", help="gRPC address (default %(default)s)")
-    DATABASE_URL.add_to(parser, note="; without one an embedded PostgreSQL is started in --data-dir")
-    parser.add_argument(
-        "--data-dir", default=os.path.expanduser("~/.astrabox"), help="state directory (default %(default)s)"
+@dataclass(frozen=True, slots=True)
+class UpSettings:
+    """What `astrabox up` is configured with; `astrabox up --help` lists the flags."""
+
+    listen: str = field(default=DEFAULT_LISTEN, metadata=option("--listen", help="gRPC address (default %(default)s)"))
+    # Empty: an embedded PostgreSQL in data_dir.
+    database_url: str = field(
+        default="",
+        repr=False,
+        metadata=secret(DATABASE_URL, note="; without one an embedded PostgreSQL is started in --data-dir"),
     )
-    return parser
+    data_dir: Path = field(
+        default_factory=lambda: Path(DEFAULT_DATA_DIR).expanduser(),
+        metadata=option(
+            "--data-dir",
+            default=os.path.expanduser(DEFAULT_DATA_DIR),
+            convert=Path,
+            help="state directory (default %(default)s)",
+        ),
+    )
+    # The secrets given as flags rather than by environment or file (warned about at start).
+    secrets_on_command_line: tuple[SecretOption, ...] = ()
+
+    @classmethod
+    def from_args(cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> UpSettings:
+        """SecretSettingError when the database URL is given twice or its file cannot be read."""
+        return serverkit_settings.from_args(
+            cls, argv, environ, prog="astrabox up", description="Run the whole stack on this machine."
+        )
 
 
 def main(argv: Sequence[str]) -> None:
     """`astrabox up`."""
-    args = build_up_parser().parse_args(argv)
     try:
-        database_url = DATABASE_URL.read(args)
+        up = UpSettings.from_args(argv)
     except SecretSettingError as error:
         sys.exit(f"astrabox up: {error}")
     logs.configure()
-    warn_on_command_line([DATABASE_URL] if DATABASE_URL.on_command_line(args) else [], "astrabox up", log)
+    warn_on_command_line(up.secrets_on_command_line, "astrabox up", log)
     try:
-        sys.exit(asyncio.run(run_up(Path(args.data_dir), args.listen, database_url)))
+        sys.exit(asyncio.run(run_up(up.data_dir, up.listen, up.database_url)))
     except SecretSettingError as error:  # the local agent's
         sys.exit(f"astrabox up: {error}")
     except DatabaseUnreachable as error:
-        log.error("database_unreachable", database_url=database_url, error=str(error))
+        log.error("database_unreachable", database_url=up.database_url, error=str(error))
         sys.exit(f"astrabox up: cannot connect to the database: {error}")
 
 

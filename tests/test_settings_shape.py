@@ -4,6 +4,7 @@ from a flag over its environment variable over its default, secrets through Secr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -13,8 +14,11 @@ from typing import Any
 import pytest
 
 from astrabox.secret_settings import SecretOption, SecretSettingError
+from astrabox_server.stack import UpSettings
+from controlplane.settings import ControlPlaneSettings
+from dataplane_agent.settings import AgentSettings
 from serverkit import settings
-from serverkit.settings import option, secret
+from serverkit.settings import Option, Secret, option, secret
 
 TOKEN = SecretOption("token", "DEMO_TOKEN", "the demo token")
 
@@ -114,3 +118,33 @@ def test_help_names_each_variable_and_shows_the_default_that_applies(capsys: pyt
     shown = " ".join(capsys.readouterr().out.split())
     assert "a name (env DEMO_NAME)" in shown and "(default 12)" in shown
     assert "--eager, --no-eager" in shown and "--token-file PATH" in shown
+
+
+@pytest.mark.parametrize("settings_type", [ControlPlaneSettings, AgentSettings])
+def test_every_declared_setting_is_in_help(settings_type: type[ControlPlaneSettings | AgentSettings]) -> None:
+    """`--help` is the reference: every flag, older flag and variable a process reads is listed."""
+    shown = " ".join(settings_type.parser({}).format_help().split())
+    for declared_field in dataclasses.fields(settings_type):
+        declared = declared_field.metadata.get("serverkit.settings")
+        if isinstance(declared, Option):
+            assert all(flag in shown for flag in declared.flags), declared_field.name
+            assert f"env {declared.env[0]}" in shown, declared_field.name
+        elif isinstance(declared, Secret):
+            assert f"{declared.option.flag} VALUE" in shown and declared.option.file_env in shown
+
+
+def test_the_processes_read_their_settings_the_same_way(tmp_path: Path) -> None:
+    (tmp_path / "url").write_text("postgresql://u:pw@db/x\n")
+    environ = {"ASTRABOX_DATABASE_URL_FILE": str(tmp_path / "url"), "ASTRABOX_LISTEN": "127.0.0.1:1"}
+
+    controlplane = ControlPlaneSettings.from_args(["--idle-stop-after", "0"], environ)
+    up = UpSettings.from_args(["--data-dir", str(tmp_path)], environ)
+    agent = AgentSettings.from_args([], {"ASTRABOX_DOCKER_CPUS": "0.5"}, agent_id="local")
+
+    assert (controlplane.database_url, controlplane.listen, controlplane.idle_stop_after) == (
+        "postgresql://u:pw@db/x",
+        "127.0.0.1:1",
+        timedelta(0),
+    )
+    assert (up.database_url, up.listen, up.data_dir) == ("postgresql://u:pw@db/x", "127.0.0.1:7233", tmp_path)
+    assert (agent.sandbox_cpus, agent.agent_id) == (0.5, "local")
