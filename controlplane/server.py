@@ -27,13 +27,20 @@ from controlplane.identity.admin import AdminServicer
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
 from controlplane.identity.rules import ADMIN, KERNEL
+from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
 from controlplane.relay import RelaySettings, RunnerServicer
-from controlplane.settings import MAX_GRPC_MESSAGE_BYTES, ControlPlaneSettings, advertise_address, tls_credentials
+from controlplane.settings import (
+    MAX_GRPC_MESSAGE_BYTES,
+    ControlPlaneSettings,
+    advertise_address,
+    oidc_settings,
+    tls_credentials,
+)
 from controlplane.turns import Turns
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 
@@ -78,7 +85,8 @@ _add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
 @contextlib.asynccontextmanager
 async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlPlane]:
     """Run the control plane until the context exits; yields its bound address."""
-    tls = tls_credentials(settings)  # a bad TLS configuration stops here, before anything starts
+    tls = tls_credentials(settings)  # a bad TLS or single sign-on configuration stops here, before anything starts
+    oidc = oidc_settings(settings)
     pool = await create_pool(settings.database_url)
     try:
         await migrate(pool)
@@ -89,7 +97,13 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             # by field; RunnerService's callers (agents, other replicas) authenticate on their own and get
             # the decoding and error mapping only.
             interceptors=[
-                Authenticator(Credentials(pool, settings.credentials_ttl.total_seconds())),
+                Authenticator(
+                    Credentials(
+                        pool,
+                        settings.credentials_ttl.total_seconds(),
+                        tokens=TokenVerifier(oidc) if oidc else None,
+                    )
+                ),
                 Edge(KERNEL, ADMIN, internal=(RUNNER,)),
             ],
             options=[

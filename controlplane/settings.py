@@ -16,6 +16,7 @@ import grpc
 import structlog
 
 from astrabox.secret_settings import SecretOption, SecretSettingError
+from controlplane.identity.tokens import OidcSettings
 from serverkit import settings as serverkit_settings
 from serverkit.settings import option, secret
 
@@ -129,6 +130,47 @@ class ControlPlaneSettings:
     # How long a verified credential is trusted before it is checked again: a revoked key stops
     # working within this time on every replica.
     credentials_ttl: timedelta = timedelta(seconds=2)
+    # Single sign-on (controlplane.identity.tokens): OIDC JWTs from this issuer, for this audience,
+    # signed by a key of this JWKS (a file or URL), are bearer credentials too. All three or none.
+    oidc_issuer: str = field(
+        default="",
+        metadata=option(
+            "--oidc-issuer",
+            env="ASTRABOX_OIDC_ISSUER",
+            help="accept OIDC JSON Web Tokens from this issuer (its `iss`) as credentials, with "
+            "--oidc-audience and --oidc-jwks (env %(env)s; default: API keys only)",
+        ),
+    )
+    oidc_audience: str = field(
+        default="",
+        metadata=option(
+            "--oidc-audience", env="ASTRABOX_OIDC_AUDIENCE", help="the `aud` tokens must name (env %(env)s)"
+        ),
+    )
+    oidc_jwks: str = field(
+        default="",
+        metadata=option(
+            "--oidc-jwks",
+            env="ASTRABOX_OIDC_JWKS",
+            help="the issuer's public keys: a JWKS file (re-read when it changes) or https URL (env %(env)s)",
+        ),
+    )
+    oidc_project_claim: str = field(
+        default="astrabox_project",
+        metadata=option(
+            "--oidc-project-claim",
+            env="ASTRABOX_OIDC_PROJECT_CLAIM",
+            help="the claim naming the caller's project (env %(env)s, default %(default)s)",
+        ),
+    )
+    oidc_role_claim: str = field(
+        default="astrabox_role",
+        metadata=option(
+            "--oidc-role-claim",
+            env="ASTRABOX_OIDC_ROLE_CLAIM",
+            help="the claim holding the caller's role: viewer, developer or admin (env %(env)s, default %(default)s)",
+        ),
+    )
     # The secrets given as flags rather than by environment or file (warned about at start).
     secrets_on_command_line: tuple[SecretOption, ...] = ()
 
@@ -155,6 +197,16 @@ class ControlPlaneSettings:
                 "(`astrabox up` embeds a PostgreSQL)"
             )
         return cls(**{**values, **overrides})
+
+
+def oidc_settings(settings: ControlPlaneSettings) -> OidcSettings | None:
+    """Single sign-on's settings; None when it is off. SettingsError when it is half configured."""
+    given = (settings.oidc_issuer, settings.oidc_audience, settings.oidc_jwks)
+    if not any(given):
+        return None
+    if not all(given):
+        raise SettingsError("single sign-on needs all of --oidc-issuer, --oidc-audience and --oidc-jwks")
+    return OidcSettings(*given, settings.oidc_project_claim, settings.oidc_role_claim)
 
 
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]", "*"}

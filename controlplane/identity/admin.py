@@ -85,6 +85,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 project=project_to_proto(project),
                 role=int(caller.role),  # type: ignore[arg-type]
                 key_id=caller.key_id,
+                subject=caller.subject,
             )
         )
 

@@ -6,6 +6,9 @@ call's `authorization: Bearer <key>` metadata, verifies the key
 the handler with the caller bound (`identity.callers.current`). A refused call
 never reaches its handler, nor has its request decoded.
 
+An API key is checked against its stored digest (`identity.keys`); a JWT,
+when single sign-on is configured, by `identity.tokens`.
+
 Verification is cached per credential for `ttl` seconds (default 2): a call
 with a key seen in the last two seconds costs a dictionary lookup, and a
 revoked or expired key stops working on every replica within `ttl`. Refusals
@@ -30,8 +33,9 @@ import structlog
 
 from controlplane.errors import CredentialsUnverifiable, KernelError, RoleInsufficient, Unauthenticated
 from controlplane.identity import keys, store
-from controlplane.identity.callers import Caller, bind, unbind
+from controlplane.identity.callers import Caller, Role, bind, unbind
 from controlplane.identity.rules import GUARDED_SERVICES, RULES, Rule
+from controlplane.identity.tokens import TokenVerifier, looks_like_jwt
 from controlplane.status import to_status
 from controlplane.workspace import drain
 
@@ -58,8 +62,10 @@ class Credentials:
         ttl: float = DEFAULT_TTL_S,
         max_entries: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        tokens: TokenVerifier | None = None,
     ) -> None:
         self._pool = pool
+        self._tokens = tokens
         self._ttl = ttl
         self._max_entries = max_entries
         self._clock = clock
@@ -81,10 +87,12 @@ class Credentials:
             raise verdict
         caller, expires_at = verdict
         if expires_at is not None and expires_at <= datetime.now(UTC):
-            raise _expired(caller.key_id, expires_at)
+            raise _expired(caller.who, expires_at)
         return caller
 
     async def _lookup(self, credential: str) -> tuple[Caller, datetime | None] | Unauthenticated:
+        if self._tokens is not None and looks_like_jwt(credential):
+            return await self._lookup_token(self._tokens, credential)
         parsed = keys.parse(credential)
         if parsed is None:
             return _INVALID
@@ -104,9 +112,28 @@ class Credentials:
         caller = Caller(key.project_id, stored.project.name, key.role, key_id, stored.project.operator)
         return caller, key.expires_at
 
+    async def _lookup_token(
+        self, tokens: TokenVerifier, token: str
+    ) -> tuple[Caller, datetime | None] | Unauthenticated:
+        try:
+            claims = await tokens.verify(token)
+            project = await store.find_project_by_name(self._pool, claims.project)
+        except Unauthenticated as refusal:
+            return refusal
+        except _DATABASE_DOWN as error:
+            log.warning("credentials_unverifiable", error=type(error).__name__)
+            raise CredentialsUnverifiable() from None
+        if project is None:
+            return Unauthenticated("CREDENTIALS_INVALID", "the token is not valid: its project does not exist")
+        caller = Caller(
+            project.project_id, project.name, Role.from_label(claims.role), "", project.operator, claims.subject
+        )
+        return caller, claims.expires_at
 
-def _expired(key_id: str, at: datetime) -> Unauthenticated:
-    return Unauthenticated("CREDENTIALS_EXPIRED", f"API key {key_id} expired at {at.isoformat(timespec='seconds')}")
+
+def _expired(who: str, at: datetime) -> Unauthenticated:
+    what = f"API key {who.removeprefix('key:')}" if who.startswith("key:") else "the token"
+    return Unauthenticated("CREDENTIALS_EXPIRED", f"{what} expired at {at.isoformat(timespec='seconds')}")
 
 
 def bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str:
@@ -154,7 +181,7 @@ class Authenticator(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ig
             log.error("rpc_without_authorization_rule", method=method)
             raise RoleInsufficient(name, "(none: this method has no authorization rule)", caller.role.label)
         if not rule.allows(caller):
-            log.info("rpc_refused", method=name, key_id=caller.key_id, role=caller.role.label, needs=rule.needs)
+            log.info("rpc_refused", method=name, caller=caller.who, role=caller.role.label, needs=rule.needs)
             raise RoleInsufficient(name, rule.needs, caller.role.label)
         return caller
 

@@ -35,15 +35,17 @@ class Caller:
     project_id: uuid.UUID
     project_name: str
     role: Role
-    # The key the call was made with (never its secret).
+    # The key the call was made with (never its secret); empty for a single-sign-on token.
     key_id: str
     # The project's admins manage every project.
     operator: bool = False
+    # A single-sign-on token's subject (its `sub` claim); empty for an API key.
+    subject: str = ""
 
     @property
     def who(self) -> str:
         """How audit records and logs name the caller."""
-        return f"key:{self.key_id}"
+        return f"key:{self.key_id}" if self.key_id else f"oidc:{self.subject}"
 
     def manages(self, project_id: uuid.UUID) -> bool:
         """Whether the caller may administer `project_id` (its keys)."""

@@ -152,6 +152,11 @@ async def find_project(pool: asyncpg.Pool, project_id: uuid.UUID) -> ProjectReco
     return _project(row) if row else None
 
 
+async def find_project_by_name(pool: asyncpg.Pool, name: str) -> ProjectRecord | None:
+    row = await pool.fetchrow("SELECT * FROM projects WHERE name = $1", name)
+    return _project(row) if row else None
+
+
 async def list_projects(pool: asyncpg.Pool, only: uuid.UUID | None = None) -> list[ProjectRecord]:
     rows = await pool.fetch(
         "SELECT * FROM projects WHERE $1::uuid IS NULL OR project_id = $1 ORDER BY name LIMIT $2", only, MAX_LISTED

@@ -25,45 +25,45 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%astrabox/admin/v1/admin_service.proto\x12\x11\x61strabox.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"n\n\x07Project\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08operator\x18\x03 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbb\x02\n\x06\x41piKey\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12%\n\x04role\x18\x04 \x01(\x0e\x32\x17.astrabox.admin.v1.Role\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rlast_use_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncreated_by\x18\t \x01(\t\"l\n\x06\x43\x61ller\x12+\n\x07project\x18\x01 \x01(\x0b\x32\x1a.astrabox.admin.v1.Project\x12%\n\x04role\x18\x02 \x01(\x0e\x32\x17.astrabox.admin.v1.Role\x12\x0e\n\x06key_id\x18\x03 \x01(\t\"\x0f\n\rWhoAmIRequest\";\n\x0eWhoAmIResponse\x12)\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x19.astrabox.admin.v1.Caller\"$\n\x14\x43reateProjectRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"D\n\x15\x43reateProjectResponse\x12+\n\x07project\x18\x01 \x01(\x0b\x32\x1a.astrabox.admin.v1.Project\"\x15\n\x13ListProjectsRequest\"D\n\x14ListProjectsResponse\x12,\n\x08projects\x18\x01 \x03(\x0b\x32\x1a.astrabox.admin.v1.Project\"\x8f\x01\n\x13\x43reateApiKeyRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12%\n\x04role\x18\x03 \x01(\x0e\x32\x17.astrabox.admin.v1.Role\x12/\n\x0b\x65xpire_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"N\n\x14\x43reateApiKeyResponse\x12&\n\x03key\x18\x01 \x01(\x0b\x32\x19.astrabox.admin.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"(\n\x12ListApiKeysRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\">\n\x13ListApiKeysResponse\x12\'\n\x04keys\x18\x01 \x03(\x0b\x32\x19.astrabox.admin.v1.ApiKey\"%\n\x13RevokeApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\">\n\x14RevokeApiKeyResponse\x12&\n\x03key\x18\x01 \x01(\x0b\x32\x19.astrabox.admin.v1.ApiKey*Q\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_VIEWER\x10\x01\x12\x12\n\x0eROLE_DEVELOPER\x10\x02\x12\x0e\n\nROLE_ADMIN\x10\x03\x32\xc2\x04\n\x0c\x41\x64minService\x12M\n\x06WhoAmI\x12 .astrabox.admin.v1.WhoAmIRequest\x1a!.astrabox.admin.v1.WhoAmIResponse\x12\x62\n\rCreateProject\x12\'.astrabox.admin.v1.CreateProjectRequest\x1a(.astrabox.admin.v1.CreateProjectResponse\x12_\n\x0cListProjects\x12&.astrabox.admin.v1.ListProjectsRequest\x1a\'.astrabox.admin.v1.ListProjectsResponse\x12_\n\x0c\x43reateApiKey\x12&.astrabox.admin.v1.CreateApiKeyRequest\x1a\'.astrabox.admin.v1.CreateApiKeyResponse\x12\\\n\x0bListApiKeys\x12%.astrabox.admin.v1.ListApiKeysRequest\x1a&.astrabox.admin.v1.ListApiKeysResponse\x12_\n\x0cRevokeApiKey\x12&.astrabox.admin.v1.RevokeApiKeyRequest\x1a\'.astrabox.admin.v1.RevokeApiKeyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%astrabox/admin/v1/admin_service.proto\x12\x11\x61strabox.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"n\n\x07Project\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08operator\x18\x03 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbb\x02\n\x06\x41piKey\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12%\n\x04role\x18\x04 \x01(\x0e\x32\x17.astrabox.admin.v1.Role\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rlast_use_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncreated_by\x18\t \x01(\t\"}\n\x06\x43\x61ller\x12+\n\x07project\x18\x01 \x01(\x0b\x32\x1a.astrabox.admin.v1.Project\x12%\n\x04role\x18\x02 \x01(\x0e\x32\x17.astrabox.admin.v1.Role\x12\x0e\n\x06key_id\x18\x03 \x01(\t\x12\x0f\n\x07subject\x18\x04 \x01(\t\"\x0f\n\rWhoAmIRequest\";\n\x0eWhoAmIResponse\x12)\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x19.astrabox.admin.v1.Caller\"$\n\x14\x43reateProjectRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"D\n\x15\x43reateProjectResponse\x12+\n\x07project\x18\x01 \x01(\x0b\x32\x1a.astrabox.admin.v1.Project\"\x15\n\x13ListProjectsRequest\"D\n\x14ListProjectsResponse\x12,\n\x08projects\x18\x01 \x03(\x0b\x32\x1a.astrabox.admin.v1.Project\"\x8f\x01\n\x13\x43reateApiKeyRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12%\n\x04role\x18\x03 \x01(\x0e\x32\x17.astrabox.admin.v1.Role\x12/\n\x0b\x65xpire_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"N\n\x14\x43reateApiKeyResponse\x12&\n\x03key\x18\x01 \x01(\x0b\x32\x19.astrabox.admin.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"(\n\x12ListApiKeysRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\">\n\x13ListApiKeysResponse\x12\'\n\x04keys\x18\x01 \x03(\x0b\x32\x19.astrabox.admin.v1.ApiKey\"%\n\x13RevokeApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\">\n\x14RevokeApiKeyResponse\x12&\n\x03key\x18\x01 \x01(\x0b\x32\x19.astrabox.admin.v1.ApiKey*Q\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_VIEWER\x10\x01\x12\x12\n\x0eROLE_DEVELOPER\x10\x02\x12\x0e\n\nROLE_ADMIN\x10\x03\x32\xc2\x04\n\x0c\x41\x64minService\x12M\n\x06WhoAmI\x12 .astrabox.admin.v1.WhoAmIRequest\x1a!.astrabox.admin.v1.WhoAmIResponse\x12\x62\n\rCreateProject\x12\'.astrabox.admin.v1.CreateProjectRequest\x1a(.astrabox.admin.v1.CreateProjectResponse\x12_\n\x0cListProjects\x12&.astrabox.admin.v1.ListProjectsRequest\x1a\'.astrabox.admin.v1.ListProjectsResponse\x12_\n\x0c\x43reateApiKey\x12&.astrabox.admin.v1.CreateApiKeyRequest\x1a\'.astrabox.admin.v1.CreateApiKeyResponse\x12\\\n\x0bListApiKeys\x12%.astrabox.admin.v1.ListApiKeysRequest\x1a&.astrabox.admin.v1.ListApiKeysResponse\x12_\n\x0cRevokeApiKey\x12&.astrabox.admin.v1.RevokeApiKeyRequest\x1a\'.astrabox.admin.v1.RevokeApiKeyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'astrabox.admin.v1.admin_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=1347
-  _globals['_ROLE']._serialized_end=1428
+  _globals['_ROLE']._serialized_start=1364
+  _globals['_ROLE']._serialized_end=1445
   _globals['_PROJECT']._serialized_start=93
   _globals['_PROJECT']._serialized_end=203
   _globals['_APIKEY']._serialized_start=206
   _globals['_APIKEY']._serialized_end=521
   _globals['_CALLER']._serialized_start=523
-  _globals['_CALLER']._serialized_end=631
-  _globals['_WHOAMIREQUEST']._serialized_start=633
-  _globals['_WHOAMIREQUEST']._serialized_end=648
-  _globals['_WHOAMIRESPONSE']._serialized_start=650
-  _globals['_WHOAMIRESPONSE']._serialized_end=709
-  _globals['_CREATEPROJECTREQUEST']._serialized_start=711
-  _globals['_CREATEPROJECTREQUEST']._serialized_end=747
-  _globals['_CREATEPROJECTRESPONSE']._serialized_start=749
-  _globals['_CREATEPROJECTRESPONSE']._serialized_end=817
-  _globals['_LISTPROJECTSREQUEST']._serialized_start=819
-  _globals['_LISTPROJECTSREQUEST']._serialized_end=840
-  _globals['_LISTPROJECTSRESPONSE']._serialized_start=842
-  _globals['_LISTPROJECTSRESPONSE']._serialized_end=910
-  _globals['_CREATEAPIKEYREQUEST']._serialized_start=913
-  _globals['_CREATEAPIKEYREQUEST']._serialized_end=1056
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=1058
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=1136
-  _globals['_LISTAPIKEYSREQUEST']._serialized_start=1138
-  _globals['_LISTAPIKEYSREQUEST']._serialized_end=1178
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=1180
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1242
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1244
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1281
-  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=1283
-  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=1345
-  _globals['_ADMINSERVICE']._serialized_start=1431
-  _globals['_ADMINSERVICE']._serialized_end=2009
+  _globals['_CALLER']._serialized_end=648
+  _globals['_WHOAMIREQUEST']._serialized_start=650
+  _globals['_WHOAMIREQUEST']._serialized_end=665
+  _globals['_WHOAMIRESPONSE']._serialized_start=667
+  _globals['_WHOAMIRESPONSE']._serialized_end=726
+  _globals['_CREATEPROJECTREQUEST']._serialized_start=728
+  _globals['_CREATEPROJECTREQUEST']._serialized_end=764
+  _globals['_CREATEPROJECTRESPONSE']._serialized_start=766
+  _globals['_CREATEPROJECTRESPONSE']._serialized_end=834
+  _globals['_LISTPROJECTSREQUEST']._serialized_start=836
+  _globals['_LISTPROJECTSREQUEST']._serialized_end=857
+  _globals['_LISTPROJECTSRESPONSE']._serialized_start=859
+  _globals['_LISTPROJECTSRESPONSE']._serialized_end=927
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=930
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=1073
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=1075
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=1153
+  _globals['_LISTAPIKEYSREQUEST']._serialized_start=1155
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=1195
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=1197
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1259
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1261
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1298
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=1300
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=1362
+  _globals['_ADMINSERVICE']._serialized_start=1448
+  _globals['_ADMINSERVICE']._serialized_end=2026
 # @@protoc_insertion_point(module_scope)

@@ -56,14 +56,16 @@ class ApiKey(_message.Message):
     def __init__(self, key_id: _Optional[str] = ..., project_id: _Optional[str] = ..., name: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_use_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
 
 class Caller(_message.Message):
-    __slots__ = ("project", "role", "key_id")
+    __slots__ = ("project", "role", "key_id", "subject")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
     project: Project
     role: Role
     key_id: str
-    def __init__(self, project: _Optional[_Union[Project, _Mapping]] = ..., role: _Optional[_Union[Role, str]] = ..., key_id: _Optional[str] = ...) -> None: ...
+    subject: str
+    def __init__(self, project: _Optional[_Union[Project, _Mapping]] = ..., role: _Optional[_Union[Role, str]] = ..., key_id: _Optional[str] = ..., subject: _Optional[str] = ...) -> None: ...
 
 class WhoAmIRequest(_message.Message):
     __slots__ = ()

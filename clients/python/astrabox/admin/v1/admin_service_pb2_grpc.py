@@ -56,6 +56,12 @@ class AdminServiceStub:
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
 
+    Single sign-on: where the control plane is configured for it (--oidc-issuer,
+    --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
+    credential too. Its signature, issuer, audience and expiry are verified, and
+    two claims give its project (by name; default claim `astrabox_project`) and
+    its role (`astrabox_role`: viewer, developer or admin).
+
     A revoked key stops working on every control-plane replica within two
     seconds (each replica caches a verified key that long). A key's secret is
     returned once, by CreateApiKey; the service keeps only its SHA-256.
@@ -129,6 +135,12 @@ class AdminServiceServicer:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
+
+    Single sign-on: where the control plane is configured for it (--oidc-issuer,
+    --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
+    credential too. Its signature, issuer, audience and expiry are verified, and
+    two claims give its project (by name; default claim `astrabox_project`) and
+    its role (`astrabox_role`: viewer, developer or admin).
 
     A revoked key stops working on every control-plane replica within two
     seconds (each replica caches a verified key that long). A key's secret is
@@ -249,6 +261,12 @@ class AdminService:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
+
+    Single sign-on: where the control plane is configured for it (--oidc-issuer,
+    --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
+    credential too. Its signature, issuer, audience and expiry are verified, and
+    two claims give its project (by name; default claim `astrabox_project`) and
+    its role (`astrabox_role`: viewer, developer or admin).
 
     A revoked key stops working on every control-plane replica within two
     seconds (each replica caches a verified key that long). A key's secret is

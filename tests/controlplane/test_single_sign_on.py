@@ -1,0 +1,204 @@
+"""OIDC JSON Web Tokens as credentials: verified against a locally made key pair and JWKS (no
+network), with the project and role their claims name."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+import jwt
+import pytest
+import pytest_asyncio
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from astrabox.admin.v1 import admin_service_pb2
+from astrabox.client import AstraBoxClient
+from astrabox.errors import AstraBoxError
+from controlplane.server import RunningControlPlane, serve
+from controlplane.settings import ControlPlaneSettings, SettingsError, oidc_settings
+
+ISSUER = "https://sso.example.test"
+AUDIENCE = "astrabox"
+
+
+def new_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def jwks(**keys: rsa.RSAPrivateKey) -> dict[str, Any]:
+    public = []
+    for kid, key in keys.items():
+        entry = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+        public.append({**entry, "kid": kid, "use": "sig", "alg": "RS256"})
+    return {"keys": public}
+
+
+def token(key: rsa.RSAPrivateKey, kid: str = "k1", algorithm: str = "RS256", **claims: Any) -> str:
+    now = int(time.time())
+    body = {
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "sub": "alice@example.test",
+        "iat": now,
+        "exp": now + 600,
+        "astrabox_project": "default",
+        "astrabox_role": "developer",
+        **claims,
+    }
+    body = {name: value for name, value in body.items() if value is not None}
+    return jwt.encode(body, key, algorithm=algorithm, headers={"kid": kid})
+
+
+@pytest.fixture(scope="module")
+def signing_key() -> rsa.RSAPrivateKey:
+    return new_key()
+
+
+@pytest_asyncio.fixture
+async def plane(
+    database_url: str, bootstrap_key_file: str, tmp_path: Path, signing_key: rsa.RSAPrivateKey
+) -> AsyncIterator[RunningControlPlane]:
+    keys_file = tmp_path / "jwks.json"
+    keys_file.write_text(json.dumps(jwks(k1=signing_key)))
+    settings = ControlPlaneSettings(
+        database_url=database_url,
+        listen="127.0.0.1:0",
+        bootstrap_key_file=bootstrap_key_file,
+        credentials_ttl=timedelta(0),
+        oidc_issuer=ISSUER,
+        oidc_audience=AUDIENCE,
+        oidc_jwks=str(keys_file),
+    )
+    async with serve(settings) as running:
+        yield running
+
+
+async def refusal(address: str, credential: str) -> AstraBoxError:
+    async with AstraBoxClient.connect(address, api_key=credential) as client:
+        with pytest.raises(AstraBoxError) as refused:
+            await client.admin.whoami()
+    return refused.value
+
+
+async def test_a_valid_token_is_its_subject_in_its_project_with_its_role(
+    plane: RunningControlPlane, signing_key: rsa.RSAPrivateKey
+) -> None:
+    async with AstraBoxClient.connect(plane.address, api_key=token(signing_key)) as client:
+        me = await client.admin.whoami()
+        assert (me.project.name, me.role, me.subject, me.key_id) == (
+            "default",
+            admin_service_pb2.ROLE_DEVELOPER,
+            "alice@example.test",
+            "",
+        )
+        assert (await client.list_sessions()).sessions == []  # a developer's call goes through
+        with pytest.raises(AstraBoxError) as refused:
+            await client.admin.list_api_keys()
+        assert refused.value.reason == "ROLE_INSUFFICIENT"
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("expired", "CREDENTIALS_EXPIRED"),
+        ("wrong audience", "CREDENTIALS_INVALID"),
+        ("wrong issuer", "CREDENTIALS_INVALID"),
+        ("wrong signature", "CREDENTIALS_INVALID"),
+        ("unknown key id", "CREDENTIALS_INVALID"),
+        ("no key id", "CREDENTIALS_INVALID"),
+        ("hmac with the public key", "CREDENTIALS_INVALID"),
+        ("alg none", "CREDENTIALS_INVALID"),
+        ("no exp", "CREDENTIALS_INVALID"),
+        ("unknown project", "CREDENTIALS_INVALID"),
+        ("bad role", "CREDENTIALS_INVALID"),
+        ("tampered claims", "CREDENTIALS_INVALID"),
+    ],
+)
+async def test_a_bad_token_is_refused(
+    plane: RunningControlPlane, signing_key: rsa.RSAPrivateKey, case: str, reason: str
+) -> None:
+    public_pem = signing_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    if case == "expired":
+        credential = token(signing_key, exp=int(time.time()) - 120)
+    elif case == "wrong audience":
+        credential = token(signing_key, aud="someone-else")
+    elif case == "wrong issuer":
+        credential = token(signing_key, iss="https://evil.example.test")
+    elif case == "wrong signature":
+        credential = token(new_key())  # same kid, another key
+    elif case == "unknown key id":
+        credential = token(signing_key, kid="k9")
+    elif case == "no key id":
+        credential = jwt.encode(
+            {"iss": ISSUER, "aud": AUDIENCE, "sub": "x", "exp": int(time.time()) + 60}, signing_key, "RS256"
+        )
+    elif case == "hmac with the public key":
+        header = jwt.utils.base64url_encode(json.dumps({"alg": "HS256", "kid": "k1", "typ": "JWT"}).encode())
+        body = jwt.utils.base64url_encode(
+            json.dumps(
+                {
+                    "iss": ISSUER,
+                    "aud": AUDIENCE,
+                    "sub": "x",
+                    "exp": int(time.time()) + 60,
+                    "astrabox_project": "default",
+                    "astrabox_role": "admin",
+                }
+            ).encode()
+        )
+        signature = jwt.utils.base64url_encode(hmac.new(public_pem, header + b"." + body, hashlib.sha256).digest())
+        credential = (header + b"." + body + b"." + signature).decode()
+    elif case == "alg none":
+        credential = jwt.encode(
+            {
+                "iss": ISSUER,
+                "aud": AUDIENCE,
+                "sub": "x",
+                "exp": int(time.time()) + 60,
+                "astrabox_project": "default",
+                "astrabox_role": "admin",
+            },
+            None,
+            algorithm="none",
+            headers={"kid": "k1"},
+        )
+    elif case == "no exp":
+        credential = token(signing_key, exp=None)
+    elif case == "unknown project":
+        credential = token(signing_key, astrabox_project="nobody")
+    elif case == "bad role":
+        credential = token(signing_key, astrabox_role="root")
+    else:
+        head, body, signature = token(signing_key).split(".")
+        claims = json.loads(jwt.utils.base64url_decode(body))
+        claims["astrabox_role"] = "admin"
+        credential = ".".join([head, jwt.utils.base64url_encode(json.dumps(claims).encode()).decode(), signature])
+    refused = await refusal(plane.address, credential)
+    assert (refused.code, refused.reason) == (grpc.StatusCode.UNAUTHENTICATED, reason)
+    assert not any(part and part in refused.message for part in (credential, *credential.split(".")))
+
+
+async def test_a_key_added_to_the_jwks_file_is_used_without_a_restart(
+    plane: RunningControlPlane, signing_key: rsa.RSAPrivateKey, tmp_path: Path
+) -> None:
+    rotated = new_key()
+    assert (await refusal(plane.address, token(rotated, kid="k2"))).reason == "CREDENTIALS_INVALID"
+    (tmp_path / "jwks.json").write_text(json.dumps(jwks(k1=signing_key, k2=rotated)))
+    async with AstraBoxClient.connect(plane.address, api_key=token(rotated, kid="k2")) as client:
+        assert (await client.admin.whoami()).subject == "alice@example.test"
+
+
+def test_single_sign_on_half_configured_is_refused_at_start() -> None:
+    with pytest.raises(SettingsError, match="--oidc-issuer, --oidc-audience and --oidc-jwks"):
+        oidc_settings(ControlPlaneSettings(database_url="postgresql://x", oidc_issuer=ISSUER))
+    assert oidc_settings(ControlPlaneSettings(database_url="postgresql://x")) is None
