@@ -2,6 +2,7 @@
 
 callers.py        Role, Caller, the current call's caller (a context variable)
 keys.py           the API key's form; made, parsed and checked (SHA-256, constant time)
+tokens.py         single sign-on: OIDC JWTs verified (PyJWT) against a JWKS file or URL
 store.py          the `projects` and `api_keys` tables' statements
 rules.py          the role each RPC needs (RULES, one table for every client-facing service)
 authenticator.py  the gRPC interceptor: credential → Caller (cached) → rule → handler

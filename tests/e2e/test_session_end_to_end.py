@@ -97,30 +97,36 @@ def grpcurl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([binary, "-plaintext", *args], capture_output=True, text=True, timeout=60)
 
 
-async def test_grpcurl_lists_services_and_calls_get_session(client, stack):
+async def test_grpcurl_lists_services_and_calls_get_session(client, stack, api_key):
+    auth = ("-H", f"authorization: Bearer {api_key}")
     listed = grpcurl(stack.address, "list")
     assert listed.returncode == 0, listed.stderr
     services = set(listed.stdout.split())
     assert {
         "astrabox.sessionkernel.v1.SessionKernelService",
+        "astrabox.admin.v1.AdminService",
         "astrabox.runner.v1.RunnerService",
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
     } <= services
 
     session = await client.create_session(request_id="grpcurl")
-    got = grpcurl(
-        "-d",
-        json.dumps({"session_id": session.session_id}),
-        stack.address,
-        "astrabox.sessionkernel.v1.SessionKernelService/GetSession",
-    )
+    get = ("-d", json.dumps({"session_id": session.session_id}), stack.address)
+    method = "astrabox.sessionkernel.v1.SessionKernelService/GetSession"
+    anonymous = grpcurl(*get, method)
+    assert anonymous.returncode != 0 and "Unauthenticated" in anonymous.stderr
+    assert session.session_id not in anonymous.stdout + anonymous.stderr
+    got = grpcurl(*auth, *get, method)
     assert got.returncode == 0, got.stderr
     shown = json.loads(got.stdout)["session"]
     assert session.session_id in (shown.get("sessionId"), shown.get("session_id"))
 
     missing = grpcurl(
-        "-d", '{"session_id": "nope"}', stack.address, "astrabox.sessionkernel.v1.SessionKernelService/GetSession"
+        *auth,
+        "-d",
+        '{"session_id": "nope"}',
+        stack.address,
+        "astrabox.sessionkernel.v1.SessionKernelService/GetSession",
     )
     assert missing.returncode != 0 and "InvalidArgument" in missing.stderr
     health = grpcurl(stack.address, "grpc.health.v1.Health/Check")
