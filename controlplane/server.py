@@ -102,7 +102,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                         pool,
                         settings.credentials_ttl.total_seconds(),
                         tokens=TokenVerifier(oidc) if oidc else None,
-                    )
+                    ),
+                    pool,
                 ),
                 Edge(KERNEL, ADMIN, internal=(RUNNER,)),
             ],

@@ -14,10 +14,10 @@ from astrabox.admin.v1 import admin_service_pb2 as pb
 from astrabox.admin.v1 import admin_service_pb2_grpc as pb_grpc
 from controlplane.convert import timestamp
 from controlplane.errors import InvalidArgument, ProjectNotFound
-from controlplane.identity import callers, keys, store
+from controlplane.identity import audit, callers, keys, store
 from controlplane.identity.callers import Caller, Role
 from controlplane.status import maps_errors
-from controlplane.validation import echo
+from controlplane.validation import echo, page_size, page_token_invalid
 
 log = structlog.get_logger(__name__)
 
@@ -158,3 +158,41 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         record = await store.revoke_key(self._pool, request.key_id, None if caller.operator else [caller.project_id])
         log.info("api_key_revoked", key_id=record.key_id, project_id=str(record.project_id), by=caller.who)
         return pb.RevokeApiKeyResponse(key=key_to_proto(record))
+
+    @maps_errors
+    async def ListAuditRecords(
+        self, request: pb.ListAuditRecordsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListAuditRecordsResponse:
+        project_id = await self._managed(callers.current(), request.project_id)
+        session_id = None
+        if request.session_id:
+            try:
+                session_id = uuid.UUID(request.session_id)
+            except ValueError:
+                raise InvalidArgument(
+                    "session_id", f"session_id must be a UUID, got {echo(request.session_id)}"
+                ) from None
+        before = None
+        if request.page_token:
+            if not request.page_token.isdigit() or len(request.page_token) > 19:
+                raise page_token_invalid()
+            before = int(request.page_token)
+        limit = page_size(request.page_size, 50, 500)
+        records = await audit.page(self._pool, project_id, session_id, before, limit)
+        return pb.ListAuditRecordsResponse(
+            records=[audit_record_to_proto(r) for r in records],
+            next_page_token=str(records[-1].record_id) if len(records) == limit else "",
+        )
+
+
+def audit_record_to_proto(record: audit.AuditRecord) -> pb.AuditRecord:
+    return pb.AuditRecord(
+        record_id=record.record_id,
+        time=timestamp(record.at),
+        project_id=str(record.project_id),
+        actor=record.actor,
+        method=record.method,
+        session_id=str(record.session_id) if record.session_id else "",
+        details=record.details,
+        code=record.code,
+    )

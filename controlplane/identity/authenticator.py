@@ -4,7 +4,8 @@
 call's `authorization: Bearer <key>` metadata, verifies the key
 (`Credentials`), checks the role the method needs (`identity.rules`), and runs
 the handler with the caller bound (`identity.callers.current`). A refused call
-never reaches its handler, nor has its request decoded.
+never reaches its handler, nor has its request decoded. A call that mutates
+(its rule says) is recorded in the audit trail when it ends (`identity.audit`).
 
 An API key is checked against its stored digest (`identity.keys`); a JWT,
 when single sign-on is configured, by `identity.tokens`.
@@ -32,7 +33,7 @@ import grpc
 import structlog
 
 from controlplane.errors import CredentialsUnverifiable, KernelError, RoleInsufficient, Unauthenticated
-from controlplane.identity import keys, store
+from controlplane.identity import audit, keys, store
 from controlplane.identity.callers import Caller, Role, bind, unbind
 from controlplane.identity.rules import GUARDED_SERVICES, RULES, Rule
 from controlplane.identity.tokens import TokenVerifier, looks_like_jwt
@@ -153,8 +154,9 @@ def bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str:
 class Authenticator(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]
     """Authenticates and authorizes every call to `GUARDED_SERVICES`; others pass untouched."""
 
-    def __init__(self, credentials: Credentials, rules: dict[str, Rule] = RULES) -> None:
+    def __init__(self, credentials: Credentials, audit_pool: asyncpg.Pool, rules: dict[str, Rule] = RULES) -> None:
         self._credentials = credentials
+        self._audit_pool = audit_pool
         self._rules = rules
         self._prefixes = tuple(f"/{name}/" for name in GUARDED_SERVICES)
 
@@ -171,7 +173,13 @@ class Authenticator(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ig
             caller = await self.authorize(method, handler_call_details.invocation_metadata)
         except KernelError as error:
             return _refusal(handler, to_status(error))
-        return _bound(handler, caller)
+        name = method.rsplit("/", 1)[-1]
+        pool = self._audit_pool
+
+        async def audited(request: Any, code: str) -> None:
+            await audit.record(pool, caller, name, request, code)
+
+        return _bound(handler, caller, audited if self._rules[method].mutates else None)
 
     async def authorize(self, method: str, metadata: Sequence[tuple[str, str | bytes]] | None) -> Caller:
         rule = self._rules.get(method)
@@ -211,29 +219,77 @@ def _refusal(handler: grpc.RpcMethodHandler, status: grpc.Status) -> grpc.RpcMet
     return handler._replace(request_deserializer=_ignore, **{_kind(handler): refuse})
 
 
-def _bound(handler: grpc.RpcMethodHandler, caller: Caller) -> grpc.RpcMethodHandler:
-    """`handler` running with `caller` bound for as long as it runs."""
+class _FirstRequest:
+    """A request stream that remembers its first message (what an audit record names)."""
+
+    def __init__(self, requests: AsyncIterator[Any]) -> None:
+        self._requests = requests
+        self.first: Any = None
+
+    def __aiter__(self) -> _FirstRequest:
+        return self
+
+    async def __anext__(self) -> Any:
+        message = await anext(self._requests)
+        if self.first is None:
+            self.first = message
+        return message
+
+
+def _outcome(context: grpc.aio.ServicerContext, error: BaseException | None) -> str:
+    if error is None:
+        return "OK"
+    if isinstance(error, grpc.aio.AbortError):
+        code = context.code()
+        return code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+    return "CANCELLED" if context.cancelled() else "INTERNAL"
+
+
+Audit = Callable[[Any, str], Awaitable[None]]
+
+
+def _bound(handler: grpc.RpcMethodHandler, caller: Caller, audited: Audit | None = None) -> grpc.RpcMethodHandler:
+    """`handler` running with `caller` bound for as long as it runs, and `audited` (when given) with
+    the request and the outcome once it has ended."""
     kind = _kind(handler)
     behavior = getattr(handler, kind)
+    streaming_request = kind in ("stream_unary", "stream_stream")
     wrapped: Callable[..., Any]
+
+    async def settle(request: Any, context: grpc.aio.ServicerContext, error: BaseException | None) -> None:
+        if audited is not None:
+            await audited(request.first if streaming_request else request, _outcome(context, error))
+
     if inspect.isasyncgenfunction(behavior):
 
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             # Not reset afterwards: a generator may be closed from another context, where the
             # reset would fail, and every call runs in a task (a context) of its own anyway.
             bind(caller)
-            async for response in behavior(request, context):
-                yield response
+            request = _FirstRequest(request) if streaming_request else request
+            try:
+                async for response in behavior(request, context):
+                    yield response
+            except BaseException as error:
+                await settle(request, context, error)
+                raise
+            await settle(request, context, None)
 
         wrapped = stream
     else:
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             token = bind(caller)
+            request = _FirstRequest(request) if streaming_request else request
             try:
-                return await behavior(request, context)
+                response = await behavior(request, context)
+            except BaseException as error:
+                await settle(request, context, error)
+                raise
             finally:
                 unbind(token)
+            await settle(request, context, None)
+            return response
 
         wrapped = call
     return handler._replace(**{kind: wrapped})

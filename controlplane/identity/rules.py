@@ -26,6 +26,9 @@ class Rule:
     role: Role
     # Only an admin of an operator project.
     operator: bool = False
+    # The call changes something (or runs something in a sandbox): each one is audited
+    # (`identity.audit`), whatever its outcome.
+    mutates: bool = False
 
     def allows(self, caller: Caller) -> bool:
         return caller.role >= self.role and (caller.operator or not self.operator)
@@ -36,8 +39,10 @@ class Rule:
 
 
 _VIEW = Rule(Role.VIEWER)
-_DRIVE = Rule(Role.DEVELOPER)
+_READ_FILES = Rule(Role.DEVELOPER)
+_DRIVE = Rule(Role.DEVELOPER, mutates=True)
 _MANAGE = Rule(Role.ADMIN)
+_MANAGE_AND_CHANGE = Rule(Role.ADMIN, mutates=True)
 
 _KERNEL_RULES = {
     "GetSession": _VIEW,
@@ -54,18 +59,19 @@ _KERNEL_RULES = {
     "StopBackgroundTask": _DRIVE,
     # Files and commands reach into the sandbox: a developer's, not a viewer's.
     "UploadWorkspaceArchive": _DRIVE,
-    "ListWorkspace": _DRIVE,
-    "DownloadWorkspaceArchive": _DRIVE,
+    "ListWorkspace": _READ_FILES,
+    "DownloadWorkspaceArchive": _READ_FILES,
     "RunCommand": _DRIVE,
 }
 _ADMIN_RULES = {
     "WhoAmI": _VIEW,
-    "CreateProject": Rule(Role.ADMIN, operator=True),
+    "CreateProject": Rule(Role.ADMIN, operator=True, mutates=True),
     # An operator admin lists every project, another admin its own (AdminServicer).
     "ListProjects": _MANAGE,
-    "CreateApiKey": _MANAGE,
+    "CreateApiKey": _MANAGE_AND_CHANGE,
     "ListApiKeys": _MANAGE,
-    "RevokeApiKey": _MANAGE,
+    "RevokeApiKey": _MANAGE_AND_CHANGE,
+    "ListAuditRecords": _MANAGE,
 }
 
 RULES: dict[str, Rule] = {

@@ -16,6 +16,7 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
 from astrabox.admin.v1 import admin_service_pb2
 from astrabox.client import AstraBoxClient
+from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.identity import keys
 from controlplane.identity.rules import RULES
@@ -219,3 +220,42 @@ async def test_a_revoked_key_stops_working_on_another_replica(database_url: str,
                         assert error.reason == "CREDENTIALS_REVOKED"  # type: ignore[attr-defined]
                         break
                     await asyncio.sleep(0.1)
+
+
+async def test_every_mutating_call_is_audited_with_its_caller_and_outcome_and_never_a_secret(
+    plane: RunningControlPlane,
+) -> None:
+    missing_session = "00000000-0000-4000-8000-000000000001"
+    async with AstraBoxClient.connect(plane.address) as admin:
+        me = await admin.admin.whoami()
+        created = await admin.admin.create_api_key("dev", role="developer")
+        async with AstraBoxClient.connect(plane.address, api_key=created.secret) as developer:
+            with pytest.raises(AstraBoxError):
+                await developer.create_session(request_id="audited-1")  # no agent: UNAVAILABLE, still audited
+            with pytest.raises(AstraBoxError):
+                await developer.send_message(missing_session, "secret plans", client_message_id="m1")
+            await developer.list_sessions()  # a read: not audited
+        await admin.admin.revoke_api_key(created.key.key_id)
+        records = list((await admin.admin.list_audit_records()).records)
+        by_method = {r.method: r for r in records}
+        assert [r.method for r in records] == ["RevokeApiKey", "SendMessage", "CreateSession", "CreateApiKey"]
+        assert by_method["CreateApiKey"].actor == f"key:{me.key_id}" and by_method["CreateApiKey"].code == "OK"
+        assert by_method["CreateApiKey"].details["name"] == "dev"
+        assert by_method["CreateSession"].actor == f"key:{created.key.key_id}"
+        assert (by_method["CreateSession"].code, by_method["CreateSession"].details["request_id"]) == (
+            "UNAVAILABLE",
+            "audited-1",
+        )
+        assert (by_method["SendMessage"].code, by_method["SendMessage"].session_id) == ("NOT_FOUND", missing_session)
+        assert by_method["RevokeApiKey"].details["key_id"] == created.key.key_id
+        text = str(records)
+        assert "secret plans" not in text and created.secret.split("_")[2] not in text
+        # Paged, and only for admins.
+        first = await admin.admin.list_audit_records(page_size=3)
+        rest = await admin.admin.list_audit_records(page_size=3, page_token=first.next_page_token)
+        assert [r.method for r in [*first.records, *rest.records]] == [r.method for r in records]
+        viewer = (await admin.admin.create_api_key("v", role="viewer")).secret
+    async with AstraBoxClient.connect(plane.address, api_key=viewer) as reader:
+        with pytest.raises(AstraBoxError) as refused:
+            await reader.admin.list_audit_records()
+        assert refused.value.reason == "ROLE_INSUFFICIENT"

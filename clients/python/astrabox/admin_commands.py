@@ -6,6 +6,7 @@
     astrabox keys create NAME --role developer [--project ID] [--expires-in-days N]
     astrabox keys list [--project ID]
     astrabox keys revoke KEY_ID
+    astrabox audit [--project ID] [--session ID] [--limit N]
 
 `keys create` prints the new key once, on its own line, so that
 `astrabox keys create ci --role developer > ci.key` keeps only the key.
@@ -24,7 +25,7 @@ from astrabox.client import AstraBoxClient
 
 __all__ = ["COMMANDS", "ROLES", "add_parsers", "run"]
 
-COMMANDS = ("whoami", "projects", "keys")
+COMMANDS = ("whoami", "projects", "keys", "audit")
 """The subcommands this module adds to `astrabox`."""
 ROLES = ("viewer", "developer", "admin")
 """The roles `keys create --role` takes."""
@@ -47,6 +48,12 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     listing = actions.add_parser("list", help="a project's keys (never their secrets)")
     listing.add_argument("--project", default="", help="project id (default: the key in use's)")
     actions.add_parser("revoke", help="revoke a key at once").add_argument("key_id")
+    trail = sub.add_parser(
+        "audit", help="who did what: the project's mutating calls, newest first", parents=[connection]
+    )
+    trail.add_argument("--project", default="", help="project id (default: the key in use's)")
+    trail.add_argument("--session", default="", help="only this session's")
+    trail.add_argument("--limit", type=int, default=50, help="at most this many records (default %(default)s)")
     for name in COMMANDS:
         sub.choices[name].set_defaults(func=func)
 
@@ -72,7 +79,21 @@ def _key_line(key: admin.ApiKey) -> str:
 
 async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
     """Carry out the parsed command `args` with `client`; the exit status."""
-    if args.command == "whoami":
+    if args.command == "audit":
+        token, shown = "", 0
+        while shown < args.limit:
+            page = await client.admin.list_audit_records(
+                args.project, session_id=args.session, page_size=min(500, args.limit - shown), page_token=token
+            )
+            for record in page.records:
+                details = " ".join(f"{k}={v}" for k, v in sorted(record.details.items()))
+                session = f" session {record.session_id}" if record.session_id else ""
+                when = _when(record.time, True)
+                print(f"{when}  {record.actor:<22} {record.method:<24} {record.code:<18}{session} {details}".rstrip())
+            shown += len(page.records)
+            if not (token := page.next_page_token):
+                break
+    elif args.command == "whoami":
         caller = await client.admin.whoami()
         role = admin.Role.Name(caller.role).removeprefix("ROLE_").lower()
         operator = " (operator)" if caller.project.operator else ""

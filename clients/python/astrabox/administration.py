@@ -75,6 +75,16 @@ class Admin:
         key: admin.ApiKey = (await self._unary(self._stub.RevokeApiKey, admin.RevokeApiKeyRequest(key_id=key_id))).key
         return key
 
+    async def list_audit_records(
+        self, project_id: str = "", *, session_id: str = "", page_size: int = 0, page_token: str = ""
+    ) -> admin.ListAuditRecordsResponse:
+        """One page of the audit trail of `project_id` (default: this key's), newest first."""
+        request = admin.ListAuditRecordsRequest(
+            project_id=project_id, session_id=session_id, page_size=page_size, page_token=page_token
+        )
+        response: admin.ListAuditRecordsResponse = await self._unary(self._stub.ListAuditRecords, request)
+        return response
+
     async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
         try:
             return await method(request, timeout=self._timeout, metadata=self._metadata)

@@ -142,3 +142,50 @@ class RevokeApiKeyResponse(_message.Message):
     KEY_FIELD_NUMBER: _ClassVar[int]
     key: ApiKey
     def __init__(self, key: _Optional[_Union[ApiKey, _Mapping]] = ...) -> None: ...
+
+class AuditRecord(_message.Message):
+    __slots__ = ("record_id", "time", "project_id", "actor", "method", "session_id", "details", "code")
+    class DetailsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    record_id: int
+    time: _timestamp_pb2.Timestamp
+    project_id: str
+    actor: str
+    method: str
+    session_id: str
+    details: _containers.ScalarMap[str, str]
+    code: str
+    def __init__(self, record_id: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., project_id: _Optional[str] = ..., actor: _Optional[str] = ..., method: _Optional[str] = ..., session_id: _Optional[str] = ..., details: _Optional[_Mapping[str, str]] = ..., code: _Optional[str] = ...) -> None: ...
+
+class ListAuditRecordsRequest(_message.Message):
+    __slots__ = ("project_id", "session_id", "page_size", "page_token")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    session_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, project_id: _Optional[str] = ..., session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListAuditRecordsResponse(_message.Message):
+    __slots__ = ("records", "next_page_token")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[AuditRecord]
+    next_page_token: str
+    def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

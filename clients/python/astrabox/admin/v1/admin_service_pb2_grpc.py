@@ -103,6 +103,11 @@ class AdminServiceStub:
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.SerializeToString,
                 response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.FromString,
                 _registered_method=True)
+        self.ListAuditRecords = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/ListAuditRecords',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -190,6 +195,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditRecords(self, request, context):
+        """Who did what in a project: every mutating call of either service (create,
+        send, interrupt, answer, archive, delete, upload, run a command; projects
+        and keys), whatever its outcome, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -222,6 +236,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeApiKey,
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.FromString,
                     response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.SerializeToString,
+            ),
+            'ListAuditRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditRecords,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -425,6 +444,33 @@ class AdminService:
             '/astrabox.admin.v1.AdminService/RevokeApiKey',
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.SerializeToString,
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/ListAuditRecords',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,
