@@ -6,6 +6,7 @@ tokens.py         single sign-on: OIDC JWTs verified (PyJWT) against a JWKS file
 store.py          the `projects` and `api_keys` tables' statements
 rules.py          the role each RPC needs (RULES, one table for every client-facing service)
 authenticator.py  the gRPC interceptor: credential → Caller (cached) → rule → handler
-admin.py          AdminService: projects and keys
+admin.py          AdminService: projects, keys and the audit trail
+audit.py          the `audit_records` table: every mutating call, its caller and outcome
 bootstrap.py      the first admin key (--bootstrap-key-file)
 """
