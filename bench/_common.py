@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the benchmarks drive processes with the tests' own harness
 
 from controlplane.embedded_postgres import EmbeddedPostgres  # noqa: E402
+from controlplane.identity import keys  # noqa: E402
 from tests.support.processes import Process  # noqa: E402 - also re-exported for the scripts
 
 
@@ -36,6 +37,18 @@ async def embedded_postgres(fast: bool) -> AsyncIterator[str]:
         with contextlib.suppress(Exception):
             await cluster.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def api_key_file(work: Path) -> tuple[Path, str]:
+    """A new API key written to `work/api-key` (mode 0600), for the control plane to register as its
+    bootstrap admin key (`--bootstrap-key-file`, `ControlPlaneSettings.bootstrap_key_file`); returns
+    (path, key). The key is for the benchmark's clients (`api_key=`): never print it."""
+    path = work / "api-key"
+    key = keys.new_key().secret
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(key + "\n")
+    return path, key
 
 
 def offline_agent(address: str, work: Path, *args: str) -> Process:

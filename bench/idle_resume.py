@@ -36,6 +36,7 @@ from pathlib import Path
 
 from _common import (
     Process,
+    api_key_file,
     embedded_postgres,
     event_ms,
     offline_agent,
@@ -118,11 +119,12 @@ async def bench(args: argparse.Namespace) -> None:
     processes: list[Process] = []
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
+            key_file, api_key = api_key_file(work)
             controlplane = Process(
                 "controlplane",
                 [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0", "--idle-stop-after", "1"],
                 work / "controlplane.log",
-                env={"ASTRABOX_DATABASE_URL": dsn},
+                env={"ASTRABOX_DATABASE_URL": dsn, "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file)},
             )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
@@ -133,7 +135,7 @@ async def bench(args: argparse.Namespace) -> None:
 
             figures: dict[str, list[float]] = defaultdict(list)
             problems: list[str] = []
-            async with AstraBoxClient.connect(address) as client:
+            async with AstraBoxClient.connect(address, api_key=api_key) as client:
                 for index in range(args.warmup + args.sessions):
                     measured = index >= args.warmup
                     tag = f"round {index + 1 - args.warmup}" if measured else f"warm-up {index + 1}"

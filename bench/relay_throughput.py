@@ -34,7 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _common import embedded_postgres, peak_rss_mb, percentile, revision
+from _common import api_key_file, embedded_postgres, peak_rss_mb, percentile, revision
 
 from astrabox.client import AstraBoxClient
 from astrabox.runner.v1 import runner_service_pb2 as pb
@@ -88,8 +88,8 @@ def engine_message(payload_bytes: int, i: int) -> pb.EngineMessage:
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, pool, address: str, db: Database) -> None:
-        self.args, self.pool, self.address, self.db = args, pool, address, db
+    def __init__(self, args: argparse.Namespace, pool, address: str, api_key: str, db: Database) -> None:
+        self.args, self.pool, self.address, self.api_key, self.db = args, pool, address, api_key, db
         self.state, self.outbox = AgentState(db), Outbox(db)
         self.relay: asyncio.Task | None = None
         self.committer: OutputCommitter | None = None  # the control plane's own, seen at its first commit
@@ -204,11 +204,12 @@ async def bench(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="astrabox-bench-relay-"))
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
-            settings = ControlPlaneSettings(database_url=dsn, listen="127.0.0.1:0")
+            key_file, api_key = api_key_file(work)
+            settings = ControlPlaneSettings(database_url=dsn, listen="127.0.0.1:0", bootstrap_key_file=str(key_file))
             async with serve(settings) as controlplane:
                 db = await Database.open(work / "agent.db")
                 try:
-                    await run(Bench(args, controlplane.pool, controlplane.address, db))
+                    await run(Bench(args, controlplane.pool, controlplane.address, api_key, db))
                 finally:
                     await db.close()
     finally:
@@ -222,7 +223,7 @@ async def run(b: Bench) -> None:
         while not relay.streams_opened:
             await asyncio.sleep(0.01)
     modes = {"baseline": b.baseline, "relay backlog": b.backlog, "relay live": b.live}
-    async with AstraBoxClient.connect(b.address) as client:
+    async with AstraBoxClient.connect(b.address, api_key=b.api_key) as client:
         sessions = {mode: [(await client.create_session()).session_id for _ in range(args.sessions)] for mode in modes}
     await b.drained([s for group in sessions.values() for s in group], len(modes) * args.sessions)  # RuntimeStarted
     rss_before = peak_rss_mb()

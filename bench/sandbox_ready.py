@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import asyncpg
-from _common import Process, embedded_postgres, percentile, revision, summary_row
+from _common import Process, api_key_file, embedded_postgres, percentile, revision, summary_row
 
 from astrabox.client import AstraBoxClient
 from serverkit import logs
@@ -121,15 +121,16 @@ async def bench(args: argparse.Namespace) -> None:
     figures: dict[str, list[float]] = defaultdict(list)
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
+            key_file, api_key = api_key_file(work)
             controlplane = Process(
                 "controlplane",
                 [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
                 work / "controlplane.log",
-                env={"ASTRABOX_DATABASE_URL": dsn},
+                env={"ASTRABOX_DATABASE_URL": dsn, "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file)},
             )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
-            async with AstraBoxClient.connect(address) as client:
+            async with AstraBoxClient.connect(address, api_key=api_key) as client:
                 for number, (name, (flags, installation)) in enumerate(CONFIGS.items()):
                     if args.only and not any(word in name for word in args.only):
                         continue

@@ -32,7 +32,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from _common import Process, embedded_postgres, offline_agent, percentile, revision, summary_row
+from _common import Process, api_key_file, embedded_postgres, offline_agent, percentile, revision, summary_row
 
 from astrabox.client import AstraBoxClient
 from dataplane_agent.engines.base import EngineConfig
@@ -141,11 +141,12 @@ async def bench(args: argparse.Namespace) -> None:
     model = OfflineModel()
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
+            key_file, api_key = api_key_file(work)
             controlplane = Process(
                 "controlplane",
                 [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
                 work / "controlplane.log",
-                env={"ASTRABOX_DATABASE_URL": dsn},
+                env={"ASTRABOX_DATABASE_URL": dsn, "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file)},
             )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
@@ -160,7 +161,7 @@ async def bench(args: argparse.Namespace) -> None:
             route = ModelRoute(work / "model-route", Upstream(model.base_url))
             await route.start()
             figures: dict[str, list[float]] = defaultdict(list)
-            async with AstraBoxClient.connect(address) as client:
+            async with AstraBoxClient.connect(address, api_key=api_key) as client:
                 for index in range(args.warmup + args.sessions):
                     measured = index >= args.warmup
                     target = figures if measured else defaultdict(list)
