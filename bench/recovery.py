@@ -50,6 +50,7 @@ from _common import (
 )
 
 from astrabox.client import AstraBoxClient
+from dataplane_agent.sandboxes.disk import release_mounts
 from serverkit import logs
 
 RECOVERED = "recovered: 2nd turn, sandbox destroyed"
@@ -66,12 +67,13 @@ ORDER = (
 
 
 def destroy_behind_the_platforms_back(sandbox_dir: Path) -> None:
-    """As tests/e2e/test_conversation_end_to_end.py does it: the sandbox's processes and files are gone."""
+    """As tests/e2e/test_conversation_end_to_end.py does it: the sandbox's processes, mounts and files are gone."""
     for pid in (sandbox_dir / "run" / "pids").read_text().split():
         try:
             os.kill(int(pid), signal.SIGKILL)
         except ProcessLookupError:
             pass
+    release_mounts(sandbox_dir)  # the workspace's disk image (the default disk limit)
     shutil.rmtree(sandbox_dir)
 
 
