@@ -9,6 +9,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
     keyed_locks.py   one lock per session id, dropped when unused
     relay/           the one stream to the control plane (RunnerService.Connect)
       client.py        dial, Hello/Welcome, send outputs, acknowledge, heartbeat, redial
+      credential.py    the agent's own credential, made once (0600) and presented in every Hello
       outbox.py        outputs stored until the control plane commits them
       commands.py      commands from the control plane, applied once each (receipts)
     runtimes/        a session's runtime: its sandbox plus its engine

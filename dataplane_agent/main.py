@@ -26,6 +26,7 @@ from dataplane_agent.engines.base import EngineAdapter
 from dataplane_agent.errors import AgentError
 from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool
+from dataplane_agent.relay import credential
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
@@ -115,6 +116,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 target=settings.controlplane,
                 agent_id=agent_id,
                 enrollment_token=settings.enrollment_token,
+                credential=credential.load_or_create(settings.state_dir),
                 instance_id=uuid.uuid4().hex,
                 drivers=(driver.name,),
                 engines=tuple(engines[kind].manifest for kind in sorted(engines)),

@@ -51,6 +51,8 @@ class RelayConfig:
     agent_id: str
     enrollment_token: str
     instance_id: str
+    # The agent's own credential (`relay.credential`); empty: none (an agent before credentials).
+    credential: str = field(default="", repr=False)
     drivers: tuple[str, ...] = ()
     # The manifest of each engine this agent runs, declared in its Hello.
     engines: tuple[EngineManifest, ...] = ()
@@ -199,6 +201,7 @@ class RelayClient:
         hello = pb.Hello(
             agent_id=cfg.agent_id,
             enrollment_token=cfg.enrollment_token,
+            agent_credential=cfg.credential,
             drivers=cfg.drivers,
             engines=[manifest.kind for manifest in cfg.engines],
             capacity=cfg.capacity,
