@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from controlplane import validation
+from controlplane import store, validation
 from controlplane.errors import RequestIdReused
 from controlplane.journal import JournalTransaction
 
@@ -23,19 +23,9 @@ async def first_time(tx: JournalTransaction, session_id: str, request_id: str, k
         return True
     validation.client_id("request_id", request_id)
     print_ = fingerprint(kind=kind, **payload)
-    inserted = await tx.conn.fetchval(
-        "INSERT INTO session_requests (session_id, request_id, kind, fingerprint) VALUES ($1, $2, $3, $4)"
-        " ON CONFLICT DO NOTHING RETURNING true",
-        session_id,
-        request_id,
-        kind,
-        print_,
-    )
-    if inserted:
+    if await store.session_requests.insert(tx.conn, session_id, request_id, kind, print_):
         return True
-    previous = await tx.conn.fetchval(
-        "SELECT fingerprint FROM session_requests WHERE session_id = $1 AND request_id = $2", session_id, request_id
-    )
+    previous = await store.session_requests.fingerprint_of(tx.conn, session_id, request_id)
     if previous != print_:
         raise RequestIdReused(
             f"request_id {validation.echo(request_id)} was already used for a different request on this session",

@@ -1,0 +1,11 @@
+"""The control plane's SQL, one module per table: each holds every statement that touches its table.
+
+Functions take the connection to run on, so a caller keeps its transaction and the order of its
+statements (row locks are taken in that order). One annotated `asyncpg.Connection` must be inside the
+caller's transaction; one annotated `asyncpg.Connection | asyncpg.Pool` may also run on its own.
+The map of tables to modules, and the exceptions, are in `controlplane`'s docstring.
+"""
+
+from controlplane.store import session_requests
+
+__all__ = ["session_requests"]
