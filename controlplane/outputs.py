@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane import store
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent
 from controlplane.session import BackgroundTaskState, InteractionKind, SessionState, questions_of
 from controlplane.turns import TurnOutcome, Turns
@@ -355,13 +356,8 @@ class _Applier:
 
     async def _on_transcript_snapshot(self, output: runner_pb2.Output, snapshot: runner_pb2.TranscriptSnapshot) -> None:
         # Engine state, not conversation history: kept beside the journal, not in it.
-        await self._tx.conn.execute(
-            "INSERT INTO engine_transcripts (session_id, engine_session_id, content) VALUES ($1, $2, $3)"
-            " ON CONFLICT (session_id) DO UPDATE SET engine_session_id = EXCLUDED.engine_session_id,"
-            " content = EXCLUDED.content, updated_at = now()",
-            self._session_id,
-            snapshot.engine_session_id,
-            snapshot.content,
+        await store.engine_transcripts.save(
+            self._tx.conn, self._session_id, snapshot.engine_session_id, snapshot.content
         )
 
     async def _on_engine_turn_started(self, output: runner_pb2.Output, started: runner_pb2.EngineTurnStarted) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane import store
 from controlplane.agents import Agents
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
 from controlplane.session import SessionRecord, SessionState
@@ -180,13 +181,11 @@ class Turns:
         agent_id = await self._agents.pick_for(session.engine, tx.conn)
         if agent_id is None:
             return None
-        transcript = await tx.conn.fetchrow(
-            "SELECT engine_session_id, content FROM engine_transcripts WHERE session_id = $1", session.session_id
-        )
+        transcript = await store.engine_transcripts.find(tx.conn, session.session_id)
         committed = await tx.conn.fetchval(
             "SELECT committed_output_seq FROM sessions WHERE session_id = $1", session.session_id
         )
-        resume = transcript["engine_session_id"] if transcript else session.engine_session_id
+        resume = transcript.engine_session_id if transcript else session.engine_session_id
         command_id = await self._agents.enqueue(
             tx,
             agent_id,
@@ -197,7 +196,7 @@ class Turns:
                     permission_mode=session.permission_mode,
                     model=session.model,
                     resume_engine_session_id=resume,
-                    transcript=bytes(transcript["content"]) if transcript else b"",
+                    transcript=transcript.content if transcript else b"",
                     committed_output_seq=committed,
                 )
             ),
