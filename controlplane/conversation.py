@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import requests, validation
+from controlplane import requests, store, validation
 from controlplane.agents import Agents
 from controlplane.errors import (
     InteractionNotFound,
@@ -242,9 +242,7 @@ class Conversation:
             session = await self._locked(tx, session_id)
             if not await requests.first_time(tx, session_id, request_id, "stop_task", task_id=task_id):
                 return
-            state = await tx.conn.fetchval(
-                "SELECT state FROM background_tasks WHERE session_id = $1 AND task_id = $2", session_id, task_id
-            )
+            state = await store.background_tasks.state_of(tx.conn, session_id, task_id)
             if state != BackgroundTaskState.OPEN.value:
                 raise TaskNotFound(
                     f"session {session_id} has no open background task {validation.echo(task_id)}", {"task_id": task_id}

@@ -168,23 +168,15 @@ class _Applier:
                 await self._tx.update_session(self._session_id, engine_session_id=str(engine_session_id))
         elif type_name == "TaskStartedMessage" and task_id:
             seq = await self._journal_now(event)
-            await self._tx.conn.execute(
-                "INSERT INTO background_tasks (session_id, task_id, description, started_seq) VALUES ($1, $2, $3, $4)"
-                " ON CONFLICT DO NOTHING",
-                self._session_id,
-                task_id,
-                str(data.get("description") or ""),
-                seq,
+            await store.background_tasks.insert(
+                self._tx.conn, self._session_id, task_id, str(data.get("description") or ""), seq
             )
         elif type_name in ("TaskNotificationMessage", "TaskUpdatedMessage") and task_id:
             await self._journal_now(event)
             status = data.get("status") or (data.get("patch") or {}).get("status")
             if status in _TERMINAL_TASK_STATUSES:
-                await self._tx.conn.execute(
-                    "UPDATE background_tasks SET state = $3 WHERE session_id = $1 AND task_id = $2",
-                    self._session_id,
-                    task_id,
-                    BackgroundTaskState.CLOSED.value,
+                await store.background_tasks.set_state(
+                    self._tx.conn, self._session_id, task_id, BackgroundTaskState.CLOSED
                 )
         else:
             self._pending.append(event)

@@ -1,0 +1,36 @@
+"""The `background_tasks` table: tasks the engine reported, open until a terminal status arrives."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from controlplane.session import BackgroundTaskState
+
+
+async def insert(conn: asyncpg.Connection, session_id: str, task_id: str, description: str, started_seq: int) -> None:
+    """Record a started task; a task reported again keeps its first row."""
+    await conn.execute(
+        "INSERT INTO background_tasks (session_id, task_id, description, started_seq) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT DO NOTHING",
+        session_id,
+        task_id,
+        description,
+        started_seq,
+    )
+
+
+async def set_state(conn: asyncpg.Connection, session_id: str, task_id: str, state: BackgroundTaskState) -> None:
+    await conn.execute(
+        "UPDATE background_tasks SET state = $3 WHERE session_id = $1 AND task_id = $2",
+        session_id,
+        task_id,
+        state.value,
+    )
+
+
+async def state_of(conn: asyncpg.Connection, session_id: str, task_id: str) -> str | None:
+    """The task's state as stored; None when the session has no such task."""
+    state: str | None = await conn.fetchval(
+        "SELECT state FROM background_tasks WHERE session_id = $1 AND task_id = $2", session_id, task_id
+    )
+    return state
