@@ -25,6 +25,7 @@ from google.rpc import error_details_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
+from controlplane import store
 from controlplane.errors import AgentNotConnected, KernelError, WorkspaceFailed
 from controlplane.settings import MAX_GRPC_MESSAGE_BYTES
 from controlplane.status import error_info, to_status
@@ -47,7 +48,7 @@ _runner_stub: Callable[[grpc.aio.Channel], runner_grpc.RunnerServiceStub] = runn
 
 async def read_cluster_secret(pool: asyncpg.Pool) -> str:
     """The secret every replica of this database shares (made by migration 0003)."""
-    secret: str | None = await pool.fetchval("SELECT secret FROM cluster_secret")
+    secret = await store.cluster_secret.read(pool)
     if not secret:
         raise RuntimeError("the database has no cluster secret; are its migrations applied?")
     return secret
