@@ -162,11 +162,7 @@ class Conversation:
                 answers=dict(answer.answers),
             ):
                 return
-            row = await tx.conn.fetchrow(
-                "SELECT * FROM interactions WHERE interaction_id = $1 AND session_id = $2 FOR UPDATE",
-                interaction_id,
-                session_id,
-            )
+            row = await store.interactions.lock(tx.conn, session_id, interaction_id)
             if row is None:
                 raise InteractionNotFound(
                     f"session {session_id} has no interaction {validation.echo(interaction_id)}",
@@ -180,12 +176,8 @@ class Conversation:
                 )
             command = _decision(InteractionKind(row["kind"]), row["input"], answer)
             command.interaction_id = interaction_id
-            await tx.conn.execute(
-                "UPDATE interactions SET state = 'answered', request_id = $2, answer = $3, settled_at = now()"
-                " WHERE interaction_id = $1",
-                interaction_id,
-                request_id,
-                _answer_payload(interaction_id, request_id, answer),
+            await store.interactions.answer(
+                tx.conn, interaction_id, request_id, _answer_payload(interaction_id, request_id, answer)
             )
             await tx.append(
                 session_id,

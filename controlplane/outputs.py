@@ -294,9 +294,8 @@ class _Applier:
         if session["current_turn_id"] != output.turn_id:
             return
         await self._turns.close_interaction(self._tx, self._session_id, "superseded by a newer interaction")
-        await self._tx.conn.execute(
-            "INSERT INTO interactions (interaction_id, session_id, turn_id, kind, tool_name, input, tool_use_id,"
-            " requested_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+        await store.interactions.insert(
+            self._tx.conn,
             requested.interaction_id,
             self._session_id,
             output.turn_id,

@@ -153,11 +153,7 @@ class Turns:
 
     async def close_interaction(self, tx: JournalTransaction, session_id: str, reason: str) -> None:
         """Close the pending interaction, if any, without an answer."""
-        interaction_id = await tx.conn.fetchval(
-            "UPDATE interactions SET state = 'closed', settled_at = now()"
-            " WHERE session_id = $1 AND state = 'pending' RETURNING interaction_id",
-            session_id,
-        )
+        interaction_id = await store.interactions.close_pending(tx.conn, session_id)
         if interaction_id is not None:
             await tx.append(
                 session_id,
