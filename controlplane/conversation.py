@@ -84,11 +84,7 @@ class Conversation:
                 manifest = await self._agents.engine_manifest(session.engine, session.agent_id, tx.conn)
                 mode = validation.permission_mode(manifest, request.permission_mode)
             print_ = requests.fingerprint(text=request.text, permission_mode=request.permission_mode)
-            previous = await tx.conn.fetchrow(
-                "SELECT turn_id, accepted_seq, fingerprint FROM turns WHERE session_id = $1 AND client_message_id = $2",
-                session_id,
-                request.client_message_id,
-            )
+            previous = await store.turns.by_client_message_id(tx.conn, session_id, request.client_message_id)
             if previous is not None:
                 if previous["fingerprint"] != print_:
                     raise RequestIdReused(

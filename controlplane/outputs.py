@@ -309,9 +309,7 @@ class _Applier:
             await self._tx.update_session(self._session_id, state=SessionState.WAITING_FOR_INPUT)
 
     async def _on_input_consumed(self, output: runner_pb2.Output, consumed: runner_pb2.InputConsumed) -> None:
-        accepted = await self._tx.conn.fetchval(
-            "SELECT accepted_seq FROM turns WHERE session_id = $1 AND turn_id = $2", self._session_id, output.turn_id
-        )
+        accepted = await store.turns.accepted_seq(self._tx.conn, self._session_id, output.turn_id)
         self._pending.append(
             NewEvent(
                 EventKind.INPUT_DELIVERED,
@@ -361,9 +359,8 @@ class _Applier:
             )
         )
         session = await self._current()
-        await self._tx.conn.execute(
-            "INSERT INTO turns (session_id, turn_id, accepted_seq, state, origin) VALUES ($1, $2, $3, $4, 'engine')"
-            " ON CONFLICT DO NOTHING",
+        await store.turns.insert_engine_turn(
+            self._tx.conn,
             self._session_id,
             output.turn_id,
             accepted,

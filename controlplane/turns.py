@@ -58,9 +58,8 @@ class Turns:
                 )
             ],
         )
-        await tx.conn.execute(
-            "INSERT INTO turns (session_id, turn_id, client_message_id, fingerprint, accepted_seq, state, text,"
-            " permission_mode) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7)",
+        await store.turns.insert_queued(
+            tx.conn,
             session.session_id,
             turn.turn_id,
             client_message_id,
@@ -79,11 +78,7 @@ class Turns:
             session = SessionRecord.from_row(row)
             if session.state is not SessionState.READY or session.current_turn_id:
                 return
-            queued = await tx.conn.fetchrow(
-                "SELECT turn_id, text, permission_mode FROM turns WHERE session_id = $1 AND state = 'queued'"
-                " ORDER BY accepted_seq LIMIT 1",
-                session_id,
-            )
+            queued = await store.turns.oldest_queued(tx.conn, session_id)
             if queued is None:
                 return
             turn = QueuedTurn(queued["turn_id"], queued["text"], queued["permission_mode"])
@@ -96,9 +91,7 @@ class Turns:
                     )
                     continue
                 agent_id = placed
-            await tx.conn.execute(
-                "UPDATE turns SET state = 'running' WHERE session_id = $1 AND turn_id = $2", session_id, turn.turn_id
-            )
+            await store.turns.set_state(tx.conn, session_id, turn.turn_id, "running")
             await tx.update_session(
                 session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
             )
@@ -137,9 +130,7 @@ class Turns:
         }.get(outcome)
         if event is not None:
             await tx.append(session_id, [event])
-        await tx.conn.execute(
-            "UPDATE turns SET state = $3 WHERE session_id = $1 AND turn_id = $2", session_id, turn_id, outcome.value
-        )
+        await store.turns.set_state(tx.conn, session_id, turn_id, outcome.value)
         state = SessionState(row["state"])
         await tx.update_session(
             session_id,
@@ -161,15 +152,11 @@ class Turns:
             )
 
     async def fail_all_queued(self, tx: JournalTransaction, session_id: str, reason: str) -> None:
-        for row in await tx.conn.fetch(
-            "SELECT turn_id FROM turns WHERE session_id = $1 AND state = 'queued' ORDER BY accepted_seq", session_id
-        ):
-            await self._fail_queued(tx, session_id, row["turn_id"], reason)
+        for turn_id in await store.turns.queued_ids(tx.conn, session_id):
+            await self._fail_queued(tx, session_id, turn_id, reason)
 
     async def _fail_queued(self, tx: JournalTransaction, session_id: str, turn_id: str, reason: str) -> None:
-        await tx.conn.execute(
-            "UPDATE turns SET state = 'failed' WHERE session_id = $1 AND turn_id = $2", session_id, turn_id
-        )
+        await store.turns.set_state(tx.conn, session_id, turn_id, "failed")
         await tx.append(session_id, [NewEvent(EventKind.TURN_FAILED, {"reason": reason}, turn_id=turn_id)])
 
     async def _place_again(self, tx: JournalTransaction, session: SessionRecord) -> str | None:

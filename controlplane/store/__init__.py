@@ -6,6 +6,13 @@ caller's transaction; one annotated `asyncpg.Connection | asyncpg.Pool` may also
 The map of tables to modules, and the exceptions, are in `controlplane`'s docstring.
 """
 
-from controlplane.store import background_tasks, cluster_secret, engine_transcripts, interactions, session_requests
+from controlplane.store import (
+    background_tasks,
+    cluster_secret,
+    engine_transcripts,
+    interactions,
+    session_requests,
+    turns,
+)
 
-__all__ = ["background_tasks", "cluster_secret", "engine_transcripts", "interactions", "session_requests"]
+__all__ = ["background_tasks", "cluster_secret", "engine_transcripts", "interactions", "session_requests", "turns"]
