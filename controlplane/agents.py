@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import validation
+from controlplane import store, validation
 from controlplane.engines import EngineManifest
 from controlplane.errors import InvalidArgument, NoAgentAvailable
 from controlplane.journal import JournalTransaction
@@ -175,26 +175,14 @@ class Agents:
         body.CopyFrom(command)
         body.command_id = command_id
         body.session_id = session_id
-        await tx.conn.execute(
-            "INSERT INTO agent_commands (agent_id, command_seq, command_id, session_id, body)"
-            " VALUES ($1, $2, $3, $4, $5)",
-            agent_id,
-            command_seq,
-            command_id,
-            session_id,
-            body.SerializeToString(),
+        await store.agent_commands.insert(
+            tx.conn, agent_id, command_seq, command_id, session_id, body.SerializeToString()
         )
         await tx.wake(agent_key(agent_id), command_seq)
         return command_id
 
     async def unacked(self, agent_id: str, after_seq: int, limit: int = 100) -> list[QueuedCommand]:
-        rows = await self._pool.fetch(
-            "SELECT command_seq, command_id, session_id::text AS session_id, body FROM agent_commands"
-            " WHERE agent_id = $1 AND acked_at IS NULL AND command_seq > $2 ORDER BY command_seq LIMIT $3",
-            agent_id,
-            after_seq,
-            limit,
-        )
+        rows = await store.agent_commands.unacked(self._pool, agent_id, after_seq, limit)
         return [QueuedCommand(r["command_seq"], r["command_id"], r["session_id"], bytes(r["body"])) for r in rows]
 
     async def acknowledge(self, agent_id: str, command_seq: int, error: str) -> None:
@@ -202,13 +190,7 @@ class Agents:
         releases the session's sandbox; a refused one leaves it named, so the
         destruction is retried (see `controlplane.deadlines`)."""
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(
-                "UPDATE agent_commands SET acked_at = now(), error = NULLIF($3, '')"
-                " WHERE agent_id = $1 AND command_seq = $2 AND acked_at IS NULL RETURNING session_id, body",
-                agent_id,
-                command_seq,
-                error,
-            )
+            row = await store.agent_commands.acknowledge(conn, agent_id, command_seq, error)
             if row is None or error:
                 return
             if runner_pb2.Command.FromString(row["body"]).HasField("destroy_runtime"):

@@ -7,6 +7,7 @@ The map of tables to modules, and the exceptions, are in `controlplane`'s docstr
 """
 
 from controlplane.store import (
+    agent_commands,
     background_tasks,
     cluster_secret,
     engine_transcripts,
@@ -15,4 +16,12 @@ from controlplane.store import (
     turns,
 )
 
-__all__ = ["background_tasks", "cluster_secret", "engine_transcripts", "interactions", "session_requests", "turns"]
+__all__ = [
+    "agent_commands",
+    "background_tasks",
+    "cluster_secret",
+    "engine_transcripts",
+    "interactions",
+    "session_requests",
+    "turns",
+]

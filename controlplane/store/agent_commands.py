@@ -1,0 +1,44 @@
+"""The `agent_commands` table: commands for agents, numbered per agent, kept until acknowledged."""
+
+from __future__ import annotations
+
+import asyncpg
+
+
+async def insert(
+    conn: asyncpg.Connection, agent_id: str, command_seq: int, command_id: str, session_id: str, body: bytes
+) -> None:
+    await conn.execute(
+        "INSERT INTO agent_commands (agent_id, command_seq, command_id, session_id, body) VALUES ($1, $2, $3, $4, $5)",
+        agent_id,
+        command_seq,
+        command_id,
+        session_id,
+        body,
+    )
+
+
+async def unacked(
+    db: asyncpg.Connection | asyncpg.Pool, agent_id: str, after_seq: int, limit: int
+) -> list[asyncpg.Record]:
+    """The agent's unacknowledged commands after `after_seq`, in order: command_seq, command_id, session_id, body."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT command_seq, command_id, session_id::text AS session_id, body FROM agent_commands"
+        " WHERE agent_id = $1 AND acked_at IS NULL AND command_seq > $2 ORDER BY command_seq LIMIT $3",
+        agent_id,
+        after_seq,
+        limit,
+    )
+    return rows
+
+
+async def acknowledge(conn: asyncpg.Connection, agent_id: str, command_seq: int, error: str) -> asyncpg.Record | None:
+    """Record the agent's verdict (an empty `error`: done); the command's session_id and body, None
+    when it was acknowledged already (or is unknown)."""
+    return await conn.fetchrow(
+        "UPDATE agent_commands SET acked_at = now(), error = NULLIF($3, '')"
+        " WHERE agent_id = $1 AND command_seq = $2 AND acked_at IS NULL RETURNING session_id, body",
+        agent_id,
+        command_seq,
+        error,
+    )
