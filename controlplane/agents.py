@@ -59,17 +59,11 @@ class Agents:
 
     async def register(self, hello: AgentHello) -> Lease:
         """Grant a new lease; its generation fences commands of older streams."""
-        row = await self._pool.fetchrow(
-            "INSERT INTO agents (agent_id, generation, lease_expires_at, drivers, engines, engine_manifests, capacity,"
-            " instance_id) VALUES ($1, 1, now() + $2, $3, $4, $5, $6, $7)"
-            " ON CONFLICT (agent_id) DO UPDATE SET generation = agents.generation + 1,"
-            "  lease_expires_at = EXCLUDED.lease_expires_at, drivers = EXCLUDED.drivers,"
-            "  engines = EXCLUDED.engines, engine_manifests = EXCLUDED.engine_manifests, capacity = EXCLUDED.capacity,"
-            "  instance_id = EXCLUDED.instance_id, connected_at = now()"
-            " RETURNING generation, lease_expires_at",
+        row = await store.agents.register(
+            self._pool,
             hello.agent_id,
             self._ttl,
-            list(hello.drivers),
+            hello.drivers,
             [m.kind for m in hello.engines],
             {m.kind: m.to_json() for m in hello.engines},
             hello.capacity,
@@ -79,13 +73,7 @@ class Agents:
 
     async def renew(self, agent_id: str, generation: int) -> Lease | None:
         """Extend the lease; None when a newer stream of the agent superseded it."""
-        row = await self._pool.fetchrow(
-            "UPDATE agents SET lease_expires_at = now() + $3 WHERE agent_id = $1 AND generation = $2"
-            " RETURNING generation, lease_expires_at",
-            agent_id,
-            generation,
-            self._ttl,
-        )
+        row = await store.agents.renew(self._pool, agent_id, generation, self._ttl)
         return Lease(row["generation"], row["lease_expires_at"]) if row else None
 
     async def engine_manifest(
@@ -96,18 +84,10 @@ class Agents:
         did (placing on it then fails: NoAgentAvailable). An engine no agent declared is an
         InvalidArgument while agents running others are connected, else NoAgentAvailable."""
         db = conn or self._pool
-        value = await db.fetchval(
-            "SELECT engine_manifests -> $1 FROM agents WHERE engine_manifests ? $1"
-            " ORDER BY agent_id = $2 DESC, lease_expires_at > now() DESC, connected_at DESC LIMIT 1",
-            engine,
-            agent_id,
-        )
+        value = await store.agents.engine_manifest(db, engine, agent_id)
         if value is not None:
             return EngineManifest.from_json(engine, value)
-        running = await db.fetchval(
-            "SELECT coalesce(array_agg(DISTINCT kind ORDER BY kind), '{}')"
-            " FROM agents, jsonb_object_keys(engine_manifests) AS kind WHERE lease_expires_at > now()"
-        )
+        running = await store.agents.live_engines(db)
         if running:
             raise InvalidArgument(
                 "engine", f"unknown engine {validation.echo(engine)}; connected agents run: {', '.join(running)}"
@@ -129,16 +109,7 @@ class Agents:
 
         Inside a transaction, pass its connection: taking a second one from the
         pool while holding the first can exhaust the pool under load."""
-        agent_id: str | None = await (conn or self._pool).fetchval(
-            "SELECT a.agent_id FROM agents a"
-            " LEFT JOIN sessions s ON s.agent_id = a.agent_id AND s.deleted_at IS NULL"
-            " WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines)"
-            " GROUP BY a.agent_id, a.capacity"
-            " HAVING count(s.session_id) < a.capacity"
-            " ORDER BY a.capacity - count(s.session_id) DESC, a.agent_id LIMIT 1",
-            engine,
-        )
-        return agent_id
+        return await store.agents.pick_for(conn or self._pool, engine)
 
     async def committed_cursors(self, agent_id: str, named: Mapping[str, int]) -> dict[str, int]:
         """Committed output_seq for every session the agent named or holds here."""
@@ -165,10 +136,7 @@ class Agents:
     async def enqueue(self, tx: JournalTransaction, agent_id: str, session_id: str, command: runner_pb2.Command) -> str:
         """Queue `command` for the agent inside `tx`; returns its command id."""
         command_id = command.command_id or str(uuid.uuid4())
-        command_seq = await tx.conn.fetchval(
-            "UPDATE agents SET last_command_seq = last_command_seq + 1 WHERE agent_id = $1 RETURNING last_command_seq",
-            agent_id,
-        )
+        command_seq = await store.agents.next_command_seq(tx.conn, agent_id)
         if command_seq is None:
             raise LookupError(f"agent {agent_id} is not registered")
         body = runner_pb2.Command()

@@ -71,17 +71,12 @@ class ReplicaLinks:
 
     async def record(self, agent_id: str, generation: int) -> None:
         # Only the newest stream's replica: an older stream attaching late must not win.
-        await self._pool.execute(
-            "UPDATE agents SET replica_address = $3 WHERE agent_id = $1 AND generation = $2",
-            agent_id,
-            generation,
-            self._own_address,
-        )
+        await store.agents.record_replica(self._pool, agent_id, generation, self._own_address)
 
     async def forward(
         self, agent_id: str, session_id: str, requests: AsyncIterator[runner_pb2.WorkspaceRequest]
     ) -> AsyncGenerator[runner_pb2.WorkspaceReply, None]:
-        address = await self._pool.fetchval("SELECT replica_address FROM agents WHERE agent_id = $1", agent_id)
+        address = await store.agents.replica_address(self._pool, agent_id)
         if not address or address == self._own_address:
             raise AgentNotConnected(
                 f"the agent {agent_id} running session {session_id} is not connected to the control plane; retry",

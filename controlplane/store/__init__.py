@@ -8,6 +8,7 @@ The map of tables to modules, and the exceptions, are in `controlplane`'s docstr
 
 from controlplane.store import (
     agent_commands,
+    agents,
     background_tasks,
     cluster_secret,
     engine_transcripts,
@@ -18,6 +19,7 @@ from controlplane.store import (
 
 __all__ = [
     "agent_commands",
+    "agents",
     "background_tasks",
     "cluster_secret",
     "engine_transcripts",
