@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from controlplane import store
 from controlplane.live import LiveTail
 from controlplane.session import VIEW_SQL, SessionRecord
 
@@ -140,21 +141,11 @@ class JournalTransaction:
         """Journal `events` in order; returns their seqs."""
         if not events:
             return []
-        last = await self.conn.fetchval(
-            "UPDATE sessions SET last_seq = last_seq + $2, updated_at = now() WHERE session_id = $1 RETURNING last_seq",
-            session_id,
-            len(events),
-        )
+        rows = [(e.kind.value, e.turn_id or None, dict(e.payload), e.output_seq) for e in events]
+        last = await store.events.append(self.conn, session_id, rows)
         if last is None:
             raise LookupError(f"session {session_id} does not exist")
         first = last - len(events) + 1
-        await self.conn.executemany(
-            "INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq) VALUES ($1, $2, $3, $4, $5, $6)",
-            [
-                (session_id, first + i, e.kind.value, e.turn_id or None, dict(e.payload), e.output_seq)
-                for i, e in enumerate(events)
-            ],
-        )
         await self.wake(session_id, last)
         return list(range(first, last + 1))
 
@@ -183,13 +174,7 @@ class Journal:
             self._live.publish(key, position)
 
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
-        rows = await self._pool.fetch(
-            "SELECT * FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-            session_id,
-            after_seq,
-            limit,
-        )
-        return [StoredEvent.from_row(r) for r in rows]
+        return [StoredEvent.from_row(r) for r in await store.events.read(self._pool, session_id, after_seq, limit)]
 
     async def session(self, session_id: str) -> SessionRecord | None:
         """The session with its pending interaction, open tasks and queue."""

@@ -1,0 +1,47 @@
+"""The `events` table: every session's journal, numbered by `seq` with no gap and no duplicate.
+
+One exception to one table per module: `append` also moves `sessions.last_seq` on, in the same
+transaction as the insert and first (the update locks the session row), because allocating the
+numbers and inserting the events are one operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+# An event as a row: kind, turn_id (None for none), payload, output_seq.
+EventRow = tuple[str, str | None, dict[str, Any], int | None]
+
+
+async def append(conn: asyncpg.Connection, session_id: str, rows: Sequence[EventRow]) -> int | None:
+    """Number `rows` after the session's last seq and insert them; the session's new last seq, None
+    (and nothing inserted) when there is no such session."""
+    last: int | None = await conn.fetchval(
+        "UPDATE sessions SET last_seq = last_seq + $2, updated_at = now() WHERE session_id = $1 RETURNING last_seq",
+        session_id,
+        len(rows),
+    )
+    if last is None:
+        return None
+    first = last - len(rows) + 1
+    await conn.executemany(
+        "INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq) VALUES ($1, $2, $3, $4, $5, $6)",
+        [(session_id, first + i, *row) for i, row in enumerate(rows)],
+    )
+    return last
+
+
+async def read(
+    db: asyncpg.Connection | asyncpg.Pool, session_id: str, after_seq: int, limit: int
+) -> list[asyncpg.Record]:
+    """Up to `limit` of the session's events after `after_seq`, in order."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT * FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        session_id,
+        after_seq,
+        limit,
+    )
+    return rows
