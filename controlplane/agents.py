@@ -96,13 +96,7 @@ class Agents:
 
     async def mark_held_runtimes(self, agent_id: str, session_ids: Sequence[str]) -> None:
         """An agent that reconnected still holds these sessions' runtimes."""
-        await self._pool.execute(
-            "UPDATE sessions SET runtime_available = true, updated_at = now()"
-            " WHERE agent_id = $1 AND session_id::text = ANY($2::text[]) AND NOT runtime_available"
-            " AND state NOT IN ('creating', 'failed', 'deleted', 'archived')",
-            agent_id,
-            list(session_ids),
-        )
+        await store.sessions.mark_held_runtimes(self._pool, agent_id, session_ids)
 
     async def pick_for(self, engine: str, conn: asyncpg.Connection | None = None) -> str | None:
         """The live agent that runs `engine` with the most free capacity.
@@ -113,25 +107,14 @@ class Agents:
 
     async def committed_cursors(self, agent_id: str, named: Mapping[str, int]) -> dict[str, int]:
         """Committed output_seq for every session the agent named or holds here."""
-        rows = await self._pool.fetch(
-            "SELECT session_id::text AS session_id, committed_output_seq FROM sessions"
-            " WHERE agent_id = $1 OR session_id::text = ANY($2::text[])",
-            agent_id,
-            list(named),
-        )
         cursors = dict.fromkeys(named, 0)
-        cursors.update({r["session_id"]: r["committed_output_seq"] for r in rows})
+        cursors.update(await store.sessions.committed_cursors(self._pool, agent_id, list(named)))
         return cursors
 
     async def live_sessions(self, agent_id: str) -> list[str]:
         """Sessions placed on the agent whose runtime it should keep: neither
         released (deleted, archived) nor failed. The agent destroys the others."""
-        rows = await self._pool.fetch(
-            "SELECT session_id::text AS session_id FROM sessions"
-            " WHERE agent_id = $1 AND state NOT IN ('deleted', 'archived', 'failed') ORDER BY session_id",
-            agent_id,
-        )
-        return [r["session_id"] for r in rows]
+        return await store.sessions.live_on(self._pool, agent_id)
 
     async def enqueue(self, tx: JournalTransaction, agent_id: str, session_id: str, command: runner_pb2.Command) -> str:
         """Queue `command` for the agent inside `tx`; returns its command id."""
@@ -162,8 +145,4 @@ class Agents:
             if row is None or error:
                 return
             if runner_pb2.Command.FromString(row["body"]).HasField("destroy_runtime"):
-                await conn.execute(
-                    "UPDATE sessions SET sandbox_id = NULL, updated_at = now()"
-                    " WHERE session_id = $1 AND state IN ('deleted', 'archived')",
-                    row["session_id"],
-                )
+                await store.sessions.forget_sandbox(conn, row["session_id"])

@@ -67,7 +67,7 @@ class Conversation:
         self._interrupt_deadline = interrupt_deadline
 
     async def _locked(self, tx: JournalTransaction, session_id: str) -> SessionRecord:
-        row = await tx.lock_session(session_id)
+        row = await store.sessions.lock(tx.conn, session_id)
         if row is None or row["state"] == SessionState.DELETED.value:
             raise SessionNotFound(session_id)
         return SessionRecord.from_row(row)
@@ -124,12 +124,9 @@ class Conversation:
             )
             await self._turns.close_interaction(tx, session_id, "the turn is being interrupted")
             deadline_ms = int(self._interrupt_deadline.total_seconds() * 1000)
-            await tx.update_session(session_id, state=SessionState.INTERRUPTING)
-            await tx.conn.execute(
-                "UPDATE sessions SET interrupt_deadline = now() + $2 WHERE session_id = $1",
-                session_id,
-                self._interrupt_deadline * 3,  # the agent's deadline, then time to report it
-            )
+            await store.sessions.update(tx.conn, session_id, state=SessionState.INTERRUPTING)
+            # The agent's deadline, then time to report it.
+            await store.sessions.set_interrupt_deadline(tx.conn, session_id, self._interrupt_deadline * 3)
             await self._agents.enqueue(
                 tx,
                 session.agent_id,
@@ -186,7 +183,7 @@ class Conversation:
                 ],
             )
             if session.state is SessionState.WAITING_FOR_INPUT:
-                await tx.update_session(session_id, state=SessionState.RUNNING)
+                await store.sessions.update(tx.conn, session_id, state=SessionState.RUNNING)
             await self._agents.enqueue(tx, session.agent_id, session_id, runner_pb2.Command(answer_interaction=command))
         log.info("interaction_answered", session_id=session_id, interaction_id=interaction_id, decision=answer.decision)
 
@@ -213,7 +210,7 @@ class Conversation:
                     )
                 ],
             )
-            await tx.update_session(session_id, permission_mode=mode)
+            await store.sessions.update(tx.conn, session_id, permission_mode=mode)
             if session.runtime_available and session.agent_id:
                 await self._agents.enqueue(
                     tx,

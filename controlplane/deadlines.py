@@ -23,25 +23,13 @@ import asyncpg
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane import store
 from controlplane.agents import Agents
 from controlplane.journal import EventKind, Journal, NewEvent
 from controlplane.session import SessionState
 from controlplane.turns import TurnOutcome, Turns
 
 log = structlog.get_logger(__name__)
-
-# Sessions whose runtime runs and has nothing to do (the query's alias: s).
-_IDLE = (
-    " WHERE s.state = 'ready' AND s.runtime_available AND NOT s.runtime_stopped AND s.current_turn_id IS NULL"
-    " AND s.deleted_at IS NULL AND s.agent_id IS NOT NULL"
-    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.session_id AND t.state = 'queued')"
-    " AND NOT EXISTS (SELECT 1 FROM background_tasks b WHERE b.session_id = s.session_id AND b.state = 'open')"
-)
-# Such sessions whose last event is older than $1.
-_IDLE_SINCE = (
-    "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s"
-    " JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq" + _IDLE + " AND e.at < now() - $1::interval"
-)
 
 
 class DeadlineSweeper:
@@ -74,23 +62,15 @@ class DeadlineSweeper:
 
     async def sweep(self) -> int:
         """One pass; returns how many sessions it settled something for."""
-        lost = await self._pool.fetch(
-            "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s JOIN agents a USING (agent_id)"
-            " WHERE s.runtime_available AND s.deleted_at IS NULL AND a.lease_expires_at < now()"
-        )
-        interrupts = await self._pool.fetch(
-            "SELECT session_id::text AS session_id FROM sessions WHERE state = 'interrupting' AND interrupt_deadline < now()"
-        )
-        startups = await self._pool.fetch(
-            "SELECT session_id::text AS session_id FROM sessions WHERE state = 'creating' AND created_at < now() - $1::interval",
-            self._startup_deadline,
-        )
+        lost = await store.sessions.on_lapsed_leases(self._pool)
+        interrupts = await store.sessions.interrupts_overdue(self._pool)
+        startups = await store.sessions.startups_overdue(self._pool, self._startup_deadline)
         for row in lost:
             await self._runtime_lost(row["session_id"], row["agent_id"])
-        for row in interrupts:
-            await self._interrupt_overdue(row["session_id"])
-        for row in startups:
-            await self._startup_overdue(row["session_id"])
+        for session_id in interrupts:
+            await self._interrupt_overdue(session_id)
+        for session_id in startups:
+            await self._startup_overdue(session_id)
         retried = await self._retry_destroys()
         stopped = await self._stop_idle()
         return len(lost) + len(interrupts) + len(startups) + retried + stopped
@@ -99,16 +79,14 @@ class DeadlineSweeper:
         """Ask the agents of sessions idle for `idle_stop_after` to stop their runtimes."""
         if self._idle_stop_after <= timedelta(0):
             return 0
-        rows = await self._pool.fetch(_IDLE_SINCE, self._idle_stop_after)
+        rows = await store.sessions.idle_since(self._pool, self._idle_stop_after)
         reason = f"idle for {self._idle_stop_after.total_seconds():g} s"
         stopped = 0
         for row in rows:
             session_id = row["session_id"]
             async with self._journal.transaction() as tx:
                 # Still idle, and nothing journaled since the query: the session is locked now.
-                idle = await tx.conn.fetchrow(
-                    _IDLE_SINCE + " AND s.session_id = $2 FOR UPDATE OF s", self._idle_stop_after, session_id
-                )
+                idle = await store.sessions.lock_if_idle_since(tx.conn, self._idle_stop_after, session_id)
                 if idle is None:
                     continue
                 await tx.append(session_id, [NewEvent(EventKind.RUNTIME_STOP_REQUESTED, {"reason": reason})])
@@ -124,13 +102,7 @@ class DeadlineSweeper:
 
     async def _retry_destroys(self) -> int:
         """Released sessions still naming a sandbox whose destroy was refused get another one."""
-        rows = await self._pool.fetch(
-            "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s"
-            " WHERE s.state IN ('deleted', 'archived') AND s.sandbox_id IS NOT NULL"
-            "  AND NOT EXISTS (SELECT 1 FROM agent_commands c WHERE c.session_id = s.session_id"
-            "   AND (c.acked_at IS NULL OR c.acked_at > now() - $1::interval))",
-            self._destroy_retry,
-        )
+        rows = await store.sessions.released_with_sandbox(self._pool, self._destroy_retry)
         for row in rows:
             async with self._journal.transaction() as tx:
                 await self._agents.enqueue(
@@ -147,18 +119,18 @@ class DeadlineSweeper:
     async def _runtime_lost(self, session_id: str, agent_id: str) -> None:
         reason = f"the data-plane agent {agent_id} stopped answering (its lease lapsed)"
         async with self._journal.transaction() as tx:
-            row = await tx.lock_existing_session(session_id)
+            row = await store.sessions.lock_existing(tx.conn, session_id)
             if not row["runtime_available"]:
                 return
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_LOST, {"reason": reason})])
-            await tx.update_session(session_id, runtime_available=False)
+            await store.sessions.update(tx.conn, session_id, runtime_available=False)
             if row["current_turn_id"]:
                 await self._turns.settle(tx, session_id, row["current_turn_id"], TurnOutcome.FAILED, reason)
         log.info("runtime_lost", session_id=session_id, agent_id=agent_id)
 
     async def _interrupt_overdue(self, session_id: str) -> None:
         async with self._journal.transaction() as tx:
-            row = await tx.lock_existing_session(session_id)
+            row = await store.sessions.lock_existing(tx.conn, session_id)
             if row["state"] != SessionState.INTERRUPTING.value or not row["current_turn_id"]:
                 return
             await self._turns.settle(
@@ -173,11 +145,11 @@ class DeadlineSweeper:
     async def _startup_overdue(self, session_id: str) -> None:
         reason = f"the runtime did not start within {int(self._startup_deadline.total_seconds())} s"
         async with self._journal.transaction() as tx:
-            row = await tx.lock_existing_session(session_id)
+            row = await store.sessions.lock_existing(tx.conn, session_id)
             if row["state"] != SessionState.CREATING.value:
                 return
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_FAILED, {"reason": reason})])
-            await tx.update_session(session_id, state=SessionState.FAILED, failure_reason=reason)
+            await store.sessions.update(tx.conn, session_id, state=SessionState.FAILED, failure_reason=reason)
             if row["agent_id"]:  # a start that finishes late must not leave its sandbox behind
                 await self._agents.enqueue(
                     tx,

@@ -19,7 +19,7 @@ import asyncpg
 
 from controlplane import store
 from controlplane.live import LiveTail
-from controlplane.session import VIEW_SQL, SessionRecord
+from controlplane.session import SessionRecord
 
 NOTIFY_CHANNEL = "astrabox_journal"
 
@@ -85,57 +85,12 @@ class StoredEvent:
         )
 
 
-# Projection columns a transaction may set; anything else is a programming error.
-_SESSION_COLUMNS = frozenset(
-    {
-        "state",
-        "runtime_available",
-        "runtime_stopped",
-        "agent_id",
-        "current_turn_id",
-        "engine_session_id",
-        "failure_reason",
-        "committed_output_seq",
-        "permission_mode",
-        "deleted_at",
-        "sandbox_id",
-        "slash_commands",
-        "interrupt_deadline",
-    }
-)
-
-
 class JournalTransaction:
     """One database transaction that may append events to several sessions."""
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
         self.wakes: dict[str, int] = {}
-
-    async def lock_session(self, session_id: str) -> asyncpg.Record | None:
-        """Lock the session row for the rest of the transaction and return it."""
-        return await self.conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
-
-    async def lock_existing_session(self, session_id: str) -> asyncpg.Record:
-        """`lock_session` for a session whose id was read from its row: session rows are
-        never deleted (a deleted session keeps its row), so the row is there."""
-        row = await self.lock_session(session_id)
-        assert row is not None, f"the sessions row of {session_id} is gone"
-        return row
-
-    async def update_session(self, session_id: str, **columns: Any) -> None:
-        unknown = set(columns) - _SESSION_COLUMNS
-        if unknown:
-            raise ValueError(f"not a projection column: {sorted(unknown)}")
-        if "state" in columns and isinstance(columns["state"], enum.Enum):
-            columns["state"] = columns["state"].value
-        names = list(columns)
-        assignments = ", ".join(f"{name} = ${i + 2}" for i, name in enumerate(names))
-        await self.conn.execute(
-            f"UPDATE sessions SET {assignments}, updated_at = now() WHERE session_id = $1",
-            session_id,
-            *(columns[n] for n in names),
-        )
 
     async def append(self, session_id: str, events: Sequence[NewEvent]) -> list[int]:
         """Journal `events` in order; returns their seqs."""
@@ -178,5 +133,4 @@ class Journal:
 
     async def session(self, session_id: str) -> SessionRecord | None:
         """The session with its pending interaction, open tasks and queue."""
-        row = await self._pool.fetchrow(VIEW_SQL + " WHERE s.session_id = $1", session_id)
-        return SessionRecord.from_row(row) if row else None
+        return await store.sessions.view(self._pool, session_id)

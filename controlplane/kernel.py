@@ -18,14 +18,14 @@ import asyncpg
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import requests, validation
+from controlplane import requests, store, validation
 from controlplane.agents import Agents
 from controlplane.engines import DEFAULT_ENGINE
 from controlplane.errors import InvalidArgument, NoAgentAvailable, RequestIdReused, SessionNotFound
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
 from controlplane.live import LiveTail
 from controlplane.page_tokens import PageTokens
-from controlplane.session import VIEW_SQL, SessionRecord, SessionState
+from controlplane.session import SessionRecord, SessionState
 from controlplane.turns import TurnOutcome, Turns
 
 log = structlog.get_logger(__name__)
@@ -81,21 +81,19 @@ class SessionKernel:
             )
         session_id = str(uuid.uuid4())
         async with self._journal.transaction() as tx:
-            inserted = await tx.conn.fetchval(
-                "INSERT INTO sessions (session_id, request_id, request_fingerprint, engine, permission_mode,"
-                " model, labels, state, agent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-                " ON CONFLICT (request_id) DO NOTHING RETURNING session_id",
+            inserted = await store.sessions.insert(
+                tx.conn,
                 session_id,
                 request.request_id,
                 fingerprint,
                 manifest.kind,
                 mode,
                 request.model,
-                dict(request.labels),
-                SessionState.CREATING.value,
+                request.labels,
+                SessionState.CREATING,
                 agent_id,
             )
-            if inserted is not None:
+            if inserted:
                 command_id = await self._agents.enqueue(
                     tx,
                     agent_id,
@@ -122,7 +120,7 @@ class SessionKernel:
                         NewEvent(EventKind.STARTUP_PHASE, {"phase": "placed", "duration_ms": placed_ms}),
                     ],
                 )
-        if inserted is None:  # a retry (or a concurrent one that won the insert)
+        if not inserted:  # a retry (or a concurrent one that won the insert)
             existing = await self._by_request_id(request.request_id, fingerprint)
             assert existing is not None
             return existing
@@ -130,7 +128,7 @@ class SessionKernel:
         return await self._view(session_id)
 
     async def _by_request_id(self, request_id: str, fingerprint: str) -> SessionRecord | None:
-        row = await self._pool.fetchrow("SELECT * FROM sessions WHERE request_id = $1", request_id)
+        row = await store.sessions.by_request_id(self._pool, request_id)
         if row is None:
             return None
         if row["request_fingerprint"] != fingerprint:
@@ -149,26 +147,17 @@ class SessionKernel:
 
     async def list_sessions(self, page_size: int, page_token: str) -> tuple[list[SessionRecord], str]:
         size = validation.page_size(page_size, default=50, maximum=500)
+        before = None
         if page_token:
             token = self._page_tokens.read("sessions", page_token)
             try:
                 before = (datetime.fromisoformat(str(token["t"])), str(uuid.UUID(str(token["id"]))))
             except (KeyError, ValueError):
                 raise validation.page_token_invalid() from None
-            rows = await self._pool.fetch(
-                VIEW_SQL + " WHERE s.deleted_at IS NULL AND (s.created_at, s.session_id) < ($1, $2::uuid)"
-                " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $3",
-                *before,
-                size + 1,
-            )
-        else:
-            rows = await self._pool.fetch(
-                VIEW_SQL + " WHERE s.deleted_at IS NULL ORDER BY s.created_at DESC, s.session_id DESC LIMIT $1",
-                size + 1,
-            )
-        records = [SessionRecord.from_row(r) for r in rows[:size]]
+        found = await store.sessions.view_page(self._pool, size + 1, before)
+        records = found[:size]
         next_token = ""
-        if len(rows) > size:
+        if len(found) > size:
             last = records[-1]
             next_token = self._page_tokens.issue("sessions", {"t": last.created_at.isoformat(), "id": last.session_id})
         return records, next_token
@@ -186,7 +175,7 @@ class SessionKernel:
         if request_id:
             validation.client_id("request_id", request_id)
         async with self._journal.transaction() as tx:
-            row = await tx.lock_session(session_id)
+            row = await store.sessions.lock(tx.conn, session_id)
             if row is None or (row["state"] == SessionState.DELETED.value and final is SessionState.ARCHIVED):
                 raise SessionNotFound(session_id)
             session = SessionRecord.from_row(row)
@@ -207,7 +196,8 @@ class SessionKernel:
             await self._turns.settle(tx, session_id, session.current_turn_id, TurnOutcome.FAILED, reason)
         kind = EventKind.SESSION_DELETED if final is SessionState.DELETED else EventKind.SESSION_ARCHIVED
         await tx.append(session_id, [NewEvent(kind, {"request_id": request_id})])
-        await tx.update_session(
+        await store.sessions.update(
+            tx.conn,
             session_id,
             state=final,
             runtime_available=False,

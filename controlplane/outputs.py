@@ -78,7 +78,7 @@ class OutputCommitter:
     ) -> int:
         # An id that is not a session's (a buggy or hostile agent's) names no row: its outputs are
         # dropped like an unknown session's rather than failing the whole stream on the query.
-        row = await tx.lock_session(session_id) if _is_session_id(session_id) else None
+        row = await store.sessions.lock(tx.conn, session_id) if _is_session_id(session_id) else None
         last_offered = outputs[-1].output_seq
         if row is None or row["state"] == SessionState.DELETED.value or row["agent_id"] != agent_id:
             # Nowhere to journal them (unknown or deleted session, or one placed
@@ -112,7 +112,7 @@ class OutputCommitter:
         for output in fresh:
             await applier.apply(output)
         await applier.flush()
-        await tx.update_session(session_id, committed_output_seq=cursor)
+        await store.sessions.update(tx.conn, session_id, committed_output_seq=cursor)
         return cursor
 
 
@@ -137,7 +137,7 @@ class _Applier:
         return (await self.flush())[-1]
 
     async def _current(self) -> dict[str, Any]:
-        return dict(await self._tx.lock_existing_session(self._session_id))
+        return dict(await store.sessions.lock_existing(self._tx.conn, self._session_id))
 
     async def apply(self, output: runner_pb2.Output) -> None:
         body = output.WhichOneof("body")
@@ -159,13 +159,13 @@ class _Applier:
         if type_name == "ResultMessage":
             await self._journal_now(event)
             if data.get("session_id"):
-                await self._tx.update_session(self._session_id, engine_session_id=str(data["session_id"]))
+                await store.sessions.update(self._tx.conn, self._session_id, engine_session_id=str(data["session_id"]))
             await self._turn_result(output.turn_id, data)
         elif type_name == "SystemMessage" and data.get("subtype") == "init":
             await self._journal_now(event)
             engine_session_id = (data.get("data") or {}).get("session_id")
             if engine_session_id:
-                await self._tx.update_session(self._session_id, engine_session_id=str(engine_session_id))
+                await store.sessions.update(self._tx.conn, self._session_id, engine_session_id=str(engine_session_id))
         elif type_name == "TaskStartedMessage" and task_id:
             seq = await self._journal_now(event)
             await store.background_tasks.insert(
@@ -225,7 +225,7 @@ class _Applier:
         }
         if session["state"] == SessionState.CREATING.value:
             changes.update(state=SessionState.READY, failure_reason="")
-        await self._tx.update_session(self._session_id, **changes)
+        await store.sessions.update(self._tx.conn, self._session_id, **changes)
         await self._turns.dispatch_next(self._tx, self._session_id)
 
     async def _on_runtime_start_failed(self, output: runner_pb2.Output, failed: runner_pb2.RuntimeStartFailed) -> None:
@@ -234,12 +234,16 @@ class _Applier:
         )
         session = await self._current()
         if session["state"] == SessionState.CREATING.value:
-            await self._tx.update_session(
-                self._session_id, state=SessionState.FAILED, runtime_available=False, failure_reason=failed.reason
+            await store.sessions.update(
+                self._tx.conn,
+                self._session_id,
+                state=SessionState.FAILED,
+                runtime_available=False,
+                failure_reason=failed.reason,
             )
             return
         # A recovery failed: the message waiting for the runtime cannot run.
-        await self._tx.update_session(self._session_id, runtime_available=False)
+        await store.sessions.update(self._tx.conn, self._session_id, runtime_available=False)
         if session["current_turn_id"]:
             await self._turns.settle(
                 self._tx,
@@ -306,7 +310,7 @@ class _Applier:
             seq,
         )
         if session["state"] == SessionState.RUNNING.value:
-            await self._tx.update_session(self._session_id, state=SessionState.WAITING_FOR_INPUT)
+            await store.sessions.update(self._tx.conn, self._session_id, state=SessionState.WAITING_FOR_INPUT)
 
     async def _on_input_consumed(self, output: runner_pb2.Output, consumed: runner_pb2.InputConsumed) -> None:
         accepted = await store.turns.accepted_seq(self._tx.conn, self._session_id, output.turn_id)
@@ -341,7 +345,7 @@ class _Applier:
                 output_seq=output.output_seq,
             )
         )
-        await self._tx.update_session(self._session_id, slash_commands=commands)
+        await store.sessions.update(self._tx.conn, self._session_id, slash_commands=commands)
 
     async def _on_transcript_snapshot(self, output: runner_pb2.Output, snapshot: runner_pb2.TranscriptSnapshot) -> None:
         # Engine state, not conversation history: kept beside the journal, not in it.
@@ -367,7 +371,9 @@ class _Applier:
             "running" if not session["current_turn_id"] else "detached",
         )
         if session["state"] == SessionState.READY.value and not session["current_turn_id"]:
-            await self._tx.update_session(self._session_id, state=SessionState.RUNNING, current_turn_id=output.turn_id)
+            await store.sessions.update(
+                self._tx.conn, self._session_id, state=SessionState.RUNNING, current_turn_id=output.turn_id
+            )
 
     async def _on_runtime_lost(self, output: runner_pb2.Output, lost: runner_pb2.RuntimeLost) -> None:
         self._pending.append(NewEvent(EventKind.RUNTIME_LOST, {"reason": lost.reason}, output_seq=output.output_seq))
@@ -380,7 +386,7 @@ class _Applier:
                 output_seq=output.output_seq,
             )
         )
-        await self._tx.update_session(self._session_id, runtime_stopped=True)
+        await store.sessions.update(self._tx.conn, self._session_id, runtime_stopped=True)
 
     async def _on_sandbox_reconciled(self, output: runner_pb2.Output, done: runner_pb2.SandboxReconciled) -> None:
         self._pending.append(

@@ -116,12 +116,12 @@ class SessionRecord:
     pending_interaction: InteractionRecord | None = None
     background_tasks: Sequence[BackgroundTaskRecord] = ()
     queued_turn_ids: Sequence[str] = ()
-    # As the agents declared it (with `VIEW_SQL`); None when no agent declared the engine.
+    # As the agents declared it (read by `store.sessions.view`); None when no agent declared the engine.
     engine_manifest: EngineManifest | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
-        """From a sessions row, optionally joined with the columns of `VIEW_SQL`."""
+        """From a sessions row, optionally with the columns `store.sessions.view` adds."""
         keys = set(row.keys())
         pending = row["pending_interaction"] if "pending_interaction" in keys else None
         tasks = row["background_tasks"] if "background_tasks" in keys else None
@@ -150,21 +150,3 @@ class SessionRecord:
             queued_turn_ids=tuple(row["queued_turn_ids"] or ()) if "queued_turn_ids" in keys else (),
             engine_manifest=EngineManifest.from_json(row["engine"], manifest) if manifest else None,
         )
-
-
-# A session row with what GetSession shows beside it, in one round trip. The engine's manifest
-# is the one Agents.engine_manifest validates the session's requests against.
-VIEW_SQL = """
-SELECT s.*,
-  (SELECT to_jsonb(i) FROM interactions i
-    WHERE i.session_id = s.session_id AND i.state = 'pending') AS pending_interaction,
-  (SELECT jsonb_agg(jsonb_build_object('task_id', t.task_id, 'description', t.description,
-                                       'started_seq', t.started_seq) ORDER BY t.started_seq)
-     FROM background_tasks t WHERE t.session_id = s.session_id AND t.state = 'open') AS background_tasks,
-  (SELECT array_agg(q.turn_id ORDER BY q.accepted_seq) FROM turns q
-    WHERE q.session_id = s.session_id AND q.state = 'queued') AS queued_turn_ids,
-  (SELECT a.engine_manifests -> s.engine FROM agents a WHERE a.engine_manifests ? s.engine
-    ORDER BY a.agent_id IS NOT DISTINCT FROM s.agent_id DESC, a.lease_expires_at > now() DESC, a.connected_at DESC
-    LIMIT 1) AS engine_manifest
-FROM sessions s
-"""

@@ -74,7 +74,7 @@ class Turns:
     async def dispatch_next(self, tx: JournalTransaction, session_id: str) -> None:
         """Deliver the oldest queued message if the session is idle."""
         while True:
-            row = await tx.lock_existing_session(session_id)
+            row = await store.sessions.lock_existing(tx.conn, session_id)
             session = SessionRecord.from_row(row)
             if session.state is not SessionState.READY or session.current_turn_id:
                 return
@@ -92,8 +92,8 @@ class Turns:
                     continue
                 agent_id = placed
             await store.turns.set_state(tx.conn, session_id, turn.turn_id, "running")
-            await tx.update_session(
-                session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
+            await store.sessions.update(
+                tx.conn, session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
             )
             await self._agents.enqueue(
                 tx,
@@ -120,7 +120,7 @@ class Turns:
 
         Journals the outcome event, closes a pending interaction. Returns False
         when `turn_id` is not the running turn (it was settled already)."""
-        row = await tx.lock_session(session_id)
+        row = await store.sessions.lock(tx.conn, session_id)
         if row is None or row["current_turn_id"] != turn_id:
             return False
         await self.close_interaction(tx, session_id, reason or f"the turn {outcome.value}")
@@ -132,7 +132,8 @@ class Turns:
             await tx.append(session_id, [event])
         await store.turns.set_state(tx.conn, session_id, turn_id, outcome.value)
         state = SessionState(row["state"])
-        await tx.update_session(
+        await store.sessions.update(
+            tx.conn,
             session_id,
             state=SessionState.READY if state.busy else state,
             current_turn_id=None,
@@ -165,9 +166,7 @@ class Turns:
         if agent_id is None:
             return None
         transcript = await store.engine_transcripts.find(tx.conn, session.session_id)
-        committed = await tx.conn.fetchval(
-            "SELECT committed_output_seq FROM sessions WHERE session_id = $1", session.session_id
-        )
+        committed = await store.sessions.committed_output_seq(tx.conn, session.session_id)
         resume = transcript.engine_session_id if transcript else session.engine_session_id
         command_id = await self._agents.enqueue(
             tx,
@@ -188,6 +187,6 @@ class Turns:
             session.session_id,
             [NewEvent(EventKind.STARTUP_REQUESTED, {"agent_id": agent_id, "command_id": command_id})],
         )
-        await tx.update_session(session.session_id, agent_id=agent_id)
+        await store.sessions.update(tx.conn, session.session_id, agent_id=agent_id)
         log.info("session_placed_again", session_id=session.session_id, agent_id=agent_id, resume=resume)
         return agent_id

@@ -15,6 +15,7 @@ from controlplane.store import (
     events,
     interactions,
     session_requests,
+    sessions,
     turns,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "events",
     "interactions",
     "session_requests",
+    "sessions",
     "turns",
 ]

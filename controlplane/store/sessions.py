@@ -1,0 +1,264 @@
+"""The `sessions` table: each session's row, its projection (state, turn, runtime, agent) and its cursors.
+
+Some queries here also read the tables whose rows they answer about a session with: the view of a
+session (`view`, `view_page`) reads its pending interaction, open background tasks, queued turns and
+its engine's manifest (`agents`); the sweeps read `agents` (lapsed leases), `events` (the time of the
+last one), `turns` and `background_tasks` (idleness) and `agent_commands` (destructions to retry).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from controlplane.session import SessionRecord, SessionState
+
+# Projection columns a transaction may set; anything else is a programming error.
+_PROJECTION_COLUMNS = frozenset(
+    {
+        "state",
+        "runtime_available",
+        "runtime_stopped",
+        "agent_id",
+        "current_turn_id",
+        "engine_session_id",
+        "failure_reason",
+        "committed_output_seq",
+        "permission_mode",
+        "deleted_at",
+        "sandbox_id",
+        "slash_commands",
+        "interrupt_deadline",
+    }
+)
+
+# A session row with what GetSession shows beside it, in one round trip. The engine's manifest
+# is the one Agents.engine_manifest validates the session's requests against.
+_VIEW = """
+SELECT s.*,
+  (SELECT to_jsonb(i) FROM interactions i
+    WHERE i.session_id = s.session_id AND i.state = 'pending') AS pending_interaction,
+  (SELECT jsonb_agg(jsonb_build_object('task_id', t.task_id, 'description', t.description,
+                                       'started_seq', t.started_seq) ORDER BY t.started_seq)
+     FROM background_tasks t WHERE t.session_id = s.session_id AND t.state = 'open') AS background_tasks,
+  (SELECT array_agg(q.turn_id ORDER BY q.accepted_seq) FROM turns q
+    WHERE q.session_id = s.session_id AND q.state = 'queued') AS queued_turn_ids,
+  (SELECT a.engine_manifests -> s.engine FROM agents a WHERE a.engine_manifests ? s.engine
+    ORDER BY a.agent_id IS NOT DISTINCT FROM s.agent_id DESC, a.lease_expires_at > now() DESC, a.connected_at DESC
+    LIMIT 1) AS engine_manifest
+FROM sessions s
+"""
+
+# Sessions whose runtime runs and has nothing to do (the query's alias: s).
+_IDLE = (
+    " WHERE s.state = 'ready' AND s.runtime_available AND NOT s.runtime_stopped AND s.current_turn_id IS NULL"
+    " AND s.deleted_at IS NULL AND s.agent_id IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.session_id AND t.state = 'queued')"
+    " AND NOT EXISTS (SELECT 1 FROM background_tasks b WHERE b.session_id = s.session_id AND b.state = 'open')"
+)
+# Such sessions whose last event is older than $1.
+_IDLE_SINCE = (
+    "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s"
+    " JOIN events e ON e.session_id = s.session_id AND e.seq = s.last_seq" + _IDLE + " AND e.at < now() - $1::interval"
+)
+
+
+async def insert(
+    conn: asyncpg.Connection,
+    session_id: str,
+    request_id: str,
+    request_fingerprint: str,
+    engine: str,
+    permission_mode: str,
+    model: str,
+    labels: Mapping[str, str],
+    state: SessionState,
+    agent_id: str,
+) -> bool:
+    """Create the session's row; False when a session was created with `request_id` already."""
+    inserted = await conn.fetchval(
+        "INSERT INTO sessions (session_id, request_id, request_fingerprint, engine, permission_mode,"
+        " model, labels, state, agent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        " ON CONFLICT (request_id) DO NOTHING RETURNING session_id",
+        session_id,
+        request_id,
+        request_fingerprint,
+        engine,
+        permission_mode,
+        model,
+        dict(labels),
+        state.value,
+        agent_id,
+    )
+    return inserted is not None
+
+
+async def lock(conn: asyncpg.Connection, session_id: str) -> asyncpg.Record | None:
+    """Lock the session row for the rest of the transaction and return it."""
+    return await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
+
+
+async def lock_existing(conn: asyncpg.Connection, session_id: str) -> asyncpg.Record:
+    """`lock` for a session whose id was read from its row: session rows are
+    never deleted (a deleted session keeps its row), so the row is there."""
+    row = await lock(conn, session_id)
+    assert row is not None, f"the sessions row of {session_id} is gone"
+    return row
+
+
+async def update(conn: asyncpg.Connection, session_id: str, **columns: Any) -> None:
+    """Set projection columns of the session (an enum by its value)."""
+    unknown = set(columns) - _PROJECTION_COLUMNS
+    if unknown:
+        raise ValueError(f"not a projection column: {sorted(unknown)}")
+    if "state" in columns and isinstance(columns["state"], enum.Enum):
+        columns["state"] = columns["state"].value
+    names = list(columns)
+    assignments = ", ".join(f"{name} = ${i + 2}" for i, name in enumerate(names))
+    await conn.execute(
+        f"UPDATE sessions SET {assignments}, updated_at = now() WHERE session_id = $1",
+        session_id,
+        *(columns[n] for n in names),
+    )
+
+
+async def set_interrupt_deadline(conn: asyncpg.Connection, session_id: str, after: timedelta) -> None:
+    """An interrupt not reported within `after` from now is settled by the sweep."""
+    await conn.execute(
+        "UPDATE sessions SET interrupt_deadline = now() + $2 WHERE session_id = $1",
+        session_id,
+        after,
+    )
+
+
+async def by_request_id(db: asyncpg.Connection | asyncpg.Pool, request_id: str) -> asyncpg.Record | None:
+    """The session created with `request_id`."""
+    return await db.fetchrow("SELECT * FROM sessions WHERE request_id = $1", request_id)
+
+
+async def committed_output_seq(conn: asyncpg.Connection, session_id: str) -> int:
+    seq: int = await conn.fetchval("SELECT committed_output_seq FROM sessions WHERE session_id = $1", session_id)
+    return seq
+
+
+async def view(db: asyncpg.Connection | asyncpg.Pool, session_id: str) -> SessionRecord | None:
+    """The session with its pending interaction, open tasks, queue and engine manifest."""
+    row = await db.fetchrow(_VIEW + " WHERE s.session_id = $1", session_id)
+    return SessionRecord.from_row(row) if row else None
+
+
+async def view_page(
+    db: asyncpg.Connection | asyncpg.Pool, limit: int, before: tuple[datetime, str] | None
+) -> list[SessionRecord]:
+    """Up to `limit` sessions not deleted, newest first, after the (created_at, session_id) `before`."""
+    if before is not None:
+        rows = await db.fetch(
+            _VIEW + " WHERE s.deleted_at IS NULL AND (s.created_at, s.session_id) < ($1, $2::uuid)"
+            " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $3",
+            *before,
+            limit,
+        )
+    else:
+        rows = await db.fetch(
+            _VIEW + " WHERE s.deleted_at IS NULL ORDER BY s.created_at DESC, s.session_id DESC LIMIT $1",
+            limit,
+        )
+    return [SessionRecord.from_row(r) for r in rows]
+
+
+async def mark_held_runtimes(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, session_ids: Sequence[str]) -> None:
+    """The agent still holds these sessions' runtimes (it reconnected): they are available again."""
+    await db.execute(
+        "UPDATE sessions SET runtime_available = true, updated_at = now()"
+        " WHERE agent_id = $1 AND session_id::text = ANY($2::text[]) AND NOT runtime_available"
+        " AND state NOT IN ('creating', 'failed', 'deleted', 'archived')",
+        agent_id,
+        list(session_ids),
+    )
+
+
+async def committed_cursors(
+    db: asyncpg.Connection | asyncpg.Pool, agent_id: str, session_ids: Sequence[str]
+) -> dict[str, int]:
+    """Committed output_seq of the sessions placed on the agent or named, by session id (an id that
+    names no session is left out)."""
+    rows = await db.fetch(
+        "SELECT session_id::text AS session_id, committed_output_seq FROM sessions"
+        " WHERE agent_id = $1 OR session_id::text = ANY($2::text[])",
+        agent_id,
+        list(session_ids),
+    )
+    return {r["session_id"]: r["committed_output_seq"] for r in rows}
+
+
+async def live_on(db: asyncpg.Connection | asyncpg.Pool, agent_id: str) -> list[str]:
+    """Sessions placed on the agent that are neither released (deleted, archived) nor failed."""
+    rows = await db.fetch(
+        "SELECT session_id::text AS session_id FROM sessions"
+        " WHERE agent_id = $1 AND state NOT IN ('deleted', 'archived', 'failed') ORDER BY session_id",
+        agent_id,
+    )
+    return [r["session_id"] for r in rows]
+
+
+async def forget_sandbox(conn: asyncpg.Connection, session_id: str) -> None:
+    """A released session's sandbox is confirmed destroyed: the session names it no more."""
+    await conn.execute(
+        "UPDATE sessions SET sandbox_id = NULL, updated_at = now()"
+        " WHERE session_id = $1 AND state IN ('deleted', 'archived')",
+        session_id,
+    )
+
+
+async def on_lapsed_leases(db: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg.Record]:
+    """Sessions with a runtime on an agent whose lease lapsed: session_id, agent_id."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s JOIN agents a USING (agent_id)"
+        " WHERE s.runtime_available AND s.deleted_at IS NULL AND a.lease_expires_at < now()"
+    )
+    return rows
+
+
+async def interrupts_overdue(db: asyncpg.Connection | asyncpg.Pool) -> list[str]:
+    """Sessions interrupting past their interrupt deadline."""
+    rows = await db.fetch(
+        "SELECT session_id::text AS session_id FROM sessions WHERE state = 'interrupting' AND interrupt_deadline < now()"
+    )
+    return [r["session_id"] for r in rows]
+
+
+async def startups_overdue(db: asyncpg.Connection | asyncpg.Pool, deadline: timedelta) -> list[str]:
+    """Sessions still creating `deadline` after they were created."""
+    rows = await db.fetch(
+        "SELECT session_id::text AS session_id FROM sessions WHERE state = 'creating' AND created_at < now() - $1::interval",
+        deadline,
+    )
+    return [r["session_id"] for r in rows]
+
+
+async def idle_since(db: asyncpg.Connection | asyncpg.Pool, idle: timedelta) -> list[asyncpg.Record]:
+    """Sessions whose runtime runs with nothing to do and nothing journaled for `idle`: session_id, agent_id."""
+    rows: list[asyncpg.Record] = await db.fetch(_IDLE_SINCE, idle)
+    return rows
+
+
+async def lock_if_idle_since(conn: asyncpg.Connection, idle: timedelta, session_id: str) -> asyncpg.Record | None:
+    """`idle_since` for one session, whose row it locks; None when it is no longer idle."""
+    return await conn.fetchrow(_IDLE_SINCE + " AND s.session_id = $2 FOR UPDATE OF s", idle, session_id)
+
+
+async def released_with_sandbox(db: asyncpg.Connection | asyncpg.Pool, quiet_for: timedelta) -> list[asyncpg.Record]:
+    """Released sessions still naming a sandbox, with no command unacknowledged or acknowledged
+    within `quiet_for`: session_id, agent_id."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s"
+        " WHERE s.state IN ('deleted', 'archived') AND s.sandbox_id IS NOT NULL"
+        "  AND NOT EXISTS (SELECT 1 FROM agent_commands c WHERE c.session_id = s.session_id"
+        "   AND (c.acked_at IS NULL OR c.acked_at > now() - $1::interval))",
+        quiet_for,
+    )
+    return rows
