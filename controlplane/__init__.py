@@ -1,0 +1,51 @@
+"""The control plane: sessions, their journal and the agents that run them, on PostgreSQL.
+
+One process per replica (`python -m controlplane`, `astrabox controlplane`); replicas share one
+database and nothing else. Its map:
+
+    server.py        composition root: pool, migrations, the services below, the sweep
+    main.py          the process: flags, logging, run until signalled
+    settings.py      every setting: flag, environment variable, default
+    database.py      the connection pool and the migrations (owns `schema_migrations`)
+    embedded_postgres.py  a PostgreSQL of its own for `astrabox up` and the tests
+    migrations/      the schema, one numbered SQL file per change
+  the client's side
+    api.py           SessionKernelService: protobuf in, domain calls, protobuf out
+    edge.py          around every call: tolerant decoding, bounded requests, errors as statuses
+    validation.py    what a request's fields may hold
+    convert.py       domain records to protobuf
+    status.py, errors.py  the domain errors and their one mapping to gRPC statuses
+    page_tokens.py   signed cursors of paged listings
+  sessions
+    kernel.py        create, get, list, archive, delete sessions; list and watch their events
+    conversation.py  messages, interrupts, answers to interactions, permission modes, task stops
+    turns.py         the queue of messages, their dispatch to the engine, their end, placing again
+    requests.py      idempotency of session commands (request ids)
+    session.py       the session's records and states
+    journal.py       the journal transaction: events appended, watchers woken after the commit
+    live.py          the live tail: this replica's watchers, and LISTEN/NOTIFY from the others
+    deadlines.py     the sweep: lapsed leases, overdue interrupts and startups, idle runtimes
+  agents
+    relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats
+    outputs.py       an agent's outputs journaled exactly once, with their projection changes
+    agents.py        leases, engine manifests, placement, the commands queued for agents
+    engines.py       engines' capability manifests, as agents declare them
+    workspace.py     workspace requests carried to the session's agent
+    forwarding.py    ... through the replica holding the agent's stream (ForwardWorkspace)
+  store/           the SQL, one owner module per table, holding every statement on it
+    sessions.py            sessions; also reads interactions, background_tasks, turns and agents
+                           (a session's view) and agents, events, agent_commands (the sweep)
+    events.py              events; its append also moves sessions.last_seq on (one atomic step)
+    turns.py               turns            interactions.py        interactions
+    background_tasks.py    background_tasks session_requests.py    session_requests
+    engine_transcripts.py  engine_transcripts
+    agents.py              agents; placement also counts sessions
+    agent_commands.py      agent_commands   cluster_secret.py      cluster_secret
+  identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
+                   map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
+
+The owner functions take the connection, so callers keep their transactions and the order of
+their statements (tests/controlplane/test_table_owners.py keeps SQL in its owner). Imports go
+downwards: server → identity, api, relay, deadlines → kernel, conversation, outputs → turns →
+agents → journal → store → session, engines. Nothing here imports `dataplane_agent`.
+"""
