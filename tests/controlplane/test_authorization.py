@@ -117,7 +117,7 @@ async def test_each_bad_credential_is_refused_by_every_rpc_and_changes_nothing(p
                 if got[:2] != (code, reason):
                     problems.append(f"{method.name} with {case}: {got}")
                 for secret in (viewer, revoked.secret, expired.secret, unknown, wrong_secret):
-                    if secret in got[2] or secret.split("_")[2] in got[2]:
+                    if secret in got[2] or secret.split("_", 2)[2] in got[2]:
                         problems.append(f"{method.name} with {case}: the message quotes a secret")
             # The viewer may read, nothing else.
         for service, method in METHODS:
@@ -191,9 +191,9 @@ async def test_a_key_records_its_last_use_and_listings_never_hold_secrets(plane:
             await ci.admin.whoami()
         [listed] = [k for k in await admin.admin.list_api_keys() if k.key_id == created.key.key_id]
         assert listed.HasField("last_use_time") and listed.created_by.startswith("key:")
-        assert created.secret.split("_")[2] not in str(await admin.admin.list_api_keys())
+        assert created.secret.split("_", 2)[2] not in str(await admin.admin.list_api_keys())
     stored = await plane.pool.fetchrow("SELECT * FROM api_keys WHERE key_id = $1", created.key.key_id)
-    assert created.secret.split("_")[2].encode() not in b"".join(
+    assert created.secret.split("_", 2)[2].encode() not in b"".join(
         v if isinstance(v, bytes) else str(v).encode() for v in stored.values()
     )
 
@@ -249,7 +249,7 @@ async def test_every_mutating_call_is_audited_with_its_caller_and_outcome_and_ne
         assert (by_method["SendMessage"].code, by_method["SendMessage"].session_id) == ("NOT_FOUND", missing_session)
         assert by_method["RevokeApiKey"].details["key_id"] == created.key.key_id
         text = str(records)
-        assert "secret plans" not in text and created.secret.split("_")[2] not in text
+        assert "secret plans" not in text and created.secret.split("_", 2)[2] not in text
         # Paged, and only for admins.
         first = await admin.admin.list_audit_records(page_size=3)
         rest = await admin.admin.list_audit_records(page_size=3, page_token=first.next_page_token)
