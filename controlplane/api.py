@@ -1,4 +1,9 @@
-"""The client-facing SessionKernelService: protobuf in, domain calls, protobuf out."""
+"""The client-facing SessionKernelService: protobuf in, domain calls, protobuf out.
+
+Every call arrives authenticated, and a call naming a session only when the
+session is the caller's project's (`controlplane.identity`); what is left to
+scope here is what names no session: a new session's project and the listing.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.conversation import Answer, Conversation, SendMessage
 from controlplane.convert import event_to_proto, session_to_proto
 from controlplane.errors import InvalidArgument, KernelError
+from controlplane.identity import callers
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.status import maps_errors, to_status
 from controlplane.workspace import WorkspaceFiles, drain
@@ -47,6 +53,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         record = await self._kernel.create_session(
             CreateSession(
                 request_id=request.request_id,
+                project_id=callers.current().project_id,
                 engine=request.engine,
                 permission_mode=request.permission_mode,
                 model=request.model,
@@ -65,7 +72,9 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSessionsResponse:
-        records, token = await self._kernel.list_sessions(request.page_size, request.page_token)
+        records, token = await self._kernel.list_sessions(
+            callers.current().project_id, request.page_size, request.page_token
+        )
         return pb.ListSessionsResponse(sessions=[session_to_proto(r) for r in records], next_page_token=token)
 
     @maps_errors

@@ -3,7 +3,9 @@
 Before: the request bytes are decoded here rather than by gRPC (which answers
 bytes that are no valid request with UNKNOWN and the parser's text), and every
 request message is bounded by `controlplane.validation.request`; either
-refusal is INVALID_ARGUMENT. After: a domain error becomes its status
+refusal is INVALID_ARGUMENT. Then the request is scoped (`scope`: the session
+it names must be the caller's project's, `controlplane.identity.tenancy`; for
+a stream, its first message). After: a domain error becomes its status
 (`controlplane.status`), anything else INTERNAL with a reference to the log
 entry that holds the details. So a caller never sees UNKNOWN, nor an
 exception's text.
@@ -26,6 +28,9 @@ from controlplane.workspace import drain
 
 MALFORMED_REQUEST = "MALFORMED_REQUEST"
 
+# Admits a decoded, bounded request, or raises the KernelError its caller gets.
+Scope = Callable[[Message], Awaitable[None]]
+
 
 @dataclass(frozen=True, slots=True)
 class _Undecodable:
@@ -43,9 +48,10 @@ class Edge(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]
     mapping only: their requests carry engine output, which is data, not bounded fields; and a
     refused agent stream is not drained (it does not end until the agent goes)."""
 
-    def __init__(self, *service_names: str, internal: tuple[str, ...] = ()) -> None:
+    def __init__(self, *service_names: str, internal: tuple[str, ...] = (), scope: Scope | None = None) -> None:
         self._prefixes = tuple(f"/{name}/" for name in service_names)
         self._internal = tuple(f"/{name}/" for name in internal)
+        self._scope = scope
 
     async def intercept_service(
         self,
@@ -57,13 +63,15 @@ class Edge(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]
         if handler is None:
             return handler
         if method.startswith(self._prefixes):
-            return guarded(handler, method)
+            return guarded(handler, method, scope=self._scope)
         if method.startswith(self._internal):
             return guarded(handler, method, bounded=False)
         return handler
 
 
-def guarded(handler: grpc.RpcMethodHandler, method: str, bounded: bool = True) -> grpc.RpcMethodHandler:
+def guarded(
+    handler: grpc.RpcMethodHandler, method: str, bounded: bool = True, scope: Scope | None = None
+) -> grpc.RpcMethodHandler:
     """`handler` with tolerant decoding, requests bounded (unless not `bounded`) and every error
     mapped to a status."""
     decode = handler.request_deserializer
@@ -80,15 +88,15 @@ def guarded(handler: grpc.RpcMethodHandler, method: str, bounded: bool = True) -
     # returns; the latter is wrapped as the unary-response handler it then is.
     behavior: Callable[..., Awaitable[Any] | AsyncIterator[Any]]
     if handler.unary_unary:
-        kind, behavior = "unary_unary", _unary_unary(handler.unary_unary, method, bounded)
+        kind, behavior = "unary_unary", _unary_unary(handler.unary_unary, method, bounded, scope)
     elif handler.unary_stream:
         wrap = _unary_stream if inspect.isasyncgenfunction(handler.unary_stream) else _unary_unary
-        kind, behavior = "unary_stream", wrap(handler.unary_stream, method, bounded)
+        kind, behavior = "unary_stream", wrap(handler.unary_stream, method, bounded, scope)
     elif handler.stream_unary:
-        kind, behavior = "stream_unary", _stream_unary(handler.stream_unary, method, bounded)
+        kind, behavior = "stream_unary", _stream_unary(handler.stream_unary, method, bounded, scope)
     else:
         wrap = _stream_stream if inspect.isasyncgenfunction(handler.stream_stream) else _stream_unary
-        kind, behavior = "stream_stream", wrap(handler.stream_stream, method, bounded)
+        kind, behavior = "stream_stream", wrap(handler.stream_stream, method, bounded, scope)
     return handler._replace(request_deserializer=deserialize, **{kind: behavior})
 
 
@@ -100,20 +108,32 @@ def _checked(request: Message | _Undecodable, bounded: bool = True) -> Message:
     return request
 
 
+async def _admitted(request: Message | _Undecodable, bounded: bool, scope: Scope | None) -> Message:
+    checked = _checked(request, bounded)
+    if scope is not None:
+        await scope(checked)
+    return checked
+
+
 class _CheckedStream:
     """A request stream whose messages are checked as they are read: a refused one raises
     InvalidArgument to the handler, and the stream stays readable (`controlplane.workspace.drain`
     reads the rest of a refused call before the refusal is sent)."""
 
-    def __init__(self, requests: AsyncIterator[Any], bounded: bool) -> None:
+    def __init__(self, requests: AsyncIterator[Any], bounded: bool, scope: Scope | None) -> None:
         self._requests = requests
         self._bounded = bounded
+        self._scope = scope
 
     def __aiter__(self) -> _CheckedStream:
         return self
 
     async def __anext__(self) -> Message:
-        return _checked(await anext(self._requests), self._bounded)
+        message = _checked(await anext(self._requests), self._bounded)
+        if self._scope is not None:
+            scope, self._scope = self._scope, None  # the first message names the session
+            await scope(message)
+        return message
 
 
 async def _refuse(context: grpc.aio.ServicerContext, error: Exception, method: str) -> None:
@@ -123,10 +143,12 @@ async def _refuse(context: grpc.aio.ServicerContext, error: Exception, method: s
     await context.abort_with_status(to_status(known))
 
 
-def _unary_unary(behavior: Callable[..., Awaitable[Any]], method: str, bounded: bool) -> Callable[..., Awaitable[Any]]:
+def _unary_unary(
+    behavior: Callable[..., Awaitable[Any]], method: str, bounded: bool, scope: Scope | None
+) -> Callable[..., Awaitable[Any]]:
     async def call(request: Message | _Undecodable, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await behavior(_checked(request, bounded), context)
+            return await behavior(await _admitted(request, bounded, scope), context)
         except grpc.aio.AbortError:
             raise
         except Exception as error:
@@ -136,11 +158,11 @@ def _unary_unary(behavior: Callable[..., Awaitable[Any]], method: str, bounded: 
 
 
 def _unary_stream(
-    behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool
+    behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool, scope: Scope | None
 ) -> Callable[..., AsyncIterator[Any]]:
     async def call(request: Message | _Undecodable, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
-            async for response in behavior(_checked(request, bounded), context):
+            async for response in behavior(await _admitted(request, bounded, scope), context):
                 yield response
         except grpc.aio.AbortError:
             raise
@@ -150,9 +172,11 @@ def _unary_stream(
     return call
 
 
-def _stream_unary(behavior: Callable[..., Awaitable[Any]], method: str, bounded: bool) -> Callable[..., Awaitable[Any]]:
+def _stream_unary(
+    behavior: Callable[..., Awaitable[Any]], method: str, bounded: bool, scope: Scope | None
+) -> Callable[..., Awaitable[Any]]:
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        checked = _CheckedStream(requests, bounded)
+        checked = _CheckedStream(requests, bounded, scope)
         try:
             return await behavior(checked, context)
         except grpc.aio.AbortError:
@@ -166,10 +190,10 @@ def _stream_unary(behavior: Callable[..., Awaitable[Any]], method: str, bounded:
 
 
 def _stream_stream(
-    behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool
+    behavior: Callable[..., AsyncIterator[Any]], method: str, bounded: bool, scope: Scope | None
 ) -> Callable[..., AsyncIterator[Any]]:
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        checked = _CheckedStream(requests, bounded)
+        checked = _CheckedStream(requests, bounded, scope)
         try:
             async for response in behavior(checked, context):
                 yield response

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 import asyncpg
@@ -26,7 +27,8 @@ from google.rpc import error_details_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane import store
-from controlplane.errors import AgentNotConnected, KernelError, WorkspaceFailed
+from controlplane.errors import AgentNotConnected, KernelError, SessionNotFound, WorkspaceFailed
+from controlplane.identity import callers
 from controlplane.settings import MAX_GRPC_MESSAGE_BYTES
 from controlplane.status import error_info, to_status
 from controlplane.workspace import REPLY_TIMEOUT_S, WorkspaceRouter, drain
@@ -34,6 +36,9 @@ from controlplane.workspace import REPLY_TIMEOUT_S, WorkspaceRouter, drain
 log = structlog.get_logger(__name__)
 
 SECRET_METADATA = "astrabox-cluster-secret"
+# The caller a forwarded call is made for: its project (checked again where the call lands) and who.
+PROJECT_METADATA = "astrabox-project-id"
+CALLER_METADATA = "astrabox-caller"
 # How long a replica may take to accept a connection before the agent counts as unreachable.
 CONNECT_TIMEOUT_S = 5.0
 # The far replica gives up on a silent agent after REPLY_TIMEOUT_S; a replica
@@ -83,7 +88,9 @@ class ReplicaLinks:
                 {"agent_id": agent_id},
             )
         channel = await self._ready_channel(address, agent_id)
-        call = _runner_stub(channel).ForwardWorkspace(metadata=self._metadata)
+        caller = callers.current()
+        metadata = (*self._metadata, (PROJECT_METADATA, str(caller.project_id)), (CALLER_METADATA, caller.who))
+        call = _runner_stub(channel).ForwardWorkspace(metadata=metadata)
         try:
             await _send(call, agent_id, session_id, requests)
             while True:
@@ -187,9 +194,10 @@ class ForwardingServicer:
     """RunnerService.ForwardWorkspace: another replica's workspace request for an
     agent attached here, served through this replica's own streams only."""
 
-    def __init__(self, router: WorkspaceRouter, secret: str) -> None:
+    def __init__(self, router: WorkspaceRouter, secret: str, pool: asyncpg.Pool) -> None:
         self._router = router
         self._secret = secret.encode()
+        self._pool = pool
 
     async def ForwardWorkspace(
         self, request_iterator: AsyncIterator[runner_pb2.ForwardWorkspaceRequest], context: grpc.aio.ServicerContext
@@ -208,11 +216,25 @@ class ForwardingServicer:
                 yield message.request
 
         try:
+            await self._for_its_project(context, first.session_id)
             async for reply in self._router.exchange_here(first.agent_id, first.session_id, requests()):
                 yield runner_pb2.ForwardWorkspaceResponse(reply=reply)
         except KernelError as error:
             await drain(request_iterator)
             await context.abort_with_status(to_status(error))
+
+    async def _for_its_project(self, context: grpc.aio.ServicerContext, session_id: str) -> None:
+        """The replica that took the call checked its caller; this one checks again that the session is
+        the caller's project's (SessionNotFound otherwise, as there)."""
+        metadata = dict(context.invocation_metadata() or ())
+        try:
+            project = uuid.UUID(str(metadata.get(PROJECT_METADATA, "")))
+            session = uuid.UUID(session_id)
+        except ValueError:
+            raise SessionNotFound(session_id[:64]) from None
+        if await store.sessions.project_of(self._pool, session) != project:
+            log.warning("forward_for_another_project", session_id=str(session), caller=metadata.get(CALLER_METADATA))
+            raise SessionNotFound(str(session))
 
     def _from_a_replica(self, context: grpc.aio.ServicerContext) -> bool:
         for key, value in context.invocation_metadata() or ():

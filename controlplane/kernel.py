@@ -38,6 +38,8 @@ WATCH_BATCH = 500
 @dataclass(frozen=True, slots=True)
 class CreateSession:
     request_id: str
+    # The project the session belongs to (the caller's); request_id is unique within it.
+    project_id: uuid.UUID
     engine: str = ""
     permission_mode: str = ""
     model: str = ""
@@ -73,7 +75,7 @@ class SessionKernel:
         placed_ms = int((time.monotonic() - placing) * 1000)
         # A retry is answered by the insert's conflict below; only without an agent is it looked up
         # first, so that it returns its session rather than an error.
-        if agent_id is None and (existing := await self._by_request_id(request.request_id, fingerprint)):
+        if agent_id is None and (existing := await self._by_request_id(request, fingerprint)):
             return existing
         if agent_id is None:
             raise NoAgentAvailable(
@@ -84,6 +86,7 @@ class SessionKernel:
             inserted = await store.sessions.insert(
                 tx.conn,
                 session_id,
+                request.project_id,
                 request.request_id,
                 fingerprint,
                 manifest.kind,
@@ -121,14 +124,15 @@ class SessionKernel:
                     ],
                 )
         if not inserted:  # a retry (or a concurrent one that won the insert)
-            existing = await self._by_request_id(request.request_id, fingerprint)
+            existing = await self._by_request_id(request, fingerprint)
             assert existing is not None
             return existing
         log.info("session_created", session_id=session_id, agent_id=agent_id)
         return await self._view(session_id)
 
-    async def _by_request_id(self, request_id: str, fingerprint: str) -> SessionRecord | None:
-        row = await store.sessions.by_request_id(self._pool, request_id)
+    async def _by_request_id(self, request: CreateSession, fingerprint: str) -> SessionRecord | None:
+        request_id = request.request_id
+        row = await store.sessions.by_request_id(self._pool, request.project_id, request_id)
         if row is None:
             return None
         if row["request_fingerprint"] != fingerprint:
@@ -145,7 +149,10 @@ class SessionKernel:
             raise SessionNotFound(session_id)
         return record
 
-    async def list_sessions(self, page_size: int, page_token: str) -> tuple[list[SessionRecord], str]:
+    async def list_sessions(
+        self, project_id: uuid.UUID, page_size: int, page_token: str
+    ) -> tuple[list[SessionRecord], str]:
+        """A page of the project's sessions, newest first, and the next page's token."""
         size = validation.page_size(page_size, default=50, maximum=500)
         before = None
         if page_token:
@@ -154,7 +161,7 @@ class SessionKernel:
                 before = (datetime.fromisoformat(str(token["t"])), str(uuid.UUID(str(token["id"]))))
             except (KeyError, ValueError):
                 raise validation.page_token_invalid() from None
-        found = await store.sessions.view_page(self._pool, size + 1, before)
+        found = await store.sessions.view_page(self._pool, project_id, size + 1, before)
         records = found[:size]
         next_token = ""
         if len(found) > size:

@@ -27,6 +27,7 @@ from controlplane.identity.admin import AdminServicer
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
 from controlplane.identity.rules import ADMIN, KERNEL
+from controlplane.identity.tenancy import Tenancy
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
@@ -105,7 +106,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     ),
                     pool,
                 ),
-                Edge(KERNEL, ADMIN, internal=(RUNNER,)),
+                Edge(KERNEL, ADMIN, internal=(RUNNER,), scope=Tenancy(pool).scope),
             ],
             options=[
                 ("grpc.so_reuseport", 0),
@@ -140,7 +141,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
             router,
         )
-        _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret)), server)
+        _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret, pool)), server)
         _add_admin_service(AdminServicer(pool), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -7,6 +7,7 @@ store.py          the `projects` and `api_keys` tables' statements
 rules.py          the role each RPC needs (RULES, one table for every client-facing service)
 authenticator.py  the gRPC interceptor: credential → Caller (cached) → rule → handler
 admin.py          AdminService: projects, keys and the audit trail
+tenancy.py        a request naming a session admitted only for the session's project (at the edge)
 audit.py          the `audit_records` table: every mutating call, its caller and outcome
 bootstrap.py      the first admin key (--bootstrap-key-file)
 """

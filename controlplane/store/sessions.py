@@ -9,6 +9,7 @@ last one), `turns` and `background_tasks` (idleness) and `agent_commands` (destr
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -70,6 +71,7 @@ _IDLE_SINCE = (
 async def insert(
     conn: asyncpg.Connection,
     session_id: str,
+    project_id: uuid.UUID,
     request_id: str,
     request_fingerprint: str,
     engine: str,
@@ -79,12 +81,13 @@ async def insert(
     state: SessionState,
     agent_id: str,
 ) -> bool:
-    """Create the session's row; False when a session was created with `request_id` already."""
+    """Create the session's row; False when the project created a session with `request_id` already."""
     inserted = await conn.fetchval(
-        "INSERT INTO sessions (session_id, request_id, request_fingerprint, engine, permission_mode,"
-        " model, labels, state, agent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-        " ON CONFLICT (request_id) DO NOTHING RETURNING session_id",
+        "INSERT INTO sessions (session_id, project_id, request_id, request_fingerprint, engine, permission_mode,"
+        " model, labels, state, agent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        " ON CONFLICT (project_id, request_id) DO NOTHING RETURNING session_id",
         session_id,
+        project_id,
         request_id,
         request_fingerprint,
         engine,
@@ -135,9 +138,17 @@ async def set_interrupt_deadline(conn: asyncpg.Connection, session_id: str, afte
     )
 
 
-async def by_request_id(db: asyncpg.Connection | asyncpg.Pool, request_id: str) -> asyncpg.Record | None:
-    """The session created with `request_id`."""
-    return await db.fetchrow("SELECT * FROM sessions WHERE request_id = $1", request_id)
+async def by_request_id(
+    db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID, request_id: str
+) -> asyncpg.Record | None:
+    """The session the project created with `request_id`."""
+    return await db.fetchrow("SELECT * FROM sessions WHERE project_id = $1 AND request_id = $2", project_id, request_id)
+
+
+async def project_of(db: asyncpg.Connection | asyncpg.Pool, session_id: uuid.UUID) -> uuid.UUID | None:
+    """The project owning the session; None when there is no such session."""
+    project: uuid.UUID | None = await db.fetchval("SELECT project_id FROM sessions WHERE session_id = $1", session_id)
+    return project
 
 
 async def committed_output_seq(conn: asyncpg.Connection, session_id: str) -> int:
@@ -152,19 +163,24 @@ async def view(db: asyncpg.Connection | asyncpg.Pool, session_id: str) -> Sessio
 
 
 async def view_page(
-    db: asyncpg.Connection | asyncpg.Pool, limit: int, before: tuple[datetime, str] | None
+    db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID, limit: int, before: tuple[datetime, str] | None
 ) -> list[SessionRecord]:
-    """Up to `limit` sessions not deleted, newest first, after the (created_at, session_id) `before`."""
+    """Up to `limit` of the project's sessions not deleted, newest first, after the (created_at,
+    session_id) `before`."""
     if before is not None:
         rows = await db.fetch(
-            _VIEW + " WHERE s.deleted_at IS NULL AND (s.created_at, s.session_id) < ($1, $2::uuid)"
-            " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $3",
+            _VIEW
+            + " WHERE s.project_id = $1 AND s.deleted_at IS NULL AND (s.created_at, s.session_id) < ($2, $3::uuid)"
+            " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $4",
+            project_id,
             *before,
             limit,
         )
     else:
         rows = await db.fetch(
-            _VIEW + " WHERE s.deleted_at IS NULL ORDER BY s.created_at DESC, s.session_id DESC LIMIT $1",
+            _VIEW + " WHERE s.project_id = $1 AND s.deleted_at IS NULL"
+            " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $2",
+            project_id,
             limit,
         )
     return [SessionRecord.from_row(r) for r in rows]

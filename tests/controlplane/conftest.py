@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,6 +17,8 @@ from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.engines import EngineManifest
 from controlplane.forwarding import read_cluster_secret
+from controlplane.identity import store as identity_store
+from controlplane.identity.callers import Caller, Role
 from controlplane.journal import Journal
 from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
@@ -40,7 +43,14 @@ class Plane:
     live: LiveTail
     turns: Turns
     sweeper: DeadlineSweeper
+    # The operator project `default`: whose sessions the tests make through the kernel.
+    project_id: uuid.UUID
     next_output: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def caller(self) -> Caller:
+        """An operator admin of the project `default`: the caller of in-process servicer calls."""
+        return Caller(self.project_id, "default", Role.ADMIN, "testkey00000000a", operator=True)
 
     async def connect_agent(self, agent_id: str = "agent-1", capacity: int = 10) -> None:
         await self.agents.register(
@@ -77,6 +87,8 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
     agents = Agents(pool, timedelta(seconds=30))
     turns = Turns(agents)
     page_tokens = PageTokens.from_cluster_secret(await read_cluster_secret(pool))
+    async with pool.acquire() as conn:
+        project = await identity_store.operator_project(conn)
     try:
         yield Plane(
             pool,
@@ -88,6 +100,7 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
             live,
             turns,
             DeadlineSweeper(pool, journal, turns, agents, timedelta(seconds=180), destroy_retry=timedelta(0)),
+            project.project_id,
         )
     finally:
         await pool.close()

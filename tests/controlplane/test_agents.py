@@ -22,7 +22,7 @@ async def test_lapsed_lease_loses_the_runtime_and_fails_the_running_turn(plane):
     kernel = SessionKernel(plane.pool, plane.journal, agents, Turns(agents), plane.live, PageTokens(b"key"))
     hello = AgentHello("agent-1", "i1", ["local"], [CLAUDE_CODE], 4, {})
     await agents.register(hello)
-    session = await kernel.create_session(CreateSession(request_id="lease"))
+    session = await kernel.create_session(CreateSession(request_id="lease", project_id=plane.project_id))
     await plane.runtime_started(session.session_id)
     accepted = await plane.conversation.send_message(SendMessage(session.session_id, "m1", "hi"))
     assert (await kernel.get_session(session.session_id)).runtime_available

@@ -36,7 +36,9 @@ def hello(agent_id: str, *engines: EngineManifest, capacity: int = 4) -> AgentHe
 
 async def test_a_session_takes_its_default_mode_and_capabilities_from_the_declared_manifest(plane):
     await plane.agents.register(hello("agent-o", OTHER))
-    created = await plane.kernel.create_session(CreateSession(request_id="other-1", engine="other"))
+    created = await plane.kernel.create_session(
+        CreateSession(request_id="other-1", project_id=plane.project_id, engine="other")
+    )
     assert created.permission_mode == "ask"
     shown = session_to_proto(await plane.kernel.get_session(created.session_id))
     assert shown.capabilities.engine == "other"
@@ -52,7 +54,7 @@ async def test_a_session_takes_its_default_mode_and_capabilities_from_the_declar
 
 async def test_claude_codes_modes_are_the_ones_its_agent_declares(plane):
     await plane.connect_agent()
-    created = await plane.kernel.create_session(CreateSession(request_id="claude-1"))
+    created = await plane.kernel.create_session(CreateSession(request_id="claude-1", project_id=plane.project_id))
     assert (created.engine, created.permission_mode) == ("claude_code", "bypassPermissions")
     shown = session_to_proto(await plane.kernel.get_session(created.session_id))
     assert tuple(shown.capabilities.permission_modes) == CLAUDE_CODE.permission_modes
@@ -62,33 +64,37 @@ async def test_claude_codes_modes_are_the_ones_its_agent_declares(plane):
 async def test_an_engine_no_agent_declared_is_unknown_while_agents_run_others(plane):
     await plane.connect_agent()
     with pytest.raises(InvalidArgument) as refused:
-        await plane.kernel.create_session(CreateSession(request_id="other-2", engine="other"))
+        await plane.kernel.create_session(
+            CreateSession(request_id="other-2", project_id=plane.project_id, engine="other")
+        )
     assert refused.value.metadata == {"field": "engine"}
     assert "connected agents run: claude_code" in refused.value.message
 
 
 async def test_without_an_agent_that_declared_it_a_session_cannot_be_created(plane):
     with pytest.raises(NoAgentAvailable) as refused:  # no agent ever connected
-        await plane.kernel.create_session(CreateSession(request_id="none-1"))
+        await plane.kernel.create_session(CreateSession(request_id="none-1", project_id=plane.project_id))
     assert "start one with `astrabox agent`" in refused.value.message
 
 
 async def test_after_the_declaring_agent_lapsed_a_retried_create_still_returns_its_session(plane):
     await plane.connect_agent()
-    created = await plane.kernel.create_session(CreateSession(request_id="lapse-1"))
+    created = await plane.kernel.create_session(CreateSession(request_id="lapse-1", project_id=plane.project_id))
     await plane.pool.execute("UPDATE agents SET lease_expires_at = now() - interval '1 s'")
 
-    again = await plane.kernel.create_session(CreateSession(request_id="lapse-1"))
+    again = await plane.kernel.create_session(CreateSession(request_id="lapse-1", project_id=plane.project_id))
     assert again.session_id == created.session_id
     with pytest.raises(NoAgentAvailable):
-        await plane.kernel.create_session(CreateSession(request_id="lapse-2"))
+        await plane.kernel.create_session(CreateSession(request_id="lapse-2", project_id=plane.project_id))
 
 
 async def test_a_session_is_validated_against_what_its_own_agent_declared(plane):
     narrow = dataclasses.replace(CLAUDE_CODE, permission_modes=("default", "plan"), default_permission_mode="default")
     await plane.agents.register(hello("agent-narrow", narrow, capacity=100))
     await plane.agents.register(hello("agent-wide", CLAUDE_CODE, capacity=1))  # connected last
-    created = await plane.kernel.create_session(CreateSession(request_id="own-1", permission_mode="plan"))
+    created = await plane.kernel.create_session(
+        CreateSession(request_id="own-1", project_id=plane.project_id, permission_mode="plan")
+    )
     assert created.agent_id == "agent-narrow"  # the most free capacity
     assert list(session_to_proto(created).capabilities.permission_modes) == ["default", "plan"]
     with pytest.raises(InvalidArgument) as refused:
@@ -173,4 +179,6 @@ async def test_the_manifests_of_a_hello_are_what_its_sessions_are_validated_agai
         # Named without a manifest: not offered.
         assert await plane.agents.pick_for("claude_code") is None
         with pytest.raises(InvalidArgument):
-            await plane.kernel.create_session(CreateSession(request_id="h-1", engine="claude_code"))
+            await plane.kernel.create_session(
+                CreateSession(request_id="h-1", project_id=plane.project_id, engine="claude_code")
+            )

@@ -352,7 +352,12 @@ async def control_plane(
 ) -> AsyncIterator[tuple[RunningControlPlane, list[str]]]:
     """A control plane with an agent on record (not attached) and sessions: creating, ready, archived."""
     await plane.connect_agent(capacity=1000)
-    sessions = [(await plane.kernel.create_session(CreateSession(request_id=f"fuzz-{i}"))).session_id for i in range(3)]
+    sessions = [
+        (
+            await plane.kernel.create_session(CreateSession(request_id=f"fuzz-{i}", project_id=plane.project_id))
+        ).session_id
+        for i in range(3)
+    ]
     await plane.runtime_started(sessions[1])
     await plane.kernel.archive_session(sessions[2], "")
     settings = ControlPlaneSettings(

@@ -23,7 +23,7 @@ def engine_output(session_id: str, seq: int, type_name: str, payload: dict, turn
 
 async def started_turn(plane) -> tuple[str, str]:
     await plane.connect_agent()
-    session = await plane.kernel.create_session(CreateSession(request_id="r"))
+    session = await plane.kernel.create_session(CreateSession(request_id="r", project_id=plane.project_id))
     await plane.runtime_started(session.session_id)
     accepted = await plane.conversation.send_message(SendMessage(session.session_id, "m1", "hello"))
     return session.session_id, accepted.turn_id
@@ -31,7 +31,7 @@ async def started_turn(plane) -> tuple[str, str]:
 
 async def test_concurrent_appends_get_contiguous_seqs(plane):
     await plane.connect_agent()
-    session = await plane.kernel.create_session(CreateSession(request_id="r"))
+    session = await plane.kernel.create_session(CreateSession(request_id="r", project_id=plane.project_id))
     session_id = session.session_id
 
     async def writer(n: int) -> None:
@@ -111,7 +111,7 @@ async def test_a_gap_is_refused_and_nothing_of_it_is_stored(plane):
 
 async def test_runtime_failure_and_aborted_turns_update_the_projection(plane):
     await plane.connect_agent()
-    failing = await plane.kernel.create_session(CreateSession(request_id="f"))
+    failing = await plane.kernel.create_session(CreateSession(request_id="f", project_id=plane.project_id))
     await plane.committer.commit(
         "agent-1",
         [

@@ -66,11 +66,11 @@ def test_a_token_is_good_only_for_its_listing_and_its_cluster() -> None:
 
 async def test_the_kernel_refuses_tampered_tokens(plane) -> None:
     await plane.connect_agent()
-    first = await plane.kernel.create_session(CreateSession(request_id="one"))
-    await plane.kernel.create_session(CreateSession(request_id="two"))
+    first = await plane.kernel.create_session(CreateSession(request_id="one", project_id=plane.project_id))
+    await plane.kernel.create_session(CreateSession(request_id="two", project_id=plane.project_id))
     await plane.runtime_started(first.session_id)
 
-    _, sessions_token = await plane.kernel.list_sessions(1, "")
+    _, sessions_token = await plane.kernel.list_sessions(plane.project_id, 1, "")
     events, events_token = await plane.kernel.list_events(first.session_id, 0, 1, "")
     assert sessions_token and events_token and [e.seq for e in events] == [1]
     assert (await plane.kernel.list_events(first.session_id, 0, 1, events_token))[0][0].seq == 2
@@ -78,7 +78,7 @@ async def test_the_kernel_refuses_tampered_tokens(plane) -> None:
     # ("" is no token: the first page.)
     for bad in [*filter(None, tampered(sessions_token)), events_token]:
         with pytest.raises(InvalidArgument) as refused:
-            await plane.kernel.list_sessions(1, bad)
+            await plane.kernel.list_sessions(plane.project_id, 1, bad)
         assert refused.value.reason == "PAGE_TOKEN_INVALID", bad
     for bad in [*filter(None, tampered(events_token)), sessions_token]:
         with pytest.raises(InvalidArgument) as refused:

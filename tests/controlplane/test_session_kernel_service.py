@@ -23,6 +23,7 @@ async def api(plane) -> ServicerHarness:
     return ServicerHarness(
         SERVICE,
         SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())),
+        plane.caller,
     )
 
 

@@ -34,7 +34,7 @@ class Context:
 
 async def test_a_refused_upload_is_read_to_its_end_before_the_refusal(plane) -> None:
     await plane.connect_agent()
-    session = await plane.kernel.create_session(CreateSession(request_id="upload-refused"))
+    session = await plane.kernel.create_session(CreateSession(request_id="upload-refused", project_id=plane.project_id))
     await plane.runtime_started(session.session_id)
     servicer = SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter()))
     read = 0

@@ -122,6 +122,10 @@ async def test_forwarding_without_the_cluster_secret_is_refused_and_reaches_no_a
     try:
         secret = await connection.fetchval("SELECT secret FROM cluster_secret")
         agent_id = await connection.fetchval("SELECT agent_id FROM sessions WHERE session_id = $1", sid)
+        project = str(await connection.fetchval("SELECT project_id FROM sessions WHERE session_id = $1", sid))
+        other = str(
+            await connection.fetchval("INSERT INTO projects VALUES (gen_random_uuid(), 'other') RETURNING project_id")
+        )
     finally:
         await connection.close()
 
@@ -149,8 +153,18 @@ async def test_forwarding_without_the_cluster_secret_is_refused_and_reaches_no_a
             await forward("touch pwned", metadata)
     assert "pwned" not in {e.name for e in await client.list_workspace(sid)}
 
-    # The same call with the secret is how replicas reach the agent.
-    replies = await forward("echo from-a-replica", (("astrabox-cluster-secret", secret),))
+    # With the secret, the call is for a caller's project, checked again where it lands: another
+    # project (or none) finds no such session.
+    for named in ((), (("astrabox-project-id", other),), (("astrabox-project-id", "not-a-uuid"),)):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await forward("touch pwned", (("astrabox-cluster-secret", secret), *named))
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "pwned" not in {e.name for e in await client.list_workspace(sid)}
+
+    # The same call with the secret and the session's project is how replicas reach the agent.
+    replies = await forward(
+        "echo from-a-replica", (("astrabox-cluster-secret", secret), ("astrabox-project-id", project))
+    )
     assert (b"".join(r.stdout for r in replies), replies[-1].exit_code) == (b"from-a-replica\n", 0)
 
     for log in replicas.log_dir.rglob("*.log"):

@@ -4,7 +4,8 @@ grpcio-testing calls servicer methods synchronously from its own threads and
 its ServicerContext has no `abort_with_status`. The bridge wraps each async
 method so it runs on the test's event loop, and gives it an async context
 whose aborts land in grpcio-testing's RPC (with the rich status's trailing
-metadata, so tests can read the ErrorInfo).
+metadata, so tests can read the ErrorInfo). Each call runs with `caller` bound,
+as the control plane's authenticator binds the caller of a real call.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import grpc_testing
 from google.protobuf import descriptor
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+
+from controlplane.identity.callers import Caller, bind, unbind
 
 
 class _Aborted(Exception):
@@ -43,12 +46,21 @@ class _AsyncContext:
         return getattr(self._context, name)
 
 
+async def _as(caller: Caller, step: Any) -> Any:
+    token = bind(caller)
+    try:
+        return await step
+    finally:
+        unbind(token)
+
+
 class _SyncServicer:
     """Presents an async servicer's methods as the blocking ones grpcio-testing calls."""
 
-    def __init__(self, servicer: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, servicer: Any, loop: asyncio.AbstractEventLoop, caller: Caller) -> None:
         self._servicer = servicer
         self._loop = loop
+        self._caller = caller
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._servicer, name)
@@ -58,7 +70,8 @@ class _SyncServicer:
             def stream(request: Any, context: Any) -> Any:
                 agen = method(request, _AsyncContext(context))
                 while True:
-                    future = asyncio.run_coroutine_threadsafe(anext(agen, StopAsyncIteration), self._loop)
+                    step = _as(self._caller, anext(agen, StopAsyncIteration))
+                    future = asyncio.run_coroutine_threadsafe(step, self._loop)
                     try:
                         item = future.result()
                     except _Aborted:
@@ -71,7 +84,8 @@ class _SyncServicer:
 
         def unary(request: Any, context: Any) -> Any:
             try:
-                return asyncio.run_coroutine_threadsafe(method(request, _AsyncContext(context)), self._loop).result()
+                step = _as(self._caller, method(request, _AsyncContext(context)))
+                return asyncio.run_coroutine_threadsafe(step, self._loop).result()
             except _Aborted:
                 return None
 
@@ -81,10 +95,10 @@ class _SyncServicer:
 class ServicerHarness:
     """Invoke one service's RPCs in-process through grpcio-testing."""
 
-    def __init__(self, service: descriptor.ServiceDescriptor, servicer: Any) -> None:
+    def __init__(self, service: descriptor.ServiceDescriptor, servicer: Any, caller: Caller) -> None:
         self._service = service
         self._server = grpc_testing.server_from_dictionary(
-            {service: _SyncServicer(servicer, asyncio.get_running_loop())}, grpc_testing.strict_real_time()
+            {service: _SyncServicer(servicer, asyncio.get_running_loop(), caller)}, grpc_testing.strict_real_time()
         )
 
     async def unary(self, rpc: str, request: Any) -> tuple[Any, grpc.StatusCode, str, Any]:

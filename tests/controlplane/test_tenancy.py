@@ -1,0 +1,119 @@
+"""Tenancy: each project sees and touches only its own sessions. Generated from the service
+descriptor: every RPC that names a session, called by another project with a valid key, answers
+exactly as for an id that does not exist, and changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import grpc
+import pytest_asyncio
+from google.protobuf.descriptor import MethodDescriptor
+
+from astrabox.client import AstraBoxClient
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
+from controlplane.server import RunningControlPlane, serve
+from controlplane.settings import ControlPlaneSettings
+from controlplane.status import error_info
+from tests.controlplane.test_authorization import counts
+
+SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
+NAMING_A_SESSION = [m for m in SERVICE.methods if "session_id" in m.input_type.fields_by_name]
+
+
+@pytest_asyncio.fixture
+async def running(plane, database_url: str, bootstrap_key_file: str) -> AsyncIterator[RunningControlPlane]:
+    """A control plane on the `plane`'s database, with an agent on record (not attached)."""
+    await plane.connect_agent(capacity=100)
+    settings = ControlPlaneSettings(
+        database_url=database_url,
+        listen="127.0.0.1:0",
+        bootstrap_key_file=bootstrap_key_file,
+        lease_ttl=timedelta(minutes=10),
+        idle_stop_after=timedelta(0),
+    )
+    async with serve(settings) as control_plane:
+        yield control_plane
+
+
+async def two_projects(address: str) -> tuple[str, str]:
+    """Developer keys of the project `default` and of a new project `other`."""
+    async with AstraBoxClient.connect(address) as operator:
+        other = await operator.admin.create_project("other")
+        mine = await operator.admin.create_api_key("mine", role="developer")
+        theirs = await operator.admin.create_api_key("theirs", role="developer", project_id=other.project_id)
+    return mine.secret, theirs.secret
+
+
+async def answer(channel: grpc.aio.Channel, method: MethodDescriptor, session_id: str, key: str) -> tuple:
+    """(code, reason, details) of `method` called with a request naming only `session_id`."""
+    request = getattr(pb, method.input_type.name)(session_id=session_id).SerializeToString()
+    path = f"/{SERVICE.full_name}/{method.name}"
+    metadata = (("authorization", f"Bearer {key}"),)
+    try:
+        async with asyncio.timeout(30):
+            if method.client_streaming:
+                await channel.stream_unary(path)(iter([request]), metadata=metadata)
+            elif method.server_streaming:
+                async for _ in channel.unary_stream(path)(request, metadata=metadata):
+                    break
+            else:
+                await channel.unary_unary(path)(request, metadata=metadata)
+    except grpc.aio.AioRpcError as error:
+        info = error_info(error)
+        return error.code(), info.reason if info else "", error.details() or ""
+    return grpc.StatusCode.OK, "", ""
+
+
+async def test_another_projects_session_answers_like_one_that_does_not_exist(plane, running) -> None:
+    mine, theirs = await two_projects(running.address)
+    async with AstraBoxClient.connect(running.address, api_key=mine) as client:
+        session = await client.create_session(request_id="mine-1")
+    await plane.runtime_started(session.session_id)
+    ours = session.session_id
+    before = await counts(running.pool)
+    problems = []
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        for method in NAMING_A_SESSION:
+            unknown = str(uuid.uuid4())
+            as_unknown = await answer(channel, method, unknown, theirs)
+            as_foreign = await answer(channel, method, ours, theirs)
+            expected = (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
+            if as_foreign[:2] != expected or as_unknown[:2] != expected:
+                problems.append(f"{method.name}: foreign {as_foreign[:2]}, unknown {as_unknown[:2]}")
+            if as_foreign[2].replace(ours, "ID") != as_unknown[2].replace(unknown, "ID"):
+                problems.append(f"{method.name}: {as_foreign[2]!r} tells apart from {as_unknown[2]!r}")
+        assert problems == [], "\n".join(problems)
+        assert await counts(running.pool) == before
+        # The owner still reaches it (deleting it last: the methods after would not find it).
+        for method in sorted(NAMING_A_SESSION, key=lambda m: m.name == "DeleteSession"):
+            own = await answer(channel, method, ours, mine)
+            if own[1] == "SESSION_NOT_FOUND":
+                problems.append(f"{method.name}: its own project is refused: {own}")
+    assert problems == [], "\n".join(problems)
+    async with AstraBoxClient.connect(running.address, api_key=theirs) as other:
+        assert [s.session_id for s in (await other.list_sessions()).sessions] == []
+
+
+async def test_each_project_lists_only_its_own_and_request_ids_are_per_project(plane, running) -> None:
+    mine, theirs = await two_projects(running.address)
+    async with (
+        AstraBoxClient.connect(running.address, api_key=mine) as a,
+        AstraBoxClient.connect(running.address, api_key=theirs) as b,
+    ):
+        # The same idempotency key, at the same time, in both projects: two sessions.
+        first_a, first_b = await asyncio.gather(
+            a.create_session(request_id="same", labels={"p": "a"}),
+            b.create_session(request_id="same", labels={"p": "b"}),
+        )
+        assert first_a.session_id != first_b.session_id
+        assert (await a.create_session(request_id="same", labels={"p": "a"})).session_id == first_a.session_id
+        more_b = [await b.create_session(labels={"p": "b"}) for _ in range(3)]
+        listed_a = [s.session_id async for s in a.iter_sessions(page_size=1)]
+        listed_b = [s.session_id async for s in b.iter_sessions(page_size=1)]
+        assert listed_a == [first_a.session_id]
+        assert sorted(listed_b) == sorted([first_b.session_id, *(s.session_id for s in more_b)])
+        assert (await b.get_session(first_b.session_id)).labels["p"] == "b"
