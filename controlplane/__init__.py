@@ -41,6 +41,7 @@ database and nothing else. Its map:
     engine_transcripts.py  engine_transcripts
     agents.py              agents; placement also counts sessions
     agent_commands.py      agent_commands   cluster_secret.py      cluster_secret
+    agent_credentials.py   agent_credentials (each agent's credential, bound at enrollment)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
                    map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
 

@@ -18,9 +18,11 @@
     │                                                   CREDENTIALS_EXPIRED, CREDENTIALS_REVOKED
     ├── CredentialsUnverifiable UNAVAILABLE         reason CREDENTIALS_UNVERIFIABLE
     ├── RoleInsufficient       PERMISSION_DENIED    reason ROLE_INSUFFICIENT
+    ├── AgentIdBound           PERMISSION_DENIED    reason AGENT_ID_BOUND
     ├── ProjectNotFound        NOT_FOUND            reason PROJECT_NOT_FOUND
     ├── ProjectExists          ALREADY_EXISTS       reason PROJECT_EXISTS
     ├── KeyNotFound            NOT_FOUND            reason KEY_NOT_FOUND
+    ├── AgentNotFound          NOT_FOUND            reason AGENT_NOT_FOUND
     ├── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
     └── Internal               INTERNAL             reason INTERNAL; the message holds only a reference
                                                     to the log entry with the details
@@ -120,6 +122,23 @@ class RoleInsufficient(KernelError):
             f"{method} needs a key with the {required} role; this key is a {role} key",
             {"required": required, "method": method},
         )
+
+
+class AgentIdBound(KernelError):
+    reason = "AGENT_ID_BOUND"
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(
+            f"agent {agent_id} is enrolled with another credential: this Hello cannot use its id",
+            {"agent_id": agent_id},
+        )
+
+
+class AgentNotFound(KernelError):
+    reason = "AGENT_NOT_FOUND"
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agent {agent_id} never enrolled", {"agent_id": agent_id})
 
 
 class ProjectNotFound(KernelError):

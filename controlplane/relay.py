@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,13 +24,15 @@ from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane.agents import AgentHello, Agents, Lease, agent_key
 from controlplane.engines import ManifestInvalid, declared_manifests
 from controlplane.errors import KernelError
+from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
-from controlplane.status import rpc_status_for
+from controlplane.status import rpc_status_for, to_status
 from controlplane.workspace import WorkspaceRouter
 
 log = structlog.get_logger(__name__)
 
+MAX_AGENT_ID_CHARS = 128
 HELLO_TIMEOUT_SECONDS = 10.0
 COMMAND_POLL_SECONDS = 2.0
 WRITE_QUEUE_SIZE = 256
@@ -39,7 +40,8 @@ WRITE_QUEUE_SIZE = 256
 
 @dataclass(frozen=True, slots=True)
 class RelaySettings:
-    enrollment_token: str
+    # Which agents may connect (their enrollment token and credential).
+    admission: AgentAdmission
     heartbeat_interval: timedelta
 
 
@@ -105,12 +107,16 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         if first.WhichOneof("message") != "hello":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message on a Connect stream must be Hello")
         hello = first.hello
-        if not hmac.compare_digest(hello.enrollment_token.encode(), self._settings.enrollment_token.encode()):
+        if not hello.agent_id or len(hello.agent_id) > MAX_AGENT_ID_CHARS or not hello.agent_id.isprintable():
             await context.abort(
-                grpc.StatusCode.UNAUTHENTICATED, "the enrollment token is not valid for this control plane"
+                grpc.StatusCode.INVALID_ARGUMENT, f"Hello.agent_id must be 1-{MAX_AGENT_ID_CHARS} printable characters"
             )
-        if not hello.agent_id:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.agent_id must not be empty")
+        try:
+            await self._settings.admission.admit(
+                hello.agent_id, hello.agent_credential, hello.enrollment_token, context.peer()
+            )
+        except KernelError as refusal:
+            await context.abort_with_status(to_status(refusal))
         try:
             manifests = declared_manifests(hello)
         except ManifestInvalid as error:

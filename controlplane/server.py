@@ -24,6 +24,7 @@ from controlplane.deadlines import DeadlineSweeper
 from controlplane.edge import Edge
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.identity.admin import AdminServicer
+from controlplane.identity.agent_admission import AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
 from controlplane.identity.rules import ADMIN, KERNEL
@@ -38,6 +39,7 @@ from controlplane.relay import RelaySettings, RunnerServicer
 from controlplane.settings import (
     MAX_GRPC_MESSAGE_BYTES,
     ControlPlaneSettings,
+    SettingsError,
     advertise_address,
     oidc_settings,
     tls_credentials,
@@ -88,6 +90,11 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
     """Run the control plane until the context exits; yields its bound address."""
     tls = tls_credentials(settings)  # a bad TLS or single sign-on configuration stops here, before anything starts
     oidc = oidc_settings(settings)
+    if not settings.enrollment_token and not loopback_only(settings.listen.rpartition(":")[0]):
+        raise SettingsError(
+            f"an empty enrollment token lets any host that reaches {settings.listen} enrol as an agent: set "
+            "ASTRABOX_ENROLLMENT_TOKEN (or --enrollment-token-file), or listen on loopback only"
+        )
     pool = await create_pool(settings.database_url)
     try:
         await migrate(pool)
@@ -123,6 +130,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             raise OSError(f"cannot listen on {settings.listen}")
         advertised = advertise_address(settings, host, bound)
         live = LiveTail()
+        admission = AgentAdmission(pool, settings.enrollment_token)
         journal = Journal(pool, live)
         agents = Agents(pool, settings.lease_ttl)
         turns = Turns(agents)
@@ -138,11 +146,11 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             agents,
             OutputCommitter(journal, turns),
             live,
-            RelaySettings(settings.enrollment_token, settings.heartbeat_interval),
+            RelaySettings(admission, settings.heartbeat_interval),
             router,
         )
         _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret, pool)), server)
-        _add_admin_service(AdminServicer(pool), server)
+        _add_admin_service(AdminServicer(pool, admission), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -37,6 +37,8 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.ProjectNotFound: grpc.StatusCode.NOT_FOUND,
     errors.ProjectExists: grpc.StatusCode.ALREADY_EXISTS,
     errors.KeyNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.AgentIdBound: grpc.StatusCode.PERMISSION_DENIED,
+    errors.AgentNotFound: grpc.StatusCode.NOT_FOUND,
 }
 
 

@@ -171,6 +171,7 @@ FIELDS: dict[str, Check] = {
     "name": _string(128, printable=True),
     "project_id": _string(64, printable=True),
     "key_id": _string(64, printable=True),
+    "agent_id": _string(128, printable=True),
     "role": _range(0, 3),
     # A google.protobuf.Timestamp (expire_time): 0001-01-01 to 9999-12-31, as the type allows.
     "seconds": _range(-62135596800, 253402300799),

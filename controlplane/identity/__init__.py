@@ -8,6 +8,7 @@ rules.py          the role each RPC needs (RULES, one table for every client-fac
 authenticator.py  the gRPC interceptor: credential → Caller (cached) → rule → handler
 admin.py          AdminService: projects, keys and the audit trail
 tenancy.py        a request naming a session admitted only for the session's project (at the edge)
+agent_admission.py  which agents may connect: agent_id bound to its credential, revocation
 audit.py          the `audit_records` table: every mutating call, its caller and outcome
 bootstrap.py      the first admin key (--bootstrap-key-file)
 """

@@ -15,8 +15,10 @@ from astrabox.admin.v1 import admin_service_pb2_grpc as pb_grpc
 from controlplane.convert import timestamp
 from controlplane.errors import InvalidArgument, ProjectNotFound
 from controlplane.identity import audit, callers, keys, store
+from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.identity.callers import Caller, Role
 from controlplane.status import maps_errors
+from controlplane.store.agent_credentials import AgentCredential
 from controlplane.validation import echo, page_size, page_token_invalid
 
 log = structlog.get_logger(__name__)
@@ -61,8 +63,9 @@ def _project_id(value: str) -> uuid.UUID:
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, admission: AgentAdmission) -> None:
         self._pool = pool
+        self._admission = admission
 
     async def _managed(self, caller: Caller, project_id: str) -> uuid.UUID:
         """The project a call names (empty: the caller's), if the caller manages it; a project it may
@@ -183,6 +186,31 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             records=[audit_record_to_proto(r) for r in records],
             next_page_token=str(records[-1].record_id) if len(records) == limit else "",
         )
+
+    @maps_errors
+    async def ListAgents(
+        self, request: pb.ListAgentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListAgentsResponse:
+        return pb.ListAgentsResponse(
+            agents=[agent_to_proto(a) for a in await self._admission.enrolled(store.MAX_LISTED)]
+        )
+
+    @maps_errors
+    async def RevokeAgent(
+        self, request: pb.RevokeAgentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RevokeAgentResponse:
+        if not request.agent_id:
+            raise InvalidArgument("agent_id", "name the agent to revoke (astrabox agents list shows them)")
+        revoked = await self._admission.revoke(request.agent_id)
+        log.warning("agent_revoked_by", agent_id=request.agent_id, by=callers.current().who)
+        return pb.RevokeAgentResponse(agent=agent_to_proto(revoked))
+
+
+def agent_to_proto(agent: AgentCredential) -> pb.Agent:
+    proto = pb.Agent(agent_id=agent.agent_id, enroll_time=timestamp(agent.enrolled_at))
+    if agent.revoked_at is not None:
+        proto.revoke_time.CopyFrom(timestamp(agent.revoked_at))
+    return proto
 
 
 def audit_record_to_proto(record: audit.AuditRecord) -> pb.AuditRecord:

@@ -72,6 +72,8 @@ _ADMIN_RULES = {
     "ListApiKeys": _MANAGE,
     "RevokeApiKey": _MANAGE_AND_CHANGE,
     "ListAuditRecords": _MANAGE,
+    "ListAgents": Rule(Role.ADMIN, operator=True),
+    "RevokeAgent": Rule(Role.ADMIN, operator=True, mutates=True),
 }
 
 RULES: dict[str, Rule] = {

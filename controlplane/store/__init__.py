@@ -8,6 +8,7 @@ The map of tables to modules, and the exceptions, are in `controlplane`'s docstr
 
 from controlplane.store import (
     agent_commands,
+    agent_credentials,
     agents,
     background_tasks,
     cluster_secret,
@@ -21,6 +22,7 @@ from controlplane.store import (
 
 __all__ = [
     "agent_commands",
+    "agent_credentials",
     "agents",
     "background_tasks",
     "cluster_secret",

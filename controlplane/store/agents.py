@@ -111,3 +111,10 @@ async def record_replica(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, g
 async def replica_address(db: asyncpg.Connection | asyncpg.Pool, agent_id: str) -> str | None:
     address: str | None = await db.fetchval("SELECT replica_address FROM agents WHERE agent_id = $1", agent_id)
     return address
+
+
+async def expire(conn: asyncpg.Connection, agent_id: str) -> None:
+    """End the agent's lease now and supersede its stream (its next heartbeat finds a newer generation)."""
+    await conn.execute(
+        "UPDATE agents SET generation = generation + 1, lease_expires_at = now() WHERE agent_id = $1", agent_id
+    )

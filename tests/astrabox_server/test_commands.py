@@ -19,7 +19,9 @@ def test_help_lists_the_server_commands_beside_the_clients() -> None:
     result = subprocess.run([ASTRABOX, "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     listed = [m.group(1) for line in result.stdout.splitlines() if (m := re.match(r" {4}(\w+)", line))]
-    assert sorted(listed) == sorted([*SERVER_COMMANDS, "run", "session", "whoami", "projects", "keys", "audit"])
+    assert sorted(listed) == sorted(
+        [*SERVER_COMMANDS, "run", "session", "whoami", "projects", "keys", "audit", "agents"]
+    )
     assert "astrabox-server distribution" not in result.stdout  # the hint for a client-only install
 
 

@@ -16,7 +16,8 @@ def settings(argv: list[str]) -> ControlPlaneSettings:
 async def test_a_replica_advertises_its_bound_address_or_its_hostname_on_a_wildcard(database_url):
     async with serve(ControlPlaneSettings(database_url=database_url, listen="127.0.0.1:0")) as loopback:
         assert loopback.advertise_address == loopback.address
-    async with serve(ControlPlaneSettings(database_url=database_url, listen="0.0.0.0:0")) as wildcard:
+    wildcard_settings = ControlPlaneSettings(database_url=database_url, listen="0.0.0.0:0", enrollment_token="t" * 32)
+    async with serve(wildcard_settings) as wildcard:
         port = wildcard.address.rpartition(":")[2]
         assert wildcard.advertise_address == f"{socket.gethostname()}:{port}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import secrets
 from datetime import timedelta
 
 import grpc
@@ -154,7 +155,13 @@ async def test_a_hello_with_a_manifest_requests_cannot_be_validated_against_is_r
     async with serve(settings) as running:
         answer = await connect(
             running.address,
-            runner_pb2.Hello(agent_id="bad-manifest", instance_id="i1", engines=["x"], engine_manifests=manifests),
+            runner_pb2.Hello(
+                agent_id="bad-manifest",
+                agent_credential=secrets.token_urlsafe(32),
+                instance_id="i1",
+                engines=["x"],
+                engine_manifests=manifests,
+            ),
         )
     assert isinstance(answer, grpc.aio.AioRpcError), answer
     assert answer.code() is grpc.StatusCode.INVALID_ARGUMENT and says in answer.details()
@@ -167,6 +174,7 @@ async def test_the_manifests_of_a_hello_are_what_its_sessions_are_validated_agai
             running.address,
             runner_pb2.Hello(
                 agent_id="agent-h",
+                agent_credential=secrets.token_urlsafe(32),
                 instance_id="i1",
                 engines=["other", "claude_code"],
                 capacity=2,

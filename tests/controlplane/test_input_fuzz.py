@@ -461,7 +461,7 @@ async def test_an_agent_stream_that_turns_to_garbage_is_refused_as_malformed(con
     INVALID_ARGUMENT, not with OK or UNKNOWN."""
     running, _ = control_plane
     hello = runner_service_pb2.ConnectRequest(
-        hello=runner_service_pb2.Hello(agent_id="garbage-agent", instance_id="i1")
+        hello=runner_service_pb2.Hello(agent_id="garbage-agent", agent_credential="c" * 43, instance_id="i1")
     )
     connect = "/astrabox.runner.v1.RunnerService/Connect"
     async with grpc.aio.insecure_channel(running.address) as channel:

@@ -25,6 +25,7 @@ OWNERS = {
     "engine_transcripts": "store/engine_transcripts.py",
     "agents": "store/agents.py",
     "agent_commands": "store/agent_commands.py",
+    "agent_credentials": "store/agent_credentials.py",
     "cluster_secret": "store/cluster_secret.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",

@@ -7,6 +7,7 @@
     astrabox keys list [--project ID]
     astrabox keys revoke KEY_ID
     astrabox audit [--project ID] [--session ID] [--limit N]
+    astrabox agents list | revoke AGENT_ID   (operator admins)
 
 `keys create` prints the new key once, on its own line, so that
 `astrabox keys create ci --role developer > ci.key` keeps only the key.
@@ -25,7 +26,7 @@ from astrabox.client import AstraBoxClient
 
 __all__ = ["COMMANDS", "ROLES", "add_parsers", "run"]
 
-COMMANDS = ("whoami", "projects", "keys", "audit")
+COMMANDS = ("whoami", "projects", "keys", "audit", "agents")
 """The subcommands this module adds to `astrabox`."""
 ROLES = ("viewer", "developer", "admin")
 """The roles `keys create --role` takes."""
@@ -54,6 +55,10 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     trail.add_argument("--project", default="", help="project id (default: the key in use's)")
     trail.add_argument("--session", default="", help="only this session's")
     trail.add_argument("--limit", type=int, default=50, help="at most this many records (default %(default)s)")
+    agents = sub.add_parser("agents", help="list and revoke data-plane agents", parents=[connection])
+    actions = agents.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="the agents that enrolled")
+    actions.add_parser("revoke", help="close its stream and refuse it from now on").add_argument("agent_id")
     for name in COMMANDS:
         sub.choices[name].set_defaults(func=func)
 
@@ -79,7 +84,15 @@ def _key_line(key: admin.ApiKey) -> str:
 
 async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
     """Carry out the parsed command `args` with `client`; the exit status."""
-    if args.command == "audit":
+    if args.command == "agents":
+        if args.action == "list":
+            for agent in await client.admin.list_agents():
+                revoked = f"  revoked {_when(agent.revoke_time, True)}" if agent.HasField("revoke_time") else ""
+                print(f"{agent.agent_id}  enrolled {_when(agent.enroll_time, True)}{revoked}")
+        else:
+            agent = await client.admin.revoke_agent(args.agent_id)
+            print(f"revoked {agent.agent_id}")
+    elif args.command == "audit":
         token, shown = "", 0
         while shown < args.limit:
             page = await client.admin.list_audit_records(

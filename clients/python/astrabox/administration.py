@@ -85,6 +85,16 @@ class Admin:
         response: admin.ListAuditRecordsResponse = await self._unary(self._stub.ListAuditRecords, request)
         return response
 
+    async def list_agents(self) -> list[admin.Agent]:
+        """The data-plane agents that enrolled, newest first (operator admins)."""
+        return list((await self._unary(self._stub.ListAgents, admin.ListAgentsRequest())).agents)
+
+    async def revoke_agent(self, agent_id: str) -> admin.Agent:
+        """Revoke an agent: its stream closes, its id is refused, its sessions move on (operator admins)."""
+        request = admin.RevokeAgentRequest(agent_id=agent_id)
+        agent: admin.Agent = (await self._unary(self._stub.RevokeAgent, request)).agent
+        return agent
+
     async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
         try:
             return await method(request, timeout=self._timeout, metadata=self._metadata)

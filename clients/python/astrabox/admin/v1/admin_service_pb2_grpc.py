@@ -55,6 +55,7 @@ class AdminServiceStub:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
+    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
 
     Single sign-on: where the control plane is configured for it (--oidc-issuer,
     --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
@@ -108,6 +109,16 @@ class AdminServiceStub:
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsRequest.SerializeToString,
                 response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsResponse.FromString,
                 _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/ListAgents',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
+        self.RevokeAgent = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/RevokeAgent',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -140,6 +151,7 @@ class AdminServiceServicer:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
+    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
 
     Single sign-on: where the control plane is configured for it (--oidc-issuer,
     --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
@@ -204,6 +216,22 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAgents(self, request, context):
+        """The data-plane agents that enrolled, newest first. Operator admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeAgent(self, request, context):
+        """Revokes an agent: its stream closes at its next heartbeat, it cannot
+        connect with its id again, and its sessions are placed on another agent
+        with their next message. Operator admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -241,6 +269,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListAuditRecords,
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsRequest.FromString,
                     response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsResponse.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAgentsRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'RevokeAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeAgent,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -280,6 +318,7 @@ class AdminService:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
+    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
 
     Single sign-on: where the control plane is configured for it (--oidc-issuer,
     --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
@@ -471,6 +510,60 @@ class AdminService:
             '/astrabox.admin.v1.AdminService/ListAuditRecords',
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsRequest.SerializeToString,
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/ListAgents',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAgentsRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/RevokeAgent',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,
