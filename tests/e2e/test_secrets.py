@@ -3,7 +3,8 @@
 Given by environment and by file, the database password, the enrollment token
 and the API key show in no process's command line (the control plane, the
 agent, the engine's CLI, the sandbox, anything else on the machine) nor in any
-log. Given as a flag, a secret works but is warned about; a file that cannot
+log; nor do AstraBox API keys (used, created, or guessed and refused) and the
+agent's own credential, in logs, the journal or the audit trail. Given as a flag, a secret works but is warned about; a file that cannot
 be read stops the process with a message that says which; a database that
 refuses the connection is logged with its URL's password masked.
 """
@@ -24,6 +25,8 @@ import pytest
 import pytest_asyncio
 
 from astrabox.client import AstraBoxClient
+from astrabox.errors import AstraBoxError
+from controlplane.identity import keys
 from tests.support.processes import Process, start_agent
 
 pytestmark = pytest.mark.e2e
@@ -116,7 +119,17 @@ async def test_secrets_by_environment_and_file_reach_no_command_line_nor_log(
             env={"ANTHROPIC_API_KEY_FILE": str(key_file), "ASTRABOX_MODEL_BASE_URL": offline_model},
         )  # fmt: skip
         processes.append(agent)
-        async with AstraBoxClient.connect(address) as client:
+        async with AstraBoxClient.connect(address) as admin:  # the run's bootstrap admin key
+            created = await admin.admin.create_api_key("secrets", role="developer")
+        secrets["AstraBox admin key"] = os.environ["ASTRABOX_API_KEY"]
+        secrets["AstraBox developer key"] = created.secret
+        guessed = keys.new_key().secret
+        secrets["a guessed key"] = guessed
+        async with AstraBoxClient.connect(address, api_key=guessed) as stranger:
+            with pytest.raises(AstraBoxError) as refused:
+                await stranger.list_sessions()
+            assert guessed not in str(refused.value)
+        async with AstraBoxClient.connect(address, api_key=created.secret) as client:
             session = await client.create_session(request_id="secrets")
             await client.wait_for_state(session.session_id, ["READY"], timeout=120)
             accepted = await client.send_message(session.session_id, "run: echo the model answered")
@@ -138,6 +151,16 @@ async def test_secrets_by_environment_and_file_reach_no_command_line_nor_log(
     finally:
         for process in reversed(processes):
             process.stop()
+    secrets["agent credential"] = (tmp_path / "agent-state" / "agent-credential").read_text().strip()
+    database = await asyncpg.connect(database_role)
+    try:
+        journal = "\n".join(r[0] for r in await database.fetch("SELECT kind || ' ' || payload::text FROM events"))
+        audit = "\n".join(str(r) for r in await database.fetch("SELECT * FROM audit_records"))
+    finally:
+        await database.close()
+    assert "turn_completed" in journal.lower() and "CreateSession" in audit  # not vacuous
+    for where, text in (("the journal", journal), ("the audit trail", audit)):
+        assert not [name for name, secret in secrets.items() if secret in text], f"a secret is in {where}"
     for log in log_dir.iterdir():
         text = log.read_text()
         assert not [name for name, secret in secrets.items() if secret in text], f"a secret is in {log.name}"
