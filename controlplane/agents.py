@@ -98,12 +98,15 @@ class Agents:
         """An agent that reconnected still holds these sessions' runtimes."""
         await store.sessions.mark_held_runtimes(self._pool, agent_id, session_ids)
 
-    async def pick_for(self, engine: str, conn: asyncpg.Connection | None = None) -> str | None:
-        """The live agent that runs `engine` with the most free capacity.
+    async def pick_for(
+        self, engine: str, project_id: uuid.UUID | None, conn: asyncpg.Connection | None = None
+    ) -> str | None:
+        """The live agent that runs `engine` for the project with the most free capacity: the
+        project's own agents first, then the shared pool.
 
         Inside a transaction, pass its connection: taking a second one from the
         pool while holding the first can exhaust the pool under load."""
-        return await store.agents.pick_for(conn or self._pool, engine)
+        return await store.agents.pick_for(conn or self._pool, engine, project_id)
 
     async def committed_cursors(self, agent_id: str, named: Mapping[str, int]) -> dict[str, int]:
         """Committed output_seq for every session the agent named or holds here."""

@@ -59,6 +59,7 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         capabilities=_capabilities(record.engine_manifest),
         slash_commands=list(record.slash_commands),
         queued_turn_ids=list(record.queued_turn_ids),
+        project_id=str(record.project_id) if record.project_id else "",
     )
 
 

@@ -71,7 +71,7 @@ class SessionKernel:
             engine=manifest.kind, permission_mode=mode, model=request.model, labels=dict(request.labels)
         )
         placing = time.monotonic()
-        agent_id = await self._agents.pick_for(manifest.kind)
+        agent_id = await self._agents.pick_for(manifest.kind, request.project_id)
         placed_ms = int((time.monotonic() - placing) * 1000)
         # A retry is answered by the insert's conflict below; only without an agent is it looked up
         # first, so that it returns its session rather than an error.

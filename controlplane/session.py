@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -118,6 +119,8 @@ class SessionRecord:
     queued_turn_ids: Sequence[str] = ()
     # As the agents declared it (read by `store.sessions.view`); None when no agent declared the engine.
     engine_manifest: EngineManifest | None = None
+    # The project the session belongs to.
+    project_id: uuid.UUID | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -149,4 +152,5 @@ class SessionRecord:
             background_tasks=tuple(BackgroundTaskRecord(**t) for t in tasks or ()),
             queued_turn_ids=tuple(row["queued_turn_ids"] or ()) if "queued_turn_ids" in keys else (),
             engine_manifest=EngineManifest.from_json(row["engine"], manifest) if manifest else None,
+            project_id=row["project_id"] if "project_id" in keys else None,
         )

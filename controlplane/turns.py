@@ -162,7 +162,7 @@ class Turns:
 
     async def _place_again(self, tx: JournalTransaction, session: SessionRecord) -> str | None:
         """Start the session's runtime on a live agent, resuming its conversation."""
-        agent_id = await self._agents.pick_for(session.engine, tx.conn)
+        agent_id = await self._agents.pick_for(session.engine, session.project_id, tx.conn)
         if agent_id is None:
             return None
         transcript = await store.engine_transcripts.find(tx.conn, session.session_id)

@@ -13,7 +13,7 @@ import structlog
 from astrabox.admin.v1 import admin_service_pb2 as pb
 from astrabox.admin.v1 import admin_service_pb2_grpc as pb_grpc
 from controlplane.convert import timestamp
-from controlplane.errors import InvalidArgument, ProjectNotFound
+from controlplane.errors import AgentNotFound, InvalidArgument, ProjectNotFound
 from controlplane.identity import audit, callers, keys, store
 from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.identity.callers import Caller, Role
@@ -204,6 +204,20 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         revoked = await self._admission.revoke(request.agent_id)
         log.warning("agent_revoked_by", agent_id=request.agent_id, by=callers.current().who)
         return pb.RevokeAgentResponse(agent=agent_to_proto(revoked))
+
+    @maps_errors
+    async def DedicateAgent(
+        self, request: pb.DedicateAgentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DedicateAgentResponse:
+        project_id = None
+        if request.project_id:
+            project_id = _project_id(request.project_id)
+            if await store.find_project(self._pool, project_id) is None:
+                raise ProjectNotFound(str(project_id))
+        if not request.agent_id or not await self._admission.dedicate(request.agent_id, project_id):
+            raise AgentNotFound(request.agent_id)
+        log.info("agent_dedicated", agent_id=request.agent_id, project_id=str(project_id), by=callers.current().who)
+        return pb.DedicateAgentResponse(agent_id=request.agent_id, project_id=str(project_id) if project_id else "")
 
 
 def agent_to_proto(agent: AgentCredential) -> pb.Agent:

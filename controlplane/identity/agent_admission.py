@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import uuid
 
 import asyncpg
 import structlog
@@ -69,6 +70,10 @@ class AgentAdmission:
             await store.agents.expire(conn, agent_id)
         log.warning("agent_revoked", agent_id=agent_id)
         return revoked
+
+    async def dedicate(self, agent_id: str, project_id: uuid.UUID | None) -> bool:
+        """Dedicate the agent to the project (None: the shared pool); False when it never connected."""
+        return await store.agents.dedicate(self._pool, agent_id, project_id)
 
     async def enrolled(self, limit: int) -> list[store.agent_credentials.AgentCredential]:
         return await store.agent_credentials.listed(self._pool, limit)

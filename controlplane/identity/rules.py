@@ -74,6 +74,7 @@ _ADMIN_RULES = {
     "ListAuditRecords": _MANAGE,
     "ListAgents": Rule(Role.ADMIN, operator=True),
     "RevokeAgent": Rule(Role.ADMIN, operator=True, mutates=True),
+    "DedicateAgent": Rule(Role.ADMIN, operator=True, mutates=True),
 }
 
 RULES: dict[str, Rule] = {

@@ -6,6 +6,7 @@ and the replica that holds each one's stream.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -75,18 +76,29 @@ async def live_engines(db: asyncpg.Connection | asyncpg.Pool) -> list[str]:
     return kinds
 
 
-async def pick_for(db: asyncpg.Connection | asyncpg.Pool, engine: str) -> str | None:
-    """The live agent that runs `engine` with the most free capacity."""
+async def pick_for(db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None) -> str | None:
+    """The live agent that runs `engine` for the project with the most free capacity: one dedicated to
+    the project first, else one of the shared pool (never another project's)."""
     agent_id: str | None = await db.fetchval(
         "SELECT a.agent_id FROM agents a"
         " LEFT JOIN sessions s ON s.agent_id = a.agent_id AND s.deleted_at IS NULL"
         " WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines)"
-        " GROUP BY a.agent_id, a.capacity"
+        " AND (a.project_id IS NULL OR a.project_id = $2)"
+        " GROUP BY a.agent_id, a.capacity, a.project_id"
         " HAVING count(s.session_id) < a.capacity"
-        " ORDER BY a.capacity - count(s.session_id) DESC, a.agent_id LIMIT 1",
+        " ORDER BY a.project_id IS NULL, a.capacity - count(s.session_id) DESC, a.agent_id LIMIT 1",
         engine,
+        project_id,
     )
     return agent_id
+
+
+async def dedicate(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, project_id: uuid.UUID | None) -> bool:
+    """Dedicate the agent to the project (None: return it to the shared pool); False when no such agent."""
+    done = await db.fetchval(
+        "UPDATE agents SET project_id = $2 WHERE agent_id = $1 RETURNING true", agent_id, project_id
+    )
+    return bool(done)
 
 
 async def next_command_seq(conn: asyncpg.Connection, agent_id: str) -> int | None:

@@ -35,7 +35,7 @@ async def test_lapsed_lease_loses_the_runtime_and_fails_the_running_turn(plane):
     assert after.state is SessionState.READY and "lease lapsed" in after.failure_reason
     kinds = [(e.kind, e.turn_id) for e in await plane.journal.read(session.session_id, 0, 100)]
     assert kinds[-2:] == [(EventKind.RUNTIME_LOST, ""), (EventKind.TURN_FAILED, accepted.turn_id)]
-    assert await agents.pick_for("claude_code") is None  # nowhere to place new sessions
+    assert await agents.pick_for("claude_code", plane.project_id) is None  # nowhere to place new sessions
 
     lease = await agents.register(hello)
     assert lease.generation == 2

@@ -183,9 +183,9 @@ async def test_the_manifests_of_a_hello_are_what_its_sessions_are_validated_agai
         )
         assert isinstance(answer, runner_pb2.ConnectResponse) and answer.WhichOneof("message") == "welcome"
         assert await plane.agents.engine_manifest("other", "agent-h") == OTHER
-        assert await plane.agents.pick_for("other") == "agent-h"
+        assert await plane.agents.pick_for("other", plane.project_id) == "agent-h"
         # Named without a manifest: not offered.
-        assert await plane.agents.pick_for("claude_code") is None
+        assert await plane.agents.pick_for("claude_code", plane.project_id) is None
         with pytest.raises(InvalidArgument):
             await plane.kernel.create_session(
                 CreateSession(request_id="h-1", project_id=plane.project_id, engine="claude_code")

@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import grpc
+import pytest
 import pytest_asyncio
 from google.protobuf.descriptor import MethodDescriptor
 
 from astrabox.client import AstraBoxClient
+from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
@@ -117,3 +119,24 @@ async def test_each_project_lists_only_its_own_and_request_ids_are_per_project(p
         assert listed_a == [first_a.session_id]
         assert sorted(listed_b) == sorted([first_b.session_id, *(s.session_id for s in more_b)])
         assert (await b.get_session(first_b.session_id)).labels["p"] == "b"
+
+
+async def test_a_projects_sessions_go_to_its_own_agents_first_and_never_to_anothers(plane, running) -> None:
+    mine, theirs = await two_projects(running.address)
+    await plane.connect_agent("dedicated", capacity=1)
+    await plane.connect_agent("shared", capacity=1)
+    async with AstraBoxClient.connect(running.address) as operator:
+        [other] = [p for p in await operator.admin.list_projects() if p.name == "other"]
+        await operator.admin.dedicate_agent("dedicated", other.project_id)
+        await operator.admin.dedicate_agent("agent-1", other.project_id)  # the fixture's agent too
+    async with (
+        AstraBoxClient.connect(running.address, api_key=mine) as a,
+        AstraBoxClient.connect(running.address, api_key=theirs) as b,
+    ):
+        first_b = await b.create_session()
+        assert first_b.agent_id in ("dedicated", "agent-1") and first_b.project_id == other.project_id
+        # The default project only has the shared pool: one place, then none (the dedicated ones are free).
+        assert (await a.create_session()).agent_id == "shared"
+        with pytest.raises(AstraBoxError) as full:
+            await a.create_session()
+        assert full.value.reason == "NO_AGENT_AVAILABLE"

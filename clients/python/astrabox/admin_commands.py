@@ -7,7 +7,7 @@
     astrabox keys list [--project ID]
     astrabox keys revoke KEY_ID
     astrabox audit [--project ID] [--session ID] [--limit N]
-    astrabox agents list | revoke AGENT_ID   (operator admins)
+    astrabox agents list | revoke AGENT_ID | dedicate AGENT_ID [--project ID]   (operator admins)
 
 `keys create` prints the new key once, on its own line, so that
 `astrabox keys create ci --role developer > ci.key` keeps only the key.
@@ -59,6 +59,9 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     actions = agents.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="the agents that enrolled")
     actions.add_parser("revoke", help="close its stream and refuse it from now on").add_argument("agent_id")
+    dedicate = actions.add_parser("dedicate", help="run only a project's sessions on it (no --project: shared)")
+    dedicate.add_argument("agent_id")
+    dedicate.add_argument("--project", default="", help="project id (default: the shared pool)")
     for name in COMMANDS:
         sub.choices[name].set_defaults(func=func)
 
@@ -89,6 +92,9 @@ async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
             for agent in await client.admin.list_agents():
                 revoked = f"  revoked {_when(agent.revoke_time, True)}" if agent.HasField("revoke_time") else ""
                 print(f"{agent.agent_id}  enrolled {_when(agent.enroll_time, True)}{revoked}")
+        elif args.action == "dedicate":
+            dedicated = await client.admin.dedicate_agent(args.agent_id, args.project)
+            print(f"{dedicated.agent_id} runs {dedicated.project_id or 'any project'}'s sessions")
         else:
             agent = await client.admin.revoke_agent(args.agent_id)
             print(f"revoked {agent.agent_id}")

@@ -95,6 +95,12 @@ class Admin:
         agent: admin.Agent = (await self._unary(self._stub.RevokeAgent, request)).agent
         return agent
 
+    async def dedicate_agent(self, agent_id: str, project_id: str = "") -> admin.DedicateAgentResponse:
+        """Dedicate an agent to a project ("": back to the shared pool) (operator admins)."""
+        request = admin.DedicateAgentRequest(agent_id=agent_id, project_id=project_id)
+        response: admin.DedicateAgentResponse = await self._unary(self._stub.DedicateAgent, request)
+        return response
+
     async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
         try:
             return await method(request, timeout=self._timeout, metadata=self._metadata)

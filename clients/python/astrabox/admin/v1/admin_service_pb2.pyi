@@ -221,3 +221,19 @@ class RevokeAgentResponse(_message.Message):
     AGENT_FIELD_NUMBER: _ClassVar[int]
     agent: Agent
     def __init__(self, agent: _Optional[_Union[Agent, _Mapping]] = ...) -> None: ...
+
+class DedicateAgentRequest(_message.Message):
+    __slots__ = ("agent_id", "project_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    project_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
+
+class DedicateAgentResponse(_message.Message):
+    __slots__ = ("agent_id", "project_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    project_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...

@@ -119,6 +119,11 @@ class AdminServiceStub:
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.SerializeToString,
                 response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.FromString,
                 _registered_method=True)
+        self.DedicateAgent = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/DedicateAgent',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -232,6 +237,16 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DedicateAgent(self, request, context):
+        """Dedicates an agent to a project: it runs only that project's sessions,
+        which go to it before the shared pool. An empty project_id returns it to
+        the shared pool. Sessions already placed stay where they are. Operator
+        admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -279,6 +294,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeAgent,
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.FromString,
                     response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.SerializeToString,
+            ),
+            'DedicateAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.DedicateAgent,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -564,6 +584,33 @@ class AdminService:
             '/astrabox.admin.v1.AdminService/RevokeAgent',
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.SerializeToString,
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DedicateAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/DedicateAgent',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,
