@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 from google.protobuf.descriptor import MethodDescriptor
 
+from astrabox.admin.v1 import admin_service_pb2
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
@@ -140,3 +141,48 @@ async def test_a_projects_sessions_go_to_its_own_agents_first_and_never_to_anoth
         with pytest.raises(AstraBoxError) as full:
             await a.create_session()
         assert full.value.reason == "NO_AGENT_AVAILABLE"
+
+
+ADMIN = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"]
+
+
+async def test_another_projects_admin_reaches_nothing_of_this_project(running) -> None:
+    """Every AdminService RPC, called by another project's admin naming this project, its key or its
+    agent: refused as not found (or as operator-only), nothing revealed, nothing changed."""
+    async with AstraBoxClient.connect(running.address) as operator:
+        ours = (await operator.admin.whoami()).project
+        our_key = (await operator.admin.create_api_key("ours", role="viewer")).key
+        other = await operator.admin.create_project("other")
+        their_admin = (await operator.admin.create_api_key("theirs", role="admin", project_id=other.project_id)).secret
+    names = {"project_id": ours.project_id, "key_id": our_key.key_id, "agent_id": "agent-1", "name": "sneaky"}
+    before = await counts(running.pool)
+    problems = []
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        for method in ADMIN.methods:
+            fields = {f: v for f, v in names.items() if f in method.input_type.fields_by_name}
+            if "role" in method.input_type.fields_by_name:
+                fields["role"] = admin_service_pb2.ROLE_ADMIN
+            request = getattr(admin_service_pb2, method.input_type.name)(**fields).SerializeToString()
+            try:
+                response = await channel.unary_unary(f"/{ADMIN.full_name}/{method.name}")(
+                    request, metadata=(("authorization", f"Bearer {their_admin}"),), timeout=30
+                )
+                outcome = ("OK", "")
+            except grpc.aio.AioRpcError as error:
+                info = error_info(error)
+                outcome = (error.code().name, info.reason if info else "")
+                response = (error.details() or "").encode()
+            allowed = {
+                ("NOT_FOUND", "PROJECT_NOT_FOUND"),
+                ("NOT_FOUND", "KEY_NOT_FOUND"),
+                ("PERMISSION_DENIED", "ROLE_INSUFFICIENT"),
+            }
+            if method.name in ("WhoAmI", "ListProjects", "ListApiKeys", "ListAuditRecords") and not fields:
+                allowed.add(("OK", ""))  # its own project's, below
+            if outcome not in allowed:
+                problems.append(f"{method.name}: {outcome}")
+            named_it = "key_id" in fields  # a refusal may echo what the caller sent
+            if (our_key.key_id.encode() in response and not named_it) or b"ours" in response:
+                problems.append(f"{method.name}: reveals this project's key")
+    assert problems == []
+    assert await counts(running.pool) == before
