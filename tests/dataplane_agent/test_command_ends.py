@@ -13,7 +13,12 @@ from tests.dataplane_agent.test_hostile_archives import box, service  # noqa: F4
 
 FORK_BOMB = "bomb() { bomb | bomb & }; bomb; sleep 600"
 # Processes of this sandbox other than the one asking (ps is not in every image: /proc is).
-COUNT = 'n=0; for p in /proc/[0-9]*; do [ "${p#/proc/}" = $$ ] || n=$((n+1)); done; echo $n'
+# Processes of the sandbox other than this shell, zombies aside (a killed process the sandbox's init
+# has not reaped yet is no longer running; on a loaded machine the reaping can come after the count).
+COUNT = (
+    'n=0; for p in /proc/[0-9]*; do [ "${p#/proc/}" = $$ ] && continue; '
+    'st=$(< "$p/stat") 2>/dev/null || continue; st=${st##*) }; [ "${st%% *}" = Z ] || n=$((n+1)); done; echo $n'
+)
 
 
 def marked_processes() -> list[int]:
