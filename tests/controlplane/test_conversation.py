@@ -379,15 +379,15 @@ async def test_an_idle_runtime_is_stopped_once_and_the_next_message_starts_it_ag
     await plane.report(
         tasked, **engine("TaskStartedMessage", task_id="t1", description="sleep 60", subtype="task_started")
     )
-    sweeper = DeadlineSweeper(
-        plane.pool,
-        plane.journal,
-        plane.turns,
-        plane.agents,
-        timedelta(seconds=180),
-        idle_stop_after=timedelta(milliseconds=300),
-    )
-    assert await sweeper.sweep() == 0  # nothing has been idle that long yet
+
+    def sweeper_after(idle: timedelta) -> DeadlineSweeper:
+        return DeadlineSweeper(
+            plane.pool, plane.journal, plane.turns, plane.agents, timedelta(seconds=180), idle_stop_after=idle
+        )
+
+    # Nothing has been idle that long yet (an hour: however slowly the machine ran the set-up).
+    assert await sweeper_after(timedelta(hours=1)).sweep() == 0
+    sweeper = sweeper_after(timedelta(milliseconds=300))
 
     await asyncio.sleep(0.4)
     assert await sweeper.sweep() == 1  # a running turn or an open background task keeps a runtime up
