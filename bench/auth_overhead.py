@@ -64,6 +64,7 @@ from controlplane.journal import Journal
 from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.page_tokens import PageTokens
+from controlplane.quotas import Quotas
 from controlplane.server import RUNNER
 from controlplane.settings import MAX_GRPC_MESSAGE_BYTES, ControlPlaneSettings
 from controlplane.turns import Turns
@@ -132,7 +133,7 @@ async def measure(args: argparse.Namespace, settings: ControlPlaneSettings, pool
     kernel = SessionKernel(pool, journal, agents, turns, live, PageTokens.from_cluster_secret(secret))
     conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
     router = WorkspaceRouter(ReplicaLinks(pool, "127.0.0.1:0", secret))
-    servicer = SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router))
+    servicer = SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router, Quotas(pool)))
     # A stand-in agent for CreateSession to place the session on; its StartRuntime is never read.
     manifest = EngineManifest.from_proto(engine_manifest_proto(CLAUDE_CODE))  # as the agent's Hello declares it
     await agents.register(AgentHello("bench-agent", "bench", ["local"], [manifest], 4, {}))

@@ -21,6 +21,7 @@ database and nothing else. Its map:
     conversation.py  messages, interrupts, answers to interactions, permission modes, task stops
     turns.py         the queue of messages, their dispatch to the engine, their end, placing again
     requests.py      idempotency of session commands (request ids)
+    quotas.py        each project's limits, counted in PostgreSQL so they hold across replicas
     session.py       the session's records and states
     journal.py       the journal transaction: events appended, watchers woken after the commit
     live.py          the live tail: this replica's watchers, and LISTEN/NOTIFY from the others
@@ -42,6 +43,7 @@ database and nothing else. Its map:
     agents.py              agents; placement also counts sessions
     agent_commands.py      agent_commands   cluster_secret.py      cluster_secret
     agent_credentials.py   agent_credentials (each agent's credential, bound at enrollment)
+    project_quotas.py      project_quotas   command_leases.py      command_leases
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
                    map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
 

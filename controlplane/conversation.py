@@ -2,7 +2,8 @@
 
 Each is accepted into the journal with the projection change and the agent
 command that carries it out, in one transaction; a retry with the same id
-has no second effect.
+has no second effect. A message's or answer's size is held to the project's
+message_bytes quota (`controlplane.quotas`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import requests, store, validation
+from controlplane import quotas, requests, store, validation
 from controlplane.agents import Agents
 from controlplane.errors import (
     InteractionNotFound,
@@ -57,6 +58,16 @@ class Answer:
     updated_input_json: str = ""
     message: str = ""
     answers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """Its UTF-8 bytes, as the project's message_bytes quota counts them."""
+        texts = [self.updated_input_json, self.message, *self.answers.keys(), *self.answers.values()]
+        return sum(_utf8(text) for text in texts)
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 class Conversation:
@@ -104,6 +115,8 @@ class Conversation:
                     f"session {session_id} is {session.state.value} and cannot take messages{detail}",
                     {"session_id": session_id, "state": session.state.value},
                 )
+            assert session.project_id is not None
+            await quotas.check_message(tx.conn, session.project_id, _utf8(request.text), "the message")
             turn = QueuedTurn(str(uuid.uuid4()), request.text, mode)
             seq = await self._turns.queue(tx, session, turn, request.client_message_id, print_)
         log.info("message_accepted", session_id=session_id, turn_id=turn.turn_id, seq=seq)
@@ -155,6 +168,8 @@ class Conversation:
                 answers=dict(answer.answers),
             ):
                 return
+            assert session.project_id is not None
+            await quotas.check_message(tx.conn, session.project_id, answer.size, "the answer")
             row = await store.interactions.lock(tx.conn, session_id, interaction_id)
             if row is None:
                 raise InteractionNotFound(

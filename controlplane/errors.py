@@ -11,7 +11,8 @@
     ├── SessionNotReady        FAILED_PRECONDITION  reason SESSION_NOT_READY
     ├── RequestIdReused        ALREADY_EXISTS       reason REQUEST_ID_REUSED
     ├── RuntimeNotAvailable    FAILED_PRECONDITION  reason RUNTIME_NOT_AVAILABLE
-    ├── TooLarge               RESOURCE_EXHAUSTED   reason TOO_LARGE
+    ├── QuotaExceeded          RESOURCE_EXHAUSTED   reason QUOTA_EXCEEDED; metadata quota, limit, used; a
+    │                                                   RetryInfo where waiting makes room
     ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
     ├── AgentNotConnected      UNAVAILABLE          reason AGENT_NOT_CONNECTED
     ├── Unauthenticated        UNAUTHENTICATED      reason CREDENTIALS_MISSING, CREDENTIALS_INVALID,
@@ -33,6 +34,7 @@ The mapping to gRPC status codes lives in one place, `controlplane.status`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 
 import grpc
 
@@ -41,6 +43,8 @@ class KernelError(Exception):
     """A request the kernel refused; the message is meant for the caller."""
 
     reason = "INTERNAL"
+    # How long the caller should wait before it retries, when waiting helps (a RetryInfo detail).
+    retry_after: timedelta | None = None
 
     def __init__(self, message: str, metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
@@ -91,8 +95,14 @@ class RuntimeNotAvailable(KernelError):
     reason = "RUNTIME_NOT_AVAILABLE"
 
 
-class TooLarge(KernelError):
-    reason = "TOO_LARGE"
+class QuotaExceeded(KernelError):
+    """One of the project's quotas (`controlplane.quotas`) does not allow the call; nothing was done."""
+
+    reason = "QUOTA_EXCEEDED"
+
+    def __init__(self, quota: str, limit: int, used: int, message: str, retry_after: timedelta | None = None) -> None:
+        super().__init__(message, {"quota": quota, "limit": str(limit), "used": str(used)})
+        self.retry_after = retry_after
 
 
 class AgentNotConnected(KernelError):

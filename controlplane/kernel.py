@@ -3,6 +3,8 @@
 Every command is first written as journal events together with the session
 projection it changes and the agent command that carries it out, in one
 transaction. Retries with the same idempotency key return the same outcome.
+A new session is admitted by the project's quotas in the transaction that
+creates it (`controlplane.quotas`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import asyncpg
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import requests, store, validation
+from controlplane import quotas, requests, store, validation
 from controlplane.agents import Agents
 from controlplane.engines import DEFAULT_ENGINE
 from controlplane.errors import InvalidArgument, NoAgentAvailable, RequestIdReused, SessionNotFound
@@ -83,6 +85,7 @@ class SessionKernel:
             )
         session_id = str(uuid.uuid4())
         async with self._journal.transaction() as tx:
+            await quotas.admit_session(tx.conn, request.project_id, request.request_id)
             inserted = await store.sessions.insert(
                 tx.conn,
                 session_id,

@@ -35,6 +35,7 @@ from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
+from controlplane.quotas import Quotas
 from controlplane.relay import RelaySettings, RunnerServicer
 from controlplane.settings import (
     MAX_GRPC_MESSAGE_BYTES,
@@ -141,7 +142,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         sweeper = DeadlineSweeper(
             pool, journal, turns, agents, settings.startup_deadline, idle_stop_after=settings.idle_stop_after
         )
-        _add_session_kernel_service(SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router)), server)
+        workspace = WorkspaceFiles(kernel, router, Quotas(pool))
+        _add_session_kernel_service(SessionKernelServicer(kernel, conversation, workspace), server)
         relay = RunnerServicer(
             agents,
             OutputCommitter(journal, turns),

@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 import grpc
 import structlog
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -29,7 +31,7 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.RequestIdReused: grpc.StatusCode.ALREADY_EXISTS,
     errors.NoAgentAvailable: grpc.StatusCode.UNAVAILABLE,
     errors.RuntimeNotAvailable: grpc.StatusCode.FAILED_PRECONDITION,
-    errors.TooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.QuotaExceeded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.AgentNotConnected: grpc.StatusCode.UNAVAILABLE,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.CredentialsUnverifiable: grpc.StatusCode.UNAVAILABLE,
@@ -49,16 +51,26 @@ def code_for(error: errors.KernelError) -> grpc.StatusCode:
 
 
 def to_status(error: errors.KernelError) -> grpc.Status:
-    """Build the rich gRPC status (code, message, ErrorInfo) for a domain error."""
+    """Build the rich gRPC status (code, message, ErrorInfo, and RetryInfo when the error says how long
+    to wait) for a domain error."""
     code = code_for(error)
     if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN) and not isinstance(error, errors.Internal):
         # An agent's or a replica's own failure: its text stays in the log.
         return to_status(unexpected(error))
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
-    detail = any_pb2.Any()
-    detail.Pack(info)
-    status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
+    details = [_packed(info)]
+    if error.retry_after is not None:
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromTimedelta(max(error.retry_after, timedelta(0)))
+        details.append(_packed(retry))
+    status = status_pb2.Status(code=code.value[0], message=error.message, details=details)
     return rpc_status.to_status(status)
+
+
+def _packed(message: Message) -> any_pb2.Any:
+    detail = any_pb2.Any()
+    detail.Pack(message)
+    return detail
 
 
 def unexpected(error: BaseException, **where: str) -> errors.Internal:
@@ -89,6 +101,19 @@ def maps_errors(method: F) -> F:
             await context.abort_with_status(to_status(error))
 
     return cast(F, wrapper)
+
+
+def retry_info(error: grpc.aio.AioRpcError) -> error_details_pb2.RetryInfo | None:
+    """The RetryInfo a failed call carries; None without one."""
+    try:
+        status = rpc_status.from_call(error)
+    except (ValueError, AttributeError):
+        return None
+    for detail in status.details if status else ():
+        retry = error_details_pb2.RetryInfo()
+        if detail.Unpack(retry):
+            return retry
+    return None
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:

@@ -25,6 +25,8 @@ from controlplane.errors import InvalidArgument
 # The most a user message, an answer or an updated tool input may hold (UTF-8 bytes).
 MAX_TEXT_BYTES = 256 * 1024
 MAX_CHUNK_BYTES = 1024 * 1024
+# The most one uploaded archive may hold, as streamed.
+MAX_UPLOAD_BYTES = 256 * 1024 * 1024
 MAX_PATH_BYTES = 4096
 MAX_PATH_COMPONENT_BYTES = 255
 MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000
@@ -176,6 +178,12 @@ FIELDS: dict[str, Check] = {
     # A google.protobuf.Timestamp (expire_time): 0001-01-01 to 9999-12-31, as the type allows.
     "seconds": _range(-62135596800, 253402300799),
     "nanos": _range(0, 999_999_999),
+    # AdminService.SetQuotas (controlplane.quotas): the most each quota may be set to.
+    "live_sessions": _range(0, 1_000_000),
+    "sessions_per_minute": _range(0, 1_000_000),
+    "message_bytes": _range(0, MAX_TEXT_BYTES),
+    "upload_bytes": _range(0, MAX_UPLOAD_BYTES),
+    "concurrent_commands": _range(0, 10_000),
 }
 
 

@@ -27,15 +27,16 @@ from controlplane.errors import (
     AgentNotConnected,
     InvalidArgument,
     KernelError,
+    QuotaExceeded,
     RuntimeNotAvailable,
-    TooLarge,
     WorkspaceFailed,
 )
 from controlplane.kernel import SessionKernel
+from controlplane.quotas import Quotas
+from controlplane.session import SessionRecord
 
 Send = Callable[[runner_pb2.ConnectResponse], Awaitable[None]]
 
-MAX_UPLOAD_BYTES = 256 * 1024 * 1024
 # How long a reply may wait for a slow client before the request is dropped.
 DELIVERY_TIMEOUT_S = 30.0
 # How long the agent may stay silent on a request.
@@ -97,7 +98,7 @@ class WorkspaceRouter:
 
     async def exchange(
         self, agent_id: str, session_id: str, requests: AsyncIterator[runner_pb2.WorkspaceRequest]
-    ) -> AsyncIterator[runner_pb2.WorkspaceReply]:
+    ) -> AsyncGenerator[runner_pb2.WorkspaceReply, None]:
         """Send `requests` (one, or an upload's chunks) and yield the replies up to the last,
         through the agent's stream here or through the replica that holds it."""
         if agent_id in self._streams or self._replicas is None:
@@ -178,13 +179,14 @@ async def _one(request: runner_pb2.WorkspaceRequest) -> AsyncIterator[runner_pb2
 
 
 class WorkspaceFiles:
-    """The client-facing operations on a session's workspace."""
+    """The client-facing operations on a session's workspace, within the project's quotas."""
 
-    def __init__(self, kernel: SessionKernel, router: WorkspaceRouter) -> None:
+    def __init__(self, kernel: SessionKernel, router: WorkspaceRouter, quotas: Quotas) -> None:
         self._kernel = kernel
         self._router = router
+        self._quotas = quotas
 
-    async def _agent_of(self, session_id: str) -> tuple[str, str]:
+    async def _running(self, session_id: str) -> SessionRecord:
         session = await self._kernel.get_session(session_id)
         if not session.runtime_available or not session.agent_id:
             raise RuntimeNotAvailable(
@@ -192,6 +194,10 @@ class WorkspaceFiles:
                 "send it a message to bring it back",
                 {"session_id": session.session_id},
             )
+        return session
+
+    async def _agent_of(self, session_id: str) -> tuple[str, str]:
+        session = await self._running(session_id)
         return session.agent_id, session.session_id
 
     async def list(self, session_id: str, path: str) -> runner_pb2.DirectoryListing:
@@ -215,28 +221,41 @@ class WorkspaceFiles:
             raise InvalidArgument("command", "command must not be empty")
         if timeout_ms < 0:
             raise InvalidArgument("timeout_ms", "timeout_ms must not be negative")
-        agent_id, session_id = await self._agent_of(session_id)
+        session = await self._running(session_id)
+        assert session.project_id is not None
         request = runner_pb2.WorkspaceRequest(
             exec_command=runner_pb2.ExecCommand(command=command, timeout_ms=timeout_ms)
         )
-        async for reply in self._router.exchange(agent_id, session_id, _one(request)):
-            body = reply.WhichOneof("body")
-            if body == "exit_code":
-                yield CommandOutput(exit_code=reply.exit_code)
-            elif body in ("stdout", "stderr"):
-                yield CommandOutput(**{body: getattr(reply, body)})
+        async with self._quotas.running_command(session.project_id, session.session_id):
+            replies = self._router.exchange(session.agent_id, session.session_id, _one(request))
+            async with contextlib.aclosing(replies):
+                async for reply in replies:
+                    body = reply.WhichOneof("body")
+                    if body == "exit_code":
+                        yield CommandOutput(exit_code=reply.exit_code)
+                    elif body in ("stdout", "stderr"):
+                        yield CommandOutput(**{body: getattr(reply, body)})
 
     async def upload(self, first: tuple[str, str], chunks: AsyncIterator[bytes]) -> runner_pb2.ArchiveWritten:
         """Unpack the archive in `chunks` into `first` = (session_id, path)."""
         session_id, path = validation.session_id(first[0]), validation.workspace_path(first[1])
-        agent_id, session_id = await self._agent_of(session_id)
+        session = await self._running(session_id)
+        assert session.project_id is not None
+        agent_id, session_id = session.agent_id, session.session_id
+        # The project's quota, never above validation.MAX_UPLOAD_BYTES (its bound).
+        limit = await self._quotas.upload_bytes(session.project_id)
 
         async def requests() -> AsyncIterator[runner_pb2.WorkspaceRequest]:
             total, target = 0, path
             async for chunk in chunks:  # each at most validation.MAX_CHUNK_BYTES (checked at the edge)
                 total += len(chunk)
-                if total > MAX_UPLOAD_BYTES:
-                    raise TooLarge(f"the upload is larger than {MAX_UPLOAD_BYTES // 2**20} MiB")
+                if total > limit:  # this chunk never reaches the agent, which unpacks nothing before the last
+                    raise QuotaExceeded(
+                        "upload_bytes",
+                        limit,
+                        total,
+                        f"the upload is larger than the project's quota of {limit} bytes (over {total} so far)",
+                    )
                 yield runner_pb2.WorkspaceRequest(write_archive=runner_pb2.WriteArchive(path=target, chunk=chunk))
                 target = ""
             yield runner_pb2.WorkspaceRequest(write_archive=runner_pb2.WriteArchive(path=target, last=True))

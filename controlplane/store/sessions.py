@@ -145,6 +145,46 @@ async def by_request_id(
     return await db.fetchrow("SELECT * FROM sessions WHERE project_id = $1 AND request_id = $2", project_id, request_id)
 
 
+# pg_advisory_xact_lock(class, project hash): the class of the locks that serialise one project's creates.
+_CREATES_LOCK_CLASS = 0x51554F54  # "QUOT"
+# The states of a session that no longer counts as live (for the live_sessions quota).
+_ENDED_STATES = ["archived", "deleted", "failed"]
+
+
+async def lock_project_creates(conn: asyncpg.Connection, project_id: uuid.UUID) -> None:
+    """Serialise the project's session creates until the transaction ends (on every replica), so
+    that each counts the ones before it."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2::uuid::text))", _CREATES_LOCK_CLASS, project_id)
+
+
+async def count_live(db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID) -> int:
+    """The project's sessions neither archived, deleted nor failed."""
+    count: int = await db.fetchval(
+        "SELECT count(*) FROM sessions WHERE project_id = $1 AND deleted_at IS NULL AND state <> ALL($2::text[])",
+        project_id,
+        _ENDED_STATES,
+    )
+    return count
+
+
+async def created_since(
+    db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID, window: timedelta, nth: int
+) -> tuple[int, timedelta | None]:
+    """How many sessions the project created in the last `window` (deleted ones included), and how
+    long until the `nth` newest of them leaves the window (None when there are fewer)."""
+    row = await db.fetchrow(
+        "SELECT (SELECT count(*) FROM sessions WHERE project_id = $1 AND created_at > now() - $2::interval) AS used,"
+        " (SELECT created_at + $2::interval - now() FROM sessions"
+        "   WHERE project_id = $1 AND created_at > now() - $2::interval"
+        "   ORDER BY created_at DESC OFFSET $3 LIMIT 1) AS leaves_in",
+        project_id,
+        window,
+        max(nth - 1, 0),
+    )
+    assert row is not None
+    return row["used"], row["leaves_in"] if nth > 0 else None
+
+
 async def project_of(db: asyncpg.Connection | asyncpg.Pool, session_id: uuid.UUID) -> uuid.UUID | None:
     """The project owning the session; None when there is no such session."""
     project: uuid.UUID | None = await db.fetchval("SELECT project_id FROM sessions WHERE session_id = $1", session_id)

@@ -17,6 +17,7 @@ from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.api import SessionKernelServicer
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.journal import EventKind
+from controlplane.quotas import Quotas
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from tests.support.grpc_testing_bridge import ServicerHarness
 
@@ -27,7 +28,9 @@ SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
 async def api(plane) -> ServicerHarness:
     return ServicerHarness(
         SERVICE,
-        SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())),
+        SessionKernelServicer(
+            plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter(), Quotas(plane.pool))
+        ),
         plane.caller,
     )
 

@@ -11,6 +11,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane.api import SessionKernelServicer
+from controlplane.quotas import Quotas
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from tests.support.grpc_testing_bridge import ServicerHarness
 
@@ -22,7 +23,9 @@ UNKNOWN_ID = "8c3e2a38-7f8b-4f7e-9d7b-9a0b6e0f0e0e"
 async def api(plane) -> ServicerHarness:
     return ServicerHarness(
         SERVICE,
-        SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter())),
+        SessionKernelServicer(
+            plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter(), Quotas(plane.pool))
+        ),
         plane.caller,
     )
 

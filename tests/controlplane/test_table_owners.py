@@ -27,6 +27,8 @@ OWNERS = {
     "agent_commands": "store/agent_commands.py",
     "agent_credentials": "store/agent_credentials.py",
     "cluster_secret": "store/cluster_secret.py",
+    "project_quotas": "store/project_quotas.py",
+    "command_leases": "store/command_leases.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",

@@ -15,6 +15,7 @@ import pytest
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane.api import SessionKernelServicer
 from controlplane.kernel import CreateSession
+from controlplane.quotas import Quotas
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 
 
@@ -36,7 +37,9 @@ async def test_a_refused_upload_is_read_to_its_end_before_the_refusal(plane) -> 
     await plane.connect_agent()
     session = await plane.kernel.create_session(CreateSession(request_id="upload-refused", project_id=plane.project_id))
     await plane.runtime_started(session.session_id)
-    servicer = SessionKernelServicer(plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter()))
+    servicer = SessionKernelServicer(
+        plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, WorkspaceRouter(), Quotas(plane.pool))
+    )
     read = 0
 
     async def messages() -> AsyncIterator[pb.UploadWorkspaceArchiveRequest]:

@@ -9,6 +9,7 @@ LocalStackError              `astrabox.testing.LocalStack` could not start the s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 
 import grpc
 from google.rpc import error_details_pb2
@@ -23,7 +24,9 @@ class AstraBoxError(Exception):
     `code` is the gRPC status code; `reason`, `domain` and `metadata` come
     from the `google.rpc.ErrorInfo` detail (`reason` such as
     "SESSION_NOT_FOUND"; empty when the server sent none, e.g. when it was
-    unreachable); `message` is the status message.
+    unreachable); `message` is the status message. `retry_delay` is how long
+    the server asks the caller to wait before it retries (a
+    `google.rpc.RetryInfo` detail, e.g. with QUOTA_EXCEEDED); None without one.
     """
 
     def __init__(
@@ -34,12 +37,14 @@ class AstraBoxError(Exception):
         reason: str = "",
         domain: str = "",
         metadata: Mapping[str, str] | None = None,
+        retry_delay: timedelta | None = None,
     ) -> None:
         self.code = code
         self.message = message
         self.reason = reason
         self.domain = domain
         self.metadata = dict(metadata or {})
+        self.retry_delay = retry_delay
         super().__init__(f"{code.name}{f' {reason}' if reason else ''}: {message}")
 
     @classmethod
@@ -47,10 +52,13 @@ class AstraBoxError(Exception):
         """Reads code, message and ErrorInfo from a failed call."""
         code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
         message = error.details() if hasattr(error, "details") else str(error)
-        info = _error_info(error)
+        info, retry = _details(error)
+        delay = retry.retry_delay.ToTimedelta() if retry is not None else None
         if info is None:
-            return cls(code, message or "")
-        return cls(code, message or "", reason=info.reason, domain=info.domain, metadata=info.metadata)
+            return cls(code, message or "", retry_delay=delay)
+        return cls(
+            code, message or "", reason=info.reason, domain=info.domain, metadata=info.metadata, retry_delay=delay
+        )
 
 
 class SessionStateError(AstraBoxError):
@@ -74,16 +82,18 @@ class ServerNotInstalledError(LocalStackError):
     installed in the same Python environment as the client."""
 
 
-def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+def _details(error: grpc.RpcError) -> tuple[error_details_pb2.ErrorInfo | None, error_details_pb2.RetryInfo | None]:
+    """The ErrorInfo and RetryInfo details of a failed call, each None when it has none."""
     try:
         status = rpc_status.from_call(error)
     except (ValueError, AttributeError):
-        return None  # a status detail that contradicts the call's own status
-    if status is None:
-        return None
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+        return None, None  # a status detail that contradicts the call's own status
+    info = retry = None
+    for detail in status.details if status is not None else ():
+        if info is None and detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            return info
-    return None
+        elif retry is None and detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry = error_details_pb2.RetryInfo()
+            detail.Unpack(retry)
+    return info, retry
