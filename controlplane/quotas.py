@@ -100,6 +100,24 @@ async def put(
     return _limits(await store.project_quotas.put(db, project_id, values, by))
 
 
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a project uses of its quotas now (AdminService.GetQuotas)."""
+
+    live_sessions: int
+    sessions_per_minute: int
+    concurrent_commands: int
+
+
+async def usage(db: asyncpg.Pool, project_id: uuid.UUID) -> Usage:
+    recent, _ = await store.sessions.created_since(db, project_id, RATE_WINDOW, 0)
+    return Usage(
+        await store.sessions.count_live(db, project_id),
+        recent,
+        await store.command_leases.count_held(db, project_id),
+    )
+
+
 async def admit_session(conn: asyncpg.Connection, project_id: uuid.UUID, request_id: str) -> None:
     """In the transaction that creates the session: refuse it when the project is at its
     live_sessions or sessions_per_minute quota. Serialises the project's creates until the

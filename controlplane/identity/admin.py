@@ -1,4 +1,4 @@
-"""AdminService: projects and API keys, for the callers `identity.rules` lets in."""
+"""AdminService: projects, API keys, the audit trail and quotas, for the callers `identity.rules` lets in."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import structlog
 
 from astrabox.admin.v1 import admin_service_pb2 as pb
 from astrabox.admin.v1 import admin_service_pb2_grpc as pb_grpc
+from controlplane import quotas
 from controlplane.convert import timestamp
 from controlplane.errors import AgentNotFound, InvalidArgument, ProjectNotFound
 from controlplane.identity import audit, callers, keys, store
@@ -162,6 +163,46 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         log.info("api_key_revoked", key_id=record.key_id, project_id=str(record.project_id), by=caller.who)
         return pb.RevokeApiKeyResponse(key=key_to_proto(record))
 
+    async def _readable(self, caller: Caller, project_id: str) -> uuid.UUID:
+        """The project a call names (empty: the caller's), if the caller may read it: its own, or any
+        for an operator admin; another answers like one that does not exist."""
+        if not project_id:
+            return caller.project_id
+        wanted = _project_id(project_id)
+        if wanted == caller.project_id:
+            return wanted
+        if not caller.operator:
+            raise ProjectNotFound(str(wanted))
+        return await self._managed(caller, project_id)
+
+    @maps_errors
+    async def GetQuotas(self, request: pb.GetQuotasRequest, context: grpc.aio.ServicerContext) -> pb.GetQuotasResponse:
+        project_id = await self._readable(callers.current(), request.project_id)
+        configured, effective = quotas_to_proto(await quotas.of(self._pool, project_id))
+        used = await quotas.usage(self._pool, project_id)
+        return pb.GetQuotasResponse(
+            project_id=str(project_id),
+            configured=configured,
+            effective=effective,
+            usage=pb.QuotaUsage(
+                live_sessions=used.live_sessions,
+                sessions_per_minute=used.sessions_per_minute,
+                concurrent_commands=used.concurrent_commands,
+            ),
+        )
+
+    @maps_errors
+    async def SetQuotas(self, request: pb.SetQuotasRequest, context: grpc.aio.ServicerContext) -> pb.SetQuotasResponse:
+        caller = callers.current()
+        project_id = await self._managed(caller, request.project_id)
+        values = {
+            name: getattr(request.quotas, name) if request.quotas.HasField(name) else None for name in quotas.NAMES
+        }
+        stored = await quotas.put(self._pool, project_id, values, caller.who)
+        log.info("quotas_set", project_id=str(project_id), by=caller.who, **stored.set)
+        configured, effective = quotas_to_proto(stored)
+        return pb.SetQuotasResponse(project_id=str(project_id), configured=configured, effective=effective)
+
     @maps_errors
     async def ListAuditRecords(
         self, request: pb.ListAuditRecordsRequest, context: grpc.aio.ServicerContext
@@ -225,6 +266,12 @@ def agent_to_proto(agent: AgentCredential) -> pb.Agent:
     if agent.revoked_at is not None:
         proto.revoke_time.CopyFrom(timestamp(agent.revoked_at))
     return proto
+
+
+def quotas_to_proto(found: quotas.ProjectQuotas) -> tuple[pb.Quotas, pb.Quotas]:
+    """(configured, effective): the quotas set for a project, and the limits in force."""
+    configured = pb.Quotas(**{name: value for name, value in found.set.items() if value is not None})
+    return configured, pb.Quotas(**{name: getattr(found.limits, name) for name in quotas.NAMES})
 
 
 def audit_record_to_proto(record: audit.AuditRecord) -> pb.AuditRecord:

@@ -1,15 +1,19 @@
-"""Every field of every SessionKernelService request is bounded, and refusals quote little."""
+"""Every field of every SessionKernelService and AdminService request is bounded, and refusals quote little."""
 
 from __future__ import annotations
 
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from astrabox.admin.v1 import admin_service_pb2 as admin_pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane import validation
 from controlplane.errors import InvalidArgument
 
-SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
+SERVICES = [
+    pb.DESCRIPTOR.services_by_name["SessionKernelService"],
+    admin_pb.DESCRIPTOR.services_by_name["AdminService"],
+]
 
 
 def request_fields(message: Descriptor, seen: set[str] | None = None) -> set[tuple[str, str]]:
@@ -28,7 +32,7 @@ def request_fields(message: Descriptor, seen: set[str] | None = None) -> set[tup
 
 
 def test_every_request_field_has_a_bound() -> None:
-    fields = set().union(*(request_fields(m.input_type) for m in SERVICE.methods))
+    fields = set().union(*(request_fields(m.input_type) for service in SERVICES for m in service.methods))
     unbounded = sorted(f"{message}.{name}" for message, name in fields if name not in validation.FIELDS)
     assert unbounded == [], "add them to controlplane.validation.FIELDS and document them in the proto"
 
@@ -63,6 +67,22 @@ def refusal(message) -> InvalidArgument:
         (pb.RunCommandRequest(command="c" * (64 * 1024 + 1)), "FIELD_TOO_LONG", "command"),
         (pb.RunCommandRequest(command="ls", timeout_ms=-1), "INVALID_ARGUMENT", "timeout_ms"),
         (pb.WatchSessionEventsRequest(after_seq=-1), "INVALID_ARGUMENT", "after_seq"),
+        (
+            admin_pb.SetQuotasRequest(quotas=admin_pb.Quotas(live_sessions=-1)),
+            "INVALID_ARGUMENT",
+            "quotas.live_sessions",
+        ),
+        (
+            admin_pb.SetQuotasRequest(quotas=admin_pb.Quotas(message_bytes=256 * 1024 + 1)),
+            "INVALID_ARGUMENT",
+            "quotas.message_bytes",
+        ),
+        (
+            admin_pb.SetQuotasRequest(quotas=admin_pb.Quotas(upload_bytes=256 * 2**20 + 1)),
+            "INVALID_ARGUMENT",
+            "quotas.upload_bytes",
+        ),
+        (admin_pb.GetQuotasRequest(project_id="p" * 65), "FIELD_TOO_LONG", "project_id"),
     ],
 )
 def test_a_value_out_of_bounds_is_refused_naming_its_field(message, reason, field) -> None:

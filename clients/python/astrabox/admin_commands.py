@@ -8,6 +8,12 @@
     astrabox keys revoke KEY_ID
     astrabox audit [--project ID] [--session ID] [--limit N]
     astrabox agents list | revoke AGENT_ID | dedicate AGENT_ID [--project ID]   (operator admins)
+    astrabox quotas show [--project ID]
+    astrabox quotas set [--project ID] [--live-sessions N|default] [--sessions-per-minute N|default]
+                        [--message-bytes N|default] [--upload-bytes N|default]
+                        [--concurrent-commands N|default]          (operator admins)
+
+`quotas set` changes the quotas it names and keeps the others as they are set.
 
 `keys create` prints the new key once, on its own line, so that
 `astrabox keys create ci --role developer > ci.key` keeps only the key.
@@ -22,11 +28,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from astrabox.admin.v1 import admin_service_pb2 as admin
+from astrabox.administration import QUOTAS
 from astrabox.client import AstraBoxClient
 
 __all__ = ["COMMANDS", "ROLES", "add_parsers", "run"]
 
-COMMANDS = ("whoami", "projects", "keys", "audit", "agents")
+COMMANDS = ("whoami", "projects", "keys", "audit", "agents", "quotas")
 """The subcommands this module adds to `astrabox`."""
 ROLES = ("viewer", "developer", "admin")
 """The roles `keys create --role` takes."""
@@ -62,8 +69,39 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     dedicate = actions.add_parser("dedicate", help="run only a project's sessions on it (no --project: shared)")
     dedicate.add_argument("agent_id")
     dedicate.add_argument("--project", default="", help="project id (default: the shared pool)")
+    limits = sub.add_parser("quotas", help="a project's quotas: show them, or set them", parents=[connection])
+    actions = limits.add_subparsers(dest="action", required=True)
+    show = actions.add_parser("show", help="the limits in force, those set, and what is in use")
+    show.add_argument("--project", default="", help="project id (default: the key in use's)")
+    change = actions.add_parser("set", help="set quotas (operator admins); the others stay as they are")
+    change.add_argument("--project", default="", help="project id (default: the key in use's)")
+    for name in QUOTAS:
+        change.add_argument(
+            f"--{name.replace('_', '-')}", type=_quota_value, metavar="N|default", help="'default': back to it"
+        )
     for name in COMMANDS:
         sub.choices[name].set_defaults(func=func)
+
+
+_DEFAULT = -1  # `quotas set --NAME default`
+
+
+def _quota_value(text: str) -> int:
+    if text == "default":
+        return _DEFAULT
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _quota_lines(project_id: str, configured: admin.Quotas, effective: admin.Quotas, usage: Any = None) -> None:
+    print(f"project {project_id}")
+    print(f"{'quota':<21} {'limit':>10}  {'set':<8} in use")
+    for name in QUOTAS:
+        chosen = str(getattr(configured, name)) if configured.HasField(name) else "default"
+        used = str(getattr(usage, name)) if usage is not None and name in usage.DESCRIPTOR.fields_by_name else "-"
+        print(f"{name:<21} {getattr(effective, name):>10}  {chosen:<8} {used}")
 
 
 def _when(value: Any, has: bool) -> str:
@@ -112,6 +150,17 @@ async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
             shown += len(page.records)
             if not (token := page.next_page_token):
                 break
+    elif args.command == "quotas" and args.action == "show":
+        found = await client.admin.get_quotas(args.project)
+        _quota_lines(found.project_id, found.configured, found.effective, found.usage)
+    elif args.command == "quotas":
+        current = (await client.admin.get_quotas(args.project)).configured
+        values = {name: getattr(current, name) if current.HasField(name) else None for name in QUOTAS}
+        for name in QUOTAS:
+            if (given := getattr(args, name)) is not None:
+                values[name] = None if given == _DEFAULT else given
+        stored = await client.admin.set_quotas(args.project, **values)
+        _quota_lines(stored.project_id, stored.configured, stored.effective)
     elif args.command == "whoami":
         caller = await client.admin.whoami()
         role = admin.Role.Name(caller.role).removeprefix("ROLE_").lower()

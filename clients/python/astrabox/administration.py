@@ -1,9 +1,11 @@
-"""AdminService from a client: who am I, projects and API keys (`client.admin`).
+"""AdminService from a client: who am I, projects, API keys, audit and quotas (`client.admin`).
 
 me = await client.admin.whoami()
 key = await client.admin.create_api_key("ci", role="developer")
 print(key.secret)                          # shown once
 await client.admin.revoke_api_key(key.key.key_id)
+print((await client.admin.get_quotas()).effective.live_sessions)
+await client.admin.set_quotas(project_id, live_sessions=10)   # operator admins; the rest: defaults
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from astrabox.admin.v1 import admin_service_pb2 as admin
 from astrabox.admin.v1 import admin_service_pb2_grpc as admin_grpc
 from astrabox.errors import AstraBoxError
 
-__all__ = ["Admin", "role_value"]
+__all__ = ["QUOTAS", "Admin", "role_value"]
+
+QUOTAS = ("live_sessions", "sessions_per_minute", "message_bytes", "upload_bytes", "concurrent_commands")
+"""The quotas a project has (the fields of `Quotas` in admin_service.proto)."""
 
 R = TypeVar("R")
 
@@ -99,6 +104,38 @@ class Admin:
         """Dedicate an agent to a project ("": back to the shared pool) (operator admins)."""
         request = admin.DedicateAgentRequest(agent_id=agent_id, project_id=project_id)
         response: admin.DedicateAgentResponse = await self._unary(self._stub.DedicateAgent, request)
+        return response
+
+    async def get_quotas(self, project_id: str = "") -> admin.GetQuotasResponse:
+        """The quotas of `project_id` (default: this key's): `.configured` (unset: the default),
+        `.effective` (the limits in force) and `.usage` (what is in use now)."""
+        response: admin.GetQuotasResponse = await self._unary(
+            self._stub.GetQuotas, admin.GetQuotasRequest(project_id=project_id)
+        )
+        return response
+
+    async def set_quotas(
+        self,
+        project_id: str = "",
+        *,
+        live_sessions: int | None = None,
+        sessions_per_minute: int | None = None,
+        message_bytes: int | None = None,
+        upload_bytes: int | None = None,
+        concurrent_commands: int | None = None,
+    ) -> admin.SetQuotasResponse:
+        """Set every quota of `project_id` (default: this key's); one left None returns to its default.
+        Operator admins only: a project's own admin cannot raise its limits."""
+        given = {
+            "live_sessions": live_sessions,
+            "sessions_per_minute": sessions_per_minute,
+            "message_bytes": message_bytes,
+            "upload_bytes": upload_bytes,
+            "concurrent_commands": concurrent_commands,
+        }
+        quotas = admin.Quotas(**{name: value for name, value in given.items() if value is not None})
+        request = admin.SetQuotasRequest(project_id=project_id, quotas=quotas)
+        response: admin.SetQuotasResponse = await self._unary(self._stub.SetQuotas, request)
         return response
 
     async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:

@@ -237,3 +237,63 @@ class DedicateAgentResponse(_message.Message):
     agent_id: str
     project_id: str
     def __init__(self, agent_id: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
+
+class Quotas(_message.Message):
+    __slots__ = ("live_sessions", "sessions_per_minute", "message_bytes", "upload_bytes", "concurrent_commands")
+    LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UPLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENT_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    live_sessions: int
+    sessions_per_minute: int
+    message_bytes: int
+    upload_bytes: int
+    concurrent_commands: int
+    def __init__(self, live_sessions: _Optional[int] = ..., sessions_per_minute: _Optional[int] = ..., message_bytes: _Optional[int] = ..., upload_bytes: _Optional[int] = ..., concurrent_commands: _Optional[int] = ...) -> None: ...
+
+class QuotaUsage(_message.Message):
+    __slots__ = ("live_sessions", "sessions_per_minute", "concurrent_commands")
+    LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENT_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    live_sessions: int
+    sessions_per_minute: int
+    concurrent_commands: int
+    def __init__(self, live_sessions: _Optional[int] = ..., sessions_per_minute: _Optional[int] = ..., concurrent_commands: _Optional[int] = ...) -> None: ...
+
+class GetQuotasRequest(_message.Message):
+    __slots__ = ("project_id",)
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    def __init__(self, project_id: _Optional[str] = ...) -> None: ...
+
+class GetQuotasResponse(_message.Message):
+    __slots__ = ("project_id", "configured", "effective", "usage")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    configured: Quotas
+    effective: Quotas
+    usage: QuotaUsage
+    def __init__(self, project_id: _Optional[str] = ..., configured: _Optional[_Union[Quotas, _Mapping]] = ..., effective: _Optional[_Union[Quotas, _Mapping]] = ..., usage: _Optional[_Union[QuotaUsage, _Mapping]] = ...) -> None: ...
+
+class SetQuotasRequest(_message.Message):
+    __slots__ = ("project_id", "quotas")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    quotas: Quotas
+    def __init__(self, project_id: _Optional[str] = ..., quotas: _Optional[_Union[Quotas, _Mapping]] = ...) -> None: ...
+
+class SetQuotasResponse(_message.Message):
+    __slots__ = ("project_id", "configured", "effective")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    configured: Quotas
+    effective: Quotas
+    def __init__(self, project_id: _Optional[str] = ..., configured: _Optional[_Union[Quotas, _Mapping]] = ..., effective: _Optional[_Union[Quotas, _Mapping]] = ...) -> None: ...

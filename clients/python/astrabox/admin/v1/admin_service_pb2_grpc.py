@@ -57,6 +57,15 @@ class AdminServiceStub:
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
     AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
 
+    Quotas: each project has limits (see Quotas) that SessionKernelService
+    enforces on every replica together. A call over one fails with
+    RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED, metadata "quota" (its name, e.g.
+    "live_sessions"), "limit" and "used", and changes nothing; where waiting
+    makes room (sessions_per_minute, concurrent_commands) a google.rpc.RetryInfo
+    detail says how long. Quotas are the platform's limits on a project: an
+    operator admin sets them (SetQuotas), and a project's own admin can read but
+    not raise them.
+
     Single sign-on: where the control plane is configured for it (--oidc-issuer,
     --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
     credential too. Its signature, issuer, audience and expiry are verified, and
@@ -124,6 +133,16 @@ class AdminServiceStub:
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.SerializeToString,
                 response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.FromString,
                 _registered_method=True)
+        self.GetQuotas = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/GetQuotas',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetQuotasRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetQuotasResponse.FromString,
+                _registered_method=True)
+        self.SetQuotas = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/SetQuotas',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetQuotasRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -157,6 +176,15 @@ class AdminServiceServicer:
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
     AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
+
+    Quotas: each project has limits (see Quotas) that SessionKernelService
+    enforces on every replica together. A call over one fails with
+    RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED, metadata "quota" (its name, e.g.
+    "live_sessions"), "limit" and "used", and changes nothing; where waiting
+    makes room (sessions_per_minute, concurrent_commands) a google.rpc.RetryInfo
+    detail says how long. Quotas are the platform's limits on a project: an
+    operator admin sets them (SetQuotas), and a project's own admin can read but
+    not raise them.
 
     Single sign-on: where the control plane is configured for it (--oidc-issuer,
     --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
@@ -247,6 +275,23 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetQuotas(self, request, context):
+        """A project's quotas: those set, the limits in force and what is in use
+        now. Any key reads its own project's; an operator admin any project's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetQuotas(self, request, context):
+        """Sets every quota of a project at once; a field left unset returns to its
+        default. Operator admins only. Lowering a quota below what is in use ends
+        nothing: it refuses what comes next.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -300,6 +345,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.FromString,
                     response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.SerializeToString,
             ),
+            'GetQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQuotas,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetQuotasRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetQuotasResponse.SerializeToString,
+            ),
+            'SetQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQuotas,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetQuotasRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetQuotasResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'astrabox.admin.v1.AdminService', rpc_method_handlers)
@@ -339,6 +394,15 @@ class AdminService:
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
     AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
+
+    Quotas: each project has limits (see Quotas) that SessionKernelService
+    enforces on every replica together. A call over one fails with
+    RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED, metadata "quota" (its name, e.g.
+    "live_sessions"), "limit" and "used", and changes nothing; where waiting
+    makes room (sessions_per_minute, concurrent_commands) a google.rpc.RetryInfo
+    detail says how long. Quotas are the platform's limits on a project: an
+    operator admin sets them (SetQuotas), and a project's own admin can read but
+    not raise them.
 
     Single sign-on: where the control plane is configured for it (--oidc-issuer,
     --oidc-audience, --oidc-jwks), an OIDC JSON Web Token works as the bearer
@@ -611,6 +675,60 @@ class AdminService:
             '/astrabox.admin.v1.AdminService/DedicateAgent',
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.SerializeToString,
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/GetQuotas',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetQuotasRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/SetQuotas',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetQuotasRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -73,7 +73,17 @@ class SessionKernelServiceStub:
     FIFO or other special file
     PATH_TOO_LONG            (INVALID_ARGUMENT) an upload's member has a path
     beyond the path limits above
-    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds the agent's limit
+    QUOTA_EXCEEDED           (RESOURCE_EXHAUSTED) the call would take the project
+    over one of its quotas (AdminService.GetQuotas);
+    nothing was done. Metadata "quota" names it
+    (live_sessions, sessions_per_minute, message_bytes,
+    upload_bytes, concurrent_commands), "limit" and
+    "used" give its limit and use. sessions_per_minute
+    and concurrent_commands add a google.rpc.RetryInfo:
+    retrying after its delay may pass. A CreateSession
+    retried with a request_id that created a session
+    returns that session, whatever the quota
     UNPACKED_TOO_LARGE       (RESOURCE_EXHAUSTED) an upload unpacks to more bytes
     than the agent allows (--upload-max-bytes)
     TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
@@ -238,7 +248,17 @@ class SessionKernelServiceServicer:
     FIFO or other special file
     PATH_TOO_LONG            (INVALID_ARGUMENT) an upload's member has a path
     beyond the path limits above
-    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds the agent's limit
+    QUOTA_EXCEEDED           (RESOURCE_EXHAUSTED) the call would take the project
+    over one of its quotas (AdminService.GetQuotas);
+    nothing was done. Metadata "quota" names it
+    (live_sessions, sessions_per_minute, message_bytes,
+    upload_bytes, concurrent_commands), "limit" and
+    "used" give its limit and use. sessions_per_minute
+    and concurrent_commands add a google.rpc.RetryInfo:
+    retrying after its delay may pass. A CreateSession
+    retried with a request_id that created a session
+    returns that session, whatever the quota
     UNPACKED_TOO_LARGE       (RESOURCE_EXHAUSTED) an upload unpacks to more bytes
     than the agent allows (--upload-max-bytes)
     TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
@@ -361,7 +381,8 @@ class SessionKernelServiceServicer:
 
     def UploadWorkspaceArchive(self, request_iterator, context):
         """Uploads a tar archive, streamed in chunks, and unpacks it into the
-        workspace. At most 256 MiB; chunks of at most 1 MiB.
+        workspace. At most the project's upload_bytes quota (256 MiB unless set
+        lower); chunks of at most 1 MiB.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -527,7 +548,17 @@ class SessionKernelService:
     FIFO or other special file
     PATH_TOO_LONG            (INVALID_ARGUMENT) an upload's member has a path
     beyond the path limits above
-    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds its limit
+    TOO_LARGE                (RESOURCE_EXHAUSTED) an upload exceeds the agent's limit
+    QUOTA_EXCEEDED           (RESOURCE_EXHAUSTED) the call would take the project
+    over one of its quotas (AdminService.GetQuotas);
+    nothing was done. Metadata "quota" names it
+    (live_sessions, sessions_per_minute, message_bytes,
+    upload_bytes, concurrent_commands), "limit" and
+    "used" give its limit and use. sessions_per_minute
+    and concurrent_commands add a google.rpc.RetryInfo:
+    retrying after its delay may pass. A CreateSession
+    retried with a request_id that created a session
+    returns that session, whatever the quota
     UNPACKED_TOO_LARGE       (RESOURCE_EXHAUSTED) an upload unpacks to more bytes
     than the agent allows (--upload-max-bytes)
     TOO_MANY_ENTRIES         (RESOURCE_EXHAUSTED) an upload has more entries than
