@@ -23,6 +23,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane import quotas, store
 from controlplane.api import SessionKernelServicer
+from controlplane.conversation import Answer, SendMessage
 from controlplane.errors import QuotaExceeded
 from controlplane.kernel import CreateSession
 from controlplane.quotas import Quotas
@@ -345,3 +346,25 @@ async def test_the_cli_sets_one_quota_and_keeps_the_others(plane, running) -> No
     async with AstraBoxClient.connect(running.address) as operator:
         found = await operator.admin.get_quotas(project_id)
     assert not found.configured.HasField("live_sessions") and found.configured.concurrent_commands == 3
+
+
+async def test_an_answer_over_the_message_quota_leaves_the_interaction_pending(plane) -> None:
+    await plane.connect_agent()
+    session = await plane.kernel.create_session(CreateSession(request_id="ask", project_id=plane.project_id))
+    await plane.runtime_started(session.session_id)
+    sid = session.session_id
+    turn = await plane.conversation.send_message(SendMessage(sid, "m", "run: touch f"))
+    await plane.report(
+        sid,
+        turn.turn_id,
+        interaction_requested=runner_pb2.InteractionRequested(
+            interaction_id="i-1", tool_name="Bash", input_json="{}", tool_use_id="tu-1"
+        ),
+    )
+    await quotas.put(plane.pool, plane.project_id, {"message_bytes": 20}, "test")
+    with pytest.raises(QuotaExceeded) as over:
+        await plane.conversation.respond(sid, "i-1", "r-1", Answer("deny", message="n" * 21))
+    assert over.value.metadata == {"quota": "message_bytes", "limit": "20", "used": "21"}
+    assert (await plane.kernel.get_session(sid)).pending_interaction is not None
+    await plane.conversation.respond(sid, "i-1", "r-1", Answer("deny", message="no"))  # the same id, now in bounds
+    assert (await plane.kernel.get_session(sid)).pending_interaction is None
