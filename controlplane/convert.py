@@ -98,6 +98,7 @@ def event_to_proto(event: StoredEvent) -> events_pb2.SessionEvent:
         time=timestamp(event.at),
         turn_id=event.turn_id,
         kind=_KINDS[event.kind],
+        actor=str(event.payload.get("actor", "")),
     )
     target = getattr(message, event.kind.value)  # the oneof field is named after the kind
     if event.kind is EventKind.ENGINE_MESSAGE:

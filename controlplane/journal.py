@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from controlplane import store
+from controlplane.identity import callers
 from controlplane.live import LiveTail
 from controlplane.session import SessionRecord
 
@@ -93,10 +94,13 @@ class JournalTransaction:
         self.wakes: dict[str, int] = {}
 
     async def append(self, session_id: str, events: Sequence[NewEvent]) -> list[int]:
-        """Journal `events` in order; returns their seqs."""
+        """Journal `events` in order; returns their seqs. Events a client's call causes carry who made
+        it (`actor`, `key:<id>` or `oidc:<subject>`; never a secret)."""
         if not events:
             return []
-        rows = [(e.kind.value, e.turn_id or None, dict(e.payload), e.output_seq) for e in events]
+        caller = callers.bound()
+        actor = {"actor": caller.who} if caller is not None else {}
+        rows = [(e.kind.value, e.turn_id or None, {**e.payload, **actor}, e.output_seq) for e in events]
         last = await store.events.append(self.conn, session_id, rows)
         if last is None:
             raise LookupError(f"session {session_id} does not exist")

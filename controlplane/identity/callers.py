@@ -66,6 +66,11 @@ def current() -> Caller:
         raise NoCaller("no authenticated caller for this call") from None
 
 
+def bound() -> Caller | None:
+    """The current call's caller; None outside a client's call (the relay, the sweeps)."""
+    return _current.get(None)
+
+
 def bind(caller: Caller) -> contextvars.Token[Caller]:
     """Make `caller` the current one (in this task) until `unbind(token)`."""
     return _current.set(caller)

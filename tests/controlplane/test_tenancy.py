@@ -120,6 +120,12 @@ async def test_each_project_lists_only_its_own_and_request_ids_are_per_project(p
         assert listed_a == [first_a.session_id]
         assert sorted(listed_b) == sorted([first_b.session_id, *(s.session_id for s in more_b)])
         assert (await b.get_session(first_b.session_id)).labels["p"] == "b"
+        # The journal says who: events a call caused carry its key; what the agent reports, none.
+        await plane.runtime_started(first_a.session_id)
+        events = [e async for e in a.iter_events(first_a.session_id)]
+        by_kind = {e.WhichOneof("payload"): e.actor for e in events}
+        assert by_kind["session_created"] == f"key:{mine.split('_')[1]}"
+        assert by_kind["runtime_ready"] == ""
 
 
 async def test_a_projects_sessions_go_to_its_own_agents_first_and_never_to_anothers(plane, running) -> None:
