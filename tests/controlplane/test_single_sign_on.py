@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.server
 import json
+import threading
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -202,3 +204,40 @@ def test_single_sign_on_half_configured_is_refused_at_start() -> None:
     with pytest.raises(SettingsError, match="--oidc-issuer, --oidc-audience and --oidc-jwks"):
         oidc_settings(ControlPlaneSettings(database_url="postgresql://x", oidc_issuer=ISSUER))
     assert oidc_settings(ControlPlaneSettings(database_url="postgresql://x")) is None
+
+
+async def test_the_key_set_can_come_from_a_url(
+    database_url: str, bootstrap_key_file: str, signing_key: rsa.RSAPrivateKey
+) -> None:
+    """An issuer's JWKS served over HTTP (here on loopback): fetched, and used to verify."""
+    body = json.dumps(jwks(k1=signing_key)).encode()
+
+    class Keys(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Keys)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        settings = ControlPlaneSettings(
+            database_url=database_url,
+            listen="127.0.0.1:0",
+            bootstrap_key_file=bootstrap_key_file,
+            oidc_issuer=ISSUER,
+            oidc_audience=AUDIENCE,
+            oidc_jwks=f"http://127.0.0.1:{server.server_port}/jwks.json",
+        )
+        async with serve(settings) as running:
+            async with AstraBoxClient.connect(running.address, api_key=token(signing_key)) as client:
+                assert (await client.admin.whoami()).subject == "alice@example.test"
+            assert (await refusal(running.address, token(new_key(), kid="k7"))).reason == "CREDENTIALS_INVALID"
+    finally:
+        server.shutdown()
+        server.server_close()
