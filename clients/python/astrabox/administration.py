@@ -10,15 +10,14 @@ await client.admin.set_quotas(project_id, live_sessions=10)   # operator admins;
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
 from astrabox.admin.v1 import admin_service_pb2 as admin
 from astrabox.admin.v1 import admin_service_pb2_grpc as admin_grpc
-from astrabox.errors import AstraBoxError
 
 __all__ = ["QUOTAS", "Admin", "role_value"]
 
@@ -26,6 +25,12 @@ QUOTAS = ("live_sessions", "sessions_per_minute", "message_bytes", "upload_bytes
 """The quotas a project has (the fields of `Quotas` in admin_service.proto)."""
 
 R = TypeVar("R")
+
+
+class Unary(Protocol):
+    """Makes one unary call with the client's key and timeout; AstraBoxError when it fails."""
+
+    async def __call__(self, method: Callable[..., Awaitable[R]], request: Any) -> R: ...
 
 
 def role_value(role: int | str) -> int:
@@ -39,10 +44,10 @@ def role_value(role: int | str) -> int:
 class Admin:
     """AdminService's calls; made by `AstraBoxClient.admin`, with the client's channel and key."""
 
-    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]], timeout: float) -> None:
+    def __init__(self, channel: grpc.aio.Channel, unary: Unary) -> None:
         self._stub = admin_grpc.AdminServiceStub(channel)  # type: ignore[no-untyped-call]
-        self._metadata = tuple(metadata)
-        self._timeout = timeout
+        # The client's way of making a call: its key, its timeout, its errors (`AstraBoxClient._unary`).
+        self._unary = unary
 
     async def whoami(self) -> admin.Caller:
         """The project, role and key of this client's credential."""
@@ -137,9 +142,3 @@ class Admin:
         request = admin.SetQuotasRequest(project_id=project_id, quotas=quotas)
         response: admin.SetQuotasResponse = await self._unary(self._stub.SetQuotas, request)
         return response
-
-    async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
-        try:
-            return await method(request, timeout=self._timeout, metadata=self._metadata)
-        except grpc.aio.AioRpcError as error:
-            raise AstraBoxError.from_rpc_error(error) from error

@@ -100,7 +100,7 @@ class AstraBoxClient:
             api_key = default_api_key()
         self._metadata = ((API_KEY_METADATA, f"Bearer {api_key}"),) if api_key else ()
         self._timeout = timeout
-        self.admin = Admin(channel, self._metadata, timeout)
+        self.admin = Admin(channel, self._unary)
         """AdminService: `whoami`, projects and API keys (`astrabox.administration`)."""
         self._reconnect = reconnect
 
