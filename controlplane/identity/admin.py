@@ -12,7 +12,7 @@ import structlog
 
 from astrabox.admin.v1 import admin_service_pb2 as pb
 from astrabox.admin.v1 import admin_service_pb2_grpc as pb_grpc
-from controlplane import quotas
+from controlplane import quotas, validation
 from controlplane.convert import timestamp
 from controlplane.errors import AgentNotFound, InvalidArgument, ProjectNotFound
 from controlplane.identity import audit, callers, keys, store
@@ -208,14 +208,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.ListAuditRecordsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListAuditRecordsResponse:
         project_id = await self._managed(callers.current(), request.project_id)
-        session_id = None
-        if request.session_id:
-            try:
-                session_id = uuid.UUID(request.session_id)
-            except ValueError:
-                raise InvalidArgument(
-                    "session_id", f"session_id must be a UUID, got {echo(request.session_id)}"
-                ) from None
+        session_id = uuid.UUID(validation.session_id(request.session_id)) if request.session_id else None
         before = None
         if request.page_token:
             if not request.page_token.isdigit() or len(request.page_token) > 19:
