@@ -3,6 +3,21 @@
 Commands are rows in `agent_commands`, numbered per agent in the transaction
 that enqueues them, delivered in order until the agent acknowledges them.
 Whichever replica holds the agent's stream is woken through the live tail.
+
+Placement: an agent's capacity (its Hello's) is how many live runtimes it runs
+at once. A session occupies a slot while it is creating, while a turn is in
+progress (including a runtime being started again for it) and while it is
+ready with its runtime running; an archived, deleted or failed session, one
+stopped while idle and one whose runtime was lost free their slot
+(`store.agents.OCCUPYING`). A session is placed on the live agent with the
+most free slots (the project's own first), whose row it locks and recounts,
+so concurrent placements on any replica never exceed a capacity. When live
+agents run the engine but all are full the answer is CapacityExhausted
+(RESOURCE_EXHAUSTED); NoAgentAvailable only when none runs it. A session
+stopped while idle restarts in place on its agent (which keeps its files), so
+it needs a slot there: when that agent is full its message fails with the
+same reason rather than running past the capacity, and is not moved to
+another agent (which would lose its workspace).
 """
 
 from __future__ import annotations
@@ -17,8 +32,24 @@ import asyncpg
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store, validation
 from controlplane.engines import EngineManifest
-from controlplane.errors import InvalidArgument, NoAgentAvailable
+from controlplane.errors import CapacityExhausted, InvalidArgument, NoAgentAvailable
 from controlplane.journal import JournalTransaction
+
+# How often `place` tries another agent when the one it picked was filled by a concurrent placement.
+_PLACE_ATTEMPTS = 8
+
+
+def _agents(count: int) -> str:
+    return f"{count} agent{'s' if count != 1 else ''}"
+
+
+class _Full(Exception):
+    """The agent picked for a placement turned out full once its row was locked."""
+
+
+async def _has_room(conn: asyncpg.Connection, agent_id: str) -> bool:
+    load = await store.agents.load(conn, agent_id)
+    return load is not None and load[1] < load[0]
 
 
 def agent_key(agent_id: str) -> str:
@@ -107,6 +138,56 @@ class Agents:
         Inside a transaction, pass its connection: taking a second one from the
         pool while holding the first can exhaust the pool under load."""
         return await store.agents.pick_for(conn or self._pool, engine, project_id)
+
+    async def place(self, conn: asyncpg.Connection, engine: str, project_id: uuid.UUID | None) -> str:
+        """Claim a slot for a session on the live agent that runs `engine` for the project with the
+        most free ones (`pick_for`), inside the transaction of `conn`, which keeps the agent's row
+        locked until it ends. Raises CapacityExhausted when live agents run the engine but all are
+        full, NoAgentAvailable when none does."""
+        for _ in range(_PLACE_ATTEMPTS):
+            agent_id = await store.agents.pick_for(conn, engine, project_id)
+            if agent_id is None:
+                break
+            try:
+                # A savepoint: an agent found full once locked (a concurrent placement took its last
+                # slot) is unlocked again before another is tried, so that two placements never hold
+                # each other's agents.
+                async with conn.transaction():
+                    if not await _has_room(conn, agent_id):
+                        raise _Full
+            except _Full:
+                continue
+            return agent_id
+        agents, capacity, live = await store.agents.fleet_load(conn, engine, project_id)
+        if agents == 0:
+            raise NoAgentAvailable(f"no connected data-plane agent can run {engine}; start one with `astrabox agent`")
+        raise CapacityExhausted(
+            f"every connected data-plane agent that can run {engine} is full ({_agents(agents)}, {live} of"
+            f" {capacity} live runtimes); archive or delete sessions you no longer need (a session stopped"
+            " while idle holds no slot), or add capacity (`astrabox agent --capacity N`, or another agent)",
+            agents,
+            capacity,
+            live,
+        )
+
+    async def claim_restart(self, conn: asyncpg.Connection, agent_id: str) -> None:
+        """Claim a slot on `agent_id` for a session stopped there while idle, whose runtime starts
+        again in place, inside the transaction of `conn` (which keeps the agent's row locked until it
+        ends); CapacityExhausted when the agent has none free."""
+        load = await store.agents.load(conn, agent_id)
+        if load is None:
+            raise LookupError(f"agent {agent_id} is not registered")
+        capacity, live = load
+        if live >= capacity:
+            raise CapacityExhausted(
+                f"the session's runtime was stopped while idle and can only start again on its agent"
+                f" {agent_id}, which keeps its files, and that agent is full ({live} of {capacity} live"
+                " runtimes); archive or delete a session you no longer need, or raise the agent's"
+                " `--capacity`, then send the message again",
+                1,
+                capacity,
+                live,
+            )
 
     async def committed_cursors(self, agent_id: str, named: Mapping[str, int]) -> dict[str, int]:
         """Committed output_seq for every session the agent named or holds here."""

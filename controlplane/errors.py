@@ -13,6 +13,7 @@
     ├── RuntimeNotAvailable    FAILED_PRECONDITION  reason RUNTIME_NOT_AVAILABLE
     ├── QuotaExceeded          RESOURCE_EXHAUSTED   reason QUOTA_EXCEEDED; metadata quota, limit, used; a
     │                                                   RetryInfo where waiting makes room
+    ├── CapacityExhausted      RESOURCE_EXHAUSTED   reason CAPACITY_EXHAUSTED; metadata agents, capacity, live
     ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
     ├── AgentNotConnected      UNAVAILABLE          reason AGENT_NOT_CONNECTED
     ├── Unauthenticated        UNAUTHENTICATED      reason CREDENTIALS_MISSING, CREDENTIALS_INVALID,
@@ -88,7 +89,21 @@ class RequestIdReused(KernelError):
 
 
 class NoAgentAvailable(KernelError):
+    """No live agent runs the engine (for the session's project): there is nowhere to place it."""
+
     reason = "NO_AGENT_AVAILABLE"
+
+
+class CapacityExhausted(KernelError):
+    """Agents that could run the session are connected, but every one of them already runs as many
+    live runtimes as its capacity allows (`controlplane.agents`); nothing was done. Unlike
+    NoAgentAvailable, this is no outage: a slot frees when a session is archived, deleted, fails or
+    is stopped while idle, or when capacity is added."""
+
+    reason = "CAPACITY_EXHAUSTED"
+
+    def __init__(self, message: str, agents: int, capacity: int, live: int) -> None:
+        super().__init__(message, {"agents": str(agents), "capacity": str(capacity), "live": str(live)})
 
 
 class RuntimeNotAvailable(KernelError):

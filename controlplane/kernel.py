@@ -23,7 +23,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import quotas, requests, store, validation
 from controlplane.agents import Agents
 from controlplane.engines import DEFAULT_ENGINE
-from controlplane.errors import InvalidArgument, NoAgentAvailable, RequestIdReused, SessionNotFound
+from controlplane.errors import InvalidArgument, RequestIdReused, SessionNotFound
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
 from controlplane.live import LiveTail
 from controlplane.page_tokens import PageTokens
@@ -72,66 +72,68 @@ class SessionKernel:
         fingerprint = requests.fingerprint(
             engine=manifest.kind, permission_mode=mode, model=request.model, labels=dict(request.labels)
         )
-        placing = time.monotonic()
-        agent_id = await self._agents.pick_for(manifest.kind, request.project_id)
-        placed_ms = int((time.monotonic() - placing) * 1000)
-        # A retry is answered by the insert's conflict below; only without an agent is it looked up
-        # first, so that it returns its session rather than an error.
-        if agent_id is None and (existing := await self._by_request_id(request, fingerprint)):
-            return existing
-        if agent_id is None:
-            raise NoAgentAvailable(
-                f"no connected data-plane agent can run {manifest.kind}; start one with `astrabox agent`"
-            )
         session_id = str(uuid.uuid4())
         async with self._journal.transaction() as tx:
             await quotas.admit_session(tx.conn, request.project_id, request.request_id)
-            inserted = await store.sessions.insert(
-                tx.conn,
-                session_id,
-                request.project_id,
-                request.request_id,
-                fingerprint,
-                manifest.kind,
-                mode,
-                request.model,
-                request.labels,
-                SessionState.CREATING,
-                agent_id,
-            )
-            if inserted:
-                command_id = await self._agents.enqueue(
-                    tx,
-                    agent_id,
-                    session_id,
-                    runner_pb2.Command(
-                        start_runtime=runner_pb2.StartRuntime(
-                            engine=manifest.kind, permission_mode=mode, model=request.model
-                        )
-                    ),
-                )
-                await tx.append(
-                    session_id,
-                    [
-                        NewEvent(
-                            EventKind.SESSION_CREATED,
-                            {
-                                "engine": manifest.kind,
-                                "permission_mode": mode,
-                                "model": request.model,
-                                "request_id": request.request_id,
-                            },
-                        ),
-                        NewEvent(EventKind.STARTUP_REQUESTED, {"agent_id": agent_id, "command_id": command_id}),
-                        NewEvent(EventKind.STARTUP_PHASE, {"phase": "placed", "duration_ms": placed_ms}),
-                    ],
-                )
-        if not inserted:  # a retry (or a concurrent one that won the insert)
+            # The project's creates take turns from here (admit_session): a retry, its request_id
+            # known, returns its session (below) and is never placed, however full the agents are.
+            known = await store.sessions.by_request_id(tx.conn, request.project_id, request.request_id)
+            if known is None:
+                agent_id = await self._create_in(tx, session_id, request, manifest.kind, mode, fingerprint)
+        if known is not None:
             existing = await self._by_request_id(request, fingerprint)
             assert existing is not None
             return existing
         log.info("session_created", session_id=session_id, agent_id=agent_id)
         return await self._view(session_id)
+
+    async def _create_in(
+        self, tx: JournalTransaction, session_id: str, request: CreateSession, engine: str, mode: str, fingerprint: str
+    ) -> str:
+        """Place the new session on an agent (claiming a slot there), insert it and queue its start;
+        returns the agent."""
+        placing = time.monotonic()
+        agent_id = await self._agents.place(tx.conn, engine, request.project_id)
+        placed_ms = int((time.monotonic() - placing) * 1000)
+        inserted = await store.sessions.insert(
+            tx.conn,
+            session_id,
+            request.project_id,
+            request.request_id,
+            fingerprint,
+            engine,
+            mode,
+            request.model,
+            request.labels,
+            SessionState.CREATING,
+            agent_id,
+        )
+        assert inserted, "the request_id was unknown under the project's lock"
+        command_id = await self._agents.enqueue(
+            tx,
+            agent_id,
+            session_id,
+            runner_pb2.Command(
+                start_runtime=runner_pb2.StartRuntime(engine=engine, permission_mode=mode, model=request.model)
+            ),
+        )
+        await tx.append(
+            session_id,
+            [
+                NewEvent(
+                    EventKind.SESSION_CREATED,
+                    {
+                        "engine": engine,
+                        "permission_mode": mode,
+                        "model": request.model,
+                        "request_id": request.request_id,
+                    },
+                ),
+                NewEvent(EventKind.STARTUP_REQUESTED, {"agent_id": agent_id, "command_id": command_id}),
+                NewEvent(EventKind.STARTUP_PHASE, {"phase": "placed", "duration_ms": placed_ms}),
+            ],
+        )
+        return agent_id
 
     async def _by_request_id(self, request: CreateSession, fingerprint: str) -> SessionRecord | None:
         request_id = request.request_id

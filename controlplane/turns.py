@@ -4,7 +4,10 @@ A message accepted while a turn runs waits in `turns` (state `queued`). When
 the running turn settles — completed, failed or interrupted — the next queued
 message is delivered in the same transaction. A session whose runtime is gone
 is placed again first: a new StartRuntime carries the engine's conversation id
-and transcript, so the new sandbox resumes the same conversation.
+and transcript, so the new sandbox resumes the same conversation. Placing
+again, and restarting a runtime stopped while idle, take a slot of the agent's
+capacity (`controlplane.agents`); with none free the message's turn fails, its
+reason saying whether the agents are full or none is connected.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store
 from controlplane.agents import Agents
+from controlplane.errors import CapacityExhausted, NoAgentAvailable
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
 from controlplane.session import SessionRecord, SessionState
 
@@ -83,14 +87,14 @@ class Turns:
                 return
             turn = QueuedTurn(queued["turn_id"], queued["text"], queued["permission_mode"])
             agent_id = session.agent_id
-            if not session.runtime_available:
-                placed = await self._place_again(tx, session)
-                if placed is None:
-                    await self._fail_queued(
-                        tx, session_id, turn.turn_id, "no data-plane agent is available to run the session"
-                    )
-                    continue
-                agent_id = placed
+            try:
+                if not session.runtime_available:
+                    agent_id = await self._place_again(tx, session)
+                elif session.runtime_stopped:
+                    await self._agents.claim_restart(tx.conn, agent_id)
+            except (NoAgentAvailable, CapacityExhausted) as nowhere:
+                await self._fail_queued(tx, session_id, turn.turn_id, nowhere.message)
+                continue
             await store.turns.set_state(tx.conn, session_id, turn.turn_id, "running")
             await store.sessions.update(
                 tx.conn, session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
@@ -160,11 +164,10 @@ class Turns:
         await store.turns.set_state(tx.conn, session_id, turn_id, "failed")
         await tx.append(session_id, [NewEvent(EventKind.TURN_FAILED, {"reason": reason}, turn_id=turn_id)])
 
-    async def _place_again(self, tx: JournalTransaction, session: SessionRecord) -> str | None:
-        """Start the session's runtime on a live agent, resuming its conversation."""
-        agent_id = await self._agents.pick_for(session.engine, session.project_id, tx.conn)
-        if agent_id is None:
-            return None
+    async def _place_again(self, tx: JournalTransaction, session: SessionRecord) -> str:
+        """Start the session's runtime on a live agent with a free slot, resuming its conversation;
+        NoAgentAvailable or CapacityExhausted when there is none."""
+        agent_id = await self._agents.place(tx.conn, session.engine, session.project_id)
         transcript = await store.engine_transcripts.find(tx.conn, session.session_id)
         committed = await store.sessions.committed_output_seq(tx.conn, session.session_id)
         resume = transcript.engine_session_id if transcript else session.engine_session_id

@@ -255,7 +255,8 @@ class AgentSettings:
             "--capacity",
             env="ASTRABOX_AGENT_CAPACITY",
             type=int,
-            help="sessions this agent accepts (env %(env)s; default %(default)s)",
+            help="live runtimes this agent runs at once; sessions stopped while idle, archived or failed hold"
+            " none (env %(env)s; default %(default)s)",
         ),
     )
     # Empty with no api_key: the built-in offline model.

@@ -1,7 +1,8 @@
 """The `agents` table: data-plane agents, their leases, the engines they declared, their command numbering
 and the replica that holds each one's stream.
 
-`pick_for` also reads `sessions` (an agent's free capacity is its capacity less the sessions placed on it).
+Placement (`pick_for`, `load`, `fleet_load`) also reads `sessions`: an agent's free capacity is its
+capacity less the sessions that occupy it (`OCCUPYING`).
 """
 
 from __future__ import annotations
@@ -76,21 +77,69 @@ async def live_engines(db: asyncpg.Connection | asyncpg.Pool) -> list[str]:
     return kinds
 
 
+# The sessions (alias s) that occupy a slot on their agent: those whose runtime is live there or on
+# its way. A session creating, or with a turn in progress (its runtime running, or being started on
+# this agent again after a loss or an idle stop), occupies its agent; a ready one only while its
+# runtime runs (available and not stopped while idle). Archived, deleted and failed sessions, stopped
+# ones and ones whose runtime was lost hold no slot: the agent keeps a stopped sandbox's files, but
+# no engine runs for it. The index sessions_occupying (migration 0012) holds exactly these rows: its
+# predicate must stay this one, word for word, for the planner to use it.
+OCCUPYING = (
+    "(s.state IN ('creating', 'running', 'waiting_for_input', 'interrupting')"
+    " OR (s.state = 'ready' AND s.runtime_available AND NOT s.runtime_stopped))"
+)
+
+# The live agents that may run engine $1 for project $2 (their own, or the shared pool's), each with
+# the number of sessions occupying it (o.live).
+_ELIGIBLE = (
+    " FROM agents a, LATERAL (SELECT count(*) AS live FROM sessions s WHERE s.agent_id = a.agent_id AND "
+    + OCCUPYING
+    + ") o WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines) AND (a.project_id IS NULL OR a.project_id = $2)"
+)
+
+
 async def pick_for(db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None) -> str | None:
     """The live agent that runs `engine` for the project with the most free capacity: one dedicated to
-    the project first, else one of the shared pool (never another project's)."""
+    the project first, else one of the shared pool (never another project's); None when none has a
+    free slot. A read only: `load` claims the slot."""
     agent_id: str | None = await db.fetchval(
-        "SELECT a.agent_id FROM agents a"
-        " LEFT JOIN sessions s ON s.agent_id = a.agent_id AND s.deleted_at IS NULL"
-        " WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines)"
-        " AND (a.project_id IS NULL OR a.project_id = $2)"
-        " GROUP BY a.agent_id, a.capacity, a.project_id"
-        " HAVING count(s.session_id) < a.capacity"
-        " ORDER BY a.project_id IS NULL, a.capacity - count(s.session_id) DESC, a.agent_id LIMIT 1",
+        "SELECT a.agent_id"
+        + _ELIGIBLE
+        + " AND o.live < a.capacity ORDER BY a.project_id IS NULL, a.capacity - o.live DESC, a.agent_id LIMIT 1",
         engine,
         project_id,
     )
     return agent_id
+
+
+async def fleet_load(
+    db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None
+) -> tuple[int, int, int]:
+    """Of the live agents that may run `engine` for the project: how many, their capacity and the
+    sessions occupying them, all summed."""
+    row = await db.fetchrow(
+        "SELECT count(*) AS agents, coalesce(sum(a.capacity), 0) AS capacity, coalesce(sum(o.live), 0) AS live"
+        + _ELIGIBLE,
+        engine,
+        project_id,
+    )
+    assert row is not None
+    return row["agents"], row["capacity"], row["live"]
+
+
+async def load(conn: asyncpg.Connection, agent_id: str) -> tuple[int, int] | None:
+    """Lock the agent's row until the transaction ends, then count the sessions occupying it:
+    (capacity, live); None when no such agent.
+
+    Two statements, so that the count comes after the lock: a transaction that placed a session on
+    the agent holds its row (it queued a command for it) until it commits, and the count taken after
+    waiting for it sees that session. Placements on one agent thus take turns and never exceed its
+    capacity, on any replica."""
+    capacity: int | None = await conn.fetchval("SELECT capacity FROM agents WHERE agent_id = $1 FOR UPDATE", agent_id)
+    if capacity is None:
+        return None
+    live: int = await conn.fetchval("SELECT count(*) FROM sessions s WHERE s.agent_id = $1 AND " + OCCUPYING, agent_id)
+    return capacity, live
 
 
 async def dedicate(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, project_id: uuid.UUID | None) -> bool:

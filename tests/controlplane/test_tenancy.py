@@ -142,11 +142,13 @@ async def test_a_projects_sessions_go_to_its_own_agents_first_and_never_to_anoth
     ):
         first_b = await b.create_session()
         assert first_b.agent_id in ("dedicated", "agent-1") and first_b.project_id == other.project_id
-        # The default project only has the shared pool: one place, then none (the dedicated ones are free).
+        # The default project only has the shared pool: one place, then it is full (the dedicated ones,
+        # free, are neither used nor counted).
         assert (await a.create_session()).agent_id == "shared"
         with pytest.raises(AstraBoxError) as full:
             await a.create_session()
-        assert full.value.reason == "NO_AGENT_AVAILABLE"
+        assert full.value.reason == "CAPACITY_EXHAUSTED"
+        assert full.value.metadata == {"agents": "1", "capacity": "1", "live": "1"}
 
 
 ADMIN = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"]

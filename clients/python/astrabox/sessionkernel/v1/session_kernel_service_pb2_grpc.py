@@ -50,7 +50,17 @@ class SessionKernelServiceStub:
     in its state (creating, failed, archived)
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
-    NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+    NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
+    but each runs as many live runtimes as its capacity
+    allows; nothing was done. Metadata "agents", "capacity"
+    and "live" sum them up. A session holds a slot while
+    it is creating, running a turn, or ready with its
+    runtime up; archiving, deleting it, a failed start
+    or an idle stop frees it. (A message whose session
+    must be placed again, or restarted after an idle
+    stop on its full agent, fails its turn instead, the
+    TURN_FAILED reason saying the same.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
@@ -225,7 +235,17 @@ class SessionKernelServiceServicer:
     in its state (creating, failed, archived)
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
-    NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+    NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
+    but each runs as many live runtimes as its capacity
+    allows; nothing was done. Metadata "agents", "capacity"
+    and "live" sum them up. A session holds a slot while
+    it is creating, running a turn, or ready with its
+    runtime up; archiving, deleting it, a failed start
+    or an idle stop frees it. (A message whose session
+    must be placed again, or restarted after an idle
+    stop on its full agent, fails its turn instead, the
+    TURN_FAILED reason saying the same.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
@@ -525,7 +545,17 @@ class SessionKernelService:
     in its state (creating, failed, archived)
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
-    NO_AGENT_AVAILABLE       (UNAVAILABLE) no data-plane agent can run the session
+    NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
+    but each runs as many live runtimes as its capacity
+    allows; nothing was done. Metadata "agents", "capacity"
+    and "live" sum them up. A session holds a slot while
+    it is creating, running a turn, or ready with its
+    runtime up; archiving, deleting it, a failed start
+    or an idle stop frees it. (A message whose session
+    must be placed again, or restarted after an idle
+    stop on its full agent, fails its turn instead, the
+    TURN_FAILED reason saying the same.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
