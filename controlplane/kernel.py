@@ -3,8 +3,10 @@
 Every command is first written as journal events together with the session
 projection it changes and the agent command that carries it out, in one
 transaction. Retries with the same idempotency key return the same outcome.
-A new session is admitted by the project's quotas in the transaction that
-creates it (`controlplane.quotas`).
+A new session is admitted by the project's quotas, then placed on an agent with
+a free slot (`controlplane.agents`), in the transaction that creates it
+(`controlplane.quotas`): a project over its quota hears about its quota, not
+about the fleet.
 """
 
 from __future__ import annotations

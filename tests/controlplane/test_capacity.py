@@ -14,11 +14,11 @@ import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
-from controlplane import store
+from controlplane import quotas, store
 from controlplane.agents import Agents
 from controlplane.conversation import SendMessage
 from controlplane.database import create_pool
-from controlplane.errors import CapacityExhausted
+from controlplane.errors import CapacityExhausted, QuotaExceeded
 from controlplane.identity import store as identity_store
 from controlplane.journal import EventKind, Journal
 from controlplane.kernel import CreateSession, SessionKernel
@@ -118,6 +118,14 @@ async def test_a_full_fleet_answers_resource_exhausted_and_changes_nothing(api, 
     # A retry of a create that was placed returns its session, however full the fleet is.
     _, code, _, _ = await api.unary("CreateSession", pb.CreateSessionRequest(request_id="s0"))
     assert code is grpc.StatusCode.OK
+
+
+async def test_a_project_over_its_quota_hears_about_its_quota_before_the_fleet(plane) -> None:
+    await plane.connect_agent("agent-1", capacity=1)
+    await quotas.put(plane.pool, plane.project_id, {"live_sessions": 1}, "test")
+    await create(plane, "s0")
+    with pytest.raises(QuotaExceeded):
+        await create(plane, "s1")
 
 
 async def test_no_live_agent_is_still_no_agent_available(api, plane) -> None:
