@@ -29,6 +29,7 @@ database and nothing else. Its map:
   agents
     relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats
     outputs.py       an agent's outputs journaled exactly once, with their projection changes
+    verdicts.py      an agent's verdicts on its commands, and what each settles
     agents.py        leases, engine manifests, placement, the commands queued for agents
     engines.py       engines' capability manifests, as agents declare them
     workspace.py     workspace requests carried to the session's agent
@@ -49,6 +50,6 @@ database and nothing else. Its map:
 
 The owner functions take the connection, so callers keep their transactions and the order of
 their statements (tests/controlplane/test_table_owners.py keeps SQL in its owner). Imports go
-downwards: server → identity, api, relay, deadlines → kernel, conversation, outputs → turns →
+downwards: server → identity, api, relay, deadlines → kernel, conversation, outputs, verdicts → turns →
 agents → journal → store → session, engines. Nothing here imports `dataplane_agent`.
 """

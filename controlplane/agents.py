@@ -219,14 +219,3 @@ class Agents:
     async def unacked(self, agent_id: str, after_seq: int, limit: int = 100) -> list[QueuedCommand]:
         rows = await store.agent_commands.unacked(self._pool, agent_id, after_seq, limit)
         return [QueuedCommand(r["command_seq"], r["command_id"], r["session_id"], bytes(r["body"])) for r in rows]
-
-    async def acknowledge(self, agent_id: str, command_seq: int, error: str) -> None:
-        """Record the agent's verdict on a command. A confirmed DestroyRuntime
-        releases the session's sandbox; a refused one leaves it named, so the
-        destruction is retried (see `controlplane.deadlines`)."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            row = await store.agent_commands.acknowledge(conn, agent_id, command_seq, error)
-            if row is None or error:
-                return
-            if runner_pb2.Command.FromString(row["body"]).HasField("destroy_runtime"):
-                await store.sessions.forget_sandbox(conn, row["session_id"])

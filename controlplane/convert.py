@@ -105,6 +105,7 @@ def event_to_proto(event: StoredEvent) -> events_pb2.SessionEvent:
         target.type_name = event.payload["type_name"]
         target.payload_json = json.dumps(event.payload["message"], separators=(",", ":"))
         target.output_seq = event.output_seq or 0
+        target.late = bool(event.payload.get("late", False))
     elif event.kind is EventKind.INTERACTION_REQUESTED:
         interaction = dict(event.payload["interaction"])
         target.interaction.CopyFrom(

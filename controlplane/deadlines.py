@@ -3,6 +3,11 @@
 A periodic sweep settles what outlived its deadline:
 - sessions on an agent whose lease lapsed lose their runtime (the next
   message places them again), and their running turn fails with a reason;
+  the agent is told to let go of that turn (an InterruptTurn carrying the
+  reason waits in its queue), so an agent that comes back after a partition
+  does not keep the session's engine parked on a turn nobody can answer;
+- a running turn whose input its agent has not accepted (its DeliverInput
+  unacknowledged) within `delivery_deadline` fails the same way;
 - an interrupt the agent never reported is settled as interrupted;
 - a runtime start that never finished fails the session;
 - a sandbox whose destruction the agent could not confirm is destroyed again;
@@ -42,6 +47,7 @@ class DeadlineSweeper:
         startup_deadline: timedelta,
         destroy_retry: timedelta = timedelta(seconds=30),
         idle_stop_after: timedelta = timedelta(0),
+        delivery_deadline: timedelta = timedelta(seconds=240),
     ) -> None:
         self._pool = pool
         self._journal = journal
@@ -50,6 +56,7 @@ class DeadlineSweeper:
         self._startup_deadline = startup_deadline
         self._destroy_retry = destroy_retry
         self._idle_stop_after = idle_stop_after
+        self._delivery_deadline = delivery_deadline
 
     async def run(self, interval: float) -> None:
         """Sweep every `interval` seconds until cancelled."""
@@ -71,9 +78,12 @@ class DeadlineSweeper:
             await self._interrupt_overdue(session_id)
         for session_id in startups:
             await self._startup_overdue(session_id)
+        undelivered = await store.turns.undelivered_since(self._pool, self._delivery_deadline)
+        for row in undelivered:
+            await self._delivery_overdue(row["session_id"], row["turn_id"])
         retried = await self._retry_destroys()
         stopped = await self._stop_idle()
-        return len(lost) + len(interrupts) + len(startups) + retried + stopped
+        return len(lost) + len(interrupts) + len(startups) + len(undelivered) + retried + stopped
 
     async def _stop_idle(self) -> int:
         """Ask the agents of sessions idle for `idle_stop_after` to stop their runtimes."""
@@ -125,8 +135,16 @@ class DeadlineSweeper:
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_LOST, {"reason": reason})])
             await store.sessions.update(tx.conn, session_id, runtime_available=False)
             if row["current_turn_id"]:
-                await self._turns.settle(tx, session_id, row["current_turn_id"], TurnOutcome.FAILED, reason)
+                await self._turns.settle_here(tx, session_id, row["current_turn_id"], TurnOutcome.FAILED, reason)
         log.info("runtime_lost", session_id=session_id, agent_id=agent_id)
+
+    async def _delivery_overdue(self, session_id: str, turn_id: str) -> None:
+        seconds = self._delivery_deadline.total_seconds()
+        reason = f"the data-plane agent did not accept the message within {seconds:g} s"
+        async with self._journal.transaction() as tx:
+            settled = await self._turns.settle_here(tx, session_id, turn_id, TurnOutcome.FAILED, reason)
+        if settled:
+            log.warning("delivery_settled_by_deadline", session_id=session_id, turn_id=turn_id)
 
     async def _interrupt_overdue(self, session_id: str) -> None:
         async with self._journal.transaction() as tx:

@@ -108,7 +108,9 @@ class OutputCommitter:
             cursor = output.output_seq
         if not fresh:
             return cursor
-        applier = _Applier(tx, self._turns, session_id)
+        turn_ids = {output.turn_id for output in fresh if output.turn_id}
+        ended = await store.turns.settled_among(tx.conn, session_id, turn_ids) if turn_ids else set()
+        applier = _Applier(tx, self._turns, session_id, ended)
         for output in fresh:
             await applier.apply(output)
         await applier.flush()
@@ -120,12 +122,18 @@ class _Applier:
     """Turns one session's outputs into journal events and projection changes.
 
     Plain engine messages are buffered and appended together; an output that
-    changes the projection flushes the buffer first, so event order is kept."""
+    changes the projection flushes the buffer first, so event order is kept.
 
-    def __init__(self, tx: JournalTransaction, turns: Turns, session_id: str) -> None:
+    Output of a turn that had ended before the batch (`ended`: the control plane
+    settled it on its own while the engine was still at work) is late: its
+    messages are journaled marked `late`, a question it asks is closed at once
+    (nobody can answer it), and it settles nothing."""
+
+    def __init__(self, tx: JournalTransaction, turns: Turns, session_id: str, ended: set[str]) -> None:
         self._tx = tx
         self._turns = turns
         self._session_id = session_id
+        self._ended = ended
         self._pending: list[NewEvent] = []
 
     async def flush(self) -> list[int]:
@@ -148,12 +156,10 @@ class _Applier:
 
     async def _on_engine_message(self, output: runner_pb2.Output, message: runner_pb2.EngineMessage) -> None:
         data = json.loads(message.payload_json or "{}")
-        event = NewEvent(
-            EventKind.ENGINE_MESSAGE,
-            {"type_name": message.type_name, "message": data},
-            turn_id=output.turn_id,
-            output_seq=output.output_seq,
-        )
+        payload: dict[str, Any] = {"type_name": message.type_name, "message": data}
+        if output.turn_id in self._ended:
+            payload["late"] = True
+        event = NewEvent(EventKind.ENGINE_MESSAGE, payload, turn_id=output.turn_id, output_seq=output.output_seq)
         type_name = message.type_name
         task_id = str(data.get("task_id") or "")
         if type_name == "ResultMessage":
@@ -296,6 +302,10 @@ class _Applier:
         )
         session = await self._current()
         if session["current_turn_id"] != output.turn_id:
+            if output.turn_id in self._ended:  # nobody can answer it: the agent is told to let go of its turn
+                reason = "its turn had already ended"
+                closed = {"interaction_id": requested.interaction_id, "reason": reason}
+                await self._journal_now(NewEvent(EventKind.INTERACTION_CLOSED, closed, turn_id=output.turn_id))
             return
         await self._turns.close_interaction(self._tx, self._session_id, "superseded by a newer interaction")
         await store.interactions.insert(

@@ -28,6 +28,7 @@ from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.status import rpc_status_for, to_status
+from controlplane.verdicts import CommandVerdicts
 from controlplane.workspace import WorkspaceRouter
 
 log = structlog.get_logger(__name__)
@@ -56,12 +57,14 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         self,
         agents: Agents,
         committer: OutputCommitter,
+        verdicts: CommandVerdicts,
         live: LiveTail,
         settings: RelaySettings,
         router: WorkspaceRouter,
     ) -> None:
         self._agents = agents
         self._committer = committer
+        self._verdicts = verdicts
         self._live = live
         self._settings = settings
         self._router = router
@@ -88,7 +91,9 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             )
         )
         bound.info("agent_connected", sessions=len(cursors), live_sessions=len(live), instance_id=hello.instance_id)
-        stream = _AgentStream(hello.agent_id, lease, self._agents, self._committer, self._live, self._router, bound)
+        stream = _AgentStream(
+            hello.agent_id, lease, self._agents, self._committer, self._verdicts, self._live, self._router, bound
+        )
         try:
             async with self._router.attach(hello.agent_id, lease.generation, stream.send):
                 await stream.run(request_iterator, context)
@@ -142,6 +147,7 @@ class _AgentStream:
         lease: Lease,
         agents: Agents,
         committer: OutputCommitter,
+        verdicts: CommandVerdicts,
         live: LiveTail,
         router: WorkspaceRouter,
         log: structlog.BoundLogger,
@@ -151,6 +157,7 @@ class _AgentStream:
         self._lease = lease
         self._agents = agents
         self._committer = committer
+        self._verdicts = verdicts
         self._live = live
         self._log = log
         self._outgoing: asyncio.Queue[runner_pb2.ConnectResponse] = asyncio.Queue(WRITE_QUEUE_SIZE)
@@ -193,7 +200,7 @@ class _AgentStream:
                 await self._on_outputs(request.output_batch)
             elif kind == "command_ack":
                 ack = request.command_ack
-                await self._agents.acknowledge(
+                await self._verdicts.record(
                     self._agent_id, ack.command_seq, ack.error.message if ack.HasField("error") else ""
                 )
             elif kind == "workspace_reply":

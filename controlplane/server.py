@@ -46,6 +46,7 @@ from controlplane.settings import (
     tls_credentials,
 )
 from controlplane.turns import Turns
+from controlplane.verdicts import CommandVerdicts
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 
 log = structlog.get_logger(__name__)
@@ -140,13 +141,20 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         replicas = ReplicaLinks(pool, advertised, secret, tls[1] if tls else None)
         router = WorkspaceRouter(replicas)
         sweeper = DeadlineSweeper(
-            pool, journal, turns, agents, settings.startup_deadline, idle_stop_after=settings.idle_stop_after
+            pool,
+            journal,
+            turns,
+            agents,
+            settings.startup_deadline,
+            idle_stop_after=settings.idle_stop_after,
+            delivery_deadline=settings.delivery_deadline,
         )
         workspace = WorkspaceFiles(kernel, router, Quotas(pool))
         _add_session_kernel_service(SessionKernelServicer(kernel, conversation, workspace), server)
         relay = RunnerServicer(
             agents,
             OutputCommitter(journal, turns),
+            CommandVerdicts(journal, turns),
             live,
             RelaySettings(admission, settings.heartbeat_interval),
             router,

@@ -18,7 +18,7 @@ import structlog
 from astrabox.secret_settings import SecretOption, SecretSettingError
 from controlplane.identity.tokens import OidcSettings
 from serverkit import settings as serverkit_settings
-from serverkit.settings import option, secret
+from serverkit.settings import Option, option, secret
 
 log = structlog.get_logger(__name__)
 
@@ -35,6 +35,18 @@ DESCRIPTION = "`astrabox controlplane` / `python -m controlplane`: run the contr
 
 class SettingsError(ValueError):
     """The settings cannot work as given; the message says what to change."""
+
+
+def _seconds(flag: str, default: float, what: str) -> dict[str, Option]:
+    """A duration setting given in seconds: `--flag` and ASTRABOX_<FLAG>."""
+    return option(
+        flag,
+        env="ASTRABOX_" + flag.removeprefix("--").replace("-", "_").upper(),
+        type=float,
+        default=default,
+        convert=lambda seconds: timedelta(seconds=seconds),
+        help=f"{what} (env %(env)s, default %(default)s)",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +103,37 @@ class ControlPlaneSettings:
             "default: --tls-cert itself)",
         ),
     )
-    # How long an agent's lease lasts without a heartbeat.
-    lease_ttl: timedelta = timedelta(seconds=15)
+    # How long an agent's lease lasts without a heartbeat; its sessions' runtimes are lost after it.
+    lease_ttl: timedelta = field(
+        default=timedelta(seconds=15),
+        metadata=_seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat"),
+    )
     # How often agents are asked to heartbeat.
-    heartbeat_interval: timedelta = timedelta(seconds=5)
+    heartbeat_interval: timedelta = field(
+        default=timedelta(seconds=5),
+        metadata=_seconds("--heartbeat-interval", 5, "seconds between an agent's heartbeats"),
+    )
     # How long the agent may take to stop an interrupted turn before it replaces the engine.
-    interrupt_deadline: timedelta = timedelta(seconds=10)
+    interrupt_deadline: timedelta = field(
+        default=timedelta(seconds=10),
+        metadata=_seconds("--interrupt-deadline", 10, "seconds an interrupted turn may take to stop"),
+    )
     # A session still CREATING after this long fails.
-    startup_deadline: timedelta = timedelta(seconds=180)
+    startup_deadline: timedelta = field(
+        default=timedelta(seconds=180),
+        metadata=_seconds("--startup-deadline", 180, "seconds a new session's runtime may take to start"),
+    )
+    # A running turn whose input its agent has not accepted after this long fails, and the agent
+    # is told to let go of it. Longer than a start's deadline: an input waits for its runtime.
+    delivery_deadline: timedelta = field(
+        default=timedelta(seconds=240),
+        metadata=_seconds("--delivery-deadline", 240, "seconds an agent may take to accept a message"),
+    )
     # How often deadlines and leases are checked.
-    sweep_interval: timedelta = timedelta(seconds=2)
+    sweep_interval: timedelta = field(
+        default=timedelta(seconds=2),
+        metadata=_seconds("--sweep-interval", 2, "seconds between checks of leases and deadlines"),
+    )
     # A session idle this long (no turn, no queued message, no open background task) has its
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
     # again. Zero: never.

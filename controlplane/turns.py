@@ -95,7 +95,7 @@ class Turns:
             except (NoAgentAvailable, CapacityExhausted) as nowhere:
                 await self._fail_queued(tx, session_id, turn.turn_id, nowhere.message)
                 continue
-            await store.turns.set_state(tx.conn, session_id, turn.turn_id, "running")
+            await store.turns.start_running(tx.conn, session_id, turn.turn_id)
             await store.sessions.update(
                 tx.conn, session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
             )
@@ -146,6 +146,22 @@ class Turns:
         )
         await self.dispatch_next(tx, session_id)
         return True
+
+    async def settle_here(
+        self, tx: JournalTransaction, session_id: str, turn_id: str, outcome: TurnOutcome, reason: str
+    ) -> bool:
+        """End a turn the control plane ends on its own (a lapsed lease, a passed deadline) and tell
+        its agent to let go of it: an InterruptTurn carrying the reason follows the turn's input in
+        the agent's queue, so the agent denies the turn's questions, stops the engine's turn and drops
+        the input if it still waits (the Runner proto's rule). Output the turn still produces is
+        journaled as late. False when `turn_id` is not the running turn."""
+        row = await store.sessions.lock(tx.conn, session_id)
+        if row is None or row["current_turn_id"] != turn_id:
+            return False
+        if row["agent_id"]:
+            let_go = runner_pb2.InterruptTurn(turn_id=turn_id, settled_reason=reason)
+            await self._agents.enqueue(tx, row["agent_id"], session_id, runner_pb2.Command(interrupt_turn=let_go))
+        return await self.settle(tx, session_id, turn_id, outcome, reason)
 
     async def close_interaction(self, tx: JournalTransaction, session_id: str, reason: str) -> None:
         """Close the pending interaction, if any, without an answer."""

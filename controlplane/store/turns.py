@@ -5,6 +5,9 @@ It is also the idempotency record of SendMessage (a client_message_id opens one 
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from datetime import timedelta
+
 import asyncpg
 
 
@@ -82,3 +85,44 @@ async def accepted_seq(conn: asyncpg.Connection, session_id: str, turn_id: str) 
         "SELECT accepted_seq FROM turns WHERE session_id = $1 AND turn_id = $2", session_id, turn_id
     )
     return seq
+
+
+async def start_running(conn: asyncpg.Connection, session_id: str, turn_id: str) -> None:
+    """The turn is dispatched to its agent now (its delivery deadline counts from here)."""
+    await conn.execute(
+        "UPDATE turns SET state = 'running', dispatched_at = now(), delivered_at = NULL"
+        " WHERE session_id = $1 AND turn_id = $2",
+        session_id,
+        turn_id,
+    )
+
+
+async def mark_delivered(conn: asyncpg.Connection, session_id: str, turn_id: str) -> None:
+    """The agent accepted the turn's input."""
+    await conn.execute(
+        "UPDATE turns SET delivered_at = now() WHERE session_id = $1 AND turn_id = $2 AND delivered_at IS NULL",
+        session_id,
+        turn_id,
+    )
+
+
+async def undelivered_since(db: asyncpg.Connection | asyncpg.Pool, deadline: timedelta) -> list[asyncpg.Record]:
+    """Running turns (session_id, turn_id) dispatched longer than `deadline` ago whose input no agent accepted."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT session_id::text AS session_id, turn_id FROM turns"
+        " WHERE state = 'running' AND delivered_at IS NULL AND dispatched_at < now() - $1::interval"
+        " ORDER BY dispatched_at LIMIT 100",
+        deadline,
+    )
+    return rows
+
+
+async def settled_among(conn: asyncpg.Connection, session_id: str, turn_ids: Collection[str]) -> set[str]:
+    """Which of `turn_ids` have ended (completed, failed, interrupted)."""
+    rows = await conn.fetch(
+        "SELECT turn_id FROM turns WHERE session_id = $1 AND turn_id = ANY($2::text[])"
+        " AND state IN ('completed', 'failed', 'interrupted')",
+        session_id,
+        list(turn_ids),
+    )
+    return {row["turn_id"] for row in rows}

@@ -4,8 +4,12 @@
 - a command id already applied is acknowledged again with its recorded outcome
   and no effect;
 - a command issued under a lease generation older than the agent's current one
-  is refused with FAILED_PRECONDITION (and acknowledged, so it is not
-  redelivered); nothing is recorded, it can never become current again;
+  (it came on a stream that has since been replaced) is neither applied nor
+  acknowledged: the control plane sends every unacknowledged command again on
+  each new stream, under the new lease, and that copy is the one applied. A
+  copy that arrives while an older copy of the same command waits (behind a
+  slower command of its session) is not a second command: the waiting copy
+  takes the newer copy's lease, so it is applied, not lost;
 - otherwise the runtime operation runs, and the record that the command was
   applied commits in the same transaction as its effect.
 
@@ -72,7 +76,8 @@ class CommandApplier:
         self._runtimes = runtimes
         self._tasks: asyncio.TaskGroup | None = None
         self._running = asyncio.Event()
-        self._in_flight: set[str] = set()
+        # The newest copy received of each command being applied, by command id.
+        self._in_flight: dict[str, pb.Command] = {}
         # Serialises one session's commands.
         self._session_locks = KeyedLocks()
 
@@ -93,15 +98,24 @@ class CommandApplier:
     def submit(self, command: pb.Command, reply: AckSink) -> None:
         """Apply `command` in the background and pass its acknowledgement to `reply`.
 
-        A command id already being applied is ignored here: the first copy's
-        acknowledgement goes to whichever stream is current when it finishes."""
-        if command.command_id in self._in_flight:
-            log.info("command_already_in_progress", command_id=command.command_id, session_id=command.session_id)
+        A command id already being applied is not applied twice: a newer copy (sent again on a new
+        stream) lends the waiting copy its lease, and the acknowledgement goes to whichever stream
+        is current when it finishes."""
+        waiting = self._in_flight.get(command.command_id)
+        if waiting is not None:
+            if command.lease_generation > waiting.lease_generation:
+                self._in_flight[command.command_id] = command
+            log.info(
+                "command_already_in_progress",
+                command_id=command.command_id,
+                session_id=command.session_id,
+                lease_generation=command.lease_generation,
+            )
             return
         if self._tasks is None:
             log.warning("command_dropped_shutting_down", command_id=command.command_id)
             return
-        self._in_flight.add(command.command_id)
+        self._in_flight[command.command_id] = command
         self._tasks.create_task(self._apply_and_reply(command, reply))
 
     async def _apply_and_reply(self, command: pb.Command, reply: AckSink) -> None:
@@ -112,25 +126,25 @@ class CommandApplier:
             log.exception("command_failed", command_id=command.command_id, session_id=command.session_id)
             return
         finally:
-            self._in_flight.discard(command.command_id)
-        reply(ack)
+            self._in_flight.pop(command.command_id, None)
+        if ack is not None:
+            reply(ack)
 
-    async def apply(self, command: pb.Command) -> pb.CommandAck:
-        """Apply one command (unless already applied or stale); return its acknowledgement."""
+    async def apply(self, command: pb.Command) -> pb.CommandAck | None:
+        """Apply one command unless already applied; return its acknowledgement, or None for a
+        copy from a replaced stream (stale lease), which the control plane sends again."""
         bound = log.bind(command_id=command.command_id, command_seq=command.command_seq, session_id=command.session_id)
         async with self._session_locks.hold(command.session_id):
             outcome = await self._state.applied(command.command_id)
             if outcome is not None:
                 bound.info("command_already_applied")
                 return _ack(command, outcome.code, outcome.message)
+            newest = self._in_flight.get(command.command_id, command)
+            lease = max(command.lease_generation, newest.lease_generation)
             current = await self._state.lease_generation()
-            if command.lease_generation < current:
-                bound.warning("command_stale_lease", lease_generation=command.lease_generation, current=current)
-                return _ack(
-                    command,
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"command issued under lease generation {command.lease_generation}; current is {current}",
-                )
+            if lease < current:
+                bound.warning("command_stale_lease_not_acknowledged", lease_generation=lease, current=current)
+                return None
             try:
                 await self._dispatch(command)
             except CommandRefused as refused:

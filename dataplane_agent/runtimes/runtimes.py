@@ -269,7 +269,10 @@ class Runtimes:
         await turns.answer(interaction_id, decision, receipt)
 
     async def interrupt_turn(self, session_id: str, req: pb.InterruptTurn, receipt: Receipt) -> None:
-        """Interrupt the named turn if it is running or waiting; otherwise nothing happens."""
+        """Interrupt the named turn if it is running or waiting; otherwise nothing happens. With a
+        `settled_reason` the control plane has ended the turn already: this lets go of it."""
+        if req.settled_reason:
+            log.info("turn_let_go", session_id=session_id, turn_id=req.turn_id, reason=req.settled_reason)
         turns = self._sessions.get(session_id)
         if turns is not None:
             await turns.interrupt(req.turn_id, req.deadline_ms / 1000)

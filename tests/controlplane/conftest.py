@@ -25,6 +25,7 @@ from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
 from controlplane.turns import Turns
+from controlplane.verdicts import CommandVerdicts
 from dataplane_agent.engines.claude_code import MANIFEST as AGENT_CLAUDE_CODE
 from dataplane_agent.relay.client import engine_manifest_proto
 
@@ -43,6 +44,7 @@ class Plane:
     live: LiveTail
     turns: Turns
     sweeper: DeadlineSweeper
+    verdicts: CommandVerdicts
     # The operator project `default`: whose sessions the tests make through the kernel.
     project_id: uuid.UUID
     next_output: dict[str, int] = field(default_factory=dict)
@@ -100,6 +102,7 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
             live,
             turns,
             DeadlineSweeper(pool, journal, turns, agents, timedelta(seconds=180), destroy_retry=timedelta(0)),
+            CommandVerdicts(journal, turns),
             project.project_id,
         )
     finally:

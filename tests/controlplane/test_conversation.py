@@ -351,13 +351,13 @@ async def test_only_a_confirmed_destruction_releases_the_sandbox(api, plane):
     assert len(first) == 1
     for row in await destroys():  # the agent applied the earlier commands
         if row["command_seq"] != first[0]["command_seq"]:
-            await plane.agents.acknowledge("agent-1", row["command_seq"], "")
-    await plane.agents.acknowledge("agent-1", first[0]["command_seq"], "UNAVAILABLE: the sandbox did not go away")
+            await plane.verdicts.record("agent-1", row["command_seq"], "")
+    await plane.verdicts.record("agent-1", first[0]["command_seq"], "UNAVAILABLE: the sandbox did not go away")
     assert await sandbox() == "sb"  # unconfirmed: the session keeps naming it
     assert await plane.sweeper.sweep() == 1  # so the destruction is tried again
     retry = [r for r in await destroys() if runner_pb2.Command.FromString(r["body"]).HasField("destroy_runtime")]
     assert len(retry) == 2
-    await plane.agents.acknowledge("agent-1", retry[-1]["command_seq"], "")
+    await plane.verdicts.record("agent-1", retry[-1]["command_seq"], "")
     assert await sandbox() is None
     assert await plane.sweeper.sweep() == 0
 

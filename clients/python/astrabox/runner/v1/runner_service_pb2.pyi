@@ -323,12 +323,14 @@ class AnswerInteraction(_message.Message):
     def __init__(self, interaction_id: _Optional[str] = ..., allow: _Optional[_Union[AnswerInteraction.Allow, _Mapping]] = ..., deny: _Optional[_Union[AnswerInteraction.Deny, _Mapping]] = ...) -> None: ...
 
 class InterruptTurn(_message.Message):
-    __slots__ = ("turn_id", "deadline_ms")
+    __slots__ = ("turn_id", "deadline_ms", "settled_reason")
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    SETTLED_REASON_FIELD_NUMBER: _ClassVar[int]
     turn_id: str
     deadline_ms: int
-    def __init__(self, turn_id: _Optional[str] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+    settled_reason: str
+    def __init__(self, turn_id: _Optional[str] = ..., deadline_ms: _Optional[int] = ..., settled_reason: _Optional[str] = ...) -> None: ...
 
 class SetPermissionMode(_message.Message):
     __slots__ = ("permission_mode",)

@@ -42,8 +42,26 @@ class RunnerServiceStub:
     with a negative acknowledgement (OutputAck.error) and never stored.
     4. The control plane sends Commands with a per-agent command_seq and a
     command_id; the agent applies each idempotently and answers CommandAck.
-    Unacknowledged commands are redelivered after a reconnect. A command
-    with a stale lease_generation is rejected.
+    The rule that no command is lost:
+    - every command stays queued until the agent acknowledges it, and each
+    new stream sends every unacknowledged one again, in command_seq
+    order, stamped with the new stream's lease_generation;
+    - a command stamped with a lease_generation older than the agent's
+    current one came on a replaced stream: the agent neither applies nor
+    acknowledges it (its copy on the current stream is the one applied);
+    - a copy that arrives while an earlier copy of the same command_id is
+    still being applied (waiting behind a slower command of its session)
+    is not applied twice: the earlier copy takes its lease, is applied
+    once, and its acknowledgement goes on the current stream;
+    - an acknowledgement is final: a refusal carries the reason, and the
+    control plane settles what the command was for (a refused
+    DeliverInput fails its turn with that reason);
+    - a turn the control plane ends on its own (its agent's lease lapsed,
+    its input was not accepted by the delivery deadline) is followed by
+    an InterruptTurn carrying the reason, so the agent lets go of it
+    (denies its parked questions, stops the engine's turn, drops the
+    input if it still waits); what the turn still outputs is journaled
+    as late and settles nothing of a later turn.
     5. The agent sends Heartbeat; the control plane renews the lease.
 
     ForwardWorkspace is not for agents: a control-plane replica that a client
@@ -87,8 +105,26 @@ class RunnerServiceServicer:
     with a negative acknowledgement (OutputAck.error) and never stored.
     4. The control plane sends Commands with a per-agent command_seq and a
     command_id; the agent applies each idempotently and answers CommandAck.
-    Unacknowledged commands are redelivered after a reconnect. A command
-    with a stale lease_generation is rejected.
+    The rule that no command is lost:
+    - every command stays queued until the agent acknowledges it, and each
+    new stream sends every unacknowledged one again, in command_seq
+    order, stamped with the new stream's lease_generation;
+    - a command stamped with a lease_generation older than the agent's
+    current one came on a replaced stream: the agent neither applies nor
+    acknowledges it (its copy on the current stream is the one applied);
+    - a copy that arrives while an earlier copy of the same command_id is
+    still being applied (waiting behind a slower command of its session)
+    is not applied twice: the earlier copy takes its lease, is applied
+    once, and its acknowledgement goes on the current stream;
+    - an acknowledgement is final: a refusal carries the reason, and the
+    control plane settles what the command was for (a refused
+    DeliverInput fails its turn with that reason);
+    - a turn the control plane ends on its own (its agent's lease lapsed,
+    its input was not accepted by the delivery deadline) is followed by
+    an InterruptTurn carrying the reason, so the agent lets go of it
+    (denies its parked questions, stops the engine's turn, drops the
+    input if it still waits); what the turn still outputs is journaled
+    as late and settles nothing of a later turn.
     5. The agent sends Heartbeat; the control plane renews the lease.
 
     ForwardWorkspace is not for agents: a control-plane replica that a client
@@ -153,8 +189,26 @@ class RunnerService:
     with a negative acknowledgement (OutputAck.error) and never stored.
     4. The control plane sends Commands with a per-agent command_seq and a
     command_id; the agent applies each idempotently and answers CommandAck.
-    Unacknowledged commands are redelivered after a reconnect. A command
-    with a stale lease_generation is rejected.
+    The rule that no command is lost:
+    - every command stays queued until the agent acknowledges it, and each
+    new stream sends every unacknowledged one again, in command_seq
+    order, stamped with the new stream's lease_generation;
+    - a command stamped with a lease_generation older than the agent's
+    current one came on a replaced stream: the agent neither applies nor
+    acknowledges it (its copy on the current stream is the one applied);
+    - a copy that arrives while an earlier copy of the same command_id is
+    still being applied (waiting behind a slower command of its session)
+    is not applied twice: the earlier copy takes its lease, is applied
+    once, and its acknowledgement goes on the current stream;
+    - an acknowledgement is final: a refusal carries the reason, and the
+    control plane settles what the command was for (a refused
+    DeliverInput fails its turn with that reason);
+    - a turn the control plane ends on its own (its agent's lease lapsed,
+    its input was not accepted by the delivery deadline) is followed by
+    an InterruptTurn carrying the reason, so the agent lets go of it
+    (denies its parked questions, stops the engine's turn, drops the
+    input if it still waits); what the turn still outputs is journaled
+    as late and settles nothing of a later turn.
     5. The agent sends Heartbeat; the control plane renews the lease.
 
     ForwardWorkspace is not for agents: a control-plane replica that a client

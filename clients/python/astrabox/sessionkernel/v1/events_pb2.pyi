@@ -181,14 +181,16 @@ class UserMessageAccepted(_message.Message):
     def __init__(self, client_message_id: _Optional[str] = ..., text: _Optional[str] = ..., permission_mode: _Optional[str] = ...) -> None: ...
 
 class EngineMessage(_message.Message):
-    __slots__ = ("type_name", "payload_json", "output_seq")
+    __slots__ = ("type_name", "payload_json", "output_seq", "late")
     TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
     type_name: str
     payload_json: str
     output_seq: int
-    def __init__(self, type_name: _Optional[str] = ..., payload_json: _Optional[str] = ..., output_seq: _Optional[int] = ...) -> None: ...
+    late: bool
+    def __init__(self, type_name: _Optional[str] = ..., payload_json: _Optional[str] = ..., output_seq: _Optional[int] = ..., late: _Optional[bool] = ...) -> None: ...
 
 class TurnCompleted(_message.Message):
     __slots__ = ("subtype", "is_error", "duration_ms", "result")
