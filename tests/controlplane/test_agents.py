@@ -4,7 +4,6 @@ them available again."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from controlplane.agents import AgentHello, Agents

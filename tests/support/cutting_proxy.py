@@ -1,0 +1,102 @@
+"""A TCP proxy on loopback that can cut or stall every connection through it: a network fault
+between two real processes (an agent and its control plane) that neither of them can tell from
+a real one.
+
+It runs its own event loop in a thread, so a test may block (waiting for a process's log line)
+while traffic still flows through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+
+
+class CuttingProxy:
+    """Forwards 127.0.0.1:<port> to `target` ("host:port") until cut, stalled or closed."""
+
+    def __init__(self, target: str) -> None:
+        host, _, port = target.rpartition(":")
+        self._target = (host, int(port))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="cutting-proxy", daemon=True)
+        self._flowing: asyncio.Event
+        self._server: asyncio.Server
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.connections = 0  # accepted so far
+        self.address = ""
+
+    def start(self) -> str:
+        """Listen on a free loopback port; returns "127.0.0.1:<port>"."""
+        self._thread.start()
+        self._call(self._listen())
+        return self.address
+
+    def cut(self) -> None:
+        """Abort every open connection (both ends see a reset); new ones are accepted."""
+        self._call(self._cut())
+
+    def stall(self) -> None:
+        """Stop forwarding: connections stay open and bytes wait, as in a partition."""
+        self._loop.call_soon_threadsafe(self._flowing.clear)
+
+    def resume(self) -> None:
+        self._loop.call_soon_threadsafe(self._flowing.set)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._call(self._shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def _call(self, coroutine: object) -> None:
+        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)  # type: ignore[arg-type]
+
+    async def _listen(self) -> None:
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.address = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, upstream_writer}
+        try:
+            await asyncio.gather(self._pump(reader, upstream_writer), self._pump(upstream_reader, writer))
+        finally:
+            for end in (writer, upstream_writer):
+                self._writers.discard(end)
+                end.transport.abort()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, ConnectionError):
+            while data := await reader.read(65536):
+                await self._flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        writer.transport.abort()
+
+    async def _cut(self) -> None:
+        for writer in list(self._writers):
+            writer.transport.abort()
+
+    async def _shutdown(self) -> None:
+        self._server.close()
+        await self._cut()
+
+
+@contextlib.contextmanager
+def cutting_proxy(target: str) -> Iterator[CuttingProxy]:
+    proxy = CuttingProxy(target)
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.close()
