@@ -48,7 +48,7 @@ from dataplane_agent.engines.base import (
     ToolRequest,
 )
 from dataplane_agent.engines.sdk_messages import message_payload
-from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError
+from dataplane_agent.sandboxes.base import ENGINE_MARKER, Sandbox, SandboxDriver, SandboxError
 from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal
 
 log = structlog.get_logger(__name__)
@@ -145,7 +145,8 @@ class ClaudeCodeAdapter:
             _check_mode(config.permission_mode)
         if config.transcript:
             await _restore_transcript(sandbox, config)
-        env = cli_environment(config.env)
+        # Marked, so that whatever of this engine outlives its agent can be found and ended.
+        env = {**cli_environment(config.env), ENGINE_MARKER: uuid.uuid4().hex}
         redactor = _Redactor(value for name, value in env.items() if _looks_secret(name))
         try:
             launcher = await driver.launcher(sandbox, [str(self._cli_path)], env)

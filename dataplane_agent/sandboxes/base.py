@@ -36,26 +36,33 @@ def model_relay(program: Sequence[str]) -> list[str]:
 
 # The marker in the environment of every process one workspace command starts (see end_processes).
 RUN_MARKER = "ASTRABOX_RUN"
-# Defines `end_marked MARKER` in bash: end every process of the sandbox whose environment carries
-# ASTRABOX_RUN=MARKER (an empty MARKER: any ASTRABOX_RUN). Builtins only: under a fork bomb the sandbox has no pid to spare for a
+# The marker in the environment of every engine process (its value: the engine's own id), which
+# whatever its tools start inherits (see end_leftovers).
+ENGINE_MARKER = "ASTRABOX_ENGINE"
+# Defines `end_marked VALUE [NAME]` in bash: end every process of the sandbox whose environment
+# carries NAME=VALUE (NAME: ASTRABOX_RUN unless given; an empty VALUE: any NAME=…), adding the pids
+# it ended to the array ENDED. Builtins only: under a fork bomb the sandbox has no pid to spare for a
 # `grep`. Each round stops what it finds (a stopped process forks no more), then kills it, until a
 # round finds nothing (status 0) or 100 rounds pass (status 1).
 END_MARKED = r"""
+ENDED=()
 end_marked() {
-  local marker="ASTRABOX_RUN=$1" round entry pid variable found
+  local name=${2:-ASTRABOX_RUN} round entry pid variable found
+  local marker="$name=$1"
   for ((round = 0; round < 100; round++)); do
     found=()
     for entry in /proc/[0-9]*; do
       pid=${entry#/proc/}
       [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
       while IFS= read -r -d '' variable; do
-        if [[ $variable == "$marker" || ( -z $1 && $variable == ASTRABOX_RUN=* ) ]]; then
+        if [[ $variable == "$marker" || ( -z $1 && $variable == "$name="* ) ]]; then
           kill -STOP "$pid" 2>/dev/null && found+=("$pid"); break
         fi
       done < "$entry/environ" 2>/dev/null
     done
     ((${#found[@]})) || return 0
     kill -KILL "${found[@]}" 2>/dev/null
+    ENDED+=("${found[@]}")
   done
   return 1
 }
@@ -132,6 +139,13 @@ class SandboxDriver(Protocol):
         environment (one workspace command and whatever it left behind; an empty `marker`: every
         command's), where the launcher's own end does not already end them. Never raises for a
         sandbox that is gone."""
+
+    async def end_leftovers(self, sandbox: Sandbox) -> int:
+        """End whatever an earlier agent process left running in the sandbox — its engines (with
+        whatever their tools started) and its workspace commands — and wait until they are gone;
+        how many processes were ended. Call before this process starts anything in the sandbox: a
+        second engine beside a left one would write the same conversation. Never raises for a
+        sandbox that is gone or stopped."""
 
     async def stop(self, sandbox: Sandbox) -> None:
         """Stop everything running in the sandbox and keep its files (workspace, home, tmp as the

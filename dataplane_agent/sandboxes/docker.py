@@ -31,6 +31,7 @@ import structlog
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
     END_MARKED,
+    ENGINE_MARKER,
     INSTALLATION_LABEL,
     POOL_LABEL,
     SESSION_LABEL,
@@ -67,6 +68,8 @@ _REMOVE_TIMEOUT = 30.0
 # Seconds `docker stop` lets the container's init end before it kills it (see `stop`).
 _STOP_GRACE = 2
 _END_ATTEMPTS = 20
+# What is read of the pids an end reports (a fork bomb's can be many).
+_END_REPORT_BYTES = 64 * 1024
 
 
 class DockerSandboxDriver:
@@ -214,29 +217,47 @@ class DockerSandboxDriver:
 
     async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
         """What `docker exec` started outlives the host process that asked for it, so the marked
-        processes are found and killed from inside the container, as the sandbox's user. A fork
+        processes are found and killed from inside the container (see `_end`)."""
+        await self._end(sandbox, "end a command's processes", 'end_marked "$1"', marker)
+
+    async def end_leftovers(self, sandbox: Sandbox) -> int:
+        """A killed agent's `docker exec` clients die with it, or linger on the host, but what they
+        started in the container runs on: an engine busy with a tool does not even notice that its
+        input is gone. So every marked process, engine or command, is ended from inside."""
+        script = f'end_marked "" {ENGINE_MARKER} && end_marked ""'
+        ended = await self._end(sandbox, "end what an earlier agent left running", script)
+        return len(ended)
+
+    async def _end(self, sandbox: Sandbox, what: str, script: str, *args: str) -> set[int]:
+        """Run `script` (calls of END_MARKED's `end_marked`, given `args`) in the container as the
+        sandbox's user, until it reports that nothing marked is left; the pids it ended. A fork
         bomb can hold every pid the container has: the exec is retried until one is free."""
+        ended: set[int] = set()
+        command = ["/bin/bash", "-c", f'{END_MARKED}{script}\nstatus=$?\necho "${{ENDED[*]}}"\nexit $status']
         for attempt in range(_END_ATTEMPTS):
             try:
-                async with self._engine.client("end a command's processes") as docker:
+                async with self._engine.client(what) as docker:
                     found = await inspect(docker, sandbox.sandbox_id)
                     if found is None or not found.running:
-                        return
+                        return ended
                     run = await docker.containers.container(found.id).exec(
-                        ["/bin/bash", "-c", END_MARKED + 'end_marked "$1"', "astrabox-end", marker],
-                        user=self._user(found),
+                        [*command, "astrabox-end", *args], user=self._user(found)
                     )
+                    out = b""
                     async with run.start(detach=False) as stream:
-                        while await stream.read_out() is not None:
-                            pass
+                        while (message := await stream.read_out()) is not None:
+                            if message.stream == 1 and len(out) < _END_REPORT_BYTES:
+                                out += message.data
+                    ended.update(int(pid) for pid in out.split() if pid.isdigit())
                     if (await run.inspect()).get("ExitCode") == 0:  # else a round limit: try again
-                        return
+                        return ended
             except (SandboxError, aiodocker.DockerError) as error:
                 log.debug(
                     "sandbox_end_processes_retry", sandbox_id=sandbox.sandbox_id, attempt=attempt, error=str(error)
                 )
             await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-        log.warning("sandbox_end_processes_failed", sandbox_id=sandbox.sandbox_id, marker=marker)
+        log.warning("sandbox_end_processes_failed", sandbox_id=sandbox.sandbox_id, what=what)
+        return ended
 
     async def stop(self, sandbox: Sandbox) -> None:
         directory = self._directory(sandbox)

@@ -307,6 +307,19 @@ class LocalSandboxDriver:
         process the kernel kills when the launcher's bubblewrap (killed with its process group, or
         ended with its program) goes."""
 
+    async def end_leftovers(self, sandbox: Sandbox) -> int:
+        """Each launcher's bubblewrap dies with the agent that started it (--die-with-parent), and
+        the sandbox's programs with it (their PID namespace ends). Were one still there (started
+        through a program that is not killed with its parent), it is killed now, by the pid its
+        launcher wrote in the agent's own directory, never by anything the sandbox wrote."""
+        directory = self._directory(sandbox)
+        if not directory.exists():
+            return 0
+        killed, survivors = await asyncio.to_thread(_kill_launched, directory)  # bounded: _KILL_WAIT
+        if survivors:
+            log.warning("sandbox_end_processes_failed", sandbox_id=sandbox.sandbox_id, survivors=survivors)
+        return len(killed)
+
     async def stop(self, sandbox: Sandbox) -> None:
         directory = self._directory(sandbox)
         if not directory.exists():
@@ -416,7 +429,8 @@ class LocalSandboxDriver:
         return args
 
     def _stop(self, sandbox_id: str, directory: Path) -> None:
-        if survivors := _kill_launched(directory):
+        _, survivors = _kill_launched(directory)
+        if survivors:
             raise SandboxError(f"sandbox {sandbox_id} could not be stopped: pids {survivors} survived SIGKILL")
         # Whatever is left in its cgroups is killed with it; the next launcher makes them again.
         cgroups = self._isolation.cgroups if self._isolation else None
@@ -450,15 +464,15 @@ async def _try_bwrap(args: list[str]) -> str:
     return stderr.decode(errors="replace").strip() or f"exit status {process.returncode}"
 
 
-def _kill_launched(directory: Path) -> list[int]:
+def _kill_launched(directory: Path) -> tuple[list[int], list[int]]:
     """SIGKILL the bubblewrap processes this sandbox's launchers started (their namespaces die
     with them), and wait until they are dead so nothing writes into the directory being removed;
-    those still alive after that wait."""
+    those killed, and those still alive after that wait."""
     run = directory / "run"
     try:
         pids = {int(line) for line in (run / "pids").read_text().split() if line.isdigit()}
     except FileNotFoundError:
-        return []
+        return [], []
     killed = []
     for pid in pids:
         try:
@@ -470,10 +484,11 @@ def _kill_launched(directory: Path) -> list[int]:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
     deadline = time.monotonic() + _KILL_WAIT
-    while killed and time.monotonic() < deadline:
-        killed = [pid for pid in killed if _alive(pid)]
+    alive = killed
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if _alive(pid)]
         time.sleep(0.01)
-    return [pid for pid in killed if _alive(pid)]
+    return killed, [pid for pid in alive if _alive(pid)]
 
 
 def _alive(pid: int) -> bool:

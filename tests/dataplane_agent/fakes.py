@@ -85,6 +85,9 @@ class DirectorySandboxDriver:
     async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
         return None
 
+    async def end_leftovers(self, sandbox: Sandbox) -> int:
+        return 0
+
     async def stop(self, sandbox: Sandbox) -> None:
         """Nothing runs in a directory: the call is recorded and the directory kept."""
         self.stopped.append(sandbox.sandbox_id)

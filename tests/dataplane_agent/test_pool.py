@@ -58,6 +58,9 @@ class TimedDriver:
     async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
         return None
 
+    async def end_leftovers(self, sandbox: Sandbox) -> int:
+        return 0
+
     async def stop(self, sandbox: Sandbox) -> None:
         await self.inner.stop(sandbox)
 

@@ -136,3 +136,24 @@ def start_agent(
     )
     process.wait_for_line(r"relay_connected", timeout=60)
     return process
+
+
+def sandbox_processes(workspace: Path) -> list[str]:
+    """The command lines of the host's processes (root sees them all) that see `workspace` as their
+    /workspace: those of one sandbox, of either driver, whoever started them and whoever their
+    parent is now. Zombies are not running: they are left out."""
+    wanted = workspace.stat()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            seen = (entry / "root" / "workspace").stat()
+            if (seen.st_dev, seen.st_ino) != (wanted.st_dev, wanted.st_ino):
+                continue
+            if (entry / "stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                continue
+            found.append((entry / "cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
