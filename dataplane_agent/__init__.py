@@ -16,6 +16,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
       runtimes.py      start, stop, destroy, recover; hands inputs and answers to `turns`
       launch.py        makes a sandbox (or claims a warm one) and starts the engine in it
       reconcile.py     after a restart and periodically: the sandboxes on the host vs the sessions held
+                       (at start, what an earlier agent process left running in them ended first)
       disk_limit.py    a workspace disk limit enforced by measurement where no image can
     turns/           one session's engine and the turns that run on it
       session.py       SessionTurns: the parts below, put together

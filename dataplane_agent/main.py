@@ -130,7 +130,6 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             workspace=workspace,
         )
         await runtimes.recover()
-        await workspace.end_leftovers([record.sandbox for record in await state.sessions()])
         await reconciler.start()
         if pool is not None:
             await pool.start()

@@ -23,6 +23,11 @@ pass, after every Welcome and periodically, compares them:
 
 Nothing is destroyed before the control plane has said what is live, and no
 session is touched while a command holds it (`HeldRuntimes.busy`).
+
+Before any of that, at start, whatever an earlier agent process left running
+in any sandbox of this agent (an engine, a workspace command) is ended, so
+that every sandbox runs only what this process starts: one engine per
+conversation.
 """
 
 from __future__ import annotations
@@ -206,6 +211,8 @@ class ReconcileSettings:
     retry: float = 10.0
     list_timeout: float = 30.0
     destroy_timeout: float = 60.0
+    # For ending what an earlier agent process left running in one sandbox.
+    end_timeout: float = 60.0
 
 
 @dataclass(slots=True)
@@ -250,8 +257,39 @@ class Reconciler:
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
-        """Note what the previous agent process left recorded; call before the relay connects."""
-        self._inherited = {r.session_id for r in await self._state.sessions()}
+        """Note what the previous agent process left recorded, and end whatever it left running in
+        any sandbox of this agent (see `end_leftovers`). Call before anything of this process runs
+        in a sandbox: before the relay connects, the warm pool starts or an engine is started."""
+        records = await self._state.sessions()
+        self._inherited = {r.session_id for r in records}
+        await self.end_leftovers([r.sandbox for r in records])
+
+    async def end_leftovers(self, recorded: Iterable[Sandbox]) -> None:
+        """End what an earlier agent process left running — engines (a `docker exec`'d CLI busy
+        with a tool outlives its agent) and workspace commands — in `recorded` and every sandbox
+        the inventory lists (one whose session was never recorded, its start cut short, is
+        re-opened by the redelivered StartRuntime; a warm pool's is taken back), waiting until they
+        are gone: from then on, each sandbox runs only what this process starts."""
+        sandboxes = {s.sandbox_id: s for s in recorded}
+        try:
+            async with asyncio.timeout(self._settings.list_timeout):
+                sandboxes.update((f.sandbox.sandbox_id, f.sandbox) for f in await self._inventory.sandboxes())
+        except Exception as exc:  # the recorded ones are still ended
+            log.warning("leftovers_not_listed", error=f"{type(exc).__name__}: {exc}")
+
+        async def end(sandbox: Sandbox) -> None:
+            try:
+                async with asyncio.timeout(self._settings.end_timeout):
+                    ended = await self._driver.end_leftovers(sandbox)
+            except Exception as exc:
+                log.warning("leftovers_not_ended", sandbox_id=sandbox.sandbox_id, error=f"{type(exc).__name__}: {exc}")
+                return
+            if ended:
+                log.warning(
+                    "leftovers_ended", session_id=sandbox.session_id, sandbox_id=sandbox.sandbox_id, processes=ended
+                )
+
+        await asyncio.gather(*(end(sandbox) for sandbox in sandboxes.values()))
 
     def on_welcome(self, welcome: pb.Welcome, hello_at: float) -> None:
         """The relay's Welcome listener: take the control plane's list and wake the loop."""
@@ -285,7 +323,7 @@ class Reconciler:
             return done
         async with self._lock:
             if self._inherited is None:
-                await self.start()
+                self._inherited = {r.session_id for r in await self._state.sessions()}
             records = {r.session_id: r for r in await self._state.sessions()}
             async with asyncio.timeout(self._settings.list_timeout):
                 found = await self._inventory.sandboxes()

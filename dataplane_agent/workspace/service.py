@@ -161,11 +161,6 @@ class WorkspaceService:
     def _forget(self, request_id: str, _task: asyncio.Task[None]) -> None:
         self._tasks.pop(request_id, None)
 
-    async def end_leftovers(self, sandboxes: Sequence[Sandbox]) -> None:
-        """End what commands of an earlier agent process left running in `sandboxes` (a crash
-        stops no command in a container). Call before serving: then no command of ours runs."""
-        await asyncio.gather(*(self._driver.end_processes(sandbox, "") for sandbox in sandboxes))
-
     async def close(self) -> None:
         for task in list(self._tasks.values()):
             task.cancel()
