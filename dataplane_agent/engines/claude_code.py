@@ -145,8 +145,9 @@ class ClaudeCodeAdapter:
             _check_mode(config.permission_mode)
         if config.transcript:
             await _restore_transcript(sandbox, config)
-        # Marked, so that whatever of this engine outlives its agent can be found and ended.
-        env = {**cli_environment(config.env), ENGINE_MARKER: uuid.uuid4().hex}
+        # Marked, so that whatever of this engine outlives its launcher can be found and ended.
+        marker = uuid.uuid4().hex
+        env = {**cli_environment(config.env), ENGINE_MARKER: marker}
         redactor = _Redactor(value for name, value in env.items() if _looks_secret(name))
         try:
             launcher = await driver.launcher(sandbox, [str(self._cli_path)], env)
@@ -171,6 +172,7 @@ class ClaudeCodeAdapter:
         session = ClaudeCodeSession(
             ClaudeSDKClient(options),
             sandbox,
+            _Processes(driver, marker),
             self._timeouts,
             _Failures(redactor, stderr_tail, session_log),
             permission_mode=config.permission_mode,
@@ -193,6 +195,7 @@ class ClaudeCodeSession:
         self,
         client: ClaudeSDKClient,
         sandbox: Sandbox,
+        processes: _Processes,
         timeouts: _Timeouts,
         failures: _Failures,
         *,
@@ -203,6 +206,7 @@ class ClaudeCodeSession:
     ) -> None:
         self._client = client
         self._sandbox = sandbox
+        self._processes = processes
         self._timeouts = timeouts
         self._failures = failures
         self._log = failures.log
@@ -346,6 +350,13 @@ class ClaudeCodeSession:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
         self._ended = self._ended or _End()
+        # The SDK ends the launcher; under `docker exec` a CLI busy with a tool runs on without it,
+        # and the engine that replaces this one would write the same conversation beside it.
+        try:
+            async with asyncio.timeout(self._timeouts.close):
+                await self._processes.end(self._sandbox)
+        except Exception as error:  # as above: closing must not fail the caller
+            self._log.warning("engine_processes_not_ended", error=self._failures.redact(repr(error)))
 
     async def run_turn(self, text: str, permission_mode: str = "") -> AsyncIterator[EngineOutput]:
         """Send `text` and yield outputs through the next Result: a one-turn-at-a-time convenience."""
@@ -471,6 +482,17 @@ class _End:
     """The reader is done: the CLI's stream ended, with `error` if it failed."""
 
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Processes:
+    """What an engine runs in its sandbox: every process its `marker` (ENGINE_MARKER) is on."""
+
+    driver: SandboxDriver
+    marker: str
+
+    async def end(self, sandbox: Sandbox) -> None:
+        await self.driver.end_processes(sandbox, self.marker, ENGINE_MARKER)
 
 
 @dataclass(frozen=True, slots=True)

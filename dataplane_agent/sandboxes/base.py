@@ -37,7 +37,7 @@ def model_relay(program: Sequence[str]) -> list[str]:
 # The marker in the environment of every process one workspace command starts (see end_processes).
 RUN_MARKER = "ASTRABOX_RUN"
 # The marker in the environment of every engine process (its value: the engine's own id), which
-# whatever its tools start inherits (see end_leftovers).
+# whatever its tools start inherits (see end_processes, end_leftovers).
 ENGINE_MARKER = "ASTRABOX_ENGINE"
 # Defines `end_marked VALUE [NAME]` in bash: end every process of the sandbox whose environment
 # carries NAME=VALUE (NAME: ASTRABOX_RUN unless given; an empty VALUE: any NAME=…), adding the pids
@@ -134,11 +134,11 @@ class SandboxDriver(Protocol):
         arguments) inside the sandbox with exactly `env` as its environment, with
         stdin/stdout/stderr connected. The SDK spawns it as the CLI."""
 
-    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
-        """End every process of the sandbox that was started with ASTRABOX_RUN=`marker` in its
-        environment (one workspace command and whatever it left behind; an empty `marker`: every
-        command's), where the launcher's own end does not already end them. Never raises for a
-        sandbox that is gone."""
+    async def end_processes(self, sandbox: Sandbox, marker: str, variable: str = RUN_MARKER) -> None:
+        """End every process of the sandbox that was started with `variable`=`marker` in its
+        environment (one workspace command, or one engine with ENGINE_MARKER, and whatever it left
+        behind; an empty `marker`: every one's), where the launcher's own end does not already end
+        them. Never raises for a sandbox that is gone."""
 
     async def end_leftovers(self, sandbox: Sandbox) -> int:
         """End whatever an earlier agent process left running in the sandbox — its engines (with

@@ -34,6 +34,7 @@ from dataplane_agent.sandboxes.base import (
     ENGINE_MARKER,
     INSTALLATION_LABEL,
     POOL_LABEL,
+    RUN_MARKER,
     SESSION_LABEL,
     DestroyVerdict,
     ListedSandbox,
@@ -215,15 +216,16 @@ class DockerSandboxDriver:
         purpose = f"Runs {program[0]} inside the AstraBox sandbox {sandbox.sandbox_id}."
         return await asyncio.to_thread(directory.write_launcher, stem, merged, command, purpose)
 
-    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
-        """What `docker exec` started outlives the host process that asked for it, so the marked
-        processes are found and killed from inside the container (see `_end`)."""
-        await self._end(sandbox, "end a command's processes", 'end_marked "$1"', marker)
+    async def end_processes(self, sandbox: Sandbox, marker: str, variable: str = RUN_MARKER) -> None:
+        """What `docker exec` started outlives the host process that asked for it (an engine busy
+        with a tool does not even notice that its input is gone), so the marked processes are found
+        and killed from inside the container (see `_end`)."""
+        await self._end(sandbox, "end marked processes", 'end_marked "$1" "$2"', marker, variable)
 
     async def end_leftovers(self, sandbox: Sandbox) -> int:
         """A killed agent's `docker exec` clients die with it, or linger on the host, but what they
-        started in the container runs on: an engine busy with a tool does not even notice that its
-        input is gone. So every marked process, engine or command, is ended from inside."""
+        started in the container runs on (see `end_processes`). So every marked process, engine or
+        command, is ended from inside."""
         script = f'end_marked "" {ENGINE_MARKER} && end_marked ""'
         ended = await self._end(sandbox, "end what an earlier agent left running", script)
         return len(ended)

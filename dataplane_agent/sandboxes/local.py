@@ -39,6 +39,7 @@ import structlog
 
 from dataplane_agent.sandboxes.base import (
     MODEL_SOCKET_INNER,
+    RUN_MARKER,
     DestroyVerdict,
     Sandbox,
     SandboxError,
@@ -302,7 +303,7 @@ class LocalSandboxDriver:
         )
         return write_private(stem.with_name(stem.name + ".launcher"), script, mode=0o700)
 
-    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
+    async def end_processes(self, sandbox: Sandbox, marker: str, variable: str = RUN_MARKER) -> None:
         """Nothing to do: each launcher's programs live in a PID namespace of their own, whose every
         process the kernel kills when the launcher's bubblewrap (killed with its process group, or
         ended with its program) goes."""

@@ -82,7 +82,7 @@ class DirectorySandboxDriver:
     async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
         raise NotImplementedError
 
-    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
+    async def end_processes(self, sandbox: Sandbox, marker: str, variable: str = "") -> None:
         return None
 
     async def end_leftovers(self, sandbox: Sandbox) -> int:

@@ -211,9 +211,10 @@ SPEC = SandboxSpec(session_id="s1", agent_id="a1", labels={SESSION_LABEL: "s1", 
 
 @contextlib.asynccontextmanager
 async def sandbox_of(
-    kind: str, sandbox_root: Path, bwrap: str, **options: object
+    kind: str, sandbox_root: Path, bwrap: str, spec: SandboxSpec = SPEC, **options: object
 ) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
-    """A sandbox of the `kind` driver (docker: skips without a Docker daemon), destroyed afterwards."""
+    """A sandbox of the `kind` driver made from `spec` (docker: skips without a Docker daemon),
+    destroyed afterwards."""
     driver: SandboxDriver
     containers = None
     if kind == "local":
@@ -230,7 +231,7 @@ async def sandbox_of(
             **options,
         )  # type: ignore[arg-type]
     try:
-        sandbox = await driver.create(SPEC)
+        sandbox = await driver.create(spec)
         yield driver, sandbox
         await driver.destroy(sandbox)
     finally:

@@ -55,7 +55,7 @@ class TimedDriver:
     async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
         return await self.inner.launcher(sandbox, program, env)
 
-    async def end_processes(self, sandbox: Sandbox, marker: str) -> None:
+    async def end_processes(self, sandbox: Sandbox, marker: str, variable: str = "") -> None:
         return None
 
     async def end_leftovers(self, sandbox: Sandbox) -> int:
