@@ -97,6 +97,11 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             f"an empty enrollment token lets any host that reaches {settings.listen} enrol as an agent: set "
             "ASTRABOX_ENROLLMENT_TOKEN (or --enrollment-token-file), or listen on loopback only"
         )
+    if settings.heartbeat_interval >= settings.lease_ttl:
+        raise SettingsError(
+            f"--heartbeat-interval ({settings.heartbeat_interval.total_seconds():g} s) must be shorter than "
+            f"--lease-ttl ({settings.lease_ttl.total_seconds():g} s), or every lease lapses between heartbeats"
+        )
     pool = await create_pool(settings.database_url)
     try:
         await migrate(pool)
