@@ -399,10 +399,12 @@ class Heartbeat(_message.Message):
     def __init__(self, send_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class HeartbeatAck(_message.Message):
-    __slots__ = ("lease",)
+    __slots__ = ("lease", "heartbeat_send_time")
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SEND_TIME_FIELD_NUMBER: _ClassVar[int]
     lease: Lease
-    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
+    heartbeat_send_time: _timestamp_pb2.Timestamp
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., heartbeat_send_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class WorkspaceRequest(_message.Message):
     __slots__ = ("request_id", "session_id", "list_directory", "read_archive", "write_archive", "exec_command", "cancel")
