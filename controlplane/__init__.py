@@ -30,7 +30,8 @@ database and nothing else. Its map:
     relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats
     outputs.py       an agent's outputs journaled exactly once, with their projection changes
     verdicts.py      an agent's verdicts on its commands, and what each settles
-    agents.py        leases, engine manifests, placement, the commands queued for agents
+    agents.py        leases granted, engine manifests, placement, the commands queued for agents
+    leases.py        leases renewed from heartbeats, held by live streams, on a connection of their own
     engines.py       engines' capability manifests, as agents declare them
     workspace.py     workspace requests carried to the session's agent
     forwarding.py    ... through the replica holding the agent's stream (ForwardWorkspace)
@@ -50,6 +51,6 @@ database and nothing else. Its map:
 
 The owner functions take the connection, so callers keep their transactions and the order of
 their statements (tests/controlplane/test_table_owners.py keeps SQL in its owner). Imports go
-downwards: server → identity, api, relay, deadlines → kernel, conversation, outputs, verdicts → turns →
-agents → journal → store → session, engines. Nothing here imports `dataplane_agent`.
+downwards: server → identity, api, relay, deadlines → kernel, conversation, outputs, verdicts, leases →
+turns → agents → journal → store → session, engines. Nothing here imports `dataplane_agent`.
 """

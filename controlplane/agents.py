@@ -89,7 +89,8 @@ class Agents:
         self._ttl = lease_ttl
 
     async def register(self, hello: AgentHello) -> Lease:
-        """Grant a new lease; its generation fences commands of older streams."""
+        """Grant a new lease; its generation fences commands of older streams. Heartbeats renew it
+        (`controlplane.leases`)."""
         row = await store.agents.register(
             self._pool,
             hello.agent_id,
@@ -101,11 +102,6 @@ class Agents:
             hello.instance_id,
         )
         return Lease(row["generation"], row["lease_expires_at"])
-
-    async def renew(self, agent_id: str, generation: int) -> Lease | None:
-        """Extend the lease; None when a newer stream of the agent superseded it."""
-        row = await store.agents.renew(self._pool, agent_id, generation, self._ttl)
-        return Lease(row["generation"], row["lease_expires_at"]) if row else None
 
     async def engine_manifest(
         self, engine: str, agent_id: str = "", conn: asyncpg.Connection | None = None

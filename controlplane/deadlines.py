@@ -2,7 +2,8 @@
 
 A periodic sweep settles what outlived its deadline:
 - sessions on an agent whose lease lapsed lose their runtime (the next
-  message places them again), and their running turn fails with a reason;
+  message places them again), and their running turn fails with a reason (a
+  lease some replica's live stream holds has not lapsed: `controlplane.leases`);
   the agent is told to let go of that turn (an InterruptTurn carrying the
   reason waits in its queue), so an agent that comes back after a partition
   does not keep the session's engine parked on a turn nobody can answer;
@@ -130,7 +131,12 @@ class DeadlineSweeper:
         reason = f"the data-plane agent {agent_id} stopped answering (its lease lapsed)"
         async with self._journal.transaction() as tx:
             row = await store.sessions.lock_existing(tx.conn, session_id)
-            if not row["runtime_available"]:
+            # Read again under the session's lock: a stream may have come back, or renewed, since the sweep's read.
+            if (
+                not row["runtime_available"]
+                or row["agent_id"] != agent_id
+                or not await store.agents.lease_lapsed(tx.conn, agent_id)
+            ):
                 return
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_LOST, {"reason": reason})])
             await store.sessions.update(tx.conn, session_id, runtime_available=False)

@@ -1,16 +1,21 @@
 """The relay endpoint: RunnerService.Connect, one bidirectional stream per agent.
 
-On each stream three loops run together: the reader commits output batches
-and acknowledges them only after the journal commit, the command pump sends
-queued commands in command_seq order, and the writer owns the stream's
-write side. A slow database slows the reader, and gRPC flow control then
-slows the agent: nothing is dropped and nothing piles up in memory.
+On each stream these loops run together: the reader takes messages off the
+stream as they come, noting heartbeats at once and queueing the rest in order
+for the processor, which commits output batches and acknowledges them only
+after the journal commit; the lease keeper renews the lease from each
+heartbeat (`controlplane.leases`), so no output batch, command or client load
+stands in front of it; the command pump sends queued commands in command_seq
+order; and the writer owns the stream's write side. A slow database slows the
+processor, its queue fills, the reader waits, and gRPC flow control then slows
+the agent: nothing is dropped and nothing piles up in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,6 +30,7 @@ from controlplane.agents import AgentHello, Agents, Lease, agent_key
 from controlplane.engines import ManifestInvalid, declared_manifests
 from controlplane.errors import KernelError
 from controlplane.identity.agent_admission import AgentAdmission
+from controlplane.leases import LeaseKeeper, LeaseStoreUnavailable
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.status import rpc_status_for, to_status
@@ -37,6 +43,9 @@ MAX_AGENT_ID_CHARS = 128
 HELLO_TIMEOUT_SECONDS = 10.0
 COMMAND_POLL_SECONDS = 2.0
 WRITE_QUEUE_SIZE = 256
+# Messages read off a stream and not yet processed. Bounded: beyond it the reader waits and gRPC
+# flow control holds the agent back.
+INBOX_SIZE = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
     def __init__(
         self,
         agents: Agents,
+        leases: LeaseKeeper,
         committer: OutputCommitter,
         verdicts: CommandVerdicts,
         live: LiveTail,
@@ -63,6 +73,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         router: WorkspaceRouter,
     ) -> None:
         self._agents = agents
+        self._leases = leases
         self._committer = committer
         self._verdicts = verdicts
         self._live = live
@@ -92,10 +103,21 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         )
         bound.info("agent_connected", sessions=len(cursors), live_sessions=len(live), instance_id=hello.instance_id)
         stream = _AgentStream(
-            hello.agent_id, lease, self._agents, self._committer, self._verdicts, self._live, self._router, bound
+            hello.agent_id,
+            lease,
+            self._agents,
+            self._leases,
+            self._committer,
+            self._verdicts,
+            self._live,
+            self._router,
+            bound,
         )
         try:
-            async with self._router.attach(hello.agent_id, lease.generation, stream.send):
+            async with (
+                self._leases.hold(hello.agent_id, lease.generation),
+                self._router.attach(hello.agent_id, lease.generation, stream.send),
+            ):
                 await stream.run(request_iterator, context)
         finally:
             # The lease runs its course: an agent that reconnects within it
@@ -146,6 +168,7 @@ class _AgentStream:
         agent_id: str,
         lease: Lease,
         agents: Agents,
+        leases: LeaseKeeper,
         committer: OutputCommitter,
         verdicts: CommandVerdicts,
         live: LiveTail,
@@ -156,11 +179,19 @@ class _AgentStream:
         self._router = router
         self._lease = lease
         self._agents = agents
+        self._leases = leases
         self._committer = committer
         self._verdicts = verdicts
         self._live = live
         self._log = log
         self._outgoing: asyncio.Queue[runner_pb2.ConnectResponse] = asyncio.Queue(WRITE_QUEUE_SIZE)
+        self._inbox: asyncio.Queue[runner_pb2.ConnectRequest] = asyncio.Queue(INBOX_SIZE)
+        # The newest heartbeat and when it was read (time.monotonic()); the Welcome counts as one.
+        self._heard = asyncio.Event()
+        self._heard_at = time.monotonic()
+        self._heartbeat = runner_pb2.Heartbeat()
+        # The reader is waiting for room in the inbox: the agent is sending, this replica is slow.
+        self._held_back = False
 
     async def send(self, message: runner_pb2.ConnectResponse) -> None:
         await self._outgoing.put(message)
@@ -170,6 +201,8 @@ class _AgentStream:
     ) -> None:
         tasks = [
             asyncio.create_task(self._read(request_iterator), name="relay-read"),
+            asyncio.create_task(self._process(), name="relay-process"),
+            asyncio.create_task(self._keep_lease(), name="relay-lease"),
             asyncio.create_task(self._pump_commands(), name="relay-commands"),
             asyncio.create_task(self._write(context), name="relay-write"),
         ]
@@ -195,6 +228,25 @@ class _AgentStream:
 
     async def _read(self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest]) -> None:
         async for request in request_iterator:
+            # Whatever the agent sends shows it alive: on a loaded loop its heartbeat may still be
+            # queued behind outputs it sent earlier.
+            self._heard_at = time.monotonic()
+            if request.WhichOneof("message") == "heartbeat":
+                self._heartbeat = request.heartbeat
+                self._heard.set()
+                continue
+            if self._inbox.full():
+                self._held_back = True
+                try:
+                    await self._inbox.put(request)
+                finally:
+                    self._held_back = False
+            else:
+                self._inbox.put_nowait(request)
+
+    async def _process(self) -> None:
+        while True:
+            request = await self._inbox.get()
             kind = request.WhichOneof("message")
             if kind == "output_batch":
                 await self._on_outputs(request.output_batch)
@@ -206,17 +258,46 @@ class _AgentStream:
             elif kind == "workspace_reply":
                 # Waits (bounded) for a slow client: gRPC flow control then slows the agent.
                 await self._router.deliver(request.workspace_reply)
-            elif kind == "heartbeat":
-                lease = await self._agents.renew(self._agent_id, self._lease.generation)
-                if lease is None:
-                    self._log.info("agent_superseded")
-                    return
-                self._lease = lease
-                await self._outgoing.put(
-                    runner_pb2.ConnectResponse(heartbeat_ack=runner_pb2.HeartbeatAck(lease=_lease_proto(lease)))
-                )
             else:
                 self._log.warning("relay_unexpected_message", kind=kind)
+
+    async def _keep_lease(self) -> None:
+        """Renew the lease from each heartbeat as it is read (heartbeats read while a renewal is
+        under way are answered together by the next), and from the agent's other messages when no
+        heartbeat came for half a lease; end the stream when it has been silent for a whole lease,
+        or a newer stream of the agent superseded it."""
+        ttl = self._leases.ttl.total_seconds()
+        renewed_from = self._heard_at
+        while True:
+            if not self._heard.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(ttl / 2):
+                        await self._heard.wait()
+            self._heard.clear()
+            if self._held_back:
+                self._heard_at = time.monotonic()  # it sends faster than this replica processes
+            # Measured from the last message read, not from when this task woke: on a busy loop a
+            # timeout and a heartbeat can come due together.
+            silent_for = time.monotonic() - self._heard_at
+            if silent_for >= ttl:
+                self._log.warning("agent_silent", seconds=round(silent_for, 1))
+                return
+            if self._heard_at == renewed_from:
+                continue
+            heartbeat, heard_at = self._heartbeat, self._heard_at
+            try:
+                lease = await self._leases.renew(self._agent_id, self._lease.generation, heard_at)
+            except LeaseStoreUnavailable as error:
+                # The hold still shows the stream live; the next heartbeat tries again.
+                self._log.warning("lease_not_renewed", error=str(error))
+                continue
+            if lease is None:
+                self._log.info("agent_superseded")
+                return
+            self._lease, renewed_from = lease, heard_at
+            ack = runner_pb2.HeartbeatAck(lease=_lease_proto(lease), heartbeat_send_time=heartbeat.send_time)
+            with contextlib.suppress(asyncio.QueueFull):  # a writer that far behind tells the agent it lives
+                self._outgoing.put_nowait(runner_pb2.ConnectResponse(heartbeat_ack=ack))
 
     async def _on_outputs(self, batch: runner_pb2.OutputBatch) -> None:
         result = await self._committer.commit(self._agent_id, batch.outputs)

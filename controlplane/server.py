@@ -32,6 +32,7 @@ from controlplane.identity.tenancy import Tenancy
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
+from controlplane.leases import LeaseKeeper
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
@@ -156,8 +157,10 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         )
         workspace = WorkspaceFiles(kernel, router, Quotas(pool))
         _add_session_kernel_service(SessionKernelServicer(kernel, conversation, workspace), server)
+        leases = LeaseKeeper(settings.database_url, settings.lease_ttl)
         relay = RunnerServicer(
             agents,
+            leases,
             OutputCommitter(journal, turns),
             CommandVerdicts(journal, turns),
             live,
@@ -187,5 +190,6 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 await health_servicer.enter_graceful_shutdown()
                 await server.stop(grace=2)
                 await replicas.close()
+                await leases.close()
     finally:
         await asyncio.wait_for(pool.close(), 10)

@@ -1,5 +1,6 @@
 """The `agents` table: data-plane agents, their leases, the engines they declared, their command numbering
-and the replica that holds each one's stream.
+and the replica that holds each one's stream; and the locks that show a lease held by a live stream
+(migration 0014).
 
 Placement (`pick_for`, `load`, `fleet_load`) also reads `sessions`: an agent's free capacity is its
 capacity less the sessions that occupy it (`OCCUPYING`).
@@ -45,16 +46,40 @@ async def register(
 
 
 async def renew(
-    db: asyncpg.Connection | asyncpg.Pool, agent_id: str, generation: int, lease_ttl: timedelta
+    db: asyncpg.Connection | asyncpg.Pool, agent_id: str, generation: int, lease_ttl: timedelta, heard_ago: timedelta
 ) -> asyncpg.Record | None:
-    """Extend the lease of that generation: generation, lease_expires_at; None when a newer one replaced it."""
+    """Extend the lease of that generation to `lease_ttl` after its heartbeat was heard (`heard_ago`
+    before now), never shortening it: generation, lease_expires_at; None when a newer one replaced it."""
     return await db.fetchrow(
-        "UPDATE agents SET lease_expires_at = now() + $3 WHERE agent_id = $1 AND generation = $2"
-        " RETURNING generation, lease_expires_at",
+        "UPDATE agents SET lease_expires_at = greatest(lease_expires_at, now() - $4::interval + $3::interval)"
+        " WHERE agent_id = $1 AND generation = $2 RETURNING generation, lease_expires_at",
         agent_id,
         generation,
         lease_ttl,
+        heard_ago,
     )
+
+
+async def hold_lease(conn: asyncpg.Connection, agent_id: str, generation: int) -> bool:
+    """Take the lock that shows the lease of that generation held by a live stream (migration 0014),
+    for as long as `conn` keeps it; False when another connection holds it."""
+    held: bool = await conn.fetchval("SELECT pg_try_advisory_lock(agent_lease_lock_key($1, $2))", agent_id, generation)
+    return held
+
+
+async def release_lease(conn: asyncpg.Connection, agent_id: str, generation: int) -> None:
+    """Let go of the lock `hold_lease` took on `conn`."""
+    await conn.execute("SELECT pg_advisory_unlock(agent_lease_lock_key($1, $2))", agent_id, generation)
+
+
+async def lease_lapsed(db: asyncpg.Connection | asyncpg.Pool, agent_id: str) -> bool:
+    """The agent's current lease is past its expiry and no live stream holds it."""
+    lapsed: bool | None = await db.fetchval(
+        "SELECT lease_expires_at < now() AND NOT agent_lease_held(agent_id, generation) FROM agents"
+        " WHERE agent_id = $1",
+        agent_id,
+    )
+    return bool(lapsed)
 
 
 async def engine_manifest(db: asyncpg.Connection | asyncpg.Pool, engine: str, agent_id: str) -> Any:

@@ -271,10 +271,12 @@ async def forget_sandbox(conn: asyncpg.Connection, session_id: str) -> None:
 
 
 async def on_lapsed_leases(db: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg.Record]:
-    """Sessions with a runtime on an agent whose lease lapsed: session_id, agent_id."""
+    """Sessions with a runtime on an agent whose lease lapsed (past its expiry, and no live stream
+    holds it: `agents.hold_lease`): session_id, agent_id."""
     rows: list[asyncpg.Record] = await db.fetch(
         "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s JOIN agents a USING (agent_id)"
         " WHERE s.runtime_available AND s.deleted_at IS NULL AND a.lease_expires_at < now()"
+        " AND NOT agent_lease_held(a.agent_id, a.generation)"
     )
     return rows
 
