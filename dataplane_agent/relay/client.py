@@ -9,7 +9,9 @@ manifest) → Welcome
 - trim the outbox with every committed cursor; on a negative acknowledgement
   resend the session from its committed cursor;
 - hand commands to the applier and send its CommandAcks;
-- send Heartbeat every `heartbeat_interval_ms`.
+- send Heartbeat every `heartbeat_interval_ms`, written ahead of any output,
+  ack or reply still queued (one gRPC write at a time: it can still wait for
+  the write under way).
 A stream that fails, ends, or stays silent for three heartbeat intervals is
 torn down and redialled with capped exponential backoff and jitter.
 """
@@ -24,7 +26,6 @@ from typing import Protocol
 
 import grpc
 import structlog
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from astrabox.backoff import Backoff
 from astrabox.runner.v1 import runner_service_pb2 as pb
@@ -93,9 +94,32 @@ class _Stream:
         keys = self.sent.keys() | self.committed.keys()
         return {sid: max(self.sent.get(sid, 0), self.committed.get(sid, 0)) for sid in keys}
 
+    # A heartbeat is due: written before anything queued (the lease must not wait behind outputs).
+    heartbeat_due: bool = False
+    # Set when there is something to write.
+    writable: asyncio.Event = field(default_factory=asyncio.Event)
+
     def send(self, message: pb.ConnectRequest) -> None:
         # Unbounded by type, bounded in practice: outputs by the window, acks by commands received.
         self.out.put_nowait(message)
+        self.writable.set()
+
+    def heartbeat(self) -> None:
+        self.heartbeat_due = True
+        self.writable.set()
+
+    async def next_to_write(self) -> pb.ConnectRequest:
+        """A due heartbeat (stamped now, as it goes out), else the oldest queued message."""
+        while True:
+            if self.heartbeat_due:
+                self.heartbeat_due = False
+                beat = pb.Heartbeat()
+                beat.send_time.GetCurrentTime()
+                return pb.ConnectRequest(heartbeat=beat)
+            if not self.out.empty():
+                return self.out.get_nowait()
+            self.writable.clear()
+            await self.writable.wait()
 
 
 class WorkspaceSink(Protocol):
@@ -335,16 +359,14 @@ class RelayClient:
 
     async def _write(self, stream: _Stream) -> None:
         while True:
-            message = await stream.out.get()
+            message = await stream.next_to_write()
             async with asyncio.timeout(self._config.write_timeout):
                 await stream.call.write(message)
 
     async def _heartbeat(self, stream: _Stream) -> None:
         while True:
             await asyncio.sleep(stream.heartbeat_interval)
-            sent = Timestamp()
-            sent.GetCurrentTime()
-            stream.send(pb.ConnectRequest(heartbeat=pb.Heartbeat(send_time=sent)))
+            stream.heartbeat()
 
 
 def engine_manifest_proto(manifest: EngineManifest) -> pb.EngineManifest:
