@@ -10,7 +10,8 @@ control plane that echoes none, the next ack in order).
 
 Run it as a process of its own (`python -m tests.support.runner_stub --target ADDR`) so the load
 is the control plane's, not its own. It prints `runner_stub connected` once welcomed, one JSON
-line per answered heartbeat (`{"heartbeat_rtt_ms": ...}`), and `runner_stub stream ended: ...`
+line per heartbeat sent (`{"heartbeat_sent": t}`) and per heartbeat answered
+(`{"heartbeat_rtt_ms": ..., "sent": t}`), and `runner_stub stream ended: ...`
 (then exits 1) if the stream ends: it never redials, so a stream the control plane ended or
 superseded shows.
 """
@@ -95,6 +96,7 @@ class RunnerStub:
             beat = pb.Heartbeat()
             beat.send_time.GetCurrentTime()
             self._unanswered.append(beat.send_time.ToNanoseconds() / 1e9)
+            print(json.dumps({"heartbeat_sent": self._unanswered[-1]}), flush=True)
             self._out.put_nowait(pb.ConnectRequest(heartbeat=beat))
 
     def _answered(self, ack: pb.HeartbeatAck) -> None:
