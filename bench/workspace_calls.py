@@ -108,7 +108,7 @@ async def main() -> None:
         from dataplane_agent.sandboxes.docker import DockerSandboxDriver
 
         driver = DockerSandboxDriver(
-            work / "sandboxes", installation=f"bench-{os.getpid()}", agent_id="bench", program_dirs=[BUNDLED_CLI.parent]
+            work / "sandboxes", installation=f"bench-{os.getpid()}", agent_id="bench", programs=[BUNDLED_CLI]
         )
     sandbox: Sandbox = await driver.create(
         SandboxSpec(session_id="bench", agent_id="bench", labels={SESSION_LABEL: "bench", AGENT_LABEL: "bench"})

@@ -168,6 +168,13 @@ async def _stable_agent_id(state: AgentState) -> str:
     return agent_id
 
 
+def _cli(settings: AgentSettings) -> Path:
+    """The Claude Code CLI sessions run: --claude-cli, else the one bundled with the SDK."""
+    from dataplane_agent.engines.claude_code import BUNDLED_CLI
+
+    return Path(settings.claude_cli).resolve() if settings.claude_cli else BUNDLED_CLI
+
+
 def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | None) -> SandboxDriver:
     if settings.driver == "local":
         from dataplane_agent.sandboxes.host_user import HostUser
@@ -181,10 +188,8 @@ def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | N
             settings.state_dir / "sandboxes", limits=limits, host_user=HostUser(settings.sandbox_host_uid), disk=disk
         )
     if settings.driver == "docker":
-        from dataplane_agent.engines.claude_code import BUNDLED_CLI
         from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
 
-        cli = Path(settings.claude_cli).resolve() if settings.claude_cli else BUNDLED_CLI
         try:
             return DockerSandboxDriver(
                 settings.state_dir / "sandboxes",
@@ -194,7 +199,7 @@ def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | N
                 limits=ContainerLimits(
                     cpus=settings.sandbox_cpus, memory_mb=settings.sandbox_memory_mb, pids=settings.sandbox_pids
                 ),
-                program_dirs=[cli.parent],
+                programs=[_cli(settings)],
                 disk=disk,
                 host_uid=settings.sandbox_host_uid,
             )
@@ -258,7 +263,7 @@ def _controlplane_ca(settings: AgentSettings) -> bytes | None:
 def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:
     from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
 
-    adapter = ClaudeCodeAdapter(cli_path=Path(settings.claude_cli) if settings.claude_cli else None)
+    adapter = ClaudeCodeAdapter(cli_path=_cli(settings))
     return {adapter.kind: adapter}
 
 

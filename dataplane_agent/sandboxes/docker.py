@@ -51,6 +51,7 @@ from dataplane_agent.sandboxes.docker_container import (
     Container,
     ContainerLimits,
     ContainerRecipe,
+    inner_program,
     inspect,
     listed,
 )
@@ -86,7 +87,7 @@ class DockerSandboxDriver:
         installation: str = DEFAULT_INSTALLATION,
         agent_id: str = "",
         limits: ContainerLimits = ContainerLimits(),
-        program_dirs: Sequence[Path] = (),
+        programs: Sequence[Path] = (),
         docker_cli: str = "docker",
         timeout: float = 30.0,
         disk: WorkspaceDisk | None = None,
@@ -108,8 +109,10 @@ class DockerSandboxDriver:
             log.warning("sandbox_disk_limit_unavailable", reason=why, consequence="workspaces are not limited in size")
             disk = None
         self._disk = disk
-        programs = tuple(dict.fromkeys(Path(d).resolve() for d in program_dirs))
-        self._recipe = ContainerRecipe(image, self._uid, self._gid, limits, programs)
+        files = tuple(dict.fromkeys(Path(p).resolve() for p in programs))
+        if len({inner_program(p) for p in files}) < len(files):
+            raise SandboxError(f"programs {[str(p) for p in files]} would be mounted at the same path (same name)")
+        self._recipe = ContainerRecipe(image, self._uid, self._gid, limits, files)
 
     # -- the contract ----------------------------------------------------------
 
@@ -119,9 +122,9 @@ class DockerSandboxDriver:
                 f"the docker CLI ({self._docker_cli!r}) was not found: install it (apt-get install docker.io); "
                 "programs enter containers through `docker exec`"
             )
-        for directory in self._recipe.program_dirs:
-            if not directory.is_dir():
-                raise SandboxError(f"{directory} (mounted into every sandbox for the engine's CLI) does not exist")
+        for program in self._recipe.programs:
+            if not program.is_file():
+                raise SandboxError(f"{program} (mounted into every sandbox: the engine's CLI) is not a file")
         try:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -210,7 +213,8 @@ class DockerSandboxDriver:
         stem = Path(program[0]).name or "program"
         # The environment (credentials included) reaches `docker exec` in a private file: not on
         # a command line, not in the container's configuration.
-        inner = model_relay(program) if found.model_route else list(program)
+        program = [found.inner_path(program[0]), *program[1:]]
+        inner = model_relay(program) if found.model_route else program
         command = [self._cli() or self._docker_cli, "exec", "-i", "--env-file", str(directory.launcher_env(stem))]
         command += ["--workdir", INNER_WORKSPACE, "--user", self._user(found), found.id, *inner]
         purpose = f"Runs {program[0]} inside the AstraBox sandbox {sandbox.sandbox_id}."

@@ -5,7 +5,10 @@ image: no network, every capability dropped, no-new-privileges, a read-only
 root, CPU, memory and pids limits, an unprivileged user. Its host directory's
 `workspace/` and `home/` are bind-mounted at /workspace and /home/agent, its
 `hosts` read-only at /etc/hosts; /tmp is a tmpfs. The engine's CLI is not in
-the image: its directory is bind-mounted read-only at the same path. The model
+the image: the file itself is bind-mounted read-only at `/opt/astrabox/bin/<name>`,
+not at its host path, whose directories the container has too, with the image's
+modes (the image's /root is 0700: a CLI installed in a clone under root's home
+would be out of the sandbox user's reach), or not at all. The model
 route's directory is bind-mounted read-only at /run/astrabox, so the socket an
 agent re-creates after a restart is the one its sandboxes reach.
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,8 @@ log = structlog.get_logger(__name__)
 INNER_WORKSPACE = "/workspace"
 INNER_HOME = "/home/agent"
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+# Where the programs launchers run (the engine's CLI) are mounted, each by its file name.
+PROGRAMS_INNER = "/opt/astrabox/bin"
 # Where a container with a model route has it mounted (the socket's directory, or the socket alone).
 _MODEL_TARGETS = (MODEL_SOCKET_INNER, str(Path(MODEL_SOCKET_INNER).parent))
 
@@ -66,8 +71,8 @@ class ContainerRecipe:
     uid: int
     gid: int
     limits: ContainerLimits
-    # Host directories of the programs launchers run (the engine's CLI), mounted read-only.
-    program_dirs: Sequence[Path]
+    # Host files of the programs launchers run (the engine's CLI), mounted read-only in PROGRAMS_INNER.
+    programs: Sequence[Path]
 
     async def make(
         self,
@@ -97,7 +102,7 @@ class ContainerRecipe:
             # Who the sandbox's user is: the image's own passwd names uid 1000, not the host uid.
             _bind(directory.passwd, "/etc/passwd", read_only=True),
             _bind(directory.group, "/etc/group", read_only=True),
-            *(_bind(path, str(path), read_only=True) for path in self.program_dirs),
+            *(_bind(path, inner_program(path), read_only=True) for path in self.programs),
         ]
         if model_socket is not None:
             socket = Path(model_socket)
@@ -152,6 +157,20 @@ class Container:
     created_at: float
     # "uid:gid" the container runs as (what a launcher execs as); empty when a listing did not say.
     user: str = ""
+    # Its bind mounts: host path -> path inside.
+    mounts: Mapping[str, str] = field(default_factory=dict)
+
+    def inner_path(self, program: str) -> str:
+        """Where the host file `program` is inside: the program mounted there by itself, or in a
+        mounted directory (a container made when the CLI's directory was mounted at its host path);
+        unchanged when it is neither (a program of the image, /bin/sh)."""
+        host = Path(program)
+        if program in self.mounts:
+            return self.mounts[program]
+        for source, target in self.mounts.items():
+            if Path(source) in host.parents:
+                return str(Path(target) / host.relative_to(source))
+        return program
 
     def labels_now(self) -> dict[str, str]:
         """Its labels, overridden by its binding record (written by a rebind); reads the record."""
@@ -191,6 +210,7 @@ async def inspect(docker: aiodocker.Docker, name: str) -> Container | None:
         model_route=any(m.get("Destination") in _MODEL_TARGETS for m in mounts),
         created_at=_timestamp(str(info.get("Created", ""))),
         user=str((info.get("Config") or {}).get("User") or ""),
+        mounts=_binds(mounts),
     )
 
 
@@ -207,7 +227,13 @@ def listed(info: Mapping[str, Any]) -> Container:
         directory=_directory_of(mounts),
         model_route=any(m.get("Destination") in _MODEL_TARGETS for m in mounts),
         created_at=float(info.get("Created") or 0.0),
+        mounts=_binds(mounts),
     )
+
+
+def inner_program(program: Path) -> str:
+    """Where a program launchers run is mounted in every container."""
+    return f"{PROGRAMS_INNER}/{program.name}"
 
 
 def _directory_of(mounts: Sequence[Mapping[str, Any]]) -> HostDirectory | None:
@@ -215,6 +241,14 @@ def _directory_of(mounts: Sequence[Mapping[str, Any]]) -> HostDirectory | None:
         if mount.get("Destination") == INNER_WORKSPACE and mount.get("Source"):
             return HostDirectory(Path(mount["Source"]).parent)
     return None
+
+
+def _binds(mounts: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    return {
+        str(m["Source"]): str(m["Destination"])
+        for m in mounts
+        if m.get("Type") == "bind" and m.get("Source") and m.get("Destination")
+    }
 
 
 def _bind(source: Path, target: str, *, read_only: bool = False) -> dict[str, Any]:

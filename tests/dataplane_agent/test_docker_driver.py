@@ -45,7 +45,7 @@ def driver(containers: Containers, sandbox_root: Path) -> DockerSandboxDriver:
         installation=containers.installation,
         agent_id="agent-1",
         limits=ContainerLimits(cpus=0.5, memory_mb=256, pids=128),
-        program_dirs=[BUNDLED_CLI.parent],
+        programs=[BUNDLED_CLI],
     )
 
 
@@ -244,7 +244,7 @@ async def test_the_container_is_hardened_and_its_configuration_holds_no_secret(
     assert config["Labels"][SESSION_LABEL] == "hard" and config["Labels"][AGENT_LABEL] == "agent-1"
     assert config["Labels"][INSTALLATION_LABEL] == containers.installation
     mounts = {m["Destination"]: m for m in info["Mounts"]}
-    read_only = {"/etc/hosts", "/etc/passwd", "/etc/group", "/run/astrabox", str(BUNDLED_CLI.parent)}
+    read_only = {"/etc/hosts", "/etc/passwd", "/etc/group", "/run/astrabox", "/opt/astrabox/bin/claude"}
     assert set(mounts) == {"/workspace", "/home/agent", *read_only}
     assert not any(mounts[target]["RW"] for target in read_only)
     assert SECRET not in json.dumps(info)

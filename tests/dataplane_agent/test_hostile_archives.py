@@ -227,7 +227,7 @@ async def sandbox_of(
             installation=containers.installation,
             agent_id="a1",
             limits=ContainerLimits(cpus=1, memory_mb=512, pids=256),
-            program_dirs=[BUNDLED_CLI.parent],
+            programs=[BUNDLED_CLI],
             **options,
         )  # type: ignore[arg-type]
     try:
