@@ -22,7 +22,7 @@ from pathlib import Path
 import structlog
 
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
-from dataplane_agent.engines.base import EngineAdapter
+from dataplane_agent.engines.base import EngineAdapter, EngineError
 from dataplane_agent.errors import AgentError
 from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool
@@ -75,6 +75,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     except (SandboxError, TimeoutError) as exc:
         raise AgentError(f"the {settings.driver} sandbox driver cannot run here: {exc or 'probe timed out'}") from exc
     engines = _make_engines(settings)
+    await _check_cli(driver, _cli(settings), agent_id)
     placements = Placements()
     inventory = inventory_for(driver, agent_id, settings.state_dir / "sandboxes")
     async with _model(settings) as model:
@@ -173,6 +174,22 @@ def _cli(settings: AgentSettings) -> Path:
     from dataplane_agent.engines.claude_code import BUNDLED_CLI
 
     return Path(settings.claude_cli).resolve() if settings.claude_cli else BUNDLED_CLI
+
+
+async def _check_cli(driver: SandboxDriver, cli: Path, agent_id: str) -> None:
+    from dataplane_agent.engines.cli_check import CHECK_TIMEOUT, check_cli
+
+    try:
+        await check_cli(driver, cli, agent_id)
+    except EngineError as exc:
+        raise AgentError(str(exc)) from exc
+    except SandboxError as exc:
+        raise AgentError(f"the {driver.name} sandbox driver cannot make a sandbox to run the CLI in: {exc}") from exc
+    except TimeoutError:
+        raise AgentError(
+            f"the Claude Code CLI {cli} did not answer --version inside a {driver.name} sandbox within "
+            f"{CHECK_TIMEOUT:.0f}s"
+        ) from None
 
 
 def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | None) -> SandboxDriver:
