@@ -10,6 +10,10 @@ for that session; a miss returns None and the caller creates one. `run()`
 refills in the background, and retires (destroys) sandboxes whose template
 changed or that are older than `max_age`. At start, pool sandboxes left by an
 earlier agent process are taken back when still current, retired otherwise.
+A pool that cannot make a sandbox ready (the driver or the engine fails each
+time) waits twice as long after each failure in a row, up to `max_backoff`, and
+says so in a `pool_failing` warning each time, rather than making and
+discarding a sandbox every few seconds.
 
 With an `EngineWarmer`, every ready sandbox also has the agent's default
 engine running in it (`dataplane_agent.pool.warm_engines`): a sandbox counts as
@@ -93,8 +97,10 @@ class PoolSettings:
     list_timeout: float = 30.0
     destroy_timeout: float = 60.0
     close_engine_timeout: float = 30.0
-    # After a failed create, wait this long before trying again.
+    # After a failed create (or engine start), wait this long before trying again; twice as long
+    # after each further failure in a row, up to max_backoff.
     backoff: float = 5.0
+    max_backoff: float = 300.0
     # After a claim, wait this long before refilling.
     refill_delay: float = 0.25
 
@@ -163,6 +169,8 @@ class WarmPool:
         self.hits = 0
         self.misses = 0
         self.retired = 0
+        # Failures to make a sandbox ready since the last success.
+        self.failures = 0
 
     # -- what the rest of the agent sees ----------------------------------------
 
@@ -253,7 +261,7 @@ class WarmPool:
                 await self._retire_stale()
                 failed = await self._warm_taken_back() or await self._fill()
                 self._wake.clear()
-                wait = self._settings.backoff if failed else self._next_expiry()
+                wait = self._failed() if failed else self._next_expiry()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._wake.wait()
@@ -262,6 +270,18 @@ class WarmPool:
             for warm in self._ready:
                 warm.engine = None
             await asyncio.shield(asyncio.gather(*(self._close(engine) for engine in engines)))
+
+    def _failed(self) -> float:
+        """Count a failure in a row and say so; how long to wait before the next try."""
+        self.failures += 1
+        wait: float = min(self._settings.max_backoff, self._settings.backoff * 2.0 ** (self.failures - 1))
+        log.warning(
+            "pool_failing",
+            consecutive_failures=self.failures,
+            retry_in=wait,
+            consequence="sessions start without a ready sandbox until the pool recovers",
+        )
+        return wait
 
     def refill(self) -> None:
         """Look again now (for example after the template changed)."""
@@ -314,6 +334,7 @@ class WarmPool:
             finally:
                 self._busy.discard(warm.pool_id)
         self._ready.append(warm)
+        self.failures = 0
         log.info("pool_sandbox_ready", sandbox_id=warm.sandbox.sandbox_id, ready=len(self._ready))
         return True
 

@@ -12,6 +12,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
+import structlog.testing
+
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool, template_key
@@ -355,6 +357,24 @@ async def test_a_pool_whose_engine_does_not_start_keeps_no_sandbox_ready(tmp_pat
         await wait_until(lambda: pool.retired >= 3)
         assert pool.ready == 0
     assert dirs(root, "local-pool-") == []  # each was retired once its engine failed
+
+
+async def test_a_pool_that_keeps_failing_backs_off_twice_as_long_each_time_and_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    engine = ScriptedEngine(fail_start="Permission denied")
+    template = SandboxSpec(session_id="template", agent_id=AGENT)
+    warmer = EngineWarmer(
+        engine, LocalSandboxDriver(root), FixedModel(MODEL_ENV), WarmEngineSettings(engine=engine.kind)
+    )
+    settings = PoolSettings(size=1, backoff=0.01, max_backoff=0.04)
+    pool = WarmPool(LocalSandboxDriver(root), lambda: template, settings, engines=warmer)
+    with structlog.testing.capture_logs() as logs:
+        async with running(pool):
+            await wait_until(lambda: pool.failures >= 5)
+    failing = [entry for entry in logs if entry["event"] == "pool_failing"][:5]
+    assert [entry["consecutive_failures"] for entry in failing] == [1, 2, 3, 4, 5]
+    assert [entry["retry_in"] for entry in failing] == [0.01, 0.02, 0.04, 0.04, 0.04]
+    assert pool.ready == 0
 
 
 async def test_a_stopped_pool_closes_its_engines_and_the_next_one_starts_engines_in_what_it_takes_back(
