@@ -26,8 +26,44 @@ DEFAULT_PROMPT = "Create a file hello.txt in the workspace with a greeting, then
 class ServerCommand:
     """One subcommand: its line in `astrabox --help` and what runs it (see astrabox.cli.ContributedCommand)."""
 
+    name: str
     help: str
-    main: Callable[[Sequence[str]], int | None]
+    run: Callable[[Sequence[str]], int | None]
+
+    def main(self, argv: Sequence[str]) -> int | None:
+        """Run it; a server error written for the user (the first failure, also inside exception
+        groups) ends it with that error's one line. The client's `astrabox` says what is left."""
+        try:
+            return self.run(argv)
+        except Exception as error:
+            from astrabox.failures import causes, describe, print_traceback_if_asked
+
+            found, expected = causes(error), _user_errors()
+            if not isinstance(found[0], expected):
+                raise
+            print_traceback_if_asked(error)
+            sys.exit(f"astrabox {self.name}: {describe(found, expected)}")
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The server's errors whose message says what failed and what to do about it."""
+    from controlplane.database import DatabaseUnreachable
+    from controlplane.embedded_postgres import EmbeddedPostgresError
+    from controlplane.settings import SettingsError
+    from dataplane_agent.engines.base import EngineError
+    from dataplane_agent.errors import AgentError
+    from dataplane_agent.sandboxes.base import SandboxError
+    from dataplane_agent.sandboxes.images import ImageBuildError
+
+    return (
+        AgentError,
+        DatabaseUnreachable,
+        EmbeddedPostgresError,
+        EngineError,
+        ImageBuildError,
+        SandboxError,
+        SettingsError,
+    )
 
 
 def _up(argv: Sequence[str]) -> None:
@@ -87,8 +123,10 @@ def _progress(line: str) -> None:
     print(line, flush=True)
 
 
-UP = ServerCommand("run the whole stack on this machine (see `astrabox up --help`)", _up)
-DEMO = ServerCommand("bring the stack up in a scratch directory, run one session, shut down", _demo)
-CONTROLPLANE = ServerCommand("run the control plane (see `astrabox controlplane --help`)", _controlplane)
-AGENT = ServerCommand("run a data-plane agent (see `astrabox agent --help`)", _agent)
-IMAGE = ServerCommand("the docker driver's sandbox image (`astrabox image build`)", _image)
+UP = ServerCommand("up", "run the whole stack on this machine (see `astrabox up --help`)", _up)
+DEMO = ServerCommand("demo", "bring the stack up in a scratch directory, run one session, shut down", _demo)
+CONTROLPLANE = ServerCommand(
+    "controlplane", "run the control plane (see `astrabox controlplane --help`)", _controlplane
+)
+AGENT = ServerCommand("agent", "run a data-plane agent (see `astrabox agent --help`)", _agent)
+IMAGE = ServerCommand("image", "the docker driver's sandbox image (`astrabox image build`)", _image)

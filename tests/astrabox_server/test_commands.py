@@ -62,3 +62,32 @@ def test_demo_runs_one_real_session_on_the_all_in_one_stack() -> None:
     assert "hello.txt: Hello from AstraBox" in result.stdout
     assert "✓ turn completed" in result.stdout
     assert result.stdout.rstrip().endswith("is READY")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", ["demo", "agent", "up"])
+def test_a_server_command_that_fails_ends_in_one_line_saying_what_to_do(command: str, tmp_path: Path) -> None:
+    cli = tmp_path / "claude"
+    cli.write_text("#!/bin/sh\necho '2.1.0 (Claude Code)'\n")
+    cli.chmod(0o600)  # nobody may run it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ASTRABOX_"))}
+    env |= {"HOME": str(tmp_path), "ASTRABOX_CLAUDE_CLI": str(cli)}
+    if command == "up":
+        if os.geteuid() != 0:
+            pytest.skip("as root, PostgreSQL runs as `postgres`, which cannot reach a private directory")
+        private = tmp_path / "private"
+        private.mkdir(mode=0o700)
+        args, advice = (
+            ["up", "--listen", "127.0.0.1:0", "--data-dir", str(private / "astrabox")],
+            f"chmod o+x {private}",
+        )
+    else:
+        state = ["--controlplane", "127.0.0.1:1", "--state-dir", str(tmp_path / "agent")] if command == "agent" else []
+        args, advice = [command, *state], f"chmod a+rx {cli}"
+
+    result = subprocess.run([ASTRABOX, *args], capture_output=True, text=True, timeout=300, env=env)
+
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Traceback" not in result.stdout + result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"astrabox {command}: ") and advice in last

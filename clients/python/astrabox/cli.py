@@ -31,9 +31,10 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import grpc
 
-from astrabox import admin_commands
+from astrabox import admin_commands, failures
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
+from astrabox.errors import LocalStackError
 from astrabox.render import render
 from astrabox.secret_settings import SecretSettingError
 from astrabox.sessionkernel.v1 import session_pb2
@@ -251,23 +252,32 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Runs `astrabox` with `argv` (default: the process's arguments) and exits with its status."""
+    """Runs `astrabox` with `argv` (default: the process's arguments) and exits with its status;
+    a failure, whatever it raised, ends in one line on stderr (see `astrabox.failures`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     contributed = contributed_commands()
     if argv and argv[0] in contributed:
         command: ContributedCommand = contributed[argv[0]].load()
-        _exit_with(lambda: command.main(argv[1:]))
+        _exit_with(f"astrabox {argv[0]}", lambda: command.main(argv[1:]))
     args = build_parser(contributed).parse_args(argv)
-    _exit_with(lambda: args.func(args))
+    _exit_with("astrabox", lambda: args.func(args))
 
 
-def _exit_with(run: Callable[[], int | None]) -> None:
+def _exit_with(name: str, run: Callable[[], int | None]) -> None:
     try:
         sys.exit(run())
-    except (AstraBoxError, SecretSettingError) as error:
-        sys.exit(f"astrabox: {error}")
+    except SystemExit:
+        raise
     except KeyboardInterrupt:
         sys.exit(130)
-    except BrokenPipeError:  # `astrabox … | head`
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+    except BaseException as error:
+        found = failures.causes(error)
+        if exit_ := next((e for e in found if isinstance(e, SystemExit)), None):
+            raise exit_ from None
+        if any(isinstance(e, KeyboardInterrupt) for e in found):
+            sys.exit(130)
+        if all(isinstance(e, BrokenPipeError) for e in found):  # `astrabox … | head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
+        failures.print_traceback_if_asked(error)
+        sys.exit(f"{name}: {failures.describe(found, (AstraBoxError, SecretSettingError, LocalStackError))}")
