@@ -58,6 +58,13 @@ def _bootstrap_key_file(data_dir: Path) -> Path:
 
 
 DEFAULT_DATA_DIR = "~/.astrabox"
+# Root runs the embedded PostgreSQL as `postgres`, which cannot get through root's home (0700).
+ROOT_DATA_DIR = "/var/lib/astrabox"
+
+
+def default_data_dir() -> Path:
+    """Where `astrabox up` keeps its state: ~/.astrabox, or /var/lib/astrabox as root."""
+    return Path(ROOT_DATA_DIR if os.geteuid() == 0 else DEFAULT_DATA_DIR).expanduser()
 
 
 @contextlib.asynccontextmanager
@@ -130,12 +137,13 @@ class UpSettings:
         metadata=secret(DATABASE_URL, note="; without one an embedded PostgreSQL is started in --data-dir"),
     )
     data_dir: Path = field(
-        default_factory=lambda: Path(DEFAULT_DATA_DIR).expanduser(),
+        default_factory=default_data_dir,
         metadata=option(
             "--data-dir",
-            default=os.path.expanduser(DEFAULT_DATA_DIR),
+            default=str(default_data_dir()),
             convert=Path,
-            help="state directory (default %(default)s)",
+            help=f"state directory (default %(default)s; {DEFAULT_DATA_DIR}, or {ROOT_DATA_DIR} as root, "
+            "since PostgreSQL then runs as `postgres`, which must reach it)",
         ),
     )
     # The secrets given as flags rather than by environment or file (warned about at start).
@@ -179,7 +187,7 @@ async def run_up(data_dir: Path, listen: str, database_url: str) -> int:
         else:
             key_note = f"  the database has API keys already: use one of them (or {config_path()} if saved before)\n"
         print(
-            f"AstraBox is up on {address}\n{key_note}"
+            f"AstraBox is up on {address} (state in {data_dir})\n{key_note}"
             f'  try:  astrabox run --target {address} "Create hello.txt"\n'
             f'        grpcurl -plaintext -H "authorization: Bearer $(cat {config_path()})" {address} list\n'
             "  Ctrl-C stops it.",

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.processes import Process
 
 ASTRABOX = str(Path(sys.executable).with_name("astrabox"))
 SERVER_COMMANDS = ("up", "demo", "controlplane", "agent", "image")
@@ -62,6 +65,37 @@ def test_demo_runs_one_real_session_on_the_all_in_one_stack() -> None:
     assert "hello.txt: Hello from AstraBox" in result.stdout
     assert "✓ turn completed" in result.stdout
     assert result.stdout.rstrip().endswith("is READY")
+
+
+@pytest.mark.e2e
+def test_up_as_root_with_a_private_home_comes_up_and_runs_a_session(tmp_path: Path) -> None:
+    """Root's home is 0700 and root runs the embedded PostgreSQL as `postgres`, which could not reach
+    ~/.astrabox there: root's state goes to /var/lib/astrabox. In a mount namespace of its own with
+    a tmpfs over /var/lib, so that this machine's own /var/lib/astrabox is left alone."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("runs `astrabox up` as root in a mount namespace of its own (unshare, util-linux)")
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ASTRABOX_"))}
+    env["HOME"] = str(home)
+    script = f"mount -t tmpfs -o mode=0755 astrabox-test /var/lib && exec {ASTRABOX} up --listen 127.0.0.1:0"
+    up = Process("up", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], tmp_path / "up.log", env)
+    try:
+        address, data_dir = up.wait_for_line(r"AstraBox is up on (\S+) \(state in (\S+)\)", timeout=180).groups()
+        assert data_dir == "/var/lib/astrabox"
+
+        run = subprocess.run(
+            [ASTRABOX, "run", "--target", address, "Create hello.txt"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,  # finds the key `up` saved in $HOME/.config/astrabox
+        )
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert "✓ turn completed" in run.stdout
+    finally:
+        up.stop(timeout=60)
+    assert up.proc.returncode == 0, up.tail()
 
 
 @pytest.mark.e2e
