@@ -16,9 +16,14 @@ What applies depends on the host, and each part degrades on its own:
   groups live in `astrabox/` at each hierarchy's root, not under the agent's
   own cgroup, which belongs to whoever runs the agent: so it needs writable
   hierarchies, typically an agent running as root. A controller the host does
-  not offer is left out, the driver says once at start which and why, and
-  sandboxes run without that limit (memory then stays capped per process only,
-  by RLIMIT_AS).
+  not offer, or whose groups the agent cannot make or join (found at start by
+  making one and moving a process into it), is left out: the driver says once
+  at start which and why, and sandboxes run without that limit (memory then
+  stays capped per process only, by RLIMIT_AS; tasks and CPU time not at all).
+  An ordinary user's agent is usually in that case: its sandboxes keep every
+  namespace and the rlimits, but a fork bomb or a memory hog in one can starve
+  the whole machine. Run the agent as root (or use the docker driver) where
+  sandboxes run code that must not be able to do that.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import hashlib
 import os
 import shlex
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +45,7 @@ log = structlog.get_logger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _PARENT = "astrabox"
 _REMOVE_WAIT = 5.0
+_JOIN_TIMEOUT = 10.0
 _CPU_PERIOD_US = 100_000
 _MIB = 1024 * 1024
 
@@ -229,10 +236,34 @@ def _prepare(
             except OSError as error:
                 if not write.may_fail:
                     return [], f"cannot set {write.file} to {write.value} in {parent}: {error.strerror}", ""
+        if why := _join(trial):
+            return [], f"cannot move a process into a cgroup in {parent}: {why}", ""
         return writes, "", swap
     finally:
         with contextlib.suppress(OSError):
             trial.rmdir()
+
+
+def _join(group: Path) -> str:
+    """Why a process of this agent cannot join `group` as a sandbox's launcher does (empty: it can).
+    Making a group can be allowed where joining one is not (cgroup v2 also wants write access to the
+    groups' common ancestor, which a user's own delegated groups do not share with these), so a
+    shell joins it here, and must then show up in it."""
+    script = 'echo $$ > "$1/cgroup.procs" && cat "/proc/$$/cgroup"'
+    try:
+        joined = subprocess.run(
+            ["/bin/sh", "-c", script, "astrabox-cgroup-probe", str(group)],
+            capture_output=True,
+            text=True,
+            timeout=_JOIN_TIMEOUT,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+    if joined.returncode != 0:
+        return " ".join(joined.stderr.split()) or f"exit status {joined.returncode}"
+    if f"/{_PARENT}/{group.name}" not in joined.stdout:
+        return "a process that joins it does not show up in it (not a cgroup file system)"
+    return ""
 
 
 def _writes(controller: str, limits: LocalLimits, v1: bool, group: Path) -> tuple[list[_Write], str]:

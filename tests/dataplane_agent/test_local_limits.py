@@ -235,3 +235,28 @@ def test_one_set_of_flags_limits_either_driver_and_the_docker_names_still_work()
     assert (old_flags.sandbox_cpus, old_flags.sandbox_memory_mb, old_flags.sandbox_pids) == (1.5, 96, 48)
     assert new_env.sandbox_memory_mb == 128
     assert (old_env.sandbox_cpus, old_env.sandbox_pids) == (0, 0)
+
+
+async def test_groups_it_can_make_but_not_join_are_left_out_and_sandboxes_still_run(
+    sandbox_root: Path, bwrap: str, tmp_path: Path
+) -> None:
+    """A host where the agent may make and configure groups but its processes cannot join them (cgroup
+    v2 under a user's own delegated group; here, a tree of plain files that looks like cgroup v2)."""
+    lookalike = tmp_path / "cgroup"
+    lookalike.mkdir()
+    (lookalike / "cgroup.controllers").write_text("cpu memory pids\n")
+    (lookalike / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, limits=LocalLimits(pids=64), cgroup_root=lookalike)
+
+    with structlog.testing.capture_logs() as logs:
+        await driver.probe()
+        sandbox = await driver.create(SandboxSpec(session_id="unjoined", agent_id="agent-1"))
+        result = await _sh(driver, sandbox, "echo ran")
+
+    assert (result.returncode, result.stdout) == (0, "ran\n"), result.stderr
+    [warning] = [entry for entry in logs if entry["event"] == "sandbox_limits_unavailable"]
+    assert set(warning["missing"]) == {"pids", "memory", "cpu"}
+    assert "cannot move a process into a cgroup" in warning["missing"]["pids"]
+    assert "tasks are not limited" in warning["missing"]["pids"]
+    assert not (await driver.isolation()).pids_limited
+    assert await driver.destroy(sandbox) is DestroyVerdict.CONFIRMED
