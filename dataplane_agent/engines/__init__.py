@@ -8,6 +8,7 @@ from dataplane_agent.engines.base import (
     EngineOutput,
     EngineSession,
     InteractionBroker,
+    PermissionModeRefused,
     ToolDecision,
     ToolRequest,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "EngineOutput",
     "EngineSession",
     "InteractionBroker",
+    "PermissionModeRefused",
     "ToolDecision",
     "ToolRequest",
 ]

@@ -21,6 +21,11 @@ class EngineError(Exception):
     """The engine could not be started or failed mid-turn."""
 
 
+class PermissionModeRefused(EngineError):
+    """The engine, still running, refused to switch to a permission mode (its settings forbid it):
+    nothing was sent, and the engine goes on in the mode it was in."""
+
+
 @dataclass(frozen=True, slots=True)
 class EngineOutput:
     """One message the engine's SDK produced, verbatim.
@@ -70,6 +75,7 @@ class InteractionBroker(Protocol):
 class EngineConfig:
     """How to start an engine session."""
 
+    # The session's permission mode (never one turn's own): a restarted engine starts in it.
     permission_mode: str = ""
     model: str = ""
     # The engine's own conversation id to resume; empty starts a new one.
@@ -112,12 +118,22 @@ class EngineSession(Protocol):
         """Every SDK message, in order, until the engine process ends."""
 
     async def send(self, text: str, permission_mode: str = "") -> None:
-        """Give the engine a user message; its turn's outputs follow on `outputs()`."""
+        """Give the engine a user message; its turn's outputs follow on `outputs()`.
+
+        The turn runs in `permission_mode`, this message's own, if given, else in the session's
+        mode; a message's own mode lasts until `end_turn_mode`. PermissionModeRefused, with
+        nothing sent, if the engine cannot switch to the mode."""
+
+    async def end_turn_mode(self) -> None:
+        """The turn `send` started has ended: back to the session's mode if it ran in its own
+        (PermissionModeRefused if the engine refuses; the next `send` tries again)."""
 
     async def interrupt(self) -> None:
         """Ask the engine to stop the running turn (it ends with a ResultMessage)."""
 
-    async def set_permission_mode(self, mode: str) -> None: ...
+    async def set_permission_mode(self, mode: str) -> None:
+        """Change the session's mode: now, for the rest of a running turn too, and for every
+        later turn that names no mode of its own."""
 
     async def stop_task(self, task_id: str) -> None: ...
 

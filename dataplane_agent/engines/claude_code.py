@@ -8,6 +8,21 @@ replaces it with exactly the variables built here.
 One reader task per session drains the SDK's message stream into a bounded
 queue that `outputs()` serves, so messages the CLI sends between turns
 (background-task lifecycle, a turn it starts on its own) are never lost.
+
+Permission modes. Every CLI is launched with `--allow-dangerously-skip-permissions`
+besides `--permission-mode <the session's mode>`: a CLI launched in any mode
+but bypassPermissions otherwise refuses to switch to bypassPermissions ("the
+session was not launched with --dangerously-skip-permissions"), and a message
+may ask for any of the manifest's modes, a SetPermissionMode too, whatever mode
+the CLI happened to be (re)started in. The flag only offers bypassPermissions;
+the CLI starts, and stays, in the mode it is given, and asks in "default" as it
+would without the flag (tests/dataplane_agent/test_claude_code_interactions.py).
+That offers nothing the session's user could not already have: the sandbox is
+the isolation boundary and bypassPermissions is the manifest's default.
+
+A message's own mode (`send`) is this turn's only: the session keeps its mode
+(`start`, `adopt`, `set_permission_mode`), the runtime calls `end_turn_mode`
+when the turn has ended, and the next message naming no mode switches back.
 """
 
 from __future__ import annotations
@@ -45,6 +60,7 @@ from dataplane_agent.engines.base import (
     EngineManifest,
     EngineOutput,
     InteractionBroker,
+    PermissionModeRefused,
     ToolRequest,
 )
 from dataplane_agent.engines.sdk_messages import message_payload
@@ -91,6 +107,10 @@ _STDERR_LINES = 40
 MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
 _OUTPUT_BUFFER = 1024
 _DEFAULT_DENIAL = "The user denied this tool use."
+# The mode the CLI starts in when it is given none.
+_CLI_DEFAULT_MODE = "default"
+# Every CLI can be switched to any mode, bypassPermissions included (see the module docstring).
+_LAUNCH_FLAGS: dict[str, str | None] = {"allow-dangerously-skip-permissions": None}
 
 
 def cli_environment(config_env: Mapping[str, str]) -> dict[str, str]:
@@ -163,6 +183,7 @@ class ClaudeCodeAdapter:
             cwd=sandbox.workspace,
             system_prompt={"type": "preset", "preset": "claude_code"},
             permission_mode=config.permission_mode or None,  # type: ignore[arg-type]
+            extra_args=dict(_LAUNCH_FLAGS),
             model=config.model or None,
             resume=config.resume_engine_session_id or None,
             # The SDK switches the CLI's permission prompts to its control channel when this is set.
@@ -210,7 +231,9 @@ class ClaudeCodeSession:
         self._timeouts = timeouts
         self._failures = failures
         self._log = failures.log
-        self._permission_mode = permission_mode
+        # The session's mode, and the mode the CLI is in: another only while a turn runs in its own.
+        self._session_mode = permission_mode or _CLI_DEFAULT_MODE
+        self._mode = self._session_mode
         self._model = model
         self._engine_session_id = engine_session_id
         self._gate = gate
@@ -231,7 +254,8 @@ class ClaudeCodeSession:
 
     @property
     def permission_mode(self) -> str:
-        return self._permission_mode
+        """The mode the CLI is in now: the session's, or the running turn's own."""
+        return self._mode
 
     async def connect(self) -> None:
         started = asyncio.get_running_loop().time()
@@ -274,13 +298,15 @@ class ClaudeCodeSession:
             yield item
 
     async def send(self, text: str, permission_mode: str = "") -> None:
-        if permission_mode:
-            _check_mode(permission_mode)
+        mode = permission_mode or self._session_mode
+        _check_mode(mode)
         async with self._command("take the message"):
-            if permission_mode and permission_mode != self._permission_mode:
-                await self._client.set_permission_mode(permission_mode)  # type: ignore[arg-type]
-                self._permission_mode = permission_mode
+            await self._switch(mode)
             await self._client.query(text)
+
+    async def end_turn_mode(self) -> None:
+        async with self._command("return to the session's permission mode"):
+            await self._switch(self._session_mode)
 
     async def interrupt(self) -> None:
         async with self._command("acknowledge the interrupt"):
@@ -289,8 +315,8 @@ class ClaudeCodeSession:
     async def set_permission_mode(self, mode: str) -> None:
         _check_mode(mode)
         async with self._command("switch the permission mode"):
-            await self._client.set_permission_mode(mode)  # type: ignore[arg-type]
-            self._permission_mode = mode
+            await self._switch(mode, always=True)
+            self._session_mode = mode
 
     async def adopt(self, sandbox: Sandbox, config: EngineConfig) -> None:
         """Take a session on (see EngineSession.adopt): two control requests at most, no restart."""
@@ -301,9 +327,9 @@ class ClaudeCodeSession:
         if config.permission_mode:
             _check_mode(config.permission_mode)
         async with self._command("take the session on"):
-            if config.permission_mode and config.permission_mode != self._permission_mode:
-                await self._client.set_permission_mode(config.permission_mode)  # type: ignore[arg-type]
-                self._permission_mode = config.permission_mode
+            if config.permission_mode:
+                await self._switch(config.permission_mode)
+                self._session_mode = config.permission_mode
             if config.model and config.model != self._model:
                 await self._client.set_model(config.model)
                 self._model = config.model
@@ -311,7 +337,7 @@ class ClaudeCodeSession:
         self._log = self._failures.log = log.bind(sandbox_id=sandbox.sandbox_id)
         if self._gate is not None:
             self._gate.adopt(config.interactions, self._log)
-        self._log.debug("engine_adopted", permission_mode=self._permission_mode)
+        self._log.debug("engine_adopted", permission_mode=self._session_mode)
 
     async def stop_task(self, task_id: str) -> None:
         async with self._command(f"stop task {task_id}"):
@@ -377,6 +403,21 @@ class ClaudeCodeSession:
         finally:
             if self._turn is turn:  # a generator abandoned at its Result is finalized later, maybe mid-turn
                 self._turn = None
+
+    async def _switch(self, mode: str, *, always: bool = False) -> None:
+        """Put the CLI in `mode` (holding `_commands`); PermissionModeRefused if it says no."""
+        if mode == self._mode and not always:
+            return
+        try:
+            await self._client.set_permission_mode(mode)  # type: ignore[arg-type]
+        except Exception as error:
+            # The CLI's own answer reaches here as a bare Exception; a CLI that is gone, as the SDK's errors.
+            if type(error) is not Exception:
+                raise
+            refused = self._failures.redact(f"the CLI refused permission mode {mode!r}: {error}")
+            self._log.warning("engine_refused_permission_mode", mode=mode, error=refused)
+            raise PermissionModeRefused(refused) from error
+        self._mode = mode
 
     @contextlib.asynccontextmanager
     async def _command(self, what: str) -> AsyncIterator[None]:

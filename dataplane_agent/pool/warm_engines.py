@@ -36,8 +36,7 @@ class WarmEngineSettings:
 
     engine: str = "claude_code"
     # The control plane's default mode, so most sessions need no switch (a switch is one control
-    # request). A mode that allows more than the one started with may be refused by the engine,
-    # so this is the most permissive mode sessions get; switching down is always allowed.
+    # request); the engine can be switched to any other (engines/claude_code.py launches it so).
     permission_mode: str = "bypassPermissions"
     start_timeout: float = 120.0
 

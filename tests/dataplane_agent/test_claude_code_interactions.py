@@ -4,12 +4,19 @@ hands each request to the InteractionBroker, and the answer decides what runs.""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
 import pytest
 
-from dataplane_agent.engines.base import EngineConfig, EngineOutput, ToolDecision, ToolRequest
+from dataplane_agent.engines.base import (
+    EngineConfig,
+    EngineOutput,
+    PermissionModeRefused,
+    ToolDecision,
+    ToolRequest,
+)
 from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, ClaudeCodeSession
 from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
@@ -183,15 +190,63 @@ async def test_the_permission_mode_decides_whether_to_ask(
         assert session.permission_mode == "default"
         await _exchange(session, "run: touch asked.txt")
         assert not (sandbox.workspace / "asked.txt").exists() and len(broker.requests) == 1
-
-        # A message may carry its own mode; it stays in force for the next ones.
-        await _exchange(session, "run: touch per-message.txt", permission_mode="bypassPermissions")
-        assert (sandbox.workspace / "per-message.txt").exists() and len(broker.requests) == 1
-        assert session.permission_mode == "bypassPermissions"
-        await _exchange(session, "run: touch next.txt")
-        assert (sandbox.workspace / "next.txt").exists() and len(broker.requests) == 1
     finally:
         await session.close()
+
+
+ASKS = {"default": 1, "bypassPermissions": 0}
+
+
+@pytest.mark.parametrize(
+    ("session_mode", "message_mode"), [("bypassPermissions", "default"), ("default", "bypassPermissions")]
+)
+async def test_a_messages_own_mode_lasts_for_its_turn_only(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox, session_mode: str, message_mode: str
+) -> None:
+    # Whatever mode the CLI was started in, a message may ask for any other, bypassPermissions too.
+    broker = RecordingBroker(*[ToolDecision(allow=True)] * 4)
+    session = await _start(model_route, sandbox, driver, broker, session_mode)
+    try:
+        await _exchange(session, "run: touch own-1.txt", permission_mode=message_mode)
+        assert len(broker.requests) == ASKS[message_mode] and session.permission_mode == message_mode
+        await session.end_turn_mode()
+        assert session.permission_mode == session_mode
+        await _exchange(session, "run: touch session-1.txt")
+        assert len(broker.requests) == ASKS[message_mode] + ASKS[session_mode]
+
+        # Without end_turn_mode, the next message naming no mode runs in the session's all the same.
+        await _exchange(session, "run: touch own-2.txt", permission_mode=message_mode)
+        await _exchange(session, "run: touch session-2.txt")
+        assert len(broker.requests) == 2 * (ASKS[message_mode] + ASKS[session_mode])
+    finally:
+        await session.close()
+
+    files = {"own-1.txt", "session-1.txt", "own-2.txt", "session-2.txt"}
+    assert files <= {path.name for path in sandbox.workspace.iterdir()}
+    asked = [Path(r.input["command"].split()[-1]).name for r in broker.requests]
+    assert asked == (["own-1.txt", "own-2.txt"] if message_mode == "default" else ["session-1.txt", "session-2.txt"])
+
+
+async def test_a_mode_the_settings_forbid_is_refused_before_the_message_and_the_engine_goes_on(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    settings = sandbox.home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"permissions": {"disableBypassPermissionsMode": "disable"}}))
+    broker = RecordingBroker(ToolDecision(allow=True))
+    session = await _start(model_route, sandbox, driver, broker, "default")
+    try:
+        with pytest.raises(PermissionModeRefused, match="bypassPermissions"):
+            await session.send("run: touch refused.txt", permission_mode="bypassPermissions")
+        assert session.permission_mode == "default" and not session.ended
+
+        outputs = await _exchange(session, "run: touch asked.txt")
+    finally:
+        await session.close()
+
+    assert [r.input["command"] for r in broker.requests] == ["touch asked.txt"]
+    assert (sandbox.workspace / "asked.txt").exists() and not (sandbox.workspace / "refused.txt").exists()
+    assert "refused.txt" not in json.dumps([o.payload for o in outputs])
 
 
 async def test_an_interrupt_cancels_a_pending_approval_and_ends_the_turn(
