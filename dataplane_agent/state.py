@@ -219,6 +219,7 @@ class SessionRecord:
 
     session_id: str
     engine: str
+    # The session's mode, which a restarted engine starts in; never one turn's own.
     permission_mode: str
     model: str
     engine_session_id: str
@@ -379,14 +380,11 @@ class AgentState:
             query, args = query + " AND interaction_id = ?", [*args, interaction_id]
         c.execute(query, args)
 
-    def set_turn_tx(
-        self, c: sqlite3.Connection, session_id: str, turn_id: str, permission_mode: str | None = None
-    ) -> None:
+    def set_turn_tx(self, c: sqlite3.Connection, session_id: str, turn_id: str) -> None:
         c.execute("UPDATE sessions SET turn_id = ? WHERE session_id = ?", (turn_id, session_id))
-        if permission_mode:
-            c.execute("UPDATE sessions SET permission_mode = ? WHERE session_id = ?", (permission_mode, session_id))
 
     def set_permission_mode_tx(self, c: sqlite3.Connection, session_id: str, permission_mode: str) -> None:
+        """Record the session's mode (a turn's own is never recorded: it ends with its turn)."""
         c.execute("UPDATE sessions SET permission_mode = ? WHERE session_id = ?", (permission_mode, session_id))
 
     def set_sandbox_tx(self, c: sqlite3.Connection, session_id: str, sandbox: Sandbox) -> None:

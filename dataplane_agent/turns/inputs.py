@@ -8,6 +8,11 @@ input starts a new one and the runtime is recovered. The input opens its turn
 and leaves the queue in one transaction; an input the engine cannot be
 started for, or that the engine refuses, is settled as aborted. An input
 interrupted while it waits is settled without ever being sent.
+
+An input may carry a permission mode of its own, for its turn only: once that
+turn has settled the engine goes back to the session's mode before the next
+input is taken. An engine that refuses the input's mode (and keeps running)
+settles that turn as aborted with nothing sent, and keeps the session's engine.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engines.base import EngineSession
+from dataplane_agent.engines.base import EngineSession, PermissionModeRefused
 from dataplane_agent.state import in_order
 from dataplane_agent.turns.engine_calls import bounded, describe
 from dataplane_agent.turns.ledger import TurnContext, TurnLedger
@@ -42,6 +47,7 @@ class Input:
 
     turn_id: str
     text: str
+    # This turn's own mode; empty: the session's.
     permission_mode: str = ""
 
 
@@ -161,9 +167,13 @@ class TurnInputs:
                 if ledger.current is not None or ledger.engine is not engine:
                     continue  # the engine started a turn of its own, or went away, meanwhile
                 self._taking = None  # from here on it is the running turn, not a waiting input
-                turn = await ledger.open_user_turn(item.turn_id, item.permission_mode)
+                turn = await ledger.open_user_turn(item.turn_id)
                 try:
                     await bounded(engine.send(item.text, item.permission_mode), ctx.limits.engine_call)
+                except PermissionModeRefused as exc:
+                    # The engine goes on, in the mode it was in; only this turn cannot run as asked.
+                    await ledger.settle(turn, pb.TurnAborted(reason=f"the message was not sent: {exc}"))
+                    return
                 except Exception as exc:
                     bound.warning("engine_send_failed", error=describe(exc))
                     ledger.detach()
@@ -177,7 +187,20 @@ class TurnInputs:
                 return
             bound.info("input_consumed")
             await turn.settled.wait()
+            if item.permission_mode:
+                await self._end_turn_mode(engine)
             return
+
+    async def _end_turn_mode(self, engine: EngineSession) -> None:
+        """After a turn that ran in its own mode: the session's again, before the next input.
+        An engine replaced meanwhile started in the session's mode; one that fails here switches
+        at the next input, which names its mode or the session's."""
+        if self._ledger.engine is not engine or engine.ended:
+            return
+        try:
+            await bounded(engine.end_turn_mode(), self._ctx.limits.engine_call)
+        except Exception as exc:
+            self._log.warning("permission_mode_not_restored", error=describe(exc))
 
     async def engine(self) -> EngineSession:
         """The attached engine, else one started now: one start at a time, and only once the

@@ -116,14 +116,14 @@ class TurnLedger:
         self.reader = None
         return engine
 
-    async def open_user_turn(self, turn_id: str, permission_mode: str) -> Turn:
+    async def open_user_turn(self, turn_id: str) -> Turn:
         """Open the turn of an input the engine is about to take; its input leaves the queue with it."""
         ctx = self._ctx
         turn = self.current = Turn(turn_id, by_engine=False)
         await ctx.db.write(
             in_order(
                 lambda c: ctx.state.unqueue_input_tx(c, ctx.session_id, turn_id),
-                lambda c: ctx.state.set_turn_tx(c, ctx.session_id, turn_id, permission_mode),
+                lambda c: ctx.state.set_turn_tx(c, ctx.session_id, turn_id),
             )
         )
         return turn

@@ -30,6 +30,7 @@ from dataplane_agent.engines.base import (
     EngineError,
     EngineManifest,
     EngineOutput,
+    PermissionModeRefused,
     ToolDecision,
     ToolRequest,
 )
@@ -137,6 +138,8 @@ class ScriptedEngineSession:
     sent: list[tuple[str, str]] = field(default_factory=list)
     interrupts: int = 0
     modes: list[str] = field(default_factory=list)
+    # How many times the runtime ended a turn's own mode.
+    turn_modes_ended: int = 0
     stopped_tasks: list[str] = field(default_factory=list)
     decisions: list[ToolDecision] = field(default_factory=list)
     # The sandbox and config of the session that adopted this (pre-started) engine.
@@ -166,6 +169,8 @@ class ScriptedEngineSession:
     async def send(self, text: str, permission_mode: str = "") -> None:
         if self.closed:
             raise EngineError("closed")
+        if permission_mode in self.adapter.refused_modes:
+            raise PermissionModeRefused(f"the engine refused permission mode {permission_mode!r}")
         self.sent.append((text, permission_mode))
         script = self.adapter.turns.pop(0) if self.adapter.turns else self.adapter.default_turn
         self._interrupted.clear()
@@ -205,6 +210,9 @@ class ScriptedEngineSession:
 
     async def set_permission_mode(self, mode: str) -> None:
         self.modes.append(mode)
+
+    async def end_turn_mode(self) -> None:
+        self.turn_modes_ended += 1
 
     async def stop_task(self, task_id: str) -> None:
         self.stopped_tasks.append(task_id)
@@ -251,8 +259,11 @@ class ScriptedEngine:
         server_info: dict[str, Any] | None = None,
         manifest: EngineManifest | None = MANIFEST,
         close_delay: float = 0.0,
+        refused_modes: Sequence[str] = (),
     ) -> None:
         self.default_turn = list(default_turn)
+        # Modes a message may not ask for (as an engine's settings may forbid one).
+        self.refused_modes = tuple(refused_modes)
         self.turns = [list(t) for t in turns]
         self.fail_start = fail_start
         self.cooperative = cooperative

@@ -106,7 +106,8 @@ async def test_deliver_input_relays_the_turn_ending_with_the_result_and_a_transc
         assert await agent.transcripts.load("s-1") == b'{"type": "user"}\n'
         assert engine.last.sent == [("write a poem", "acceptEdits")]
         record = await agent.state.session("s-1")
-        assert (record.turn_id, record.engine_session_id, record.permission_mode) == ("", "eng-42", "acceptEdits")
+        # The session's mode stays StartRuntime's: the message's own was for its turn only.
+        assert (record.turn_id, record.engine_session_id, record.permission_mode) == ("", "eng-42", "default")
         # The session is free for the next turn.
         await agent.command("s-1", **deliver("t-2"))
         outputs = await agent.wait_for("s-1", "transcript_snapshot", 2)
@@ -274,6 +275,47 @@ async def test_permission_mode_and_stop_task_reach_the_engine_and_the_mode_is_re
         await agent.command("s-1", **deliver("t-1", permission_mode=""))
         await agent.wait_for("s-1", "ResultMessage")
         assert engine.last.config.permission_mode == "plan"
+
+
+async def test_a_messages_own_mode_ends_with_its_turn_and_a_restarted_engine_starts_in_the_sessions(
+    tmp_path: Path,
+) -> None:
+    engine, driver = ScriptedEngine(result_turn()), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start())  # the session's mode: default
+        await agent.command("s-1", **deliver("t-1", permission_mode="bypassPermissions"))
+        await agent.wait_for("s-1", "ResultMessage")
+        await agent.command("s-1", **deliver("t-2", permission_mode=""))
+        await agent.wait_for("s-1", "ResultMessage", 2)
+        first = engine.last
+        assert first.sent == [("hi", "bypassPermissions"), ("hi", "")]
+        assert first.turn_modes_ended == 1  # after t-1 only: t-2 ran in the session's mode
+        assert (await agent.state.session("s-1")).permission_mode == "default"
+        await agent.command("s-1", **deliver("t-3", permission_mode="bypassPermissions"))
+        await agent.wait_for("s-1", "ResultMessage", 3)
+    # Whatever the last message asked for, a restarted engine starts in the session's mode.
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **deliver("t-4", permission_mode=""))
+        await agent.wait_for("s-1", "ResultMessage", 4)
+        assert engine.last is not first and engine.last.config.permission_mode == "default"
+
+
+async def test_a_mode_the_engine_refuses_aborts_that_turn_unsent_and_the_engine_runs_the_next(tmp_path: Path) -> None:
+    engine = ScriptedEngine(result_turn(), refused_modes=["bypassPermissions"])
+    driver = DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start())
+        await agent.command("s-1", **deliver("t-1", permission_mode="bypassPermissions"))
+        outputs = (await agent.wait_for("s-1", "turn_aborted"))[len(STARTED) :]
+        assert kinds(outputs) == ["turn_aborted"] and outputs[0].turn_id == "t-1"
+        assert outputs[0].turn_aborted.reason == (
+            "the message was not sent: the engine refused permission mode 'bypassPermissions'"
+        )
+        await agent.command("s-1", **deliver("t-2", permission_mode=""))
+        outputs = (await agent.wait_for("s-1", "ResultMessage"))[len(STARTED) + 1 :]
+        assert kinds(outputs)[0] == "input_consumed" and {o.turn_id for o in outputs} == {"t-2"}
+        assert len(engine.sessions) == 1 and not engine.last.closed  # the same engine, never restarted
+        assert engine.last.sent == [("hi", "")]
 
 
 async def test_an_idle_runtime_is_stopped_and_the_next_input_starts_it_again_resuming(tmp_path: Path) -> None:
