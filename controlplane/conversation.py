@@ -90,10 +90,11 @@ class Conversation:
         validation.message_text(request.text)
         async with self._journal.transaction() as tx:
             session = await self._locked(tx, session_id)
-            mode = session.permission_mode
+            # The message's own mode, for its turn only; none: the session's when the turn runs.
+            own_mode = ""
             if request.permission_mode:
                 manifest = await self._agents.engine_manifest(session.engine, session.agent_id, tx.conn)
-                mode = validation.permission_mode(manifest, request.permission_mode)
+                own_mode = validation.permission_mode(manifest, request.permission_mode)
             print_ = requests.fingerprint(text=request.text, permission_mode=request.permission_mode)
             previous = await store.turns.by_client_message_id(tx.conn, session_id, request.client_message_id)
             if previous is not None:
@@ -117,7 +118,7 @@ class Conversation:
                 )
             assert session.project_id is not None
             await quotas.check_message(tx.conn, session.project_id, _utf8(request.text), "the message")
-            turn = QueuedTurn(str(uuid.uuid4()), request.text, mode)
+            turn = QueuedTurn(str(uuid.uuid4()), request.text, own_mode)
             seq = await self._turns.queue(tx, session, turn, request.client_message_id, print_)
         log.info("message_accepted", session_id=session_id, turn_id=turn.turn_id, seq=seq)
         return AcceptedMessage(turn.turn_id, seq)

@@ -8,6 +8,10 @@ and transcript, so the new sandbox resumes the same conversation. Placing
 again, and restarting a runtime stopped while idle, take a slot of the agent's
 capacity (`controlplane.agents`); with none free the message's turn fails, its
 reason saying whether the agents are full or none is connected.
+
+A turn's permission mode is the message's own, for that turn only, or empty:
+the session's mode when the turn runs (SetPermissionMode may change it while
+the message waits). Only the session's mode is ever sent to start an engine.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class TurnOutcome(enum.Enum):
 class QueuedTurn:
     turn_id: str
     text: str
+    # The message's own mode, for this turn only; empty: the session's.
     permission_mode: str
 
 

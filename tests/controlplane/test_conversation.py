@@ -251,6 +251,36 @@ async def test_permission_modes_are_validated_and_journaled(api, plane):
     assert modes == ["plan"]
 
 
+async def test_a_messages_own_mode_is_its_turns_only_and_engines_start_in_the_sessions_mode(api, plane):
+    sid = await ready(api, plane)  # in the engine's default mode, bypassPermissions
+    own = await ok(api, "SendMessage", session_id=sid, client_message_id="m1", text="a", permission_mode="default")
+    plain = await ok(api, "SendMessage", session_id=sid, client_message_id="m2", text="b")
+    # The session's mode changes while the plain message waits: that message runs in the new one.
+    await ok(api, "SetPermissionMode", session_id=sid, permission_mode="plan", request_id="p1")
+    await finish_turn(plane, sid, own.turn_id)
+    delivered = [c.deliver_input for c in await commands(plane, sid) if c.HasField("deliver_input")]
+    assert [(d.turn_id, d.permission_mode) for d in delivered] == [(own.turn_id, "default"), (plain.turn_id, "")]
+    accepted = [e for e in await plane.journal.read(sid, 0, 1000) if e.kind is EventKind.USER_MESSAGE_ACCEPTED]
+    assert [e.payload["permission_mode"] for e in accepted] == ["default", ""]
+    await finish_turn(plane, sid, plain.turn_id)
+    assert (await session_of(api, sid)).permission_mode == "plan"
+
+    # Placed again on another agent: its engine starts in the session's mode, not a message's.
+    await plane.pool.execute("UPDATE agents SET lease_expires_at = now() - interval '1 s'")
+    await plane.sweeper.sweep()
+    await plane.connect_agent("agent-2")
+    again = await ok(
+        api, "SendMessage", session_id=sid, client_message_id="m3", text="c", permission_mode="acceptEdits"
+    )
+    rows = await plane.pool.fetch(
+        "SELECT body FROM agent_commands WHERE agent_id = 'agent-2' AND session_id = $1 ORDER BY command_seq", sid
+    )
+    moved = [runner_pb2.Command.FromString(r["body"]) for r in rows]
+    assert [c.WhichOneof("body") for c in moved] == ["start_runtime", "deliver_input"]
+    assert moved[0].start_runtime.permission_mode == "plan"
+    assert (moved[1].deliver_input.turn_id, moved[1].deliver_input.permission_mode) == (again.turn_id, "acceptEdits")
+
+
 async def test_background_tasks_open_and_close_and_can_be_stopped(api, plane):
     sid = await ready(api, plane)
     turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="background: sleep 1")).turn_id
