@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -168,7 +169,9 @@ async def test_an_engine_failure_mid_turn_aborts_the_turn_with_the_reason(tmp_pa
         outputs = (await agent.wait_for("s-1", "turn_aborted"))[len(STARTED) :]
         assert kinds(outputs) == ["input_consumed", "AssistantMessage", "turn_aborted"]
         assert "CLI exited with 1" in outputs[-1].turn_aborted.reason
-        assert engine.last.closed
+        async with asyncio.timeout(5):  # the failed engine is closed just after the abort is recorded
+            while not engine.last.closed:
+                await asyncio.sleep(0.01)
         assert (await agent.state.session("s-1")).turn_id == ""
 
 
