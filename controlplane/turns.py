@@ -191,7 +191,10 @@ class Turns:
         agent_id = await self._agents.place(tx.conn, session.engine, session.project_id)
         transcript = await store.engine_transcripts.find(tx.conn, session.session_id)
         committed = await store.sessions.committed_output_seq(tx.conn, session.session_id)
-        resume = transcript.engine_session_id if transcript else session.engine_session_id
+        # Without a transcript (no turn of the conversation ever ended) another agent has nothing
+        # to resume from: "No conversation found" would fail the start. The agent that still holds
+        # the sandbox resumes from its own record anyway.
+        resume = transcript.engine_session_id if transcript else ""
         command_id = await self._agents.enqueue(
             tx,
             agent_id,

@@ -365,6 +365,19 @@ async def test_a_lost_runtime_is_placed_again_with_the_conversation(api, plane):
     assert EventKind.ENGINE_MESSAGE not in (await kinds(plane, sid))[-3:]
 
 
+async def test_a_conversation_with_no_transcript_starts_afresh_on_another_agent(api, plane):
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m1", text="hello")).turn_id
+    # The engine named its conversation, but no turn of it ended: there is no transcript.
+    await plane.report(sid, turn, **engine("SystemMessage", subtype="init", data={"session_id": "conv-1"}))
+    await plane.pool.execute("UPDATE agents SET lease_expires_at = now() - interval '1 s'")
+    await plane.sweeper.sweep()
+    await plane.connect_agent("agent-2")
+    await ok(api, "SendMessage", session_id=sid, client_message_id="m2", text="again")
+    start = [c.start_runtime for c in await commands(plane, sid) if c.HasField("start_runtime")][-1]
+    assert start.resume_engine_session_id == "" and start.transcript == b""
+
+
 async def test_only_a_confirmed_destruction_releases_the_sandbox(api, plane):
     sid = await ready(api, plane)
     await ok(api, "DeleteSession", session_id=sid)
