@@ -26,6 +26,24 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
+# What asyncpg and the network raise when the database cannot serve a statement right now: the
+# statement may succeed once it is back, so callers are told UNAVAILABLE (`controlplane.status`) and
+# long-lived loops try again. Anything else a statement raises is a bug or a constraint, not a fault.
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,  # refused, reset, unreachable; TimeoutError (a connect or a statement out of time) is one
+    asyncpg.PostgresConnectionError,  # 08xxx: the connection was lost or refused by the server
+    asyncpg.InterfaceError,  # a connection or the pool closed under the statement
+    asyncpg.exceptions.InternalClientError,  # a connection left mid-operation when its server went
+    asyncpg.exceptions.OperatorInterventionError,  # 57xxx: shutting down, starting up, crashed, cancelled
+    asyncpg.exceptions.InsufficientResourcesError,  # 53xxx: too many connections, disk or memory full
+    asyncpg.exceptions.PostgresSystemError,  # 58xxx: an I/O error on the server
+)
+# A transaction PostgreSQL rolled back because of another one (40xxx: serialization failure, deadlock):
+# nothing was done, and the same request may succeed once the caller has read the new state.
+CONFLICT_ERRORS: tuple[type[Exception], ...] = (asyncpg.exceptions.TransactionRollbackError,)
+FAULTS = UNAVAILABLE_ERRORS + CONFLICT_ERRORS
+
+
 class DatabaseUnreachable(Exception):
     """No connection to the database could be made; the message says why, never with the URL (it may
     hold a password)."""

@@ -29,7 +29,7 @@ import asyncpg
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import store
+from controlplane import database, store
 from controlplane.agents import Agents
 from controlplane.journal import EventKind, Journal, NewEvent
 from controlplane.session import SessionState
@@ -65,7 +65,7 @@ class DeadlineSweeper:
             await asyncio.sleep(interval)
             try:
                 await self.sweep()
-            except (OSError, asyncpg.PostgresError) as error:
+            except database.FAULTS as error:  # the next sweep tries again; anything else is a bug
                 log.warning("deadline_sweep_failed", error=str(error))
 
     async def sweep(self) -> int:

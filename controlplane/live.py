@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import asyncpg
 import structlog
 
+from controlplane import database
+
 log = structlog.get_logger(__name__)
 
 
@@ -56,26 +58,36 @@ class LiveTail:
         for subscription in self._subscribers.get(key, ()):
             subscription.notify()
 
+    def publish_all(self) -> None:
+        """Wake every watcher: after a gap in the NOTIFYs, any journal may have grown."""
+        for subscriptions in self._subscribers.values():
+            for subscription in subscriptions:
+                subscription.notify()
+
     async def follow_postgres(self, dsn: str, channel: str) -> None:
-        """Relay NOTIFYs from other replicas until cancelled; reconnects on loss."""
+        """Relay NOTIFYs from other replicas until cancelled; reconnects while the database is away."""
         while True:
             try:
-                conn = await asyncpg.connect(dsn, timeout=10)
-            except (OSError, asyncpg.PostgresError) as error:
-                log.warning("live_tail_connect_failed", error=str(error))
+                await self._listen(dsn, channel)
+            except database.FAULTS as error:
+                log.warning("live_tail_connection_failed", error=type(error).__name__, detail=str(error)[:300])
                 await asyncio.sleep(1)
-                continue
-            lost = asyncio.Event()
-            conn.add_termination_listener(lambda _c, lost=lost: lost.set())
 
-            def on_notify(_c: object, _pid: int, _channel: str, payload: str) -> None:
-                key, _, position = payload.rpartition("|")
-                self.publish(key, int(position or 0))
+    async def _listen(self, dsn: str, channel: str) -> None:
+        """Relay NOTIFYs for as long as one connection lasts."""
+        conn = await asyncpg.connect(dsn, timeout=10)
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _c, lost=lost: lost.set())
 
-            try:
-                await conn.add_listener(channel, on_notify)
-                await lost.wait()
-                log.warning("live_tail_connection_lost")
-            finally:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(conn.close(), 5)
+        def on_notify(_c: object, _pid: int, _channel: str, payload: str) -> None:
+            key, _, position = payload.rpartition("|")
+            self.publish(key, int(position or 0))
+
+        try:
+            await conn.add_listener(channel, on_notify)
+            self.publish_all()  # what was committed while nobody listened
+            await lost.wait()
+            log.warning("live_tail_connection_lost")
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 5)
