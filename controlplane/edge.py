@@ -6,7 +6,8 @@ request message is bounded by `controlplane.validation.request`; either
 refusal is INVALID_ARGUMENT. Then the request is scoped (`scope`: the session
 it names must be the caller's project's, `controlplane.identity.tenancy`; for
 a stream, its first message). After: a domain error becomes its status
-(`controlplane.status`), anything else INTERNAL with a reference to the log
+(`controlplane.status`), a fault of the database UNAVAILABLE (or ABORTED for a
+conflict) with a reason, anything else INTERNAL with a reference to the log
 entry that holds the details. So a caller never sees UNKNOWN, nor an
 exception's text.
 """
@@ -22,8 +23,8 @@ import grpc
 from google.protobuf.message import Message
 
 from controlplane import validation
-from controlplane.errors import InvalidArgument, KernelError
-from controlplane.status import to_status, unexpected
+from controlplane.errors import InvalidArgument
+from controlplane.status import refusal, to_status
 from controlplane.workspace import drain
 
 MALFORMED_REQUEST = "MALFORMED_REQUEST"
@@ -139,8 +140,7 @@ class _CheckedStream:
 async def _refuse(context: grpc.aio.ServicerContext, error: Exception, method: str) -> None:
     if context.cancelled():  # the caller went away (its call's abort may have failed on that): nobody to tell
         return
-    known = error if isinstance(error, KernelError) else unexpected(error, method=method)
-    await context.abort_with_status(to_status(known))
+    await context.abort_with_status(to_status(refusal(error, method=method)))
 
 
 def _unary_unary(

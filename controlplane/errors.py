@@ -19,6 +19,8 @@
     ├── Unauthenticated        UNAUTHENTICATED      reason CREDENTIALS_MISSING, CREDENTIALS_INVALID,
     │                                                   CREDENTIALS_EXPIRED, CREDENTIALS_REVOKED
     ├── CredentialsUnverifiable UNAVAILABLE         reason CREDENTIALS_UNVERIFIABLE
+    ├── DatabaseUnavailable    UNAVAILABLE          reason DATABASE_UNAVAILABLE (retry: nothing or all was done)
+    ├── DatabaseConflict       ABORTED              reason DATABASE_CONFLICT (nothing was done; re-read, retry)
     ├── RoleInsufficient       PERMISSION_DENIED    reason ROLE_INSUFFICIENT
     ├── AgentIdBound           PERMISSION_DENIED    reason AGENT_ID_BOUND
     ├── ProjectNotFound        NOT_FOUND            reason PROJECT_NOT_FOUND
@@ -137,6 +139,27 @@ class CredentialsUnverifiable(KernelError):
 
     def __init__(self) -> None:
         super().__init__("the credential cannot be checked right now (the database is unreachable); retry")
+
+
+class DatabaseUnavailable(KernelError):
+    """The database could not serve the call (`controlplane.database.UNAVAILABLE_ERRORS`). A call that
+    writes either committed or did nothing; the request ids make retrying it safe. The message never
+    says where the database is: that is the operator's to read in the log."""
+
+    reason = "DATABASE_UNAVAILABLE"
+
+    def __init__(self) -> None:
+        super().__init__("the database cannot be reached right now; retry shortly")
+
+
+class DatabaseConflict(KernelError):
+    """A concurrent call changed what this one read (`controlplane.database.CONFLICT_ERRORS`); nothing
+    was done."""
+
+    reason = "DATABASE_CONFLICT"
+
+    def __init__(self) -> None:
+        super().__init__("the call collided with a concurrent change and did nothing; read again and retry")
 
 
 class RoleInsufficient(KernelError):

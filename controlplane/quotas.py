@@ -39,7 +39,7 @@ from datetime import timedelta
 import asyncpg
 import structlog
 
-from controlplane import store
+from controlplane import database, store
 from controlplane.errors import QuotaExceeded
 from controlplane.validation import MAX_TEXT_BYTES, MAX_UPLOAD_BYTES
 
@@ -195,7 +195,7 @@ class Quotas:
             try:
                 async with asyncio.timeout(_DB_TIMEOUT_S):
                     await store.command_leases.delete(self._pool, lease_id)
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as error:
+            except database.FAULTS as error:
                 log.warning("command_lease_not_released", lease_id=str(lease_id), error=type(error).__name__)
 
     async def _renew(self, lease_id: uuid.UUID) -> None:
@@ -206,5 +206,5 @@ class Quotas:
                     if not await store.command_leases.renew(self._pool, lease_id, self._lease_ttl):
                         log.warning("command_lease_lapsed", lease_id=str(lease_id))
                         return
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as error:
+            except database.FAULTS as error:
                 log.warning("command_lease_not_renewed", lease_id=str(lease_id), error=type(error).__name__)

@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from controlplane import errors
+from controlplane import database, errors
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +36,8 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.AgentNotConnected: grpc.StatusCode.UNAVAILABLE,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.CredentialsUnverifiable: grpc.StatusCode.UNAVAILABLE,
+    errors.DatabaseUnavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.DatabaseConflict: grpc.StatusCode.ABORTED,
     errors.RoleInsufficient: grpc.StatusCode.PERMISSION_DENIED,
     errors.ProjectNotFound: grpc.StatusCode.NOT_FOUND,
     errors.ProjectExists: grpc.StatusCode.ALREADY_EXISTS,
@@ -72,6 +74,21 @@ def _packed(message: Message) -> any_pb2.Any:
     detail = any_pb2.Any()
     detail.Pack(message)
     return detail
+
+
+def refusal(error: BaseException, **where: str) -> errors.KernelError:
+    """What a caller is told of `error`, whatever it is: a KernelError is its own answer; the database's
+    faults are DatabaseUnavailable or DatabaseConflict (logged in one line: they say the database is
+    away, not that the code is wrong); anything else is `unexpected`."""
+    if isinstance(error, errors.KernelError):
+        return error
+    if isinstance(error, database.UNAVAILABLE_ERRORS):
+        log.warning("database_unavailable", **where, error=type(error).__name__, detail=str(error)[:300])
+        return errors.DatabaseUnavailable()
+    if isinstance(error, database.CONFLICT_ERRORS):
+        log.info("database_conflict", **where, error=type(error).__name__, detail=str(error)[:300])
+        return errors.DatabaseConflict()
+    return unexpected(error, **where)
 
 
 def unexpected(error: BaseException, **where: str) -> errors.Internal:

@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from controlplane import database
 from controlplane.identity.callers import Caller
 
 log = structlog.get_logger(__name__)
@@ -66,7 +67,7 @@ async def record(pool: asyncpg.Pool, caller: Caller, method: str, request: Any, 
             _details(request),
             code,
         )
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+    except (asyncpg.PostgresError, *database.FAULTS) as error:  # a fault, or a value jsonb refuses (a NUL)
         log.error("audit_record_lost", method=method, caller=caller.who, code=code, error=type(error).__name__)
 
 

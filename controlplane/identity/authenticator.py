@@ -32,12 +32,13 @@ import asyncpg
 import grpc
 import structlog
 
-from controlplane.errors import CredentialsUnverifiable, KernelError, RoleInsufficient, Unauthenticated
+from controlplane import database
+from controlplane.errors import CredentialsUnverifiable, RoleInsufficient, Unauthenticated
 from controlplane.identity import audit, keys, store
 from controlplane.identity.callers import Caller, Role, bind, unbind
 from controlplane.identity.rules import GUARDED_SERVICES, RULES, Rule
 from controlplane.identity.tokens import TokenVerifier, looks_like_jwt
-from controlplane.status import to_status
+from controlplane.status import refusal, to_status, unexpected
 from controlplane.workspace import drain
 
 log = structlog.get_logger(__name__)
@@ -51,7 +52,6 @@ _MISSING = Unauthenticated(
     "CREDENTIALS_MISSING", "this call needs an API key: send the metadata `authorization: Bearer <key>`"
 )
 _INVALID = Unauthenticated("CREDENTIALS_INVALID", "the credential is not a valid API key of this installation")
-_DATABASE_DOWN = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
 
 class Credentials:
@@ -107,7 +107,7 @@ class Credentials:
                 return Unauthenticated("CREDENTIALS_REVOKED", f"API key {key_id} was revoked")
             if key.last_used_at is None or (datetime.now(UTC) - key.last_used_at).total_seconds() >= 60:
                 await store.touch_key(self._pool, key_id)
-        except _DATABASE_DOWN as error:
+        except database.FAULTS as error:
             log.warning("credentials_unverifiable", error=type(error).__name__)
             raise CredentialsUnverifiable() from None
         caller = Caller(key.project_id, stored.project.name, key.role, key_id, stored.project.operator)
@@ -119,9 +119,9 @@ class Credentials:
         try:
             claims = await tokens.verify(token)
             project = await store.find_project_by_name(self._pool, claims.project)
-        except Unauthenticated as refusal:
-            return refusal
-        except _DATABASE_DOWN as error:
+        except Unauthenticated as refused:
+            return refused
+        except database.FAULTS as error:
             log.warning("credentials_unverifiable", error=type(error).__name__)
             raise CredentialsUnverifiable() from None
         if project is None:
@@ -171,8 +171,8 @@ class Authenticator(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ig
             return handler
         try:
             caller = await self.authorize(method, handler_call_details.invocation_metadata)
-        except KernelError as error:
-            return _refusal(handler, to_status(error))
+        except Exception as error:  # raised here, gRPC would answer UNKNOWN with its text
+            return _refusal(handler, to_status(refusal(error, method=method)))
         name = method.rsplit("/", 1)[-1]
         pool = self._audit_pool
 
@@ -257,8 +257,12 @@ def _bound(handler: grpc.RpcMethodHandler, caller: Caller, audited: Audit | None
     wrapped: Callable[..., Any]
 
     async def settle(request: Any, context: grpc.aio.ServicerContext, error: BaseException | None) -> None:
-        if audited is not None:
+        if audited is None:
+            return
+        try:
             await audited(request.first if streaming_request else request, _outcome(context, error))
+        except Exception as failure:  # the call has its answer already: a lost record must not replace it
+            unexpected(failure, step="audit")
 
     if inspect.isasyncgenfunction(behavior):
 

@@ -21,17 +21,18 @@ from controlplane.identity.callers import Role
 
 
 class FlakyPool:
-    """A pool whose reads fail with ConnectionRefusedError while `down`."""
+    """A pool whose reads fail with `fault` while `down`."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, fault: Exception) -> None:
         self._pool = pool
+        self._fault = fault
         self.down = False
         self.reads = 0
 
     async def fetchrow(self, *args: Any) -> Any:
         self.reads += 1
         if self.down:
-            raise ConnectionRefusedError(111, "Connection refused")
+            raise self._fault
         return await self._pool.fetchrow(*args)
 
     async def execute(self, *args: Any) -> Any:
@@ -65,9 +66,20 @@ async def a_key(pool: asyncpg.Pool, role: Role = Role.VIEWER) -> keys.NewKey:
     return new
 
 
-async def test_a_database_that_cannot_be_reached_is_unavailable_and_never_remembered(pool) -> None:
+@pytest.mark.parametrize(
+    "fault",
+    [
+        ConnectionRefusedError(111, "Connection refused"),
+        TimeoutError(),
+        asyncpg.exceptions.CannotConnectNowError("the database system is starting up"),
+        # What a pooled connection whose server went away mid-statement raises.
+        asyncpg.exceptions.InternalClientError("cannot switch to state 12; another operation (2) is in progress"),
+    ],
+    ids=lambda fault: type(fault).__name__,
+)
+async def test_a_database_that_cannot_be_reached_is_unavailable_and_never_remembered(pool, fault) -> None:
     key = await a_key(pool)
-    flaky = FlakyPool(pool)
+    flaky = FlakyPool(pool, fault)
     now = [0.0]
     credentials = Credentials(flaky, ttl=2.0, clock=lambda: now[0])  # type: ignore[arg-type]
     flaky.down = True

@@ -107,6 +107,13 @@ class SessionKernelServiceStub:
     pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
     workspace operation (an older agent)
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the service's database cannot be
+    reached right now. A call either took effect whole
+    or not at all: retry it (the request ids make a
+    retried command take effect once). A watch ends
+    with it too: watch again after the last seq seen
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
     INTERNAL                 (INTERNAL) the service failed; the message is only
     "internal error (ref <id>)", metadata "ref" the id
     under which the service logged what happened
@@ -292,6 +299,13 @@ class SessionKernelServiceServicer:
     pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
     workspace operation (an older agent)
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the service's database cannot be
+    reached right now. A call either took effect whole
+    or not at all: retry it (the request ids make a
+    retried command take effect once). A watch ends
+    with it too: watch again after the last seq seen
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
     INTERNAL                 (INTERNAL) the service failed; the message is only
     "internal error (ref <id>)", metadata "ref" the id
     under which the service logged what happened
@@ -602,6 +616,13 @@ class SessionKernelService:
     pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
     workspace operation (an older agent)
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the service's database cannot be
+    reached right now. A call either took effect whole
+    or not at all: retry it (the request ids make a
+    retried command take effect once). A watch ends
+    with it too: watch again after the last seq seen
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
     INTERNAL                 (INTERNAL) the service failed; the message is only
     "internal error (ref <id>)", metadata "ref" the id
     under which the service logged what happened
