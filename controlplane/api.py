@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import grpc
 import structlog
 
+from astrabox.client import WATCH_ADMITTED
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from astrabox.sessionkernel.v1 import session_pb2
@@ -94,6 +95,9 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
     async def WatchSessionEvents(
         self, request: pb.WatchSessionEventsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchSessionEventsResponse]:
+        # Headers now, before any event: the client learns its watch is admitted even when no event
+        # comes for a while (`AstraBoxClient.watch` counts how long it has failed to resume from there).
+        await context.send_initial_metadata(((WATCH_ADMITTED, "admitted"),))
         try:
             async for event in self._kernel.watch(request.session_id, request.after_seq):
                 yield pb.WatchSessionEventsResponse(event=event_to_proto(event))

@@ -17,7 +17,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from astrabox.client import AstraBoxClient, Backoff
+from astrabox.client import WATCH_ADMITTED, AstraBoxClient, Backoff
 from astrabox.errors import AstraBoxError, SessionStateError
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
@@ -28,7 +28,9 @@ FAST = Backoff(initial=0.01, maximum=0.05)
 State = session_pb2.SessionState
 
 # One watch stream's behaviour: given the request's after_seq, the seqs to
-# send and what to do then: "abort" (UNAVAILABLE), "end", or "hang".
+# send and what to do then: "abort" (UNAVAILABLE), "conflict" (ABORTED),
+# "reset" (INTERNAL without an ErrorInfo, as a cut stream reads), "internal"
+# (the service's own INTERNAL), "end", or "hang".
 StreamPlan = Callable[[int], tuple[list[int], str]]
 
 
@@ -50,6 +52,9 @@ class Kernel(api_grpc.SessionKernelServiceServicer):
         self.requests: list[tuple[Any, dict[str, str]]] = []
         self.states: list[int] = [State.SESSION_STATE_READY]
         self.sessions = [session_pb2.Session(session_id=f"s{i}") for i in range(5)]
+        # How many GetSession calls, from now on, answer UNAVAILABLE with this reason.
+        self.unavailable = 0
+        self.unavailable_reason = "DATABASE_UNAVAILABLE"
 
     async def WatchSessionEvents(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         self.watch_requests.append(request.after_seq)
@@ -61,10 +66,20 @@ class Kernel(api_grpc.SessionKernelServiceServicer):
             yield api.WatchSessionEventsResponse(event=event(seq))
         if then == "abort":
             await context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
+        elif then == "conflict":
+            await abort(context, grpc.StatusCode.ABORTED, "DATABASE_CONFLICT", "read again")
+        elif then == "reset":
+            await context.abort(grpc.StatusCode.INTERNAL, "Received RST_STREAM with error code 2")
+        elif then == "internal":
+            await abort(context, grpc.StatusCode.INTERNAL, "INTERNAL", "internal error (ref 1)", ref="1")
         elif then == "hang":
             await asyncio.Event().wait()
 
     async def GetSession(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self.requests.append((request, dict(context.invocation_metadata() or ())))
+        if self.unavailable:
+            self.unavailable -= 1
+            await abort(context, grpc.StatusCode.UNAVAILABLE, self.unavailable_reason, "the database cannot be reached")
         if request.session_id == "busy":
             await abort(context, grpc.StatusCode.FAILED_PRECONDITION, "SESSION_BUSY", "a turn is running", turn_id="t1")
         state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
@@ -155,12 +170,90 @@ async def test_watch_continues_across_a_server_restart_on_the_same_port(serve: S
 
 
 async def test_watch_raises_errors_that_resuming_cannot_fix(serve: Serve) -> None:
-    _, port = await serve(Kernel())
+    _, port = await serve(Kernel([lambda after: ([after + 1], "internal")]))
     async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
         with pytest.raises(AstraBoxError) as raised:
             await take(client.watch("gone"), 1)
-    assert raised.value.code == grpc.StatusCode.NOT_FOUND
-    assert raised.value.reason == "SESSION_NOT_FOUND"
+        assert raised.value.code == grpc.StatusCode.NOT_FOUND
+        assert raised.value.reason == "SESSION_NOT_FOUND"
+        # The service's own INTERNAL (it carries an ErrorInfo) is no cut stream: raised, after what came.
+        watch = client.watch(SID)
+        assert await take(watch, 1) == [1]
+        with pytest.raises(AstraBoxError) as failed:
+            await take(watch, 1)
+    assert (failed.value.code, failed.value.reason) == (grpc.StatusCode.INTERNAL, "INTERNAL")
+
+
+async def test_watch_resumes_after_aborted_and_after_a_stream_reset(serve: Serve) -> None:
+    kernel = Kernel([
+        lambda after: ([1, 2], "conflict"),
+        lambda after: ([3], "reset"),
+        lambda after: ([4, 5], "hang"),
+    ])  # fmt: skip
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
+        assert await take(client.watch(SID), 5) == [1, 2, 3, 4, 5]
+    assert kernel.watch_requests == [0, 2, 3]
+
+
+class Flapping(Kernel):
+    """Every watch fails with UNAVAILABLE until `fails` have; `admit`: each is admitted (its headers
+    sent) before it fails, as a server whose database drops its streams; else refused at once, as one
+    whose database is away. Then event 1."""
+
+    def __init__(self, fails: int, admit: bool) -> None:
+        super().__init__()
+        self.fails, self.admit = fails, admit
+
+    async def WatchSessionEvents(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        self.watch_requests.append(request.after_seq)
+        if self.admit:
+            await context.send_initial_metadata(((WATCH_ADMITTED, "admitted"),))
+        if len(self.watch_requests) <= self.fails:
+            await asyncio.sleep(0.02)
+            await abort(context, grpc.StatusCode.UNAVAILABLE, "DATABASE_UNAVAILABLE", "the database cannot be reached")
+        yield api.WatchSessionEventsResponse(event=event(1))
+        await asyncio.Event().wait()
+
+
+async def test_watch_gives_up_only_after_failing_to_resume_for_give_up_after_seconds(serve: Serve) -> None:
+    never_admitted = Flapping(fails=1000, admit=False)
+    _, port = await serve(never_admitted)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
+        with pytest.raises(AstraBoxError) as raised:
+            await take(client.watch(SID, give_up_after=0.5), 1)
+    assert (raised.value.code, raised.value.reason) == (grpc.StatusCode.UNAVAILABLE, "DATABASE_UNAVAILABLE")
+    assert len(never_admitted.watch_requests) > 1  # it did try again before it gave up
+
+    # Streams that were admitted each time, though none delivered an event: the watch goes on, past
+    # many times give_up_after (twenty streams, each open 20 ms, with pauses of 10-50 ms between).
+    admitted = Flapping(fails=20, admit=True)
+    _, port = await serve(admitted)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
+        assert await take(client.watch(SID, give_up_after=0.1), 1) == [1]
+    assert len(admitted.watch_requests) == 21
+
+
+async def test_calls_that_may_be_repeated_are_retried_while_unavailable_until_their_deadline(serve: Serve) -> None:
+    kernel = Kernel()
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST, timeout=30) as client:
+        kernel.unavailable = 3
+        assert (await client.get_session(SID)).session_id == SID
+        assert len(kernel.requests) == 4
+
+        # An UNAVAILABLE that asks for a person, not patience, is answered at once.
+        kernel.requests.clear()
+        kernel.unavailable, kernel.unavailable_reason = 3, "NO_AGENT_AVAILABLE"
+        with pytest.raises(AstraBoxError) as refused:
+            await client.get_session(SID)
+        assert refused.value.reason == "NO_AGENT_AVAILABLE" and len(kernel.requests) == 1
+
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST, timeout=0.5) as client:
+        kernel.unavailable, kernel.unavailable_reason = 1_000_000, "DATABASE_UNAVAILABLE"
+        with pytest.raises(AstraBoxError) as gave_up:
+            await client.get_session(SID)
+    assert (gave_up.value.code, gave_up.value.reason) == (grpc.StatusCode.UNAVAILABLE, "DATABASE_UNAVAILABLE")
 
 
 async def test_errors_carry_code_reason_and_message_from_error_info(serve: Serve) -> None:
@@ -180,7 +273,7 @@ async def test_errors_carry_code_reason_and_message_from_error_info(serve: Serve
 async def test_an_unreachable_server_is_an_error_without_a_reason(serve: Serve) -> None:
     server, port = await serve(Kernel())
     await server.stop(None)
-    async with AstraBoxClient.connect(f"127.0.0.1:{port}", timeout=5) as client:
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", timeout=1) as client:
         with pytest.raises(AstraBoxError) as raised:
             await client.get_session(SID)
     assert raised.value.code == grpc.StatusCode.UNAVAILABLE and raised.value.reason == ""

@@ -2,8 +2,9 @@
 
 Every call answers what it answers with the database up, or UNAVAILABLE with the reason
 DATABASE_UNAVAILABLE (CREDENTIALS_UNVERIFIABLE for a credential not yet verified): never UNKNOWN or
-INTERNAL, never the database's address; watch streams end with UNAVAILABLE. Everything serves again
-once PostgreSQL is back, and the live tail listens again.
+INTERNAL, never the database's address. Watch streams end with UNAVAILABLE and the client's watch
+resumes from where it was, so a watcher across the restarts sees every event once, in order; the
+client's idempotent calls retry within their deadline. Everything serves again once PostgreSQL is back.
 
 The control plane runs in this process (`serve`) on a PostgreSQL of the test's own
 (`RestartablePostgres`); events are appended by "another replica": an `OutputCommitter` on a pool of
@@ -26,7 +27,8 @@ import pytest_asyncio
 
 from astrabox.admin.v1 import admin_service_pb2 as admin_pb
 from astrabox.admin.v1 import admin_service_pb2_grpc as admin_grpc
-from astrabox.client import AstraBoxClient
+from astrabox.client import AstraBoxClient, Backoff
+from astrabox.errors import AstraBoxError
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
@@ -46,6 +48,7 @@ from tests.support.restartable_postgres import RestartablePostgres
 AGENT = "agent-1"
 UNKNOWN_SESSION = "8c3e2a38-7f8b-4f7e-9d7b-9a0b6e0f0e0e"
 RESTARTS = ("fast", "immediate", "fast")
+FAST = Backoff(initial=0.05, maximum=0.5)
 # What a driver raises while the database is away, to the test's own writer.
 DATABASE_FAULTS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError)
 
@@ -242,6 +245,95 @@ async def test_calls_across_database_restarts_answer_unavailable_with_a_reason_n
                 await asyncio.sleep(0.2)
         assert (answer.code, answer.reason) == (code, reason)
     await channel.close()
+
+
+async def test_a_watcher_across_database_restarts_sees_every_event_once_in_order(
+    postgres: RestartablePostgres, control_plane: RunningControlPlane, replica: Replica, api_key: str
+) -> None:
+    async with AstraBoxClient.connect(control_plane.address, api_key=api_key, reconnect=FAST) as client:
+        session_id = await ready_session(client, replica)
+        delivered: list[Any] = []
+        appended = 0
+        appending = True
+
+        async def watch() -> None:
+            async for event in client.watch(session_id):
+                delivered.append(event)
+
+        async def append() -> None:
+            nonlocal appended
+            while appending:
+                appended += 1
+                await replica.engine_message(session_id, appended)
+                await asyncio.sleep(0.02)
+
+        watcher = asyncio.create_task(watch())
+        appender = asyncio.create_task(append())
+        try:
+            for mode in RESTARTS:
+                await asyncio.sleep(1)
+                await postgres.restart(mode)
+            await asyncio.sleep(1)
+            appending = False
+            await appender
+            last_seq = await replica.pool.fetchval("SELECT last_seq FROM sessions WHERE session_id = $1", session_id)
+            async with asyncio.timeout(60):
+                while (not delivered or delivered[-1].seq < last_seq) and not watcher.done():
+                    await asyncio.sleep(0.1)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, appender, return_exceptions=True)
+            if watcher.done() and not watcher.cancelled() and watcher.exception() is not None:
+                raise watcher.exception()  # type: ignore[misc]
+
+    assert [e.seq for e in delivered] == list(range(1, last_seq + 1))
+    numbered = [json.loads(e.engine_message.payload_json)["n"] for e in delivered if e.HasField("engine_message")]
+    assert numbered == list(range(1, appended + 1))
+
+
+async def test_idempotent_calls_wait_out_a_database_restart_within_their_deadline(
+    postgres: RestartablePostgres, control_plane: RunningControlPlane, replica: Replica, api_key: str
+) -> None:
+    async with AstraBoxClient.connect(control_plane.address, api_key=api_key, reconnect=FAST, timeout=30) as client:
+        session_id = await ready_session(client, replica)
+        refused: AstraBoxError | None = None
+        await postgres.stop("immediate")
+        try:
+            reading = asyncio.create_task(client.get_session(session_id))
+            sending = asyncio.create_task(client.send_message(session_id, "hello", client_message_id="m-1"))
+            # Not idempotent (a second project, or "it exists"): not retried, the caller decides.
+            try:
+                await client.admin.create_project("team")
+            except AstraBoxError as error:
+                refused = error
+            await asyncio.sleep(1.5)
+        finally:
+            await postgres.start()
+        session = await reading
+        accepted = await sending
+    assert session.session_id == session_id
+    assert refused is not None and (refused.code, refused.reason) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "DATABASE_UNAVAILABLE",
+    )
+    turns = await replica.pool.fetchval("SELECT count(*) FROM turns WHERE session_id = $1", session_id)
+    assert accepted.turn_id and turns == 1
+
+    # Bounded: a call whose deadline passes while the database is away says why it failed.
+    async with AstraBoxClient.connect(control_plane.address, api_key=api_key, reconnect=FAST, timeout=2) as client:
+        gave_up: AstraBoxError | None = None
+        await postgres.stop("fast")
+        try:
+            try:
+                await client.get_session(session_id)
+            except AstraBoxError as error:
+                gave_up = error
+        finally:
+            await postgres.start()
+    assert gave_up is not None and (gave_up.code, gave_up.reason) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "DATABASE_UNAVAILABLE",
+    )
 
 
 async def test_the_live_tail_listens_again_after_each_restart_and_wakes_its_watchers(

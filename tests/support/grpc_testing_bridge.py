@@ -42,6 +42,9 @@ class _AsyncContext:
         self._context.set_trailing_metadata(status.trailing_metadata)
         await self.abort(status.code, status.details)
 
+    async def send_initial_metadata(self, metadata: Any) -> None:
+        self._context.send_initial_metadata(metadata)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
 

@@ -28,9 +28,10 @@ R = TypeVar("R")
 
 
 class Unary(Protocol):
-    """Makes one unary call with the client's key and timeout; AstraBoxError when it fails."""
+    """Makes one unary call with the client's key and timeout, retrying an `idempotent` one while the
+    server is unavailable; AstraBoxError when it fails."""
 
-    async def __call__(self, method: Callable[..., Awaitable[R]], request: Any) -> R: ...
+    async def __call__(self, method: Callable[..., Awaitable[R]], request: Any, *, idempotent: bool = True) -> R: ...
 
 
 def role_value(role: int | str) -> int:
@@ -57,7 +58,8 @@ class Admin:
     async def create_project(self, name: str) -> admin.Project:
         """A new project named `name` (operator admins only)."""
         project: admin.Project = (
-            await self._unary(self._stub.CreateProject, admin.CreateProjectRequest(name=name))
+            # Not repeated: a retry of one that was made would answer PROJECT_EXISTS.
+            await self._unary(self._stub.CreateProject, admin.CreateProjectRequest(name=name), idempotent=False)
         ).project
         return project
 
@@ -72,7 +74,8 @@ class Admin:
         request = admin.CreateApiKeyRequest(project_id=project_id, name=name, role=role_value(role))  # type: ignore[arg-type]
         if expires is not None:
             request.expire_time.FromDatetime(expires)
-        response: admin.CreateApiKeyResponse = await self._unary(self._stub.CreateApiKey, request)
+        # Not repeated: a retry of one that was made would make a second key.
+        response: admin.CreateApiKeyResponse = await self._unary(self._stub.CreateApiKey, request, idempotent=False)
         return response
 
     async def list_api_keys(self, project_id: str = "") -> list[admin.ApiKey]:

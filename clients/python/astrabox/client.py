@@ -16,9 +16,12 @@ protobuf messages as the server sent them:
     async for event in client.watch(session.session_id):
         print(event.seq, EventKind.Name(event.kind))
 
-Every failed RPC raises `AstraBoxError` (code, reason, message). `watch`
-survives server restarts and dropped streams: it resumes after the last event
-it delivered, so its caller sees every seq exactly once and in order.
+Every failed RPC raises `AstraBoxError` (code, reason, message). Calls that
+may be repeated (reads, and commands carrying a request id) are retried while
+the server or its database is unavailable, within the call's `timeout`. `watch`
+survives server and database restarts and dropped streams: it resumes after
+the last event it delivered, so its caller sees every seq exactly once and in
+order.
 """
 
 from __future__ import annotations
@@ -57,9 +60,26 @@ SessionState = session_pb2.SessionState
 API_KEY_METADATA = "authorization"
 """Metadata key that carries `Bearer <api key>`."""
 
-# Codes after which a watch is resumed rather than surfaced: the server or
-# the connection went away (a server shutting down cancels its streams).
-_RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED})
+WATCH_ADMITTED = "astrabox-watch"
+"""Metadata key of the headers a server sends as soon as it has admitted a watch, before any event."""
+
+# Codes after which a watch is resumed rather than surfaced: the server, its
+# database or the connection went away (a server shutting down cancels its
+# streams), or the server asks for a re-read (ABORTED).
+_RESUMABLE = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+})  # fmt: skip
+# A stream reset on the way (a proxy or load balancer cutting it) reads as INTERNAL or UNKNOWN
+# without an ErrorInfo; the service's own answers always carry one.
+_RESET = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
+# The UNAVAILABLE reasons a call that may be repeated is retried on: the server could not be reached
+# (no reason), or its database could not.
+_RETRIED_REASONS = frozenset({"", "DATABASE_UNAVAILABLE", "CREDENTIALS_UNVERIFIABLE"})
+WATCH_GIVE_UP_AFTER = 600.0
+"""Seconds `watch` goes on trying to resume by default before it raises the last error."""
 _GIVE_UP_STATES = (SessionState.SESSION_STATE_FAILED, SessionState.SESSION_STATE_DELETED)
 
 R = TypeVar("R")
@@ -82,7 +102,9 @@ class AstraBoxClient:
     """A connection to one AstraBox control plane.
 
     Build it with `connect()`; use it as an async context manager, or call
-    `close()`. Calls other than `watch` fail after `timeout` seconds.
+    `close()`. Calls other than `watch` fail after `timeout` seconds; within
+    them, one that may be repeated is retried with the `reconnect` backoff
+    while the server answers UNAVAILABLE because it, or its database, is away.
     """
 
     def __init__(
@@ -368,21 +390,31 @@ class AstraBoxClient:
             if not (token := page.next_page_token):
                 return
 
-    async def watch(self, session_id: str, after_seq: int = 0) -> AsyncGenerator[SessionEvent, None]:
+    async def watch(
+        self, session_id: str, after_seq: int = 0, *, give_up_after: float | None = WATCH_GIVE_UP_AFTER
+    ) -> AsyncGenerator[SessionEvent, None]:
         """Every event after `after_seq`, stored then live, each seq exactly once.
 
         Runs until the caller stops iterating. A stream that fails with
-        UNAVAILABLE (server restarting, connection lost), is cancelled by the
-        server, ends, or skips a seq is re-opened after the last delivered
-        event, with bounded exponential backoff. Other errors raise
-        `AstraBoxError`.
+        UNAVAILABLE (server or database restarting, connection lost), ABORTED,
+        is cancelled by the server, is reset on the way, ends, or skips a seq is
+        re-opened after the last delivered event, with the `reconnect` backoff
+        (exponential, with jitter). Other errors raise `AstraBoxError`, and so
+        does the last of these once the watch has failed to resume for
+        `give_up_after` seconds in a row (None: it never gives up): from the
+        first failure until the server admits a stream again or an event comes.
         """
+        loop = asyncio.get_running_loop()
         last = after_seq
         failures = 0
+        failing_since: float | None = None
         while True:
             request = api.WatchSessionEventsRequest(session_id=session_id, after_seq=last)
             call = self._stub.WatchSessionEvents(request, metadata=self._metadata)
+            error: AstraBoxError | None = None
             try:
+                if WATCH_ADMITTED in dict(await call.initial_metadata() or ()):
+                    failing_since = None
                 async for response in call:
                     event = response.event
                     if event.seq <= last:
@@ -390,16 +422,23 @@ class AstraBoxClient:
                     if event.seq != last + 1:
                         log.warning("watch gap: expected seq %d, got %d; resuming", last + 1, event.seq)
                         break
-                    last, failures = event.seq, 0
+                    last, failures, failing_since = event.seq, 0, None
                     yield event
                 else:
                     log.info("watch stream of %s ended after seq %d; resuming", session_id, last)
-            except grpc.aio.AioRpcError as error:
-                if error.code() not in _RESUMABLE:
-                    raise AstraBoxError.from_rpc_error(error) from error
-                log.info("watch of %s interrupted after seq %d (%s); resuming", session_id, last, error.code().name)
+            except grpc.aio.AioRpcError as rpc_error:
+                error = AstraBoxError.from_rpc_error(rpc_error)
+                if not _resumable(error):
+                    raise error from rpc_error
+                log.info("watch of %s interrupted after seq %d (%s); resuming", session_id, last, error)
             finally:
                 call.cancel()
+            now = loop.time()
+            failing_since = now if failing_since is None else failing_since
+            if give_up_after is not None and now - failing_since >= give_up_after:
+                raise error or AstraBoxError(
+                    grpc.StatusCode.UNAVAILABLE, f"the watch of {session_id} could not resume in {give_up_after:g}s"
+                )
             await asyncio.sleep(self._reconnect.delay(failures))
             failures += 1
 
@@ -460,11 +499,35 @@ class AstraBoxClient:
         session: Session = (await self._unary(method, request)).session
         return session
 
-    async def _unary(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
-        try:
-            return await method(request, timeout=self._timeout, metadata=self._metadata)
-        except grpc.aio.AioRpcError as error:
-            raise AstraBoxError.from_rpc_error(error) from error
+    async def _unary(self, method: Callable[..., Awaitable[R]], request: Any, *, idempotent: bool = True) -> R:
+        """One call with the client's key, within its `timeout`. An `idempotent` one (a read, or a command
+        whose request id makes a repeat harmless) is made again while the server answers UNAVAILABLE for
+        being, or having its database, away; the last error is raised once the deadline leaves no room
+        for the next pause."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        attempt = 0
+        while True:
+            try:
+                return await method(request, timeout=max(deadline - loop.time(), 0.0), metadata=self._metadata)
+            except grpc.aio.AioRpcError as rpc_error:
+                error = AstraBoxError.from_rpc_error(rpc_error)
+                pause = self._reconnect.delay(attempt)
+                if not (idempotent and _retried(error)) or loop.time() + pause >= deadline:
+                    raise error from rpc_error
+                log.info("call failed (%s); retrying in %.2fs", error, pause)
+            await asyncio.sleep(pause)
+            attempt += 1
+
+
+def _resumable(error: AstraBoxError) -> bool:
+    """Whether a watch that failed with `error` is resumed."""
+    return error.code in _RESUMABLE or (error.code in _RESET and not error.reason)
+
+
+def _retried(error: AstraBoxError) -> bool:
+    """Whether a call that may be repeated is made again after `error` (within its deadline)."""
+    return error.code == grpc.StatusCode.UNAVAILABLE and error.reason in _RETRIED_REASONS
 
 
 def _new_id() -> str:

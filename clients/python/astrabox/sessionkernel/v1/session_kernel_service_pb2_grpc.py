@@ -354,7 +354,10 @@ class SessionKernelServiceServicer:
 
     def WatchSessionEvents(self, request, context):
         """Streams the session's events after `after_seq`: first the stored ones,
-        then live ones as they are committed. Never skips or repeats a seq.
+        then live ones as they are committed. Never skips or repeats a seq. Its
+        response headers, with the metadata `astrabox-watch: admitted`, come as
+        soon as the watch is admitted, before any event: a quiet watch is a
+        working one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
