@@ -58,7 +58,7 @@ end_marked() {
         if [[ $variable == "$marker" || ( -z $1 && $variable == "$name="* ) ]]; then
           kill -STOP "$pid" 2>/dev/null && found+=("$pid"); break
         fi
-      done < "$entry/environ" 2>/dev/null
+      done 2>/dev/null < "$entry/environ"  # silenced first: an unreadable environ is not an error
     done
     ((${#found[@]})) || return 0
     kill -KILL "${found[@]}" 2>/dev/null
