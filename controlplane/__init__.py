@@ -46,6 +46,7 @@ database and nothing else. Its map:
     agent_commands.py      agent_commands   cluster_secret.py      cluster_secret
     agent_credentials.py   agent_credentials (each agent's credential, bound at enrollment)
     project_quotas.py      project_quotas   command_leases.py      command_leases
+    tool_calls.py          open_tool_calls (the engine's tool calls still without a result)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
                    map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
 

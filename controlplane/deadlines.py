@@ -2,7 +2,8 @@
 
 A periodic sweep settles what outlived its deadline:
 - sessions on an agent whose lease lapsed lose their runtime (the next
-  message places them again), and their running turn fails with a reason (a
+  message places them again): their running turn fails with a reason, and
+  its tool calls and the runtime's background tasks are settled with it (a
   lease some replica's live stream holds has not lapsed: `controlplane.leases`);
   the agent is told to let go of that turn (an InterruptTurn carrying the
   reason waits in its queue), so an agent that comes back after a partition
@@ -140,8 +141,7 @@ class DeadlineSweeper:
                 return
             await tx.append(session_id, [NewEvent(EventKind.RUNTIME_LOST, {"reason": reason})])
             await store.sessions.update(tx.conn, session_id, runtime_available=False)
-            if row["current_turn_id"]:
-                await self._turns.settle_here(tx, session_id, row["current_turn_id"], TurnOutcome.FAILED, reason)
+            await self._turns.runtime_gone(tx, session_id, reason, tell_agent=True)
         log.info("runtime_lost", session_id=session_id, agent_id=agent_id)
 
     async def _delivery_overdue(self, session_id: str, turn_id: str) -> None:

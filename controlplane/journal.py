@@ -51,6 +51,8 @@ class EventKind(enum.Enum):
     SANDBOX_RECONCILED = "sandbox_reconciled"
     RUNTIME_STOP_REQUESTED = "runtime_stop_requested"
     RUNTIME_STOPPED = "runtime_stopped"
+    TOOL_CALL_SETTLED = "tool_call_settled"
+    BACKGROUND_TASK_LOST = "background_task_lost"
 
 
 @dataclass(frozen=True, slots=True)

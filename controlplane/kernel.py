@@ -30,7 +30,7 @@ from controlplane.journal import EventKind, Journal, JournalTransaction, NewEven
 from controlplane.live import LiveTail
 from controlplane.page_tokens import PageTokens
 from controlplane.session import SessionRecord, SessionState
-from controlplane.turns import TurnOutcome, Turns
+from controlplane.turns import Turns
 
 log = structlog.get_logger(__name__)
 
@@ -206,8 +206,7 @@ class SessionKernel:
         session_id = session.session_id
         reason = f"the session was {'deleted' if final is SessionState.DELETED else 'archived'}"
         await self._turns.fail_all_queued(tx, session_id, reason)
-        if session.current_turn_id:
-            await self._turns.settle(tx, session_id, session.current_turn_id, TurnOutcome.FAILED, reason)
+        await self._turns.runtime_gone(tx, session_id, reason)
         kind = EventKind.SESSION_DELETED if final is SessionState.DELETED else EventKind.SESSION_ARCHIVED
         await tx.append(session_id, [NewEvent(kind, {"request_id": request_id})])
         await store.sessions.update(

@@ -24,12 +24,14 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent
 from controlplane.session import BackgroundTaskState, InteractionKind, SessionState, questions_of
-from controlplane.turns import TurnOutcome, Turns
+from controlplane.turns import TurnOutcome, Turns, tool_call_settled
 
 log = structlog.get_logger(__name__)
 
 # Task statuses after which a background task is over (the SDK's TERMINAL_TASK_STATUSES).
 _TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "stopped", "killed"})
+# The engine messages whose content blocks open (tool_use) and close (tool_result) tool calls.
+_TOOL_TYPES = frozenset({"AssistantMessage", "UserMessage"})
 
 
 class OutputGap(Exception):
@@ -127,7 +129,8 @@ class _Applier:
     Output of a turn that had ended before the batch (`ended`: the control plane
     settled it on its own while the engine was still at work) is late: its
     messages are journaled marked `late`, a question it asks is closed at once
-    (nobody can answer it), and it settles nothing."""
+    and a tool call it makes settled at once (nobody can answer either), and it
+    settles nothing else."""
 
     def __init__(self, tx: JournalTransaction, turns: Turns, session_id: str, ended: set[str]) -> None:
         self._tx = tx
@@ -186,6 +189,28 @@ class _Applier:
                 )
         else:
             self._pending.append(event)
+        await self._track_tool_calls(output.turn_id, type_name, data)
+
+    async def _track_tool_calls(self, turn_id: str, type_name: str, data: dict[str, Any]) -> None:
+        """Tool calls open with an AssistantMessage's tool_use blocks and close with a
+        UserMessage's tool_result blocks; those a settle finds open get an error result.
+
+        A tool call of a turn that had ended (late output) is settled at once, right after the
+        message that asks for it, rather than left open: its turn's settle has passed, nobody waits
+        for its result, and an open row would outlive the engine (the result the engine may still
+        send is journaled late, like the rest of the turn's output)."""
+        blocks = [b for b in data.get("content") or [] if isinstance(b, dict)] if type_name in _TOOL_TYPES else []
+        if type_name == "AssistantMessage":
+            calls = [(str(b["id"]), str(b.get("name") or "")) for b in blocks if _is_block(b, "ToolUseBlock", "id")]
+            if calls and turn_id in self._ended:
+                reason = "its turn had already ended"
+                self._pending.extend(tool_call_settled(turn_id, call_id, name, reason) for call_id, name in calls)
+            elif calls:
+                await store.tool_calls.open_calls(self._tx.conn, self._session_id, turn_id, calls)
+        elif type_name == "UserMessage":
+            results = [str(b["tool_use_id"]) for b in blocks if _is_block(b, "ToolResultBlock", "tool_use_id")]
+            if results:
+                await store.tool_calls.answered(self._tx.conn, self._session_id, results)
 
     async def _turn_result(self, turn_id: str, data: dict[str, Any]) -> None:
         session = await self._current()
@@ -250,14 +275,9 @@ class _Applier:
             return
         # A recovery failed: the message waiting for the runtime cannot run.
         await store.sessions.update(self._tx.conn, self._session_id, runtime_available=False)
-        if session["current_turn_id"]:
-            await self._turns.settle(
-                self._tx,
-                self._session_id,
-                session["current_turn_id"],
-                TurnOutcome.FAILED,
-                f"the runtime could not be started again: {failed.reason}",
-            )
+        await self._turns.runtime_gone(
+            self._tx, self._session_id, f"the runtime could not be started again: {failed.reason}"
+        )
 
     async def _on_turn_aborted(self, output: runner_pb2.Output, aborted: runner_pb2.TurnAborted) -> None:
         await self.flush()
@@ -266,6 +286,10 @@ class _Applier:
         )
         if not settled:
             log.info("late_turn_output", session_id=self._session_id, turn_id=output.turn_id, kind="turn_aborted")
+            return
+        # The agent aborts a running turn only when its engine is gone (it ended, refused the
+        # message, or the agent restarted): so are the engine's background tasks.
+        await self._turns.engine_gone(self._tx, self._session_id, aborted.reason)
 
     async def _on_turn_interrupted(self, output: runner_pb2.Output, interrupted: runner_pb2.TurnInterrupted) -> None:
         await self.flush()
@@ -307,6 +331,10 @@ class _Applier:
                 closed = {"interaction_id": requested.interaction_id, "reason": reason}
                 await self._journal_now(NewEvent(EventKind.INTERACTION_CLOSED, closed, turn_id=output.turn_id))
             return
+        if requested.tool_use_id:  # the call it parks is open, whether or not its tool_use was journaled
+            await store.tool_calls.open_calls(
+                self._tx.conn, self._session_id, output.turn_id, [(requested.tool_use_id, requested.tool_name)]
+            )
         await self._turns.close_interaction(self._tx, self._session_id, "superseded by a newer interaction")
         await store.interactions.insert(
             self._tx.conn,
@@ -386,7 +414,10 @@ class _Applier:
             )
 
     async def _on_runtime_lost(self, output: runner_pb2.Output, lost: runner_pb2.RuntimeLost) -> None:
-        self._pending.append(NewEvent(EventKind.RUNTIME_LOST, {"reason": lost.reason}, output_seq=output.output_seq))
+        # The agent reports it as it builds the runtime again, for the turn it is about to run (if
+        # any): that turn goes on; what the lost engine ran does not.
+        await self._journal_now(NewEvent(EventKind.RUNTIME_LOST, {"reason": lost.reason}, output_seq=output.output_seq))
+        await self._turns.engine_gone(self._tx, self._session_id, lost.reason)
 
     async def _on_runtime_stopped(self, output: runner_pb2.Output, stopped: runner_pb2.RuntimeStopped) -> None:
         await self._journal_now(
@@ -397,6 +428,7 @@ class _Applier:
             )
         )
         await store.sessions.update(self._tx.conn, self._session_id, runtime_stopped=True)
+        await self._turns.engine_gone(self._tx, self._session_id, f"the runtime was stopped ({stopped.reason})")
 
     async def _on_sandbox_reconciled(self, output: runner_pb2.Output, done: runner_pb2.SandboxReconciled) -> None:
         self._pending.append(
@@ -416,6 +448,11 @@ def _slash_commands(server_info: Any) -> list[str]:
         if name:
             names.append(str(name))
     return names
+
+
+def _is_block(block: dict[str, Any], type_name: str, key: str) -> bool:
+    """A content block of `type_name` (the agent writes each block's class there) naming its `key`."""
+    return block.get("type_name") == type_name and bool(block.get(key))
 
 
 def _is_session_id(text: str) -> bool:

@@ -16,7 +16,8 @@ class BackgroundTaskState(enum.Enum):
     """A background task's row in `background_tasks`."""
 
     OPEN = "open"
-    CLOSED = "closed"
+    CLOSED = "closed"  # the engine reported a terminal status
+    LOST = "lost"  # the runtime that ran it is gone (BACKGROUND_TASK_LOST)
 
 
 class SessionState(enum.Enum):

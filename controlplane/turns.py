@@ -12,6 +12,14 @@ reason saying whether the agents are full or none is connected.
 A turn's permission mode is the message's own, for that turn only, or empty:
 the session's mode when the turn runs (SetPermissionMode may change it while
 the message waits). Only the session's mode is ever sent to start an engine.
+
+A settle leaves nothing of the turn open: its pending interaction is closed and
+its tool calls still without a result get an error result (TOOL_CALL_SETTLED),
+before the event that ends the turn. When the runtime itself is gone (lost,
+released, its engine ended) its background tasks end with it
+(BACKGROUND_TASK_LOST) and so does every tool call still open. A turn the
+control plane ends on its own (`settle_here`) is settled the same way, and its
+agent is told to let go of it.
 """
 
 from __future__ import annotations
@@ -127,12 +135,15 @@ class Turns:
     ) -> bool:
         """End the session's current turn (if it is `turn_id`) and deliver the next message.
 
-        Journals the outcome event, closes a pending interaction. Returns False
-        when `turn_id` is not the running turn (it was settled already)."""
+        Closes a pending interaction, gives the turn's open tool calls an error result unless the
+        engine completed it, and journals the outcome event. Returns False when `turn_id` is not
+        the running turn (it was settled already)."""
         row = await store.sessions.lock(tx.conn, session_id)
         if row is None or row["current_turn_id"] != turn_id:
             return False
         await self.close_interaction(tx, session_id, reason or f"the turn {outcome.value}")
+        if outcome is not TurnOutcome.COMPLETED:  # a completed turn's engine answered its own calls
+            await self._settle_tool_calls(tx, session_id, reason or f"the turn {outcome.value}", turn_id)
         event = {
             TurnOutcome.FAILED: NewEvent(EventKind.TURN_FAILED, {"reason": reason}, turn_id, output_seq),
             TurnOutcome.INTERRUPTED: NewEvent(EventKind.TURN_INTERRUPTED, {"reason": reason}, turn_id, output_seq),
@@ -167,6 +178,45 @@ class Turns:
             let_go = runner_pb2.InterruptTurn(turn_id=turn_id, settled_reason=reason)
             await self._agents.enqueue(tx, row["agent_id"], session_id, runner_pb2.Command(interrupt_turn=let_go))
         return await self.settle(tx, session_id, turn_id, outcome, reason)
+
+    async def runtime_gone(
+        self, tx: JournalTransaction, session_id: str, reason: str, *, tell_agent: bool = False
+    ) -> None:
+        """The session's runtime is gone (lost, released, failed to start again): fail its running
+        turn with `reason` — with `tell_agent`, through `settle_here`, for a runtime the control
+        plane gives up on while its agent may still run it (a lapsed lease) — then `engine_gone`."""
+        row = await store.sessions.lock_existing(tx.conn, session_id)
+        if row["current_turn_id"]:
+            settle = self.settle_here if tell_agent else self.settle
+            await settle(tx, session_id, row["current_turn_id"], TurnOutcome.FAILED, reason)
+        await self.engine_gone(tx, session_id, reason)
+
+    async def engine_gone(self, tx: JournalTransaction, session_id: str, reason: str) -> None:
+        """The engine that ran the session's background tasks and tool calls is gone: close the
+        tasks as lost and settle every tool call still open (those of turns settled earlier, or
+        reported late), both with `reason`."""
+        await self._settle_tool_calls(tx, session_id, reason)
+        lost = await store.background_tasks.lose_open(tx.conn, session_id)
+        await tx.append(
+            session_id,
+            [
+                NewEvent(
+                    EventKind.BACKGROUND_TASK_LOST,
+                    {"task_id": task["task_id"], "description": task["description"], "reason": reason},
+                )
+                for task in lost
+            ],
+        )
+
+    async def _settle_tool_calls(
+        self, tx: JournalTransaction, session_id: str, reason: str, turn_id: str | None = None
+    ) -> None:
+        """Give the open tool calls (of `turn_id`, or all) the error result the engine will never send."""
+        calls = await store.tool_calls.take(tx.conn, session_id, turn_id)
+        await tx.append(
+            session_id,
+            [tool_call_settled(call["turn_id"], call["tool_use_id"], call["tool_name"], reason) for call in calls],
+        )
 
     async def close_interaction(self, tx: JournalTransaction, session_id: str, reason: str) -> None:
         """Close the pending interaction, if any, without an answer."""
@@ -217,3 +267,12 @@ class Turns:
         await store.sessions.update(tx.conn, session.session_id, agent_id=agent_id)
         log.info("session_placed_again", session_id=session.session_id, agent_id=agent_id, resume=resume)
         return agent_id
+
+
+def tool_call_settled(turn_id: str, tool_use_id: str, tool_name: str, reason: str) -> NewEvent:
+    """The error result a tool call gets when its engine will never send one (TOOL_CALL_SETTLED)."""
+    return NewEvent(
+        EventKind.TOOL_CALL_SETTLED,
+        {"tool_use_id": tool_use_id, "tool_name": tool_name, "reason": reason, "is_error": True},
+        turn_id=turn_id,
+    )

@@ -19,6 +19,7 @@ from controlplane.store import (
     project_quotas,
     session_requests,
     sessions,
+    tool_calls,
     turns,
 )
 
@@ -35,5 +36,6 @@ __all__ = [
     "project_quotas",
     "session_requests",
     "sessions",
+    "tool_calls",
     "turns",
 ]

@@ -34,3 +34,16 @@ async def state_of(conn: asyncpg.Connection, session_id: str, task_id: str) -> s
         "SELECT state FROM background_tasks WHERE session_id = $1 AND task_id = $2", session_id, task_id
     )
     return state
+
+
+async def lose_open(conn: asyncpg.Connection, session_id: str) -> list[asyncpg.Record]:
+    """Mark the session's open tasks lost; returns them, oldest first: task_id, description."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        "WITH lost AS (UPDATE background_tasks SET state = $2 WHERE session_id = $1 AND state = $3"
+        " RETURNING task_id, description, started_seq)"
+        " SELECT task_id, description FROM lost ORDER BY started_seq",
+        session_id,
+        BackgroundTaskState.LOST.value,
+        BackgroundTaskState.OPEN.value,
+    )
+    return rows

@@ -21,6 +21,7 @@ OWNERS = {
     "turns": "store/turns.py",
     "interactions": "store/interactions.py",
     "background_tasks": "store/background_tasks.py",
+    "open_tool_calls": "store/tool_calls.py",
     "session_requests": "store/session_requests.py",
     "engine_transcripts": "store/engine_transcripts.py",
     "agents": "store/agents.py",

@@ -115,6 +115,12 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
         lines = [f"● stopping the idle runtime: {event.runtime_stop_requested.reason}"]
     elif kind == "runtime_stopped":
         lines = [f"● runtime stopped ({event.runtime_stopped.reason}); the next message starts it again"]
+    elif kind == "tool_call_settled":
+        settled = event.tool_call_settled
+        lines = [f"  ✗ tool result ({settled.tool_name or 'tool'}, no result): {settled.reason}"]
+    elif kind == "background_task_lost":
+        lost = event.background_task_lost
+        lines = [f"✗ background task {lost.task_id} lost: {lost.reason}"]
     elif kind == "sandbox_reconciled":
         reconciled = event.sandbox_reconciled
         lines = [

@@ -39,6 +39,8 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_SANDBOX_RECONCILED: _ClassVar[EventKind]
     EVENT_KIND_RUNTIME_STOP_REQUESTED: _ClassVar[EventKind]
     EVENT_KIND_RUNTIME_STOPPED: _ClassVar[EventKind]
+    EVENT_KIND_TOOL_CALL_SETTLED: _ClassVar[EventKind]
+    EVENT_KIND_BACKGROUND_TASK_LOST: _ClassVar[EventKind]
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_SESSION_CREATED: EventKind
 EVENT_KIND_STARTUP_REQUESTED: EventKind
@@ -65,9 +67,11 @@ EVENT_KIND_ENGINE_TURN_STARTED: EventKind
 EVENT_KIND_SANDBOX_RECONCILED: EventKind
 EVENT_KIND_RUNTIME_STOP_REQUESTED: EventKind
 EVENT_KIND_RUNTIME_STOPPED: EventKind
+EVENT_KIND_TOOL_CALL_SETTLED: EventKind
+EVENT_KIND_BACKGROUND_TASK_LOST: EventKind
 
 class SessionEvent(_message.Message):
-    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped")
+    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped", "tool_call_settled", "background_task_lost")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +103,8 @@ class SessionEvent(_message.Message):
     SANDBOX_RECONCILED_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_STOP_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_STOPPED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_SETTLED_FIELD_NUMBER: _ClassVar[int]
+    BACKGROUND_TASK_LOST_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     seq: int
     time: _timestamp_pb2.Timestamp
@@ -130,7 +136,9 @@ class SessionEvent(_message.Message):
     sandbox_reconciled: SandboxReconciled
     runtime_stop_requested: RuntimeStopRequested
     runtime_stopped: RuntimeStopped
-    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ...) -> None: ...
+    tool_call_settled: ToolCallSettled
+    background_task_lost: BackgroundTaskLost
+    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., tool_call_settled: _Optional[_Union[ToolCallSettled, _Mapping]] = ..., background_task_lost: _Optional[_Union[BackgroundTaskLost, _Mapping]] = ...) -> None: ...
 
 class SessionCreated(_message.Message):
     __slots__ = ("engine", "permission_mode", "model", "request_id")
@@ -348,3 +356,25 @@ class RuntimeStopped(_message.Message):
     reason: str
     sandbox_id: str
     def __init__(self, reason: _Optional[str] = ..., sandbox_id: _Optional[str] = ...) -> None: ...
+
+class ToolCallSettled(_message.Message):
+    __slots__ = ("tool_use_id", "tool_name", "reason", "is_error")
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    tool_use_id: str
+    tool_name: str
+    reason: str
+    is_error: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., reason: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
+
+class BackgroundTaskLost(_message.Message):
+    __slots__ = ("task_id", "description", "reason")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    description: str
+    reason: str
+    def __init__(self, task_id: _Optional[str] = ..., description: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
