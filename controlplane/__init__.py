@@ -30,6 +30,7 @@ database and nothing else. Its map:
     relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats
     outputs.py       an agent's outputs journaled exactly once, with their projection changes
     verdicts.py      an agent's verdicts on its commands, and what each settles
+    destructions.py  a released session's sandbox: what a destroy verdict does, the retries' backoff
     agents.py        leases granted, engine manifests, placement, the commands queued for agents
     leases.py        leases renewed from heartbeats, held by live streams, on a connection of their own
     engines.py       engines' capability manifests, as agents declare them
@@ -53,5 +54,6 @@ database and nothing else. Its map:
 The owner functions take the connection, so callers keep their transactions and the order of
 their statements (tests/controlplane/test_table_owners.py keeps SQL in its owner). Imports go
 downwards: server → identity, api, relay, deadlines → kernel, conversation, outputs, verdicts, leases →
-turns → agents → journal → store → session, engines. Nothing here imports `dataplane_agent`.
+destructions, turns → agents → journal → store → session, engines. Nothing here imports
+`dataplane_agent`.
 """

@@ -60,6 +60,18 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         slash_commands=list(record.slash_commands),
         queued_turn_ids=list(record.queued_turn_ids),
         project_id=str(record.project_id) if record.project_id else "",
+        destroy_failure=_destroy_failure(record),
+    )
+
+
+def _destroy_failure(record: SessionRecord) -> session_pb2.DestroyFailure | None:
+    if not record.destroy_failure:
+        return None
+    return session_pb2.DestroyFailure(
+        reason=record.destroy_failure,
+        attempts=record.destroy_attempts,
+        next_attempt_time=timestamp(record.destroy_retry_at) if record.destroy_retry_at else None,
+        abandoned=record.destroy_abandoned_at is not None,
     )
 
 

@@ -12,7 +12,8 @@ A periodic sweep settles what outlived its deadline:
   unacknowledged) within `delivery_deadline` fails the same way;
 - an interrupt the agent never reported is settled as interrupted;
 - a runtime start that never finished fails the session;
-- a sandbox whose destruction the agent could not confirm is destroyed again;
+- a released session's sandbox whose destruction failed is destroyed again
+  once its backoff has passed, until abandoned (`controlplane.destructions`);
 - a session idle for `idle_stop_after` (no turn, no queued message, no open
   background task, no event since) has its runtime stopped (StopRuntime):
   the agent closes the engine and stops the sandbox, keeping its files, and
@@ -37,6 +38,9 @@ from controlplane.session import SessionState
 from controlplane.turns import TurnOutcome, Turns
 
 log = structlog.get_logger(__name__)
+
+# At most this many destructions retried per pass.
+SWEEP_BATCH = 500
 
 
 class DeadlineSweeper:
@@ -113,8 +117,9 @@ class DeadlineSweeper:
         return stopped
 
     async def _retry_destroys(self) -> int:
-        """Released sessions still naming a sandbox whose destroy was refused get another one."""
-        rows = await store.sessions.released_with_sandbox(self._pool, self._destroy_retry)
+        """Released sessions still naming a sandbox whose destruction is due again get another one
+        (`destroy_retry` after the last command for the session, or its backoff, whichever is later)."""
+        rows = await store.sessions.destroys_due(self._pool, self._destroy_retry, SWEEP_BATCH)
         for row in rows:
             async with self._journal.transaction() as tx:
                 await self._agents.enqueue(

@@ -53,6 +53,8 @@ class EventKind(enum.Enum):
     RUNTIME_STOPPED = "runtime_stopped"
     TOOL_CALL_SETTLED = "tool_call_settled"
     BACKGROUND_TASK_LOST = "background_task_lost"
+    RUNTIME_DESTROY_FAILED = "runtime_destroy_failed"
+    SANDBOX_RETAINED = "sandbox_retained"
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,7 +253,10 @@ class _AgentStream:
             elif kind == "command_ack":
                 ack = request.command_ack
                 await self._verdicts.record(
-                    self._agent_id, ack.command_seq, ack.error.message if ack.HasField("error") else ""
+                    self._agent_id,
+                    ack.command_seq,
+                    ack.error.message if ack.HasField("error") else "",
+                    ack.destroy_verdict,
                 )
             elif kind == "workspace_reply":
                 # Waits (bounded) for a slow client: gRPC flow control then slows the agent.

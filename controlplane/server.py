@@ -21,6 +21,7 @@ from controlplane.api import SessionKernelServicer
 from controlplane.conversation import Conversation
 from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
+from controlplane.destructions import DestroyRetries
 from controlplane.edge import Edge
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.identity.admin import AdminServicer
@@ -152,6 +153,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             turns,
             agents,
             settings.startup_deadline,
+            destroy_retry=settings.destroy_retry_first,
             idle_stop_after=settings.idle_stop_after,
             delivery_deadline=settings.delivery_deadline,
         )
@@ -162,7 +164,11 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             agents,
             leases,
             OutputCommitter(journal, turns),
-            CommandVerdicts(journal, turns),
+            CommandVerdicts(
+                journal,
+                turns,
+                DestroyRetries(settings.destroy_retry_first, settings.destroy_retry_longest, settings.destroy_attempts),
+            ),
             live,
             RelaySettings(admission, settings.heartbeat_interval),
             router,

@@ -122,6 +122,12 @@ class SessionRecord:
     engine_manifest: EngineManifest | None = None
     # The project the session belongs to.
     project_id: uuid.UUID | None = None
+    # Why its sandbox could not be destroyed after a release (empty: it could, or is not released);
+    # failures in a row, when it is tried again, and when it was abandoned to an operator.
+    destroy_failure: str = ""
+    destroy_attempts: int = 0
+    destroy_retry_at: datetime | None = None
+    destroy_abandoned_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -154,4 +160,8 @@ class SessionRecord:
             queued_turn_ids=tuple(row["queued_turn_ids"] or ()) if "queued_turn_ids" in keys else (),
             engine_manifest=EngineManifest.from_json(row["engine"], manifest) if manifest else None,
             project_id=row["project_id"] if "project_id" in keys else None,
+            destroy_failure=row["destroy_failure"] if "destroy_failure" in keys else "",
+            destroy_attempts=row["destroy_attempts"] if "destroy_attempts" in keys else 0,
+            destroy_retry_at=row["destroy_retry_at"] if "destroy_retry_at" in keys else None,
+            destroy_abandoned_at=row["destroy_abandoned_at"] if "destroy_abandoned_at" in keys else None,
         )

@@ -134,6 +134,13 @@ class ControlPlaneSettings:
         default=timedelta(seconds=2),
         metadata=_seconds("--sweep-interval", 2, "seconds between checks of leases and deadlines"),
     )
+    # A released session's sandbox its agent refused or could not confirm destroying is tried
+    # again after `destroy_retry_first`, doubling up to `destroy_retry_longest`, until
+    # `destroy_attempts` have failed; then it is abandoned to an operator (logged at error, shown
+    # on the session as destroy_failure.abandoned).
+    destroy_retry_first: timedelta = timedelta(seconds=30)
+    destroy_retry_longest: timedelta = timedelta(minutes=30)
+    destroy_attempts: int = 8
     # A session idle this long (no turn, no queued message, no open background task) has its
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
     # again. Zero: never.

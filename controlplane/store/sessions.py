@@ -262,11 +262,29 @@ async def live_on(db: asyncpg.Connection | asyncpg.Pool, agent_id: str) -> list[
 
 
 async def forget_sandbox(conn: asyncpg.Connection, session_id: str) -> None:
-    """A released session's sandbox is confirmed destroyed: the session names it no more."""
+    """A released session's sandbox is destroyed (or kept on purpose by its agent): the session
+    names it no more, nor any failure to destroy it."""
     await conn.execute(
-        "UPDATE sessions SET sandbox_id = NULL, updated_at = now()"
-        " WHERE session_id = $1 AND state IN ('deleted', 'archived')",
+        "UPDATE sessions SET sandbox_id = NULL, destroy_attempts = 0, destroy_failure = '', destroy_retry_at = NULL,"
+        " destroy_abandoned_at = NULL, updated_at = now() WHERE session_id = $1 AND state IN ('deleted', 'archived')",
         session_id,
+    )
+
+
+async def destroy_failed(
+    conn: asyncpg.Connection, session_id: str, attempts: int, reason: str, retry_in: timedelta | None
+) -> None:
+    """The destruction of the session's sandbox failed `attempts` times in a row, the last with
+    `reason`: try again in `retry_in`, or (None) abandon it now."""
+    await conn.execute(
+        "UPDATE sessions SET destroy_attempts = $2, destroy_failure = $3,"
+        " destroy_retry_at = now() + $4::interval,"
+        " destroy_abandoned_at = CASE WHEN $4::interval IS NULL THEN now() END, updated_at = now()"
+        " WHERE session_id = $1",
+        session_id,
+        attempts,
+        reason,
+        retry_in,
     )
 
 
@@ -309,14 +327,18 @@ async def lock_if_idle_since(conn: asyncpg.Connection, idle: timedelta, session_
     return await conn.fetchrow(_IDLE_SINCE + " AND s.session_id = $2 FOR UPDATE OF s", idle, session_id)
 
 
-async def released_with_sandbox(db: asyncpg.Connection | asyncpg.Pool, quiet_for: timedelta) -> list[asyncpg.Record]:
-    """Released sessions still naming a sandbox, with no command unacknowledged or acknowledged
-    within `quiet_for`: session_id, agent_id."""
+async def destroys_due(db: asyncpg.Connection | asyncpg.Pool, quiet_for: timedelta, limit: int) -> list[asyncpg.Record]:
+    """Up to `limit` released sessions still naming a sandbox whose destruction is due again: not
+    abandoned, past their backoff, with no command unacknowledged or acknowledged within
+    `quiet_for`: session_id, agent_id."""
     rows: list[asyncpg.Record] = await db.fetch(
         "SELECT s.session_id::text AS session_id, s.agent_id FROM sessions s"
-        " WHERE s.state IN ('deleted', 'archived') AND s.sandbox_id IS NOT NULL"
+        " WHERE s.state IN ('deleted', 'archived') AND s.sandbox_id IS NOT NULL AND s.destroy_abandoned_at IS NULL"
+        "  AND (s.destroy_retry_at IS NULL OR s.destroy_retry_at <= now())"
         "  AND NOT EXISTS (SELECT 1 FROM agent_commands c WHERE c.session_id = s.session_id"
-        "   AND (c.acked_at IS NULL OR c.acked_at > now() - $1::interval))",
+        "   AND (c.acked_at IS NULL OR c.acked_at > now() - $1::interval))"
+        " ORDER BY s.destroy_retry_at NULLS FIRST LIMIT $2",
         quiet_for,
+        limit,
     )
     return rows

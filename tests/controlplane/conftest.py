@@ -15,6 +15,7 @@ from controlplane.agents import AgentHello, Agents
 from controlplane.conversation import Conversation
 from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
+from controlplane.destructions import DestroyRetries
 from controlplane.engines import EngineManifest
 from controlplane.forwarding import read_cluster_secret
 from controlplane.identity import store as identity_store
@@ -102,7 +103,8 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
             live,
             turns,
             DeadlineSweeper(pool, journal, turns, agents, timedelta(seconds=180), destroy_retry=timedelta(0)),
-            CommandVerdicts(journal, turns),
+            # A failed destruction may be retried at once (the tests of the backoff set their own).
+            CommandVerdicts(journal, turns, DestroyRetries(first=timedelta(0))),
             project.project_id,
         )
     finally:

@@ -128,6 +128,7 @@ async def _session_command(args: argparse.Namespace) -> int:
             async for session in client.iter_sessions():
                 print(
                     f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} agent {session.agent_id}"
+                    + _destroy_note(session)
                 )
         elif args.action == "show":
             print(await client.get_session(args.session_id))
@@ -165,6 +166,14 @@ async def _session_command(args: argparse.Namespace) -> int:
                 session = await client.respond_to_interaction(args.session_id, interaction_id, allow=True)
             print(f"answered {interaction_id}; session is {_state_name(session)}")
     return 0
+
+
+def _destroy_note(session: session_pb2.Session) -> str:
+    """What `session list` says of a released session whose sandbox could not be destroyed."""
+    if not session.HasField("destroy_failure"):
+        return ""
+    failure = session.destroy_failure
+    return f"  sandbox {'NOT DESTROYED (abandoned)' if failure.abandoned else 'destroy retrying'} x{failure.attempts}"
 
 
 def _state_name(session: session_pb2.Session) -> str:

@@ -121,6 +121,13 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
     elif kind == "background_task_lost":
         lost = event.background_task_lost
         lines = [f"✗ background task {lost.task_id} lost: {lost.reason}"]
+    elif kind == "runtime_destroy_failed":
+        failed = event.runtime_destroy_failed
+        then = "abandoned: remove it by hand" if failed.abandoned else f"retrying in {failed.retry_in_seconds} s"
+        lines = [f"✗ sandbox not destroyed (attempt {failed.attempts}): {failed.reason}; {then}"]
+    elif kind == "sandbox_retained":
+        retained = event.sandbox_retained
+        lines = [f"● sandbox {retained.sandbox_id} kept by agent {retained.agent_id} (retained); released"]
     elif kind == "sandbox_reconciled":
         reconciled = event.sandbox_reconciled
         lines = [

@@ -3,12 +3,26 @@ import datetime
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class DestroyVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DESTROY_VERDICT_UNSPECIFIED: _ClassVar[DestroyVerdict]
+    DESTROY_VERDICT_CONFIRMED: _ClassVar[DestroyVerdict]
+    DESTROY_VERDICT_UNCONFIRMED: _ClassVar[DestroyVerdict]
+    DESTROY_VERDICT_REFUSED: _ClassVar[DestroyVerdict]
+    DESTROY_VERDICT_RETAINED: _ClassVar[DestroyVerdict]
+DESTROY_VERDICT_UNSPECIFIED: DestroyVerdict
+DESTROY_VERDICT_CONFIRMED: DestroyVerdict
+DESTROY_VERDICT_UNCONFIRMED: DestroyVerdict
+DESTROY_VERDICT_REFUSED: DestroyVerdict
+DESTROY_VERDICT_RETAINED: DestroyVerdict
 
 class ConnectRequest(_message.Message):
     __slots__ = ("hello", "output_batch", "command_ack", "heartbeat", "workspace_reply")
@@ -383,14 +397,16 @@ class StopRuntime(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class CommandAck(_message.Message):
-    __slots__ = ("command_seq", "command_id", "error")
+    __slots__ = ("command_seq", "command_id", "error", "destroy_verdict")
     COMMAND_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    DESTROY_VERDICT_FIELD_NUMBER: _ClassVar[int]
     command_seq: int
     command_id: str
     error: _status_pb2.Status
-    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+    destroy_verdict: DestroyVerdict
+    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., destroy_verdict: _Optional[_Union[DestroyVerdict, str]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("send_time",)

@@ -41,7 +41,7 @@ INTERACTION_KIND_TOOL_APPROVAL: InteractionKind
 INTERACTION_KIND_QUESTION: InteractionKind
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels", "pending_interaction", "background_tasks", "capabilities", "slash_commands", "queued_turn_ids", "runtime_stopped", "project_id")
+    __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels", "pending_interaction", "background_tasks", "capabilities", "slash_commands", "queued_turn_ids", "runtime_stopped", "project_id", "destroy_failure")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,7 @@ class Session(_message.Message):
     QUEUED_TURN_IDS_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_STOPPED_FIELD_NUMBER: _ClassVar[int]
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    DESTROY_FAILURE_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     state: SessionState
     runtime_available: bool
@@ -93,7 +94,20 @@ class Session(_message.Message):
     queued_turn_ids: _containers.RepeatedScalarFieldContainer[str]
     runtime_stopped: bool
     project_id: str
-    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., runtime_available: _Optional[bool] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., last_seq: _Optional[int] = ..., current_turn_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., engine_session_id: _Optional[str] = ..., failure_reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., pending_interaction: _Optional[_Union[Interaction, _Mapping]] = ..., background_tasks: _Optional[_Iterable[_Union[BackgroundTask, _Mapping]]] = ..., capabilities: _Optional[_Union[EngineCapabilities, _Mapping]] = ..., slash_commands: _Optional[_Iterable[str]] = ..., queued_turn_ids: _Optional[_Iterable[str]] = ..., runtime_stopped: _Optional[bool] = ..., project_id: _Optional[str] = ...) -> None: ...
+    destroy_failure: DestroyFailure
+    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., runtime_available: _Optional[bool] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., last_seq: _Optional[int] = ..., current_turn_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., engine_session_id: _Optional[str] = ..., failure_reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., pending_interaction: _Optional[_Union[Interaction, _Mapping]] = ..., background_tasks: _Optional[_Iterable[_Union[BackgroundTask, _Mapping]]] = ..., capabilities: _Optional[_Union[EngineCapabilities, _Mapping]] = ..., slash_commands: _Optional[_Iterable[str]] = ..., queued_turn_ids: _Optional[_Iterable[str]] = ..., runtime_stopped: _Optional[bool] = ..., project_id: _Optional[str] = ..., destroy_failure: _Optional[_Union[DestroyFailure, _Mapping]] = ...) -> None: ...
+
+class DestroyFailure(_message.Message):
+    __slots__ = ("reason", "attempts", "next_attempt_time", "abandoned")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
+    ABANDONED_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    attempts: int
+    next_attempt_time: _timestamp_pb2.Timestamp
+    abandoned: bool
+    def __init__(self, reason: _Optional[str] = ..., attempts: _Optional[int] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., abandoned: _Optional[bool] = ...) -> None: ...
 
 class Interaction(_message.Message):
     __slots__ = ("interaction_id", "kind", "turn_id", "tool_name", "input_json", "tool_use_id", "questions", "requested_seq")
