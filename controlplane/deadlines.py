@@ -14,6 +14,8 @@ A periodic sweep settles what outlived its deadline:
 - a runtime start that never finished fails the session;
 - a released session's sandbox whose destruction failed is destroyed again
   once its backoff has passed, until abandoned (`controlplane.destructions`);
+- acknowledged commands older than `command_retention` are deleted, a bounded
+  batch per pass;
 - a session idle for `idle_stop_after` (no turn, no queued message, no open
   background task, no event since) has its runtime stopped (StopRuntime):
   the agent closes the engine and stops the sandbox, keeping its files, and
@@ -39,7 +41,7 @@ from controlplane.turns import TurnOutcome, Turns
 
 log = structlog.get_logger(__name__)
 
-# At most this many destructions retried per pass.
+# At most this many destructions retried, and done commands pruned, per pass.
 SWEEP_BATCH = 500
 
 
@@ -54,6 +56,7 @@ class DeadlineSweeper:
         destroy_retry: timedelta = timedelta(seconds=30),
         idle_stop_after: timedelta = timedelta(0),
         delivery_deadline: timedelta = timedelta(seconds=240),
+        command_retention: timedelta = timedelta(days=1),
     ) -> None:
         self._pool = pool
         self._journal = journal
@@ -63,6 +66,7 @@ class DeadlineSweeper:
         self._destroy_retry = destroy_retry
         self._idle_stop_after = idle_stop_after
         self._delivery_deadline = delivery_deadline
+        self._command_retention = command_retention
 
     async def run(self, interval: float) -> None:
         """Sweep every `interval` seconds until cancelled."""
@@ -89,6 +93,9 @@ class DeadlineSweeper:
             await self._delivery_overdue(row["session_id"], row["turn_id"])
         retried = await self._retry_destroys()
         stopped = await self._stop_idle()
+        pruned = await store.agent_commands.prune_done(self._pool, self._command_retention, SWEEP_BATCH)
+        if pruned:
+            log.info("commands_pruned", count=pruned)
         return len(lost) + len(interrupts) + len(startups) + len(undelivered) + retried + stopped
 
     async def _stop_idle(self) -> int:

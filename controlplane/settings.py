@@ -141,6 +141,8 @@ class ControlPlaneSettings:
     destroy_retry_first: timedelta = timedelta(seconds=30)
     destroy_retry_longest: timedelta = timedelta(minutes=30)
     destroy_attempts: int = 8
+    # Acknowledged agent commands are kept this long (to answer what an agent was told), then pruned.
+    command_retention: timedelta = timedelta(days=1)
     # A session idle this long (no turn, no queued message, no open background task) has its
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
     # again. Zero: never.

@@ -1,6 +1,9 @@
-"""The `agent_commands` table: commands for agents, numbered per agent, kept until acknowledged."""
+"""The `agent_commands` table: commands for agents, numbered per agent, kept until acknowledged and
+then for a retention period (the sweep prunes them)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import asyncpg
 
@@ -42,3 +45,16 @@ async def acknowledge(conn: asyncpg.Connection, agent_id: str, command_seq: int,
         command_seq,
         error,
     )
+
+
+async def prune_done(db: asyncpg.Connection | asyncpg.Pool, older_than: timedelta, limit: int) -> int:
+    """Delete up to `limit` commands acknowledged more than `older_than` ago, oldest first; how many."""
+    deleted: int = await db.fetchval(
+        "WITH done AS (DELETE FROM agent_commands WHERE (agent_id, command_seq) IN"
+        " (SELECT agent_id, command_seq FROM agent_commands WHERE acked_at < now() - $1::interval"
+        "  ORDER BY acked_at LIMIT $2) RETURNING 1)"
+        " SELECT count(*) FROM done",
+        older_than,
+        limit,
+    )
+    return deleted

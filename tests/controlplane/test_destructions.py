@@ -1,6 +1,6 @@
 """Destroying released sessions' sandboxes: a refused or unconfirmed destruction is journaled, shown
 on the session and retried with backoff a bounded number of times, then abandoned to an operator; a
-sandbox the agent keeps on purpose (RETAINED) counts as released."""
+sandbox the agent keeps on purpose (RETAINED) counts as released; done commands are pruned."""
 
 from __future__ import annotations
 
@@ -106,3 +106,37 @@ async def test_a_retained_sandbox_counts_as_released(api, plane):
     assert await plane.pool.fetchval("SELECT sandbox_id FROM sessions WHERE session_id = $1", sid) is None
     assert await plane.sweeper.sweep() == 0 and len(await destroys(plane, sid)) == 2  # never destroyed again
     assert lines(await history(api, sid))[-1] == "● sandbox sb kept by agent agent-1 (retained); released"
+
+
+async def test_acknowledged_commands_are_pruned_after_their_retention(api, plane):
+    sid = await ready(api, plane)
+    for i in range(5):
+        await ok(api, "SetPermissionMode", session_id=sid, permission_mode="plan" if i % 2 else "default")
+    rows = await plane.pool.fetch("SELECT command_seq FROM agent_commands ORDER BY command_seq")
+    assert len(rows) == 6  # the start and five mode changes
+    for row in rows[:4]:
+        await plane.verdicts.record("agent-1", row["command_seq"], "")
+    await plane.pool.execute(
+        "UPDATE agent_commands SET acked_at = now() - interval '2 hours' WHERE command_seq <= $1",
+        rows[2]["command_seq"],
+    )
+    sweeper = DeadlineSweeper(
+        plane.pool,
+        plane.journal,
+        plane.turns,
+        plane.agents,
+        timedelta(seconds=180),
+        command_retention=timedelta(hours=1),
+    )
+    await sweeper.sweep()
+    left = await plane.pool.fetch("SELECT command_seq, acked_at IS NULL AS pending FROM agent_commands ORDER BY 1")
+    # The three acknowledged long ago are gone; the recent one and the unacknowledged stay (delivered still).
+    assert [(r["command_seq"], r["pending"]) for r in left] == [
+        (rows[3]["command_seq"], False),
+        (rows[4]["command_seq"], True),
+        (rows[5]["command_seq"], True),
+    ]
+    assert [c.command_seq for c in await plane.agents.unacked("agent-1", 0)] == [
+        rows[4]["command_seq"],
+        rows[5]["command_seq"],
+    ]
