@@ -3,6 +3,7 @@
     AgentError
     ├── StateError            the local state database is unusable
     ├── CommandRefused        a command was refused; carries the gRPC status to acknowledge with
+    │   └── DestroyNotDone    a DestroyRuntime whose sandbox is still there; carries the verdict
     └── RelayError            the stream to the control plane failed
         └── StreamRejected    the control plane did not answer Hello with Welcome
 
@@ -13,6 +14,8 @@ in the port modules); the runtime layer turns them into outputs.
 from __future__ import annotations
 
 import grpc
+
+from astrabox.runner.v1 import runner_service_pb2 as pb
 
 
 class AgentError(Exception):
@@ -36,6 +39,15 @@ class CommandRefused(AgentError):
         self.code = code
         self.message = message
         self.final = final
+
+
+class DestroyNotDone(CommandRefused):
+    """A DestroyRuntime whose sandbox is still there: the driver refused (REFUSED) or could not
+    confirm it (UNCONFIRMED). Never final: a redelivered command tries again."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, verdict: pb.DestroyVerdict) -> None:
+        super().__init__(code, message, final=False)
+        self.verdict = verdict
 
 
 class RelayError(AgentError):

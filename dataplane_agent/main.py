@@ -91,6 +91,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             transcripts=TranscriptStore(settings.state_dir / "transcripts"),
             placements=placements,
             pool=pool,
+            retain_sandboxes=settings.retain_sandboxes,
         )
         reconciler = Reconciler(
             state=state,

@@ -339,6 +339,20 @@ class AgentSettings:
             "(env %(env)s; default %(default)s; also after every reconnect)",
         ),
     )
+    # Whether a released (archived or deleted) session's sandbox is kept for inspection rather than
+    # destroyed: stopped, its engine ended, recorded as retained in the state database, left alone
+    # by the reconciler and the warm pool, listed in the log at every start; the control plane is
+    # told RETAINED and counts it released. Removing a retained sandbox is the operator's job.
+    retain_sandboxes: bool = field(
+        default=False,
+        metadata=option(
+            "--retain-sandboxes",
+            env="ASTRABOX_RETAIN_SANDBOXES",
+            switch=True,
+            help="keep an archived or deleted session's sandbox, stopped, for inspection instead of destroying "
+            "it; an operator removes it (env %(env)s; default off)",
+        ),
+    )
     # The secrets given as flags rather than by environment or file (warned about at start).
     secrets_on_command_line: tuple[SecretOption, ...] = ()
 

@@ -4,7 +4,8 @@
 runs on (so the event loop never waits on the disk). `AgentState` owns the
 tables about what the agent holds: its sessions (sandbox, engine, the turn in
 flight), the inputs queued behind that turn, the interactions a turn is parked
-on, the command ids it has applied, the latest lease generation and small
+on, the command ids it has applied, the sandboxes of released sessions it
+keeps on purpose (`--retain-sandboxes`), the latest lease generation and small
 facts such as its own id. Queued inputs and pending interactions are recorded
 so that a restarted agent can settle what the previous process left open. The output outbox lives in the same database
 (`dataplane_agent.relay.outbox`) so that a command's effect, its outputs and the
@@ -102,6 +103,12 @@ CREATE TABLE IF NOT EXISTS interactions (
     tool_name      TEXT NOT NULL,
     tool_use_id    TEXT NOT NULL,
     asked_at       REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS retained_sandboxes (
+    session_id   TEXT PRIMARY KEY,
+    sandbox_json TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    retained_at  REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agent_meta (
     key   TEXT PRIMARY KEY,
@@ -229,6 +236,18 @@ class SessionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RetainedSandbox:
+    """A released session's sandbox kept on purpose, for inspection: no longer held, never reused."""
+
+    session_id: str
+    sandbox: Sandbox
+    # Why the session was released (the control plane's DestroyRuntime reason).
+    reason: str
+    # Wall-clock seconds.
+    retained_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class PendingInteraction:
     """A question a turn is parked on, as recorded."""
 
@@ -269,6 +288,17 @@ class AgentState:
             lambda c: c.execute(_SELECT_SESSIONS + " WHERE session_id = ?", (session_id,)).fetchone()
         )
         return _session_from_row(row) if row else None
+
+    async def retained(self) -> list[RetainedSandbox]:
+        """The sandboxes kept on purpose, oldest first."""
+        rows = await self._db.read(lambda c: c.execute(_SELECT_RETAINED + " ORDER BY retained_at").fetchall())
+        return [_retained_from_row(r) for r in rows]
+
+    async def retained_session(self, session_id: str) -> RetainedSandbox | None:
+        row = await self._db.read(
+            lambda c: c.execute(_SELECT_RETAINED + " WHERE session_id = ?", (session_id,)).fetchone()
+        )
+        return _retained_from_row(row) if row else None
 
     async def queued_turns(self, session_id: str) -> list[str]:
         """The turn ids of inputs accepted but not yet given to the engine, oldest first."""
@@ -349,6 +379,15 @@ class AgentState:
         c.execute("DELETE FROM queued_inputs WHERE session_id = ?", (session_id,))
         c.execute("DELETE FROM interactions WHERE session_id = ?", (session_id,))
 
+    def retain_session_tx(self, c: sqlite3.Connection, record: SessionRecord, reason: str) -> None:
+        """The session is released, its sandbox kept on purpose: no longer held, recorded as retained."""
+        self.delete_session_tx(c, record.session_id)
+        c.execute(
+            "INSERT OR REPLACE INTO retained_sandboxes (session_id, sandbox_json, reason, retained_at)"
+            " VALUES (?, ?, ?, ?)",
+            (record.session_id, _sandbox_to_json(record.sandbox), reason, time.time()),
+        )
+
     def queue_input_tx(self, c: sqlite3.Connection, session_id: str, turn_id: str) -> None:
         c.execute("INSERT OR IGNORE INTO queued_inputs (session_id, turn_id) VALUES (?, ?)", (session_id, turn_id))
 
@@ -413,6 +452,13 @@ class AgentState:
 _SELECT_SESSIONS = (
     "SELECT session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id FROM sessions"
 )
+
+
+_SELECT_RETAINED = "SELECT session_id, sandbox_json, reason, retained_at FROM retained_sandboxes"
+
+
+def _retained_from_row(row: tuple[Any, ...]) -> RetainedSandbox:
+    return RetainedSandbox(session_id=row[0], sandbox=_sandbox_from_json(row[1]), reason=row[2], retained_at=row[3])
 
 
 def _session_from_row(row: tuple[Any, ...]) -> SessionRecord:

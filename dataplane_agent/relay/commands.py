@@ -13,6 +13,12 @@
 - otherwise the runtime operation runs, and the record that the command was
   applied commits in the same transaction as its effect.
 
+A DestroyRuntime's acknowledgement also says what became of the sandbox
+(`destroy_verdict`): CONFIRMED or RETAINED (kept on purpose) when done,
+REFUSED or UNCONFIRMED with the error when it is still there; a done one
+acknowledged again says the same, from whether the sandbox is recorded as
+retained.
+
 Commands of one session apply one at a time in arrival order; different
 sessions proceed concurrently. No operation waits for a turn: a DeliverInput
 is applied once the input is queued, an InterruptTurn once the engine was
@@ -34,7 +40,7 @@ from google.rpc import status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import ToolDecision
-from dataplane_agent.errors import CommandRefused
+from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.state import AgentState, Database, Receipt
 
@@ -52,7 +58,11 @@ class RuntimeOps(Protocol):
 
     async def deliver_input(self, session_id: str, req: pb.DeliverInput, receipt: Receipt) -> None: ...
 
-    async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> None: ...
+    async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> pb.DestroyVerdict:
+        """CONFIRMED or RETAINED; DestroyNotDone (a CommandRefused with the verdict) otherwise."""
+
+    async def released_verdict(self, session_id: str) -> pb.DestroyVerdict:
+        """CONFIRMED or RETAINED: what became of the sandbox of a session no longer held."""
 
     async def answer_interaction(
         self, session_id: str, interaction_id: str, decision: ToolDecision, receipt: Receipt
@@ -138,7 +148,10 @@ class CommandApplier:
             outcome = await self._state.applied(command.command_id)
             if outcome is not None:
                 bound.info("command_already_applied")
-                return _ack(command, outcome.code, outcome.message)
+                ack = _ack(command, outcome.code, outcome.message)
+                if command.HasField("destroy_runtime") and outcome.code is grpc.StatusCode.OK:
+                    ack.destroy_verdict = await self._runtimes.released_verdict(command.session_id)
+                return ack
             newest = self._in_flight.get(command.command_id, command)
             lease = max(command.lease_generation, newest.lease_generation)
             current = await self._state.lease_generation()
@@ -146,16 +159,22 @@ class CommandApplier:
                 bound.warning("command_stale_lease_not_acknowledged", lease_generation=lease, current=current)
                 return None
             try:
-                await self._dispatch(command)
+                verdict = await self._dispatch(command)
             except CommandRefused as refused:
                 bound.info("command_refused", code=refused.code.name, reason=refused.message)
                 if refused.final:
                     await self._db.write(self._receipt(command, refused.code, refused.message))
-                return _ack(command, refused.code, refused.message)
+                ack = _ack(command, refused.code, refused.message)
+                if isinstance(refused, DestroyNotDone):
+                    ack.destroy_verdict = refused.verdict
+                return ack
             bound.info("command_applied", kind=command.WhichOneof("body"))
-            return _ack(command, grpc.StatusCode.OK, "")
+            ack = _ack(command, grpc.StatusCode.OK, "")
+            ack.destroy_verdict = verdict
+            return ack
 
-    async def _dispatch(self, command: pb.Command) -> None:
+    async def _dispatch(self, command: pb.Command) -> pb.DestroyVerdict:
+        """Apply the command; a DestroyRuntime's verdict (UNSPECIFIED for every other kind)."""
         if not command.command_id or not command.session_id:
             raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "a command needs a command_id and a session_id")
         receipt = self._receipt(command, grpc.StatusCode.OK, "")
@@ -165,7 +184,7 @@ class CommandApplier:
         elif kind == "deliver_input":
             await self._runtimes.deliver_input(command.session_id, command.deliver_input, receipt)
         elif kind == "destroy_runtime":
-            await self._runtimes.destroy_runtime(command.session_id, command.destroy_runtime, receipt)
+            return await self._runtimes.destroy_runtime(command.session_id, command.destroy_runtime, receipt)
         elif kind == "answer_interaction":
             answer = command.answer_interaction
             if not answer.interaction_id:
@@ -188,6 +207,7 @@ class CommandApplier:
             await self._runtimes.stop_runtime(command.session_id, command.stop_runtime, receipt)
         else:
             raise CommandRefused(grpc.StatusCode.UNIMPLEMENTED, f"this agent does not know command kind {kind!r}")
+        return pb.DESTROY_VERDICT_UNSPECIFIED
 
     def _receipt(self, command: pb.Command, code: grpc.StatusCode, message: str) -> Receipt:
         return lambda c: self._state.mark_applied_tx(c, command.command_id, command.command_seq, code, message)

@@ -17,6 +17,8 @@ pass, after every Welcome and periodically, compares them:
   its runtime rebuilt at once if it is idle (`RuntimeLost`, a new sandbox,
   the engine resuming the conversation, `RuntimeStarted`), rather than at its
   next message; a rebuild that fails is left to that next message;
+- a sandbox kept on purpose (`--retain-sandboxes`: recorded as retained when
+  its session was released) is left alone, whatever its session;
 - a sandbox no record names is destroyed unless its session is live (a
   StartRuntime redelivered after a crash re-opens it), and a warm-pool sandbox
   is destroyed unless the running pool owns it.
@@ -27,7 +29,8 @@ session is touched while a command holds it (`HeldRuntimes.busy`).
 Before any of that, at start, whatever an earlier agent process left running
 in any sandbox of this agent (an engine, a workspace command) is ended, so
 that every sandbox runs only what this process starts: one engine per
-conversation.
+conversation; and the sandboxes kept on purpose are listed in the log, for an
+operator to inspect and remove.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ log = structlog.get_logger(__name__)
 
 ADOPTED = "adopted"
 DESTROYED = "destroyed"
+RETAINED = "retained"
 ADOPTED_REASON = "the data-plane agent restarted; the session is live, so its sandbox was kept"
 NOT_LIVE_REASON = "the control plane does not expect this agent to run the session (deleted, archived, failed or moved)"
 STALE_REASON = "a sandbox of the session that its runtime no longer uses"
@@ -189,7 +193,8 @@ class HeldRuntimes(Protocol):
 
     async def release(self, session_id: str, reason: str) -> DestroyVerdict | None:
         """Close the engine and destroy the sandbox of a recorded session (call while guarded);
-        forget it with a SandboxReconciled output only when CONFIRMED; None when not recorded."""
+        forget it with a SandboxReconciled output only when CONFIRMED; None when not recorded, or
+        when it was kept on purpose instead (recorded as retained)."""
 
     async def recover_lost(self, session_id: str, reason: str) -> bool:
         """Rebuild the runtime of a recorded, idle session whose sandbox is gone (call while
@@ -227,6 +232,8 @@ class Pass:
     kept: list[str] = field(default_factory=list)
     # Sessions whose vanished sandbox was rebuilt.
     recovered: list[str] = field(default_factory=list)
+    # Sandboxes kept on purpose, left alone.
+    retained: list[str] = field(default_factory=list)
 
 
 class Reconciler:
@@ -262,6 +269,15 @@ class Reconciler:
         in a sandbox: before the relay connects, the warm pool starts or an engine is started."""
         records = await self._state.sessions()
         self._inherited = {r.session_id for r in records}
+        for kept in await self._state.retained():
+            log.warning(
+                "sandbox_retained_kept",
+                session_id=kept.session_id,
+                sandbox_id=kept.sandbox.sandbox_id,
+                workspace=str(kept.sandbox.workspace),
+                reason=kept.reason,
+                retained_at=kept.retained_at,
+            )
         await self.end_leftovers([r.sandbox for r in records])
 
     async def end_leftovers(self, recorded: Iterable[Sandbox]) -> None:
@@ -276,6 +292,8 @@ class Reconciler:
                 sandboxes.update((f.sandbox.sandbox_id, f.sandbox) for f in await self._inventory.sandboxes())
         except Exception as exc:  # the recorded ones are still ended
             log.warning("leftovers_not_listed", error=f"{type(exc).__name__}: {exc}")
+        for kept in await self._state.retained():  # stopped on purpose, left as they are
+            sandboxes.pop(kept.sandbox.sandbox_id, None)
 
         async def end(sandbox: Sandbox) -> None:
             try:
@@ -331,8 +349,11 @@ class Reconciler:
             for record in records.values():
                 await self._settle_recorded(record, present, done)
             recorded = {r.sandbox.sandbox_id for r in records.values()}
+            retained = {r.sandbox.sandbox_id for r in await self._state.retained()}
             for item in found:
-                if item.sandbox.sandbox_id not in recorded:
+                if item.sandbox.sandbox_id in retained:
+                    done.retained.append(item.sandbox.sandbox_id)
+                elif item.sandbox.sandbox_id not in recorded:
                     await self._settle_unrecorded(item, records.keys(), done)
         if done.adopted or done.destroyed or done.unconfirmed or done.recovered:
             log.info(

@@ -4,7 +4,8 @@
 holds: it starts runtimes (reporting each startup phase), hands inputs,
 answers, interrupts, permission modes and task stops to the session's
 `SessionTurns`, restarts an engine lazily (resuming its conversation) and
-recovers a session whose sandbox was lost, and destroys runtimes. Each
+recovers a session whose sandbox was lost, and destroys runtimes — or, with `retain_sandboxes`, keeps a released session's
+sandbox stopped for inspection (RETAINED). Each
 operation takes a `receipt`: a transaction step recording that the command
 was applied, committed with the operation's effect, so a redelivered command
 never has a second effect.
@@ -36,13 +37,13 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
-from dataplane_agent.errors import CommandRefused
+from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.routes.model import ModelAccess, model_env
 from dataplane_agent.runtimes.disk_limit import OverLimit
 from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
-from dataplane_agent.runtimes.reconcile import DESTROYED, Placements
+from dataplane_agent.runtimes.reconcile import DESTROYED, RETAINED, Placements
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord, in_order
 from dataplane_agent.turns.session import (
@@ -88,8 +89,10 @@ class Runtimes:
         limits: TurnLimits = TurnLimits(),
         placements: Placements | None = None,
         pool: SandboxPool | None = None,
+        retain_sandboxes: bool = False,
     ) -> None:
         self._db = db
+        self._retain = retain_sandboxes
         self._state = state
         self._outbox = outbox
         self._transcripts = transcripts
@@ -354,25 +357,34 @@ class Runtimes:
             await turns.close(found.reason)
             await self._stopped(record, found.reason, _no_receipt)
 
-    async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> None:
-        """Stop the engine and destroy the sandbox; forget the session only when destruction is confirmed."""
+    async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> pb.DestroyVerdict:
+        """Stop the engine and destroy the sandbox (CONFIRMED), or keep it stopped with
+        `retain_sandboxes` (RETAINED); the session is forgotten only then. DestroyNotDone, with the
+        verdict, when the sandbox is still there."""
         self._placements.released(session_id)
         async with self.guarded(session_id):
             record = await self._state.session(session_id)
             if record is None:
-                # Nothing held: already destroyed (a sandbox no record names is the reconciler's).
+                # Nothing held: already destroyed or retained (a sandbox no record names is the reconciler's).
                 await self._db.write(receipt)
-                return
+                return await self.released_verdict(session_id)
             reason = f"the runtime was destroyed ({req.reason})" if req.reason else "the runtime was destroyed"
+            if self._retain:
+                await self._keep(record, reason, req.reason, receipt)
+                return pb.DESTROY_VERDICT_RETAINED
             verdict = await self._teardown(record, reason, receipt)
         if verdict is DestroyVerdict.CONFIRMED:
-            return
-        code = grpc.StatusCode.FAILED_PRECONDITION if verdict is DestroyVerdict.REFUSED else grpc.StatusCode.UNAVAILABLE
-        raise CommandRefused(
-            code,
-            f"sandbox {record.sandbox.sandbox_id} destruction is {verdict.value}; the session is kept",
-            final=False,
-        )
+            return pb.DESTROY_VERDICT_CONFIRMED
+        message = f"sandbox {record.sandbox.sandbox_id} destruction is {verdict.value}; the session is kept"
+        if verdict is DestroyVerdict.REFUSED:
+            raise DestroyNotDone(grpc.StatusCode.FAILED_PRECONDITION, message, pb.DESTROY_VERDICT_REFUSED)
+        raise DestroyNotDone(grpc.StatusCode.UNAVAILABLE, message, pb.DESTROY_VERDICT_UNCONFIRMED)
+
+    async def released_verdict(self, session_id: str) -> pb.DestroyVerdict:
+        """What became of the sandbox of a session this agent no longer holds: RETAINED when it is
+        recorded as kept, else CONFIRMED (destroyed, or never here)."""
+        retained = await self._state.retained_session(session_id)
+        return pb.DESTROY_VERDICT_RETAINED if retained is not None else pb.DESTROY_VERDICT_CONFIRMED
 
     # -- reconciliation ------------------------------------------------------
 
@@ -388,7 +400,9 @@ class Runtimes:
 
     async def release(self, session_id: str, reason: str) -> DestroyVerdict | None:
         """Destroy the runtime of a session the control plane no longer expects here (hold its guard).
-        Forgotten, with a SandboxReconciled output, only when the destruction is confirmed."""
+        Forgotten, with a SandboxReconciled output, only when the destruction is confirmed. With
+        `retain_sandboxes` it is kept instead (SandboxReconciled{action: "retained"}): None, as for
+        a session not held."""
         record = await self._state.session(session_id)
         if record is None:
             return None
@@ -400,6 +414,10 @@ class Runtimes:
         def reported(c: sqlite3.Connection) -> None:
             self._outbox.append_tx(c, session_id, "", body)
 
+        if self._retain:
+            body.action = RETAINED
+            await self._keep(record, f"the runtime was released ({reason})", reason, reported)
+            return None
         return await self._teardown(record, f"the runtime was destroyed ({reason})", reported)
 
     async def recover_lost(self, session_id: str, reason: str) -> bool:
@@ -436,6 +454,31 @@ class Runtimes:
             await self._transcripts.forget(session_id)
             bound.info("runtime_destroyed", sandbox_id=record.sandbox.sandbox_id)
         return verdict
+
+    async def _keep(self, record: SessionRecord, reason: str, why: str, step: Receipt) -> None:
+        """Close the engine (settling its turns with `reason`) and stop the sandbox, keeping it for
+        inspection: the session is no longer held, and the sandbox is recorded as retained, with
+        `step`, in one transaction. DestroyNotDone (UNCONFIRMED) when it cannot be stopped."""
+        session_id, sandbox = record.session_id, record.sandbox
+        turns = self._sessions.get(session_id)
+        if turns is not None:
+            await turns.close(reason)
+        try:
+            await self._launcher.stop(sandbox)
+        except Exception as exc:  # whatever the driver raised: still there, tried again
+            raise DestroyNotDone(
+                grpc.StatusCode.UNAVAILABLE,
+                f"sandbox {sandbox.sandbox_id} could not be stopped to be retained: {describe(exc)}",
+                pb.DESTROY_VERDICT_UNCONFIRMED,
+            ) from exc
+        await self._db.write(in_order(lambda c: self._state.retain_session_tx(c, record, why), step))
+        self._sessions.pop(session_id, None)
+        self._rebuild_failed.discard(session_id)
+        self._launcher.forget(session_id)
+        await self._transcripts.forget(session_id)
+        log.warning(
+            "sandbox_retained", session_id=session_id, sandbox_id=sandbox.sandbox_id, workspace=str(sandbox.workspace)
+        )
 
     # -- engine (re)starts ---------------------------------------------------
 

@@ -370,7 +370,11 @@ class Agent:
 
 @contextlib.asynccontextmanager
 async def running_agent(
-    path: Path, engine: ScriptedEngine, driver: DirectorySandboxDriver, limits: TurnLimits = TurnLimits()
+    path: Path,
+    engine: ScriptedEngine,
+    driver: DirectorySandboxDriver,
+    limits: TurnLimits = TurnLimits(),
+    retain_sandboxes: bool = False,
 ) -> AsyncIterator[Agent]:
     db = await Database.open(path / "agent.db")
     state = AgentState(db)
@@ -387,6 +391,7 @@ async def running_agent(
         model=FixedModel(MODEL_ENV),
         transcripts=transcripts,
         limits=limits,
+        retain_sandboxes=retain_sandboxes,
     )
     applier = CommandApplier(db, state, runtimes)
     await runtimes.recover()

@@ -85,7 +85,7 @@ class _NoInventory:
 
 @contextlib.asynccontextmanager
 async def agent_process(
-    path: Path, driver: SandboxDriver, inventory=None, engine: ScriptedEngine | None = None
+    path: Path, driver: SandboxDriver, inventory=None, engine: ScriptedEngine | None = None, retain: bool = False
 ) -> AsyncIterator[Node]:
     db = await Database.open(path / "agent.db")
     state, outbox = AgentState(db), Outbox(db)
@@ -102,6 +102,7 @@ async def agent_process(
         model=FixedModel(MODEL_ENV),
         transcripts=TranscriptStore(path / "transcripts"),
         placements=placements,
+        retain_sandboxes=retain,
     )
     inventory = inventory or LocalDirectoryInventory(path / "sandboxes", AGENT)
     reconciler = Reconciler(
@@ -174,6 +175,33 @@ async def test_after_a_restart_live_sessions_are_adopted_and_orphans_destroyed(t
         record = await second.state.session("s-live")
         assert record.sandbox.sandbox_id == "local-s-live"
         assert (record.sandbox.workspace / "notes.txt").read_text() == "kept"
+
+
+async def test_retained_sandboxes_are_left_alone_across_restarts_and_a_release_retains_too(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    driver = LocalSandboxDriver(root)
+    async with agent_process(tmp_path, driver, retain=True) as first:
+        for sid in ("s-deleted", "s-gone"):
+            assert not (await first.command(sid, **start())).HasField("error")
+        kept = await first.command("s-deleted", destroy_runtime=pb.DestroyRuntime(reason="deleted"))
+        assert kept.destroy_verdict == pb.DESTROY_VERDICT_RETAINED
+        (root / "local-s-deleted" / "workspace" / "notes.txt").write_text("inspect me")
+    # Restarted, still retaining: s-gone was archived while it was down (not live any more).
+    async with agent_process(tmp_path, driver, retain=True) as second:
+        second.welcome()
+        done = await second.reconciler.reconcile()
+        assert sorted(done.retained) == ["local-s-deleted", "local-s-gone"]
+        assert done.destroyed == [] and done.unconfirmed == []
+        assert [r.action for r in await second.reconciled("s-gone")] == ["retained"]
+        assert await second.state.sessions() == []
+        assert [r.session_id for r in await second.state.retained()] == ["s-deleted", "s-gone"]
+    # Retention switched off: what was kept stays kept; the operator removes it.
+    async with agent_process(tmp_path, driver) as third:
+        third.welcome()
+        done = await third.reconciler.reconcile()
+        assert sorted(done.retained) == ["local-s-deleted", "local-s-gone"] and done.destroyed == []
+    assert local_dirs(root) == ["local-s-deleted", "local-s-gone"]
+    assert (root / "local-s-deleted" / "workspace" / "notes.txt").read_text() == "inspect me"
 
 
 async def test_an_unconfirmed_destruction_keeps_the_record_and_the_next_pass_retries(tmp_path: Path) -> None:

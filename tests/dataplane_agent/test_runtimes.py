@@ -231,14 +231,46 @@ async def test_destroy_forgets_the_session_only_when_destruction_is_confirmed(tm
         driver.verdict = DestroyVerdict.UNCONFIRMED
         refused = await agent.command("s-1", destroy_runtime=pb.DestroyRuntime(reason="archived"))
         assert refused.error.code == grpc.StatusCode.UNAVAILABLE.value[0]
+        assert refused.destroy_verdict == pb.DESTROY_VERDICT_UNCONFIRMED
         assert [r.session_id for r in await agent.state.sessions()] == ["s-1"]
+        driver.verdict = DestroyVerdict.REFUSED
+        refused = await agent.command("s-1", destroy_runtime=pb.DestroyRuntime(reason="archived"))
+        assert refused.error.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+        assert refused.destroy_verdict == pb.DESTROY_VERDICT_REFUSED
         driver.verdict = DestroyVerdict.CONFIRMED
-        done = await agent.command("s-1", destroy_runtime=pb.DestroyRuntime(reason="archived"))
-        assert not done.HasField("error")
+        done = await agent.command("s-1", command_id="c-destroy", destroy_runtime=pb.DestroyRuntime(reason="archived"))
+        assert not done.HasField("error") and done.destroy_verdict == pb.DESTROY_VERDICT_CONFIRMED
+        again = await agent.command("s-1", command_id="c-destroy", destroy_runtime=pb.DestroyRuntime(reason="archived"))
+        assert not again.HasField("error") and again.destroy_verdict == pb.DESTROY_VERDICT_CONFIRMED
         assert await agent.state.sessions() == []
         assert engine.last.closed
         assert not (tmp_path / "sandboxes" / "s-1" / "workspace").exists()
         assert await agent.transcripts.load("s-1") == b""
+
+
+async def test_a_retaining_agent_keeps_the_sandbox_stopped_and_answers_retained(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine([assistant(), Forever()]), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver, retain_sandboxes=True) as agent:
+        await agent.command("s-1", **start())
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "AssistantMessage")
+        (tmp_path / "sandboxes" / "s-1" / "workspace" / "notes.txt").write_text("look at me")
+
+        kept = await agent.command("s-1", command_id="c-del", destroy_runtime=pb.DestroyRuntime(reason="deleted"))
+
+        assert not kept.HasField("error") and kept.destroy_verdict == pb.DESTROY_VERDICT_RETAINED
+        assert engine.last.closed and driver.stopped == ["sb-s-1-1"]
+        assert (tmp_path / "sandboxes" / "s-1" / "workspace" / "notes.txt").read_text() == "look at me"
+        assert await agent.state.sessions() == []  # no longer held: no slot, no Hello entry
+        [retained] = await agent.state.retained()
+        assert (retained.session_id, retained.sandbox.sandbox_id, retained.reason) == ("s-1", "sb-s-1-1", "deleted")
+        outputs = (await agent.outputs("s-1"))[len(STARTED) :]
+        assert kinds(outputs)[-1] == "turn_aborted" and "destroyed (deleted)" in outputs[-1].turn_aborted.reason
+        # The same command again, and a later DestroyRuntime of the session, say the same.
+        again = await agent.command("s-1", command_id="c-del", destroy_runtime=pb.DestroyRuntime(reason="deleted"))
+        later = await agent.command("s-1", destroy_runtime=pb.DestroyRuntime(reason="retrying"))
+        assert [again.destroy_verdict, later.destroy_verdict] == [pb.DESTROY_VERDICT_RETAINED] * 2
+        assert driver.stopped == ["sb-s-1-1"] and (tmp_path / "sandboxes" / "s-1").is_dir()
 
 
 async def test_destroy_during_a_turn_aborts_it_and_the_queued_inputs(tmp_path: Path) -> None:
