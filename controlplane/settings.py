@@ -138,11 +138,29 @@ class ControlPlaneSettings:
     # again after `destroy_retry_first`, doubling up to `destroy_retry_longest`, until
     # `destroy_attempts` have failed; then it is abandoned to an operator (logged at error, shown
     # on the session as destroy_failure.abandoned).
-    destroy_retry_first: timedelta = timedelta(seconds=30)
-    destroy_retry_longest: timedelta = timedelta(minutes=30)
-    destroy_attempts: int = 8
+    destroy_retry_first: timedelta = field(
+        default=timedelta(seconds=30),
+        metadata=_seconds("--destroy-retry-first", 30, "seconds before a failed sandbox destruction is tried again"),
+    )
+    destroy_retry_longest: timedelta = field(
+        default=timedelta(minutes=30),
+        metadata=_seconds("--destroy-retry-longest", 1800, "the longest wait between tries of a sandbox destruction"),
+    )
+    destroy_attempts: int = field(
+        default=8,
+        metadata=option(
+            "--destroy-attempts",
+            env="ASTRABOX_DESTROY_ATTEMPTS",
+            type=int,
+            help="failed destructions of a sandbox after which it is left to an operator (env %(env)s, "
+            "default %(default)s)",
+        ),
+    )
     # Acknowledged agent commands are kept this long (to answer what an agent was told), then pruned.
-    command_retention: timedelta = timedelta(days=1)
+    command_retention: timedelta = field(
+        default=timedelta(days=1),
+        metadata=_seconds("--command-retention", 86400, "seconds an acknowledged agent command is kept"),
+    )
     # A session idle this long (no turn, no queued message, no open background task) has its
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
     # again. Zero: never.
