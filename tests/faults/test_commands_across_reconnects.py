@@ -140,6 +140,10 @@ async def _runtime_lost(client: AstraBoxClient, session_id: str) -> bool:
     return not (await client.get_session(session_id)).runtime_available
 
 
+async def _runtime_back(client: AstraBoxClient, session_id: str) -> bool:
+    return (await client.get_session(session_id)).runtime_available
+
+
 async def test_a_session_deleted_while_its_sandbox_starts_across_a_reconnect_leaves_no_sandbox(fleet: Fleet) -> None:
     fleet.agents["agent-b"].process.stop()  # one agent: it takes every session
     agent = fleet.agents["agent-a"]
@@ -173,6 +177,9 @@ async def test_a_partition_longer_than_the_lease_with_a_question_pending_does_no
         await wait_until(lambda: _runtime_lost(client, sid), timeout=LEASE_TTL_S * 10)
         assert await settled(client, sid, asked, timeout=10) == ["turn_failed"]
         agent.proxy.resume()
+        # The agent comes back (its stream, ended while silent, is dialled again) still holding the
+        # session's runtime, which is then available again.
+        await wait_until(lambda: _runtime_back(client, sid), timeout=120)
         answered = (await client.send_message(sid, "run: echo after the partition")).turn_id
         assert await settled(client, sid, answered, timeout=120) == ["turn_completed"]
         events = await events_of(client, sid)
