@@ -30,7 +30,6 @@ class Watcher:
         self._metadata = ((API_KEY_METADATA, f"Bearer {api_key}"),)
         self._calls = calls
         self._on_event = on_event
-        self.caught_up = asyncio.Event()
 
     async def run(self) -> None:
         log = self.log
