@@ -18,7 +18,7 @@ import structlog
 from astrabox.secret_settings import SecretOption, SecretSettingError
 from controlplane.identity.tokens import OidcSettings
 from serverkit import settings as serverkit_settings
-from serverkit.settings import Option, option, secret
+from serverkit.settings import option, secret
 
 log = structlog.get_logger(__name__)
 
@@ -37,9 +37,9 @@ class SettingsError(ValueError):
     """The settings cannot work as given; the message says what to change."""
 
 
-def _seconds(flag: str, default: float, what: str) -> dict[str, Option]:
-    """A duration setting given in seconds: `--flag` and ASTRABOX_<FLAG>."""
-    return option(
+def _seconds(flag: str, default: float, what: str) -> timedelta:
+    """A duration setting given in seconds (`default`): `--flag` and ASTRABOX_<FLAG>."""
+    metadata = option(
         flag,
         env="ASTRABOX_" + flag.removeprefix("--").replace("-", "_").upper(),
         type=float,
@@ -47,6 +47,7 @@ def _seconds(flag: str, default: float, what: str) -> dict[str, Option]:
         convert=lambda seconds: timedelta(seconds=seconds),
         help=f"{what} (env %(env)s, default %(default)s)",
     )
+    return field(default=timedelta(seconds=default), metadata=metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,47 +105,29 @@ class ControlPlaneSettings:
         ),
     )
     # How long an agent's lease lasts without a heartbeat; its sessions' runtimes are lost after it.
-    lease_ttl: timedelta = field(
-        default=timedelta(seconds=15),
-        metadata=_seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat"),
-    )
+    lease_ttl: timedelta = _seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat")
     # How often agents are asked to heartbeat.
-    heartbeat_interval: timedelta = field(
-        default=timedelta(seconds=5),
-        metadata=_seconds("--heartbeat-interval", 5, "seconds between an agent's heartbeats"),
-    )
+    heartbeat_interval: timedelta = _seconds("--heartbeat-interval", 5, "seconds between an agent's heartbeats")
     # How long the agent may take to stop an interrupted turn before it replaces the engine.
-    interrupt_deadline: timedelta = field(
-        default=timedelta(seconds=10),
-        metadata=_seconds("--interrupt-deadline", 10, "seconds an interrupted turn may take to stop"),
-    )
+    interrupt_deadline: timedelta = _seconds("--interrupt-deadline", 10, "seconds an interrupted turn may take to stop")
     # A session still CREATING after this long fails.
-    startup_deadline: timedelta = field(
-        default=timedelta(seconds=180),
-        metadata=_seconds("--startup-deadline", 180, "seconds a new session's runtime may take to start"),
+    startup_deadline: timedelta = _seconds(
+        "--startup-deadline", 180, "seconds a new session's runtime may take to start"
     )
     # A running turn whose input its agent has not accepted after this long fails, and the agent
     # is told to let go of it. Longer than a start's deadline: an input waits for its runtime.
-    delivery_deadline: timedelta = field(
-        default=timedelta(seconds=240),
-        metadata=_seconds("--delivery-deadline", 240, "seconds an agent may take to accept a message"),
-    )
+    delivery_deadline: timedelta = _seconds("--delivery-deadline", 240, "seconds an agent may take to accept a message")
     # How often deadlines and leases are checked.
-    sweep_interval: timedelta = field(
-        default=timedelta(seconds=2),
-        metadata=_seconds("--sweep-interval", 2, "seconds between checks of leases and deadlines"),
-    )
+    sweep_interval: timedelta = _seconds("--sweep-interval", 2, "seconds between checks of leases and deadlines")
     # A released session's sandbox its agent refused or could not confirm destroying is tried
     # again after `destroy_retry_first`, doubling up to `destroy_retry_longest`, until
     # `destroy_attempts` have failed; then it is abandoned to an operator (logged at error, shown
     # on the session as destroy_failure.abandoned).
-    destroy_retry_first: timedelta = field(
-        default=timedelta(seconds=30),
-        metadata=_seconds("--destroy-retry-first", 30, "seconds before a failed sandbox destruction is tried again"),
+    destroy_retry_first: timedelta = _seconds(
+        "--destroy-retry-first", 30, "seconds before a failed sandbox destruction is tried again"
     )
-    destroy_retry_longest: timedelta = field(
-        default=timedelta(minutes=30),
-        metadata=_seconds("--destroy-retry-longest", 1800, "the longest wait between tries of a sandbox destruction"),
+    destroy_retry_longest: timedelta = _seconds(
+        "--destroy-retry-longest", 1800, "the longest wait between tries of a sandbox destruction"
     )
     destroy_attempts: int = field(
         default=8,
@@ -157,9 +140,8 @@ class ControlPlaneSettings:
         ),
     )
     # Acknowledged agent commands are kept this long (to answer what an agent was told), then pruned.
-    command_retention: timedelta = field(
-        default=timedelta(days=1),
-        metadata=_seconds("--command-retention", 86400, "seconds an acknowledged agent command is kept"),
+    command_retention: timedelta = _seconds(
+        "--command-retention", 86400, "seconds an acknowledged agent command is kept"
     )
     # A session idle this long (no turn, no queued message, no open background task) has its
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
