@@ -57,7 +57,9 @@ async def test_an_engine_left_by_a_dead_agent_is_ended(box) -> None:
 
         ended = await driver.end_leftovers(sandbox)
 
-        assert await running(sandbox.workspace, TOOLS) == set()
+        async with asyncio.timeout(30):  # killed processes leave /proc once reaped, a moment later
+            while await running(sandbox.workspace, TOOLS):
+                await asyncio.sleep(0.1)
         if driver.name == "docker":
             assert ended >= len(TOOLS)
         assert await driver.end_leftovers(sandbox) == 0  # nothing left to end
@@ -84,7 +86,7 @@ async def test_a_closed_engine_busy_with_a_tool_leaves_nothing_running(
                     await asyncio.sleep(0.1)
         finally:
             await engine.close()
-        for _ in range(50):  # the kernel ends a local sandbox's PID namespace a moment after its launcher
+        for _ in range(300):  # the kernel ends a local sandbox's PID namespace a moment after its launcher
             left = [p for p in await asyncio.to_thread(sandbox_processes, sandbox.workspace) if engine_part(p)]
             if not left:
                 break
