@@ -227,9 +227,10 @@ async def test_calls_across_database_restarts_answer_unavailable_with_a_reason_n
     }
     assert unexpected == set()
     answers = {(o.call, o.code, o.reason) for o in seen}
-    # The outage reached the handlers, the streams and the credential check.
+    # The outage reached the handlers and the credential check. (A watch may or may not read the
+    # journal while the database is down, its live tail reconnecting in between: what it answers is
+    # checked above, that it met the outage is not.)
     assert ("GetSession", grpc.StatusCode.UNAVAILABLE, "DATABASE_UNAVAILABLE") in answers
-    assert ("WatchSessionEvents", grpc.StatusCode.UNAVAILABLE, "DATABASE_UNAVAILABLE") in answers
     assert ("GetSession(new key)", grpc.StatusCode.UNAVAILABLE, "CREDENTIALS_UNVERIFIABLE") in answers
     # Nothing about where the database is.
     where = (f"{postgres.port}", "127.0.0.1", str(postgres.data_dir), ".s.PGSQL")
