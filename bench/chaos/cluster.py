@@ -13,17 +13,15 @@ import asyncio
 import contextlib
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos.proxy import CuttingProxy
-from controlplane.embedded_postgres import EmbeddedPostgres
 from tests.support.processes import Process
+from tests.support.restartable_postgres import RestartablePostgres
 
 # Replicas and agents that cannot start (the database is down, say) are tried again until then.
 _START_DEADLINE_S = 180.0
@@ -33,35 +31,40 @@ class StartFailed(Exception):
     """A process did not come up before its deadline."""
 
 
-@dataclass
 class Postgres:
-    """The round's database: restarted in `immediate` mode (no checkpoint) or killed outright."""
+    """The round's database: restarted in `immediate` mode (no checkpoint) or killed outright.
 
-    data_dir: Path
-    cluster: EmbeddedPostgres = field(init=False)
-    dsn: str = ""
+    Driven from `RestartablePostgres`'s helper process: pg_ctl runs as the `postgres` user, which
+    makes Python fork() rather than vfork(), and a child forked from this process (busy gRPC
+    threads) crashed with SIGSEGV before it ran pg_ctl, ending a 45-minute round after 17.
+    """
 
-    def __post_init__(self) -> None:
-        self.cluster = EmbeddedPostgres(self.data_dir, settings={"max_connections": "200"})
+    def __init__(self) -> None:
+        self.server = RestartablePostgres(max_connections=200)
+        self.dsn = ""
+
+    @property
+    def data_dir(self) -> Path:
+        return self.server.data_dir
 
     async def start(self) -> str:
         for attempt in range(20):
             try:
-                self.dsn = await self.cluster.start()
+                self.dsn = await self.server.start()
                 return self.dsn
-            except Exception:  # a killed server's backends may still hold its shared memory for a moment
+            except RuntimeError:  # a killed server's backends may still hold its shared memory for a moment
                 if attempt == 19:
                     raise
                 await asyncio.sleep(0.5)
         raise AssertionError("unreachable")
 
     async def restart_immediate(self) -> None:
-        await self.cluster.stop(mode="immediate")
+        await self.server.stop("immediate")
         await self.start()
 
     async def kill(self) -> None:
         """SIGKILL the postmaster and every backend, as a crashed host would leave it; then start."""
-        pid = self.cluster.pid
+        pid = _postmaster_pid(self.data_dir)
         if pid is not None:
             for victim in [pid, *_children(pid)]:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -71,7 +74,7 @@ class Postgres:
 
     async def stop(self) -> None:
         with contextlib.suppress(Exception):
-            await self.cluster.stop()
+            await self.server.close()
 
 
 class Member:
@@ -143,8 +146,7 @@ class Cluster:
     client_proxy: CuttingProxy = field(init=False)
 
     def __post_init__(self) -> None:
-        # Its own temp dir under /tmp: the `postgres` user must be able to reach it.
-        self.postgres = Postgres(Path(tempfile.mkdtemp(prefix="astrabox-chaos-pg-")))
+        self.postgres = Postgres()
 
     @property
     def agent_ids(self) -> list[str]:
@@ -208,8 +210,14 @@ class Cluster:
                 capture_output=True,
                 check=False,
             )
-        await self.postgres.stop()
-        shutil.rmtree(self.postgres.data_dir, ignore_errors=True)
+        await self.postgres.stop()  # and removes its data directory
+
+
+def _postmaster_pid(data_dir: Path) -> int | None:
+    try:
+        return int((data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
 
 
 def _children(pid: int) -> list[int]:

@@ -1,6 +1,6 @@
 """A PostgreSQL of a test's own that the test stops and starts while it serves.
 
-The cluster is driven from a helper process (`python -m tests.support.restartable_postgres DIR`,
+The cluster is driven from a helper process (`python -m tests.support.restartable_postgres DIR MAX_CONNECTIONS`,
 one command per line on its stdin: `start`, `stop fast`, `stop immediate`; it answers `ok <dsn>` or
 `error <text>`). Run as root, `EmbeddedPostgres` runs pg_ctl as the `postgres` user, which makes
 Python fork() rather than vfork(); forked from a process whose gRPC threads are busy (an in-process
@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class RestartablePostgres:
     """`start()` once; then `restart(mode)` as often as the test likes; `close()` at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 100) -> None:
+        self.max_connections = max_connections
         # A directory of its own under /tmp: its parents must be searchable by the `postgres` user.
         self.data_dir = Path(tempfile.mkdtemp(prefix="astrabox-restartable-pg-"))
         self.dsn = ""
@@ -38,7 +39,7 @@ class RestartablePostgres:
     async def start(self) -> str:
         if self._helper is None:
             self._helper = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tests.support.restartable_postgres", str(self.data_dir),
+                sys.executable, "-m", "tests.support.restartable_postgres", str(self.data_dir), str(self.max_connections),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=ROOT,
             )  # fmt: skip
         self.dsn = await self._command("start")
@@ -80,10 +81,10 @@ class RestartablePostgres:
         return rest
 
 
-async def _serve(data_dir: Path) -> None:
+async def _serve(data_dir: Path, max_connections: str) -> None:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout answers
     # Durable (not `fast`): an immediate stop is a crash, and must lose no committed transaction.
-    cluster = EmbeddedPostgres(data_dir, settings={"max_connections": "100"})
+    cluster = EmbeddedPostgres(data_dir, settings={"max_connections": max_connections})
     reader = asyncio.StreamReader()
     loop = asyncio.get_running_loop()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -99,4 +100,4 @@ async def _serve(data_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(_serve(Path(sys.argv[1])))
+    asyncio.run(_serve(Path(sys.argv[1]), sys.argv[2]))
