@@ -1,5 +1,6 @@
 import datetime
 
+from astrabox.agents.v1 import agent_pb2 as _agent_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
@@ -75,20 +76,22 @@ class Hello(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., enrollment_token: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., engines: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., instance_id: _Optional[str] = ..., engine_manifests: _Optional[_Iterable[_Union[EngineManifest, _Mapping]]] = ..., agent_credential: _Optional[str] = ...) -> None: ...
 
 class EngineManifest(_message.Message):
-    __slots__ = ("kind", "permission_modes", "default_permission_mode", "supports_interactions", "supports_background_tasks", "supports_server_info")
+    __slots__ = ("kind", "permission_modes", "default_permission_mode", "supports_interactions", "supports_background_tasks", "supports_server_info", "tools")
     KIND_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODES_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_INTERACTIONS_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_BACKGROUND_TASKS_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     permission_modes: _containers.RepeatedScalarFieldContainer[str]
     default_permission_mode: str
     supports_interactions: bool
     supports_background_tasks: bool
     supports_server_info: bool
-    def __init__(self, kind: _Optional[str] = ..., permission_modes: _Optional[_Iterable[str]] = ..., default_permission_mode: _Optional[str] = ..., supports_interactions: _Optional[bool] = ..., supports_background_tasks: _Optional[bool] = ..., supports_server_info: _Optional[bool] = ...) -> None: ...
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kind: _Optional[str] = ..., permission_modes: _Optional[_Iterable[str]] = ..., default_permission_mode: _Optional[str] = ..., supports_interactions: _Optional[bool] = ..., supports_background_tasks: _Optional[bool] = ..., supports_server_info: _Optional[bool] = ..., tools: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SessionCursor(_message.Message):
     __slots__ = ("session_id", "output_seq")
@@ -359,20 +362,22 @@ class StopTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class StartRuntime(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq")
+    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     RESUME_ENGINE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSCRIPT_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
     resume_engine_session_id: str
     transcript: bytes
     committed_output_seq: int
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ...) -> None: ...
+    config: _agent_pb2.AgentSpec
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ...) -> None: ...
 
 class DeliverInput(_message.Message):
     __slots__ = ("turn_id", "text", "permission_mode")

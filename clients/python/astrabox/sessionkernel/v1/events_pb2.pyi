@@ -1,5 +1,6 @@
 import datetime
 
+from astrabox.agents.v1 import agent_pb2 as _agent_pb2
 from astrabox.sessionkernel.v1 import session_pb2 as _session_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -149,16 +150,20 @@ class SessionEvent(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., tool_call_settled: _Optional[_Union[ToolCallSettled, _Mapping]] = ..., background_task_lost: _Optional[_Union[BackgroundTaskLost, _Mapping]] = ..., runtime_destroy_failed: _Optional[_Union[RuntimeDestroyFailed, _Mapping]] = ..., sandbox_retained: _Optional[_Union[SandboxRetained, _Mapping]] = ...) -> None: ...
 
 class SessionCreated(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "request_id")
+    __slots__ = ("engine", "permission_mode", "model", "request_id", "agent", "config")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
     request_id: str
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    agent: _session_pb2.SessionAgent
+    config: _agent_pb2.AgentSpec
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., request_id: _Optional[str] = ..., agent: _Optional[_Union[_session_pb2.SessionAgent, _Mapping]] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ...) -> None: ...
 
 class StartupRequested(_message.Message):
     __slots__ = ("agent_id", "command_id")
@@ -209,16 +214,18 @@ class EngineMessage(_message.Message):
     def __init__(self, type_name: _Optional[str] = ..., payload_json: _Optional[str] = ..., output_seq: _Optional[int] = ..., late: _Optional[bool] = ...) -> None: ...
 
 class TurnCompleted(_message.Message):
-    __slots__ = ("subtype", "is_error", "duration_ms", "result")
+    __slots__ = ("subtype", "is_error", "duration_ms", "result", "usage")
     SUBTYPE_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     subtype: str
     is_error: bool
     duration_ms: int
     result: str
-    def __init__(self, subtype: _Optional[str] = ..., is_error: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., result: _Optional[str] = ...) -> None: ...
+    usage: _session_pb2.Usage
+    def __init__(self, subtype: _Optional[str] = ..., is_error: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., result: _Optional[str] = ..., usage: _Optional[_Union[_session_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class TurnFailed(_message.Message):
     __slots__ = ("reason",)
