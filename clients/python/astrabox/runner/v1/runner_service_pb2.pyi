@@ -292,7 +292,7 @@ class OutputAck(_message.Message):
     def __init__(self, committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., error_session_id: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task", "stop_runtime")
+    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task", "stop_runtime", "set_tool_grants")
     COMMAND_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_GENERATION_FIELD_NUMBER: _ClassVar[int]
@@ -305,6 +305,7 @@ class Command(_message.Message):
     SET_PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     STOP_TASK_FIELD_NUMBER: _ClassVar[int]
     STOP_RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    SET_TOOL_GRANTS_FIELD_NUMBER: _ClassVar[int]
     command_seq: int
     command_id: str
     lease_generation: int
@@ -317,7 +318,8 @@ class Command(_message.Message):
     set_permission_mode: SetPermissionMode
     stop_task: StopTask
     stop_runtime: StopRuntime
-    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ..., stop_runtime: _Optional[_Union[StopRuntime, _Mapping]] = ...) -> None: ...
+    set_tool_grants: SetToolGrants
+    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ..., stop_runtime: _Optional[_Union[StopRuntime, _Mapping]] = ..., set_tool_grants: _Optional[_Union[SetToolGrants, _Mapping]] = ...) -> None: ...
 
 class AnswerInteraction(_message.Message):
     __slots__ = ("interaction_id", "allow", "deny")
@@ -362,7 +364,7 @@ class StopTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class StartRuntime(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config")
+    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config", "tool_grants")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -370,6 +372,7 @@ class StartRuntime(_message.Message):
     TRANSCRIPT_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    TOOL_GRANTS_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
@@ -377,7 +380,26 @@ class StartRuntime(_message.Message):
     transcript: bytes
     committed_output_seq: int
     config: _agent_pb2.AgentSpec
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ...) -> None: ...
+    tool_grants: _containers.RepeatedCompositeFieldContainer[ToolGrant]
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ...) -> None: ...
+
+class SetToolGrants(_message.Message):
+    __slots__ = ("grants",)
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[ToolGrant]
+    def __init__(self, grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ...) -> None: ...
+
+class ToolGrant(_message.Message):
+    __slots__ = ("grant_id", "tool_name", "input_pattern", "expire_time")
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    tool_name: str
+    input_pattern: str
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, grant_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_pattern: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeliverInput(_message.Message):
     __slots__ = ("turn_id", "text", "permission_mode")

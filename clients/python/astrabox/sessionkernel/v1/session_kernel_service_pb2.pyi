@@ -165,10 +165,20 @@ class RespondToInteractionRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., interaction_id: _Optional[str] = ..., request_id: _Optional[str] = ..., allow: _Optional[_Union[AllowTool, _Mapping]] = ..., deny: _Optional[_Union[DenyTool, _Mapping]] = ..., answers: _Optional[_Union[QuestionAnswers, _Mapping]] = ...) -> None: ...
 
 class AllowTool(_message.Message):
-    __slots__ = ("updated_input_json",)
+    __slots__ = ("updated_input_json", "grant")
     UPDATED_INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
     updated_input_json: str
-    def __init__(self, updated_input_json: _Optional[str] = ...) -> None: ...
+    grant: ToolGrantScope
+    def __init__(self, updated_input_json: _Optional[str] = ..., grant: _Optional[_Union[ToolGrantScope, _Mapping]] = ...) -> None: ...
+
+class ToolGrantScope(_message.Message):
+    __slots__ = ("input_pattern", "expire_time")
+    INPUT_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    input_pattern: str
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, input_pattern: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DenyTool(_message.Message):
     __slots__ = ("message",)
@@ -334,3 +344,19 @@ class RunCommandResponse(_message.Message):
     stderr: bytes
     exit_code: int
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class RevokeToolGrantRequest(_message.Message):
+    __slots__ = ("session_id", "grant_id", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    grant_id: str
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., grant_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RevokeToolGrantResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...

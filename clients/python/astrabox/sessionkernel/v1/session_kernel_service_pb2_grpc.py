@@ -195,6 +195,11 @@ class SessionKernelServiceStub:
                 request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.SerializeToString,
                 response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.FromString,
                 _registered_method=True)
+        self.RevokeToolGrant = channel.unary_unary(
+                '/astrabox.sessionkernel.v1.SessionKernelService/RevokeToolGrant',
+                request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RevokeToolGrantRequest.SerializeToString,
+                response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RevokeToolGrantResponse.FromString,
+                _registered_method=True)
         self.UploadWorkspaceArchive = channel.stream_unary(
                 '/astrabox.sessionkernel.v1.SessionKernelService/UploadWorkspaceArchive',
                 request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.UploadWorkspaceArchiveRequest.SerializeToString,
@@ -416,6 +421,14 @@ class SessionKernelServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RevokeToolGrant(self, request, context):
+        """Revokes a tool grant: later calls of its tool ask again. Idempotent;
+        NOT_FOUND (TOOL_GRANT_NOT_FOUND) for a grant the session never had.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UploadWorkspaceArchive(self, request_iterator, context):
         """Uploads a tar archive, streamed in chunks, and unpacks it into the
         workspace. At most the project's upload_bytes quota (256 MiB unless set
@@ -508,6 +521,11 @@ def add_SessionKernelServiceServicer_to_server(servicer, server):
                     servicer.StopBackgroundTask,
                     request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.FromString,
                     response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.SerializeToString,
+            ),
+            'RevokeToolGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToolGrant,
+                    request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RevokeToolGrantRequest.FromString,
+                    response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RevokeToolGrantResponse.SerializeToString,
             ),
             'UploadWorkspaceArchive': grpc.stream_unary_rpc_method_handler(
                     servicer.UploadWorkspaceArchive,
@@ -955,6 +973,33 @@ class SessionKernelService:
             '/astrabox.sessionkernel.v1.SessionKernelService/StopBackgroundTask',
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskRequest.SerializeToString,
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.StopBackgroundTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToolGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.sessionkernel.v1.SessionKernelService/RevokeToolGrant',
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RevokeToolGrantRequest.SerializeToString,
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RevokeToolGrantResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,7 +42,7 @@ INTERACTION_KIND_TOOL_APPROVAL: InteractionKind
 INTERACTION_KIND_QUESTION: InteractionKind
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels", "pending_interaction", "background_tasks", "capabilities", "slash_commands", "queued_turn_ids", "runtime_stopped", "project_id", "destroy_failure", "agent", "config", "usage")
+    __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels", "pending_interaction", "background_tasks", "capabilities", "slash_commands", "queued_turn_ids", "runtime_stopped", "project_id", "destroy_failure", "agent", "config", "usage", "tool_grants")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class Session(_message.Message):
     AGENT_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_GRANTS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     state: SessionState
     runtime_available: bool
@@ -102,7 +103,24 @@ class Session(_message.Message):
     agent: SessionAgent
     config: _agent_pb2.AgentSpec
     usage: Usage
-    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., runtime_available: _Optional[bool] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., last_seq: _Optional[int] = ..., current_turn_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., engine_session_id: _Optional[str] = ..., failure_reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., pending_interaction: _Optional[_Union[Interaction, _Mapping]] = ..., background_tasks: _Optional[_Iterable[_Union[BackgroundTask, _Mapping]]] = ..., capabilities: _Optional[_Union[EngineCapabilities, _Mapping]] = ..., slash_commands: _Optional[_Iterable[str]] = ..., queued_turn_ids: _Optional[_Iterable[str]] = ..., runtime_stopped: _Optional[bool] = ..., project_id: _Optional[str] = ..., destroy_failure: _Optional[_Union[DestroyFailure, _Mapping]] = ..., agent: _Optional[_Union[SessionAgent, _Mapping]] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
+    tool_grants: _containers.RepeatedCompositeFieldContainer[ToolGrant]
+    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., runtime_available: _Optional[bool] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., last_seq: _Optional[int] = ..., current_turn_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., engine_session_id: _Optional[str] = ..., failure_reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., pending_interaction: _Optional[_Union[Interaction, _Mapping]] = ..., background_tasks: _Optional[_Iterable[_Union[BackgroundTask, _Mapping]]] = ..., capabilities: _Optional[_Union[EngineCapabilities, _Mapping]] = ..., slash_commands: _Optional[_Iterable[str]] = ..., queued_turn_ids: _Optional[_Iterable[str]] = ..., runtime_stopped: _Optional[bool] = ..., project_id: _Optional[str] = ..., destroy_failure: _Optional[_Union[DestroyFailure, _Mapping]] = ..., agent: _Optional[_Union[SessionAgent, _Mapping]] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ...) -> None: ...
+
+class ToolGrant(_message.Message):
+    __slots__ = ("grant_id", "tool_name", "input_pattern", "expire_time", "create_time", "interaction_id")
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    tool_name: str
+    input_pattern: str
+    expire_time: _timestamp_pb2.Timestamp
+    create_time: _timestamp_pb2.Timestamp
+    interaction_id: str
+    def __init__(self, grant_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_pattern: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., interaction_id: _Optional[str] = ...) -> None: ...
 
 class SessionAgent(_message.Message):
     __slots__ = ("agent_id", "name", "version")
