@@ -34,11 +34,12 @@ database and nothing else. Its map:
     agents.py        leases granted, engine manifests, placement, the commands queued for agents
     leases.py        leases renewed from heartbeats, held by live streams, on a connection of their own
     engines.py       engines' capability manifests, as agents declare them
+    tool_grants.py   tools a session may use without asking: granted by answers, revoked, sent to agents
     workspace.py     workspace requests carried to the session's agent
     forwarding.py    ... through the replica holding the agent's stream (ForwardWorkspace)
   store/           the SQL, one owner module per table, holding every statement on it
-    sessions.py            sessions; also reads interactions, background_tasks, turns and agents
-                           (a session's view) and agents, events, agent_commands (the sweep)
+    sessions.py            sessions; also reads interactions, background_tasks, turns, tool_grants and
+                           agents (a session's view) and agents, events, agent_commands (the sweep)
     events.py              events; its append also moves sessions.last_seq on (one atomic step)
     turns.py               turns            interactions.py        interactions
     background_tasks.py    background_tasks session_requests.py    session_requests
@@ -48,12 +49,13 @@ database and nothing else. Its map:
     agent_credentials.py   agent_credentials (each agent's credential, bound at enrollment)
     project_quotas.py      project_quotas   command_leases.py      command_leases
     tool_calls.py          open_tool_calls (the engine's tool calls still without a result)
+    tool_grants.py         tool_grants (tools a session may use without asking)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
                    map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
 
 The owner functions take the connection, so callers keep their transactions and the order of
 their statements (tests/controlplane/test_table_owners.py keeps SQL in its owner). Imports go
 downwards: server → identity, api, relay, deadlines → kernel, conversation, outputs, verdicts, leases →
-destructions, turns → agents → journal → store → session, engines. Nothing here imports
+destructions, turns, tool_grants → agents → journal → store → session, engines. Nothing here imports
 `dataplane_agent`.
 """

@@ -8,6 +8,7 @@ scope here is what names no session: a new session's project and the listing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC
 
 import grpc
 import structlog
@@ -22,6 +23,7 @@ from controlplane.errors import InvalidArgument, KernelError
 from controlplane.identity import callers
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.status import maps_errors, to_status
+from controlplane.tool_grants import GrantScope
 from controlplane.workspace import WorkspaceFiles, drain
 
 log = structlog.get_logger(__name__)
@@ -30,7 +32,12 @@ log = structlog.get_logger(__name__)
 def _answer(request: pb.RespondToInteractionRequest) -> Answer:
     which = request.WhichOneof("answer")
     if which == "allow":
-        return Answer("allow", updated_input_json=request.allow.updated_input_json)
+        grant = None
+        if request.allow.HasField("grant"):
+            scope = request.allow.grant
+            expires = scope.expire_time.ToDatetime(tzinfo=UTC) if scope.HasField("expire_time") else None
+            grant = GrantScope(scope.input_pattern, expires)
+        return Answer("allow", updated_input_json=request.allow.updated_input_json, grant=grant)
     if which == "deny":
         return Answer("deny", message=request.deny.message)
     if which == "answers":
@@ -149,6 +156,13 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
     ) -> pb.DeleteSessionResponse:
         record = await self._kernel.delete_session(request.session_id, request.request_id)
         return pb.DeleteSessionResponse(session=session_to_proto(record))
+
+    @maps_errors
+    async def RevokeToolGrant(
+        self, request: pb.RevokeToolGrantRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RevokeToolGrantResponse:
+        await self._conversation.revoke_tool_grant(request.session_id, request.grant_id, request.request_id)
+        return pb.RevokeToolGrantResponse(session=await self._session(request.session_id))
 
     @maps_errors
     async def StopBackgroundTask(

@@ -12,13 +12,13 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import quotas, requests, store, validation
+from controlplane import quotas, requests, store, tool_grants, validation
 from controlplane.agents import Agents
 from controlplane.errors import (
     InteractionNotFound,
@@ -31,6 +31,7 @@ from controlplane.errors import (
 )
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent
 from controlplane.session import BackgroundTaskState, InteractionKind, SessionRecord, SessionState
+from controlplane.tool_grants import GrantScope
 from controlplane.turns import QueuedTurn, Turns
 
 log = structlog.get_logger(__name__)
@@ -58,6 +59,8 @@ class Answer:
     updated_input_json: str = ""
     message: str = ""
     answers: Mapping[str, str] = field(default_factory=dict)
+    # With "allow": also let later calls of the tool run without asking.
+    grant: GrantScope | None = None
 
     @property
     def size(self) -> int:
@@ -167,6 +170,7 @@ class Conversation:
                 input=answer.updated_input_json,
                 message=answer.message,
                 answers=dict(answer.answers),
+                grant=None if answer.grant is None else [answer.grant.input_pattern, str(answer.grant.expires_at)],
             ):
                 return
             assert session.project_id is not None
@@ -183,7 +187,12 @@ class Conversation:
                     " only one answer takes effect",
                     {"interaction_id": interaction_id, "state": row["state"]},
                 )
-            command = _decision(InteractionKind(row["kind"]), row["input"], answer)
+            kind = InteractionKind(row["kind"])
+            if answer.grant is not None:
+                if kind is not InteractionKind.TOOL_APPROVAL:
+                    raise InvalidArgument("allow.grant", "only a tool approval's answer can grant later calls")
+                answer.grant.check(datetime.now(UTC))
+            command = _decision(kind, row["input"], answer)
             command.interaction_id = interaction_id
             await store.interactions.answer(
                 tx.conn, interaction_id, request_id, _answer_payload(interaction_id, request_id, answer)
@@ -201,6 +210,8 @@ class Conversation:
             if session.state is SessionState.WAITING_FOR_INPUT:
                 await store.sessions.update(tx.conn, session_id, state=SessionState.RUNNING)
             await self._agents.enqueue(tx, session.agent_id, session_id, runner_pb2.Command(answer_interaction=command))
+            if answer.grant is not None:
+                await tool_grants.grant(tx, self._agents, session_id, session.agent_id, row, answer.grant)
         log.info("interaction_answered", session_id=session_id, interaction_id=interaction_id, decision=answer.decision)
 
     async def set_permission_mode(self, session_id: str, mode: str, request_id: str) -> None:
@@ -234,6 +245,14 @@ class Conversation:
                     session_id,
                     runner_pb2.Command(set_permission_mode=runner_pb2.SetPermissionMode(permission_mode=mode)),
                 )
+
+    async def revoke_tool_grant(self, session_id: str, grant_id: str, request_id: str) -> None:
+        session_id = validation.session_id(session_id)
+        async with self._journal.transaction() as tx:
+            session = await self._locked(tx, session_id)
+            if not await requests.first_time(tx, session_id, request_id, "revoke_tool_grant", grant_id=grant_id):
+                return
+            await tool_grants.revoke(tx, self._agents, session_id, session.agent_id, grant_id, request_id)
 
     async def stop_background_task(self, session_id: str, task_id: str, request_id: str) -> None:
         session_id = validation.session_id(session_id)

@@ -11,7 +11,14 @@ from google.protobuf import json_format, timestamp_pb2
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from controlplane.engines import EngineManifest
 from controlplane.journal import EventKind, StoredEvent
-from controlplane.session import InteractionKind, InteractionRecord, SessionRecord, SessionState, questions_of
+from controlplane.session import (
+    InteractionKind,
+    InteractionRecord,
+    SessionRecord,
+    SessionState,
+    ToolGrantRecord,
+    questions_of,
+)
 
 # protoc's stubs give `Value()` a plain int, not the enum's own type (at run time both are ints).
 _STATES: dict[SessionState, session_pb2.SessionState] = {
@@ -61,7 +68,21 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         queued_turn_ids=list(record.queued_turn_ids),
         project_id=str(record.project_id) if record.project_id else "",
         destroy_failure=_destroy_failure(record),
+        tool_grants=[_tool_grant(grant) for grant in record.tool_grants],
     )
+
+
+def _tool_grant(grant: ToolGrantRecord) -> session_pb2.ToolGrant:
+    message = session_pb2.ToolGrant(
+        grant_id=grant.grant_id,
+        tool_name=grant.tool_name,
+        input_pattern=grant.input_pattern,
+        create_time=timestamp(grant.created_at),
+        interaction_id=grant.interaction_id,
+    )
+    if grant.expires_at is not None:
+        message.expire_time.CopyFrom(timestamp(grant.expires_at))
+    return message
 
 
 def _destroy_failure(record: SessionRecord) -> session_pb2.DestroyFailure | None:

@@ -7,6 +7,7 @@
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
     ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
     ├── TaskNotFound           NOT_FOUND            reason TASK_NOT_FOUND
+    ├── ToolGrantNotFound      NOT_FOUND            reason TOOL_GRANT_NOT_FOUND
     ├── InteractionNotPending  FAILED_PRECONDITION  reason INTERACTION_NOT_PENDING
     ├── SessionNotReady        FAILED_PRECONDITION  reason SESSION_NOT_READY
     ├── RequestIdReused        ALREADY_EXISTS       reason REQUEST_ID_REUSED
@@ -76,6 +77,10 @@ class InteractionNotFound(KernelError):
 
 class TaskNotFound(KernelError):
     reason = "TASK_NOT_FOUND"
+
+
+class ToolGrantNotFound(KernelError):
+    reason = "TOOL_GRANT_NOT_FOUND"
 
 
 class InteractionNotPending(KernelError):

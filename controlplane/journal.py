@@ -55,6 +55,8 @@ class EventKind(enum.Enum):
     BACKGROUND_TASK_LOST = "background_task_lost"
     RUNTIME_DESTROY_FAILED = "runtime_destroy_failed"
     SANDBOX_RETAINED = "sandbox_retained"
+    TOOL_GRANTED = "tool_granted"
+    TOOL_GRANT_REVOKED = "tool_grant_revoked"
 
 
 @dataclass(frozen=True, slots=True)

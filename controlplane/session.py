@@ -95,6 +95,31 @@ class BackgroundTaskRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolGrantRecord:
+    """A tool grant in force, as a session's view lists it."""
+
+    grant_id: str
+    tool_name: str
+    input_pattern: str
+    expires_at: datetime | None
+    created_at: datetime
+    interaction_id: str
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> ToolGrantRecord:
+        """From the view's `to_jsonb` of a tool_grants row."""
+        expires = value["expires_at"]
+        return cls(
+            str(value["grant_id"]),
+            value["tool_name"],
+            value["input_pattern"],
+            datetime.fromisoformat(expires) if expires else None,
+            datetime.fromisoformat(value["created_at"]),
+            value["interaction_id"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SessionRecord:
     session_id: str
     request_id: str
@@ -128,6 +153,8 @@ class SessionRecord:
     destroy_attempts: int = 0
     destroy_retry_at: datetime | None = None
     destroy_abandoned_at: datetime | None = None
+    # Tools it may use without asking, in force, oldest first (`controlplane.tool_grants`).
+    tool_grants: Sequence[ToolGrantRecord] = ()
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -164,4 +191,7 @@ class SessionRecord:
             destroy_attempts=row["destroy_attempts"] if "destroy_attempts" in keys else 0,
             destroy_retry_at=row["destroy_retry_at"] if "destroy_retry_at" in keys else None,
             destroy_abandoned_at=row["destroy_abandoned_at"] if "destroy_abandoned_at" in keys else None,
+            tool_grants=tuple(
+                ToolGrantRecord.from_json(g) for g in (row["tool_grants"] if "tool_grants" in keys else None) or ()
+            ),
         )

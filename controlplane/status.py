@@ -26,6 +26,7 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.SessionNotFound: grpc.StatusCode.NOT_FOUND,
     errors.InteractionNotFound: grpc.StatusCode.NOT_FOUND,
     errors.TaskNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.ToolGrantNotFound: grpc.StatusCode.NOT_FOUND,
     errors.InteractionNotPending: grpc.StatusCode.FAILED_PRECONDITION,
     errors.SessionNotReady: grpc.StatusCode.FAILED_PRECONDITION,
     errors.RequestIdReused: grpc.StatusCode.ALREADY_EXISTS,

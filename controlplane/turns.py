@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import store
+from controlplane import store, tool_grants
 from controlplane.agents import Agents
 from controlplane.errors import CapacityExhausted, NoAgentAvailable
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
@@ -257,6 +257,7 @@ class Turns:
                     resume_engine_session_id=resume,
                     transcript=transcript.content if transcript else b"",
                     committed_output_seq=committed,
+                    tool_grants=await tool_grants.in_force(tx.conn, session.session_id),
                 )
             ),
         )

@@ -164,6 +164,8 @@ FIELDS: dict[str, Check] = {
     "task_id": _string(256, printable=True),
     "updated_input_json": _string(MAX_TEXT_BYTES),
     "message": _string(MAX_TEXT_BYTES),
+    "grant_id": _string(64, printable=True),
+    "input_pattern": _string(4096),
     "answers": _map(64, _string(4096), _string(MAX_TEXT_BYTES), max_total_bytes=MAX_TEXT_BYTES),
     "path": _workspace_path,
     "chunk": _bytes(MAX_CHUNK_BYTES),

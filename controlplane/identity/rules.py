@@ -57,6 +57,7 @@ _KERNEL_RULES = {
     "ArchiveSession": _DRIVE,
     "DeleteSession": _DRIVE,
     "StopBackgroundTask": _DRIVE,
+    "RevokeToolGrant": _DRIVE,
     # Files and commands reach into the sandbox: a developer's, not a viewer's.
     "UploadWorkspaceArchive": _DRIVE,
     "ListWorkspace": _READ_FILES,

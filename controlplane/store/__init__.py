@@ -20,6 +20,7 @@ from controlplane.store import (
     session_requests,
     sessions,
     tool_calls,
+    tool_grants,
     turns,
 )
 
@@ -37,5 +38,6 @@ __all__ = [
     "session_requests",
     "sessions",
     "tool_calls",
+    "tool_grants",
     "turns",
 ]

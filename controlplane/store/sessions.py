@@ -48,6 +48,9 @@ SELECT s.*,
      FROM background_tasks t WHERE t.session_id = s.session_id AND t.state = 'open') AS background_tasks,
   (SELECT array_agg(q.turn_id ORDER BY q.accepted_seq) FROM turns q
     WHERE q.session_id = s.session_id AND q.state = 'queued') AS queued_turn_ids,
+  (SELECT jsonb_agg(to_jsonb(g) ORDER BY g.created_at, g.grant_id) FROM tool_grants g
+    WHERE g.session_id = s.session_id AND g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > now()))
+    AS tool_grants,
   (SELECT a.engine_manifests -> s.engine FROM agents a WHERE a.engine_manifests ? s.engine
     ORDER BY a.agent_id IS NOT DISTINCT FROM s.agent_id DESC, a.lease_expires_at > now() DESC, a.connected_at DESC
     LIMIT 1) AS engine_manifest
