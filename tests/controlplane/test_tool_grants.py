@@ -14,7 +14,7 @@ from google.protobuf import timestamp_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane.journal import EventKind
-from tests.controlplane.test_conversation import api as api  # noqa: F401 - the servicer fixture
+from tests.controlplane.test_conversation import api as api
 from tests.controlplane.test_conversation import commands, finish_turn, ok, ready, refused, session_of
 
 
@@ -43,7 +43,7 @@ async def _grant_sets(plane, sid: str) -> list[list[tuple[str, str]]]:
 
 
 @pytest_asyncio.fixture
-async def waiting(api, plane):  # noqa: F811 - the fixture above
+async def waiting(api, plane):
     """A session whose turn waits on a Bash approval (interaction i-1)."""
     sid = await ready(api, plane)
     turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="run: make test")).turn_id
@@ -51,19 +51,29 @@ async def waiting(api, plane):  # noqa: F811 - the fixture above
     return sid, turn
 
 
-async def test_an_answer_grants_later_calls_and_a_revocation_takes_them_back(api, plane, waiting):  # noqa: F811
+async def test_an_answer_grants_later_calls_and_a_revocation_takes_them_back(api, plane, waiting):
     sid, turn = waiting
     expires = datetime.now(UTC) + timedelta(hours=2)
     scope = pb.ToolGrantScope(input_pattern="make *", expire_time=_at(expires))
     answered = await ok(
-        api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r", allow=pb.AllowTool(grant=scope)
+        api,
+        "RespondToInteraction",
+        session_id=sid,
+        interaction_id="i-1",
+        request_id="r",
+        allow=pb.AllowTool(grant=scope),
     )
     [grant] = answered.session.tool_grants
     assert (grant.tool_name, grant.input_pattern, grant.interaction_id) == ("Bash", "make *", "i-1")
     assert grant.expire_time.ToDatetime(tzinfo=UTC).replace(microsecond=0) == expires.replace(microsecond=0)
     # The same answer again is the same outcome: one grant.
     again = await ok(
-        api, "RespondToInteraction", session_id=sid, interaction_id="i-1", request_id="r", allow=pb.AllowTool(grant=scope)
+        api,
+        "RespondToInteraction",
+        session_id=sid,
+        interaction_id="i-1",
+        request_id="r",
+        allow=pb.AllowTool(grant=scope),
     )
     assert [g.grant_id for g in again.session.tool_grants] == [grant.grant_id]
     events = await plane.journal.read(sid, 0, 1000)
@@ -85,7 +95,7 @@ async def test_an_answer_grants_later_calls_and_a_revocation_takes_them_back(api
     await finish_turn(plane, sid, turn)
 
 
-async def test_bad_grants_are_refused_and_store_nothing(api, plane, waiting):  # noqa: F811
+async def test_bad_grants_are_refused_and_store_nothing(api, plane, waiting):
     sid, _ = waiting
     past = pb.ToolGrantScope(expire_time=_at(datetime.now(UTC) - timedelta(minutes=1)))
     far = pb.ToolGrantScope(expire_time=_at(datetime.now(UTC) + timedelta(days=400)))
@@ -112,7 +122,7 @@ async def test_a_question_cannot_grant(api, plane):
     assert code is grpc.StatusCode.INVALID_ARGUMENT and "tool approval" in details
 
 
-async def test_a_session_placed_on_another_agent_takes_its_grants_along(api, plane, waiting):  # noqa: F811
+async def test_a_session_placed_on_another_agent_takes_its_grants_along(api, plane, waiting):
     sid, turn = waiting
     await ok(
         api,
@@ -133,7 +143,7 @@ async def test_a_session_placed_on_another_agent_takes_its_grants_along(api, pla
     assert [(g.tool_name, g.input_pattern) for g in start.tool_grants] == [("Bash", "make *")]
 
 
-async def test_an_expired_grant_is_not_listed(api, plane, waiting):  # noqa: F811
+async def test_an_expired_grant_is_not_listed(api, plane, waiting):
     sid, _ = waiting
     await ok(
         api,

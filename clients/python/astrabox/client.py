@@ -34,6 +34,7 @@ import tarfile
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Generator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import grpc
@@ -242,6 +243,13 @@ class AstraBoxClient:
         )
         return await self._session_of(self._stub.StopBackgroundTask, request)
 
+    async def revoke_tool_grant(self, session_id: str, grant_id: str, request_id: str | None = None) -> Session:
+        """Revokes a tool grant (Session.tool_grants): later calls of its tool ask again."""
+        request = api.RevokeToolGrantRequest(
+            session_id=session_id, grant_id=grant_id, request_id=request_id or _new_id()
+        )
+        return await self._session_of(self._stub.RevokeToolGrant, request)
+
     async def archive_session(self, session_id: str, request_id: str | None = None) -> Session:
         """Releases the session's sandbox; its history stays readable."""
         request = api.ArchiveSessionRequest(session_id=session_id, request_id=request_id or _new_id())
@@ -351,16 +359,32 @@ class AstraBoxClient:
         updated_input_json: str = "",
         deny: str | None = None,
         answers: Mapping[str, str] | None = None,
+        grant: bool = False,
+        grant_pattern: str = "",
+        grant_until: datetime | None = None,
         request_id: str | None = None,
     ) -> Session:
-        """Answers an interaction: exactly one of `allow=True`, `deny="why"`, `answers={...}`."""
+        """Answers an interaction: exactly one of `allow=True`, `deny="why"`, `answers={...}`.
+
+        With `allow`, `grant=True` also lets later calls of the tool run without asking (a tool
+        grant, listed on the session): only those whose main input matches `grant_pattern` (a
+        glob; empty: all), until `grant_until` (None: for the rest of the session)."""
         if (allow, deny is not None, answers is not None).count(True) != 1:
             raise ValueError("give exactly one of allow=True, deny=message or answers=mapping")
+        if (grant_pattern or grant_until) and not grant:
+            raise ValueError("grant_pattern and grant_until need grant=True")
+        if grant and not allow:
+            raise ValueError("only allow=True can grant later calls")
         request = api.RespondToInteractionRequest(
             session_id=session_id, interaction_id=interaction_id, request_id=request_id or _new_id()
         )
         if allow:
             request.allow.updated_input_json = updated_input_json
+            if grant:
+                request.allow.grant.input_pattern = grant_pattern
+                request.allow.grant.SetInParent()
+                if grant_until is not None:
+                    request.allow.grant.expire_time.FromDatetime(grant_until)
         elif deny is not None:
             request.deny.message = deny
         else:
