@@ -105,6 +105,7 @@ def _capabilities(manifest: EngineManifest | None) -> session_pb2.EngineCapabili
         supports_interactions=manifest.supports_interactions,
         supports_background_tasks=manifest.supports_background_tasks,
         supports_server_info=manifest.supports_server_info,
+        tools=list(manifest.tools),
     )
 
 

@@ -2,8 +2,8 @@
 
 The platform has no engine vocabulary of its own: each agent's Hello carries
 a manifest per engine it runs (its permission modes, the default one, what it
-supports), `Agents` keeps them beside the agent, and requests are validated
-against them (`Agents.engine_manifest`).
+supports, its built-in tools), `Agents` keeps them beside the agent, and
+requests are validated against them (`Agents.engine_manifest`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ class EngineManifest:
     supports_interactions: bool
     supports_background_tasks: bool
     supports_server_info: bool
+    # The built-in tools an agent definition may name (AgentSpec.tools); empty: the engine takes
+    # no tool configuration.
+    tools: tuple[str, ...] = ()
 
     @classmethod
     def from_proto(cls, manifest: runner_pb2.EngineManifest) -> EngineManifest:
@@ -52,11 +55,12 @@ class EngineManifest:
             supports_interactions=manifest.supports_interactions,
             supports_background_tasks=manifest.supports_background_tasks,
             supports_server_info=manifest.supports_server_info,
+            tools=tuple(manifest.tools),
         )
 
     @classmethod
     def from_json(cls, kind: str, value: Mapping[str, Any]) -> EngineManifest:
-        """From its column value (`to_json`)."""
+        """From its column value (`to_json`); one stored before manifests listed tools has none."""
         return cls(
             kind=kind,
             permission_modes=tuple(value["permission_modes"]),
@@ -64,6 +68,7 @@ class EngineManifest:
             supports_interactions=value["supports_interactions"],
             supports_background_tasks=value["supports_background_tasks"],
             supports_server_info=value["supports_server_info"],
+            tools=tuple(value.get("tools", ())),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -74,6 +79,7 @@ class EngineManifest:
             "supports_interactions": self.supports_interactions,
             "supports_background_tasks": self.supports_background_tasks,
             "supports_server_info": self.supports_server_info,
+            "tools": list(self.tools),
         }
 
 

@@ -101,6 +101,9 @@ class EngineManifest:
     supports_server_info: bool
     # The mode of a session whose creator names none; empty: the first of permission_modes.
     default_permission_mode: str = ""
+    # The built-in tools the engine offers, by the names an agent definition gives them
+    # (AgentSpec.tools); empty: the engine takes no tool configuration.
+    tools: tuple[str, ...] = ()
 
 
 class EngineSession(Protocol):

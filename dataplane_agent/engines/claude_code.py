@@ -84,6 +84,35 @@ MANIFEST = EngineManifest(
     # Tools run inside the sandbox, which is the isolation boundary; sessions
     # that want a human to approve each tool ask for "default".
     default_permission_mode="bypassPermissions",
+    # The built-in tools the bundled CLI offers a session, as its init message lists them
+    # (tests/dataplane_agent/test_claude_code_manifest.py keeps the two equal).
+    tools=(
+        "AskUserQuestion",
+        "Bash",
+        "CronCreate",
+        "CronDelete",
+        "CronList",
+        "Edit",
+        "EnterPlanMode",
+        "EnterWorktree",
+        "ExitPlanMode",
+        "ExitWorktree",
+        "ListAgents",
+        "Monitor",
+        "NotebookEdit",
+        "Read",
+        "ReportFindings",
+        "ScheduleWakeup",
+        "SendMessage",
+        "Skill",
+        "Task",
+        "TaskStop",
+        "ToolSearch",
+        "WebFetch",
+        "WebSearch",
+        "Workflow",
+        "Write",
+    ),
 )
 
 # What the CLI needs to stay quiet and offline-friendly. IS_SANDBOX tells it that it runs in a

@@ -378,6 +378,7 @@ def engine_manifest_proto(manifest: EngineManifest) -> pb.EngineManifest:
         supports_interactions=manifest.supports_interactions,
         supports_background_tasks=manifest.supports_background_tasks,
         supports_server_info=manifest.supports_server_info,
+        tools=list(manifest.tools),
     )
 
 

@@ -190,3 +190,20 @@ async def test_the_manifests_of_a_hello_are_what_its_sessions_are_validated_agai
             await plane.kernel.create_session(
                 CreateSession(request_id="h-1", project_id=plane.project_id, engine="claude_code")
             )
+
+
+async def test_the_built_in_tools_an_agent_declares_are_shown_on_its_sessions(plane):
+    await plane.connect_agent()
+    created = await plane.kernel.create_session(CreateSession(request_id="tools-1", project_id=plane.project_id))
+    shown = session_to_proto(await plane.kernel.get_session(created.session_id))
+    assert tuple(shown.capabilities.tools) == CLAUDE_CODE.tools and "Bash" in shown.capabilities.tools
+
+
+async def test_a_manifest_stored_before_manifests_listed_tools_reads_with_none(plane):
+    await plane.connect_agent()
+    await plane.pool.execute(
+        "UPDATE agents SET engine_manifests = jsonb_build_object('claude_code',"
+        " (engine_manifests -> 'claude_code') - 'tools')"
+    )
+    manifest = await plane.agents.engine_manifest("claude_code")
+    assert manifest.tools == () and manifest.permission_modes == CLAUDE_CODE.permission_modes
