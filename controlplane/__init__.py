@@ -50,6 +50,8 @@ database and nothing else. Its map:
     project_quotas.py      project_quotas   command_leases.py      command_leases
     tool_calls.py          open_tool_calls (the engine's tool calls still without a result)
     tool_grants.py         tool_grants (tools a session may use without asking)
+    agent_definitions.py   agent_definitions (a project's named agents)
+    agent_definition_versions.py  agent_definition_versions (each one's immutable versions)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
                    map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
 

@@ -9,6 +9,8 @@ The map of tables to modules, and the exceptions, are in `controlplane`'s docstr
 from controlplane.store import (
     agent_commands,
     agent_credentials,
+    agent_definition_versions,
+    agent_definitions,
     agents,
     background_tasks,
     cluster_secret,
@@ -27,6 +29,8 @@ from controlplane.store import (
 __all__ = [
     "agent_commands",
     "agent_credentials",
+    "agent_definition_versions",
+    "agent_definitions",
     "agents",
     "background_tasks",
     "cluster_secret",

@@ -31,6 +31,8 @@ OWNERS = {
     "cluster_secret": "store/cluster_secret.py",
     "project_quotas": "store/project_quotas.py",
     "command_leases": "store/command_leases.py",
+    "agent_definitions": "store/agent_definitions.py",
+    "agent_definition_versions": "store/agent_definition_versions.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",
