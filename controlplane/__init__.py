@@ -52,12 +52,14 @@ database and nothing else. Its map:
     tool_grants.py         tool_grants (tools a session may use without asking)
     agent_definitions.py   agent_definitions (a project's named agents)
     agent_definition_versions.py  agent_definition_versions (each one's immutable versions)
+  agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
+                   engines' manifests (its own map)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
                    map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
 
 The owner functions take the connection, so callers keep their transactions and the order of
 their statements (tests/controlplane/test_table_owners.py keeps SQL in its owner). Imports go
-downwards: server → identity, api, relay, deadlines → kernel, conversation, outputs, verdicts, leases →
-destructions, turns, tool_grants → agents → journal → store → session, engines. Nothing here imports
-`dataplane_agent`.
+downwards: server → identity, api, agent_definitions, relay, deadlines → kernel, conversation, outputs,
+verdicts, leases → destructions, turns, tool_grants → agents → journal → store → session, engines.
+Nothing here imports `dataplane_agent`.
 """

@@ -121,6 +121,12 @@ class Agents:
             )
         raise NoAgentAvailable(f"no connected data-plane agent can run {engine}; start one with `astrabox agent`")
 
+    async def declared_manifests(self, conn: asyncpg.Connection | None = None) -> dict[str, EngineManifest]:
+        """The manifest of every engine an agent declared, by kind, each as `engine_manifest` picks it
+        (agent definitions are checked against these: `controlplane.agent_definitions`)."""
+        found = await store.agents.declared_manifests(conn or self._pool)
+        return {kind: EngineManifest.from_json(kind, value) for kind, value in found.items()}
+
     async def mark_held_runtimes(self, agent_id: str, session_ids: Sequence[str]) -> None:
         """An agent that reconnected still holds these sessions' runtimes."""
         await store.sessions.mark_held_runtimes(self._pool, agent_id, session_ids)

@@ -47,11 +47,20 @@ class Edge(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]
 
     `internal` services (the agents' and replicas' RunnerService) get the decoding and the error
     mapping only: their requests carry engine output, which is data, not bounded fields; and a
-    refused agent stream is not drained (it does not end until the agent goes)."""
+    refused agent stream is not drained (it does not end until the agent goes). So do
+    `self_bounded` services, whose handlers bound their requests themselves (AgentService: an
+    agent definition's fields have meanings of their own, `controlplane.agent_definitions.specs`)
+    and which name no session to scope."""
 
-    def __init__(self, *service_names: str, internal: tuple[str, ...] = (), scope: Scope | None = None) -> None:
+    def __init__(
+        self,
+        *service_names: str,
+        internal: tuple[str, ...] = (),
+        self_bounded: tuple[str, ...] = (),
+        scope: Scope | None = None,
+    ) -> None:
         self._prefixes = tuple(f"/{name}/" for name in service_names)
-        self._internal = tuple(f"/{name}/" for name in internal)
+        self._unbounded = tuple(f"/{name}/" for name in (*internal, *self_bounded))
         self._scope = scope
 
     async def intercept_service(
@@ -65,7 +74,7 @@ class Edge(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]
             return handler
         if method.startswith(self._prefixes):
             return guarded(handler, method, scope=self._scope)
-        if method.startswith(self._internal):
+        if method.startswith(self._unbounded):
             return guarded(handler, method, bounded=False)
         return handler
 

@@ -3,7 +3,7 @@
     KernelError
     ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT, FIELD_TOO_LONG, MALFORMED_REQUEST,
     │                                                   PAGE_TOKEN_INVALID, PERMISSION_MODE_INVALID,
-    │                                                   PATH_OUTSIDE_WORKSPACE
+    │                                                   PATH_OUTSIDE_WORKSPACE, INVALID_AGENT_SPEC
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
     ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
     ├── TaskNotFound           NOT_FOUND            reason TASK_NOT_FOUND
@@ -28,6 +28,12 @@
     ├── ProjectExists          ALREADY_EXISTS       reason PROJECT_EXISTS
     ├── KeyNotFound            NOT_FOUND            reason KEY_NOT_FOUND
     ├── AgentNotFound          NOT_FOUND            reason AGENT_NOT_FOUND
+    ├── AgentDefinitionNotFound   NOT_FOUND         reason AGENT_NOT_FOUND (AgentService: an agent definition)
+    ├── AgentVersionNotFound   NOT_FOUND            reason AGENT_VERSION_NOT_FOUND
+    ├── AgentDefinitionExists  ALREADY_EXISTS       reason AGENT_ALREADY_EXISTS
+    ├── AgentDefinitionArchived FAILED_PRECONDITION reason AGENT_ARCHIVED
+    ├── AgentVersionConflict   ABORTED              reason AGENT_VERSION_CONFLICT; metadata expected_version,
+    │                                                   latest_version
     ├── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
     └── Internal               INTERNAL             reason INTERNAL; the message holds only a reference
                                                     to the log entry with the details
@@ -192,6 +198,58 @@ class AgentNotFound(KernelError):
 
     def __init__(self, agent_id: str) -> None:
         super().__init__(f"agent {agent_id} never enrolled", {"agent_id": agent_id})
+
+
+class AgentDefinitionNotFound(KernelError):
+    """No agent definition of the caller's project has this name or id (another project's looks the same)."""
+
+    reason = "AGENT_NOT_FOUND"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(
+            f"agent {ref} does not exist in this project; `astrabox agents list` shows its agents", {"agent": ref}
+        )
+
+
+class AgentVersionNotFound(KernelError):
+    reason = "AGENT_VERSION_NOT_FOUND"
+
+    def __init__(self, name: str, version: int, latest_version: int) -> None:
+        super().__init__(
+            f"agent {name} has no version {version}: its versions are 1 to {latest_version}",
+            {"agent": name, "version": str(version), "latest_version": str(latest_version)},
+        )
+
+
+class AgentDefinitionExists(KernelError):
+    reason = "AGENT_ALREADY_EXISTS"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"an agent named {name} already exists in this project (archived agents keep their names);"
+            " update it (UpdateAgent) or choose another name",
+            {"name": name},
+        )
+
+
+class AgentDefinitionArchived(KernelError):
+    reason = "AGENT_ARCHIVED"
+
+    def __init__(self, name: str, doing: str) -> None:
+        super().__init__(f"agent {name} is archived: it {doing}", {"agent": name})
+
+
+class AgentVersionConflict(KernelError):
+    """An update named the version it meant to replace, and another update made a newer one first."""
+
+    reason = "AGENT_VERSION_CONFLICT"
+
+    def __init__(self, name: str, expected: int, latest: int) -> None:
+        super().__init__(
+            f"agent {name} is at version {latest}, not {expected}: someone else changed it; read it again"
+            f" (GetAgent) and apply your change to version {latest}",
+            {"agent": name, "expected_version": str(expected), "latest_version": str(latest)},
+        )
 
 
 class ProjectNotFound(KernelError):

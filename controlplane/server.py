@@ -14,8 +14,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from astrabox.admin.v1 import admin_service_pb2_grpc
+from astrabox.agents.v1 import agent_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
+from controlplane.agent_definitions.api import AgentServicer
+from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import Agents
 from controlplane.api import SessionKernelServicer
 from controlplane.conversation import Conversation
@@ -28,7 +31,7 @@ from controlplane.identity.admin import AdminServicer
 from controlplane.identity.agent_admission import AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
-from controlplane.identity.rules import ADMIN, KERNEL
+from controlplane.identity.rules import ADMIN, AGENTS, KERNEL
 from controlplane.identity.tenancy import Tenancy
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
@@ -55,7 +58,7 @@ log = structlog.get_logger(__name__)
 
 
 RUNNER = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name
-SERVICE_NAMES = (KERNEL, ADMIN, RUNNER)
+SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, RUNNER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,9 @@ _add_session_kernel_service: Callable[[SessionKernelServicer, grpc.aio.Server], 
 )
 _add_admin_service: Callable[[AdminServicer, grpc.aio.Server], None] = (
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server
+)
+_add_agent_service: Callable[[AgentServicer, grpc.aio.Server], None] = (
+    agent_service_pb2_grpc.add_AgentServiceServicer_to_server
 )
 _add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
     runner_service_pb2_grpc.add_RunnerServiceServicer_to_server
@@ -122,7 +128,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     ),
                     pool,
                 ),
-                Edge(KERNEL, ADMIN, internal=(RUNNER,), scope=Tenancy(pool).scope),
+                Edge(KERNEL, ADMIN, internal=(RUNNER,), self_bounded=(AGENTS,), scope=Tenancy(pool).scope),
             ],
             options=[
                 ("grpc.so_reuseport", 0),
@@ -143,7 +149,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         journal = Journal(pool, live)
         agents = Agents(pool, settings.lease_ttl)
         turns = Turns(agents)
-        kernel = SessionKernel(pool, journal, agents, turns, live, PageTokens.from_cluster_secret(secret))
+        page_tokens = PageTokens.from_cluster_secret(secret)
+        kernel = SessionKernel(pool, journal, agents, turns, live, page_tokens)
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
         replicas = ReplicaLinks(pool, advertised, secret, tls[1] if tls else None)
         router = WorkspaceRouter(replicas)
@@ -176,6 +183,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         )
         _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret, pool)), server)
         _add_admin_service(AdminServicer(pool, admission), server)
+        _add_agent_service(AgentServicer(AgentDefinitions(pool, agents, page_tokens)), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -45,6 +45,11 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.KeyNotFound: grpc.StatusCode.NOT_FOUND,
     errors.AgentIdBound: grpc.StatusCode.PERMISSION_DENIED,
     errors.AgentNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.AgentDefinitionNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.AgentVersionNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.AgentDefinitionExists: grpc.StatusCode.ALREADY_EXISTS,
+    errors.AgentDefinitionArchived: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.AgentVersionConflict: grpc.StatusCode.ABORTED,
 }
 
 

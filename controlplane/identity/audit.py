@@ -23,7 +23,16 @@ from controlplane.identity.callers import Caller
 log = structlog.get_logger(__name__)
 
 # The request fields worth recording; each holds an identifier the caller chose, bounded at the edge.
-IDENTIFIERS = ("key_id", "project_id", "name", "interaction_id", "task_id", "request_id", "client_message_id")
+IDENTIFIERS = (
+    "key_id",
+    "project_id",
+    "name",
+    "agent",
+    "interaction_id",
+    "task_id",
+    "request_id",
+    "client_message_id",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from astrabox.admin.v1 import admin_service_pb2
+from astrabox.agents.v1 import agent_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.identity.callers import Caller, Role
 
 KERNEL = session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"].full_name
 ADMIN = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+AGENTS = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 # The services whose every call is authenticated.
-GUARDED_SERVICES = (KERNEL, ADMIN)
+GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +83,18 @@ _ADMIN_RULES = {
     # Quotas are the platform's limits on a project: its own admin may not raise them.
     "SetQuotas": Rule(Role.ADMIN, operator=True, mutates=True),
 }
+# Agent definitions: whoever may start sessions may define what runs in them.
+_AGENT_RULES = {
+    "GetAgent": _VIEW,
+    "ListAgents": _VIEW,
+    "ListAgentVersions": _VIEW,
+    "CreateAgent": _DRIVE,
+    "UpdateAgent": _DRIVE,
+    "ArchiveAgent": _DRIVE,
+}
 
 RULES: dict[str, Rule] = {
     **{f"/{KERNEL}/{name}": rule for name, rule in _KERNEL_RULES.items()},
     **{f"/{ADMIN}/{name}": rule for name, rule in _ADMIN_RULES.items()},
+    **{f"/{AGENTS}/{name}": rule for name, rule in _AGENT_RULES.items()},
 }

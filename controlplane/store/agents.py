@@ -93,6 +93,16 @@ async def engine_manifest(db: asyncpg.Connection | asyncpg.Pool, engine: str, ag
     )
 
 
+async def declared_manifests(db: asyncpg.Connection | asyncpg.Pool) -> dict[str, Any]:
+    """Every engine any agent declared, by kind, with its manifest (its JSON) as `engine_manifest`
+    picks it: the live agent that connected last, else any."""
+    rows = await db.fetch(
+        "SELECT DISTINCT ON (kind) kind, manifest FROM agents, jsonb_each(engine_manifests) AS m(kind, manifest)"
+        " ORDER BY kind, lease_expires_at > now() DESC, connected_at DESC"
+    )
+    return {row["kind"]: row["manifest"] for row in rows}
+
+
 async def live_engines(db: asyncpg.Connection | asyncpg.Pool) -> list[str]:
     """The kinds of engine the agents with a live lease declared, sorted."""
     kinds: list[str] = await db.fetchval(

@@ -15,6 +15,7 @@ import pytest_asyncio
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
 from astrabox.admin.v1 import admin_service_pb2
+from astrabox.agents.v1 import agent_service_pb2
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
@@ -27,6 +28,7 @@ from controlplane.status import error_info
 SERVICES: list[ServiceDescriptor] = [
     session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"],
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
+    agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"],
 ]
 METHODS = [(service, method) for service in SERVICES for method in service.methods]
 

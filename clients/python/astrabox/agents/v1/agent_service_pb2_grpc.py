@@ -29,8 +29,9 @@ class AgentServiceStub:
     """AgentService keeps a project's agent definitions. Every RPC acts within the
     caller's project; another project's agent looks exactly like one that does
     not exist. Errors carry a google.rpc.ErrorInfo reason: AGENT_NOT_FOUND,
-    AGENT_ALREADY_EXISTS, AGENT_ARCHIVED, AGENT_VERSION_CONFLICT,
-    INVALID_AGENT_SPEC (with the offending field in the metadata).
+    AGENT_VERSION_NOT_FOUND, AGENT_ALREADY_EXISTS, AGENT_ARCHIVED,
+    AGENT_VERSION_CONFLICT, REQUEST_ID_REUSED, INVALID_AGENT_SPEC (with the
+    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path").
     """
 
     def __init__(self, channel):
@@ -75,13 +76,17 @@ class AgentServiceServicer:
     """AgentService keeps a project's agent definitions. Every RPC acts within the
     caller's project; another project's agent looks exactly like one that does
     not exist. Errors carry a google.rpc.ErrorInfo reason: AGENT_NOT_FOUND,
-    AGENT_ALREADY_EXISTS, AGENT_ARCHIVED, AGENT_VERSION_CONFLICT,
-    INVALID_AGENT_SPEC (with the offending field in the metadata).
+    AGENT_VERSION_NOT_FOUND, AGENT_ALREADY_EXISTS, AGENT_ARCHIVED,
+    AGENT_VERSION_CONFLICT, REQUEST_ID_REUSED, INVALID_AGENT_SPEC (with the
+    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path").
     """
 
     def CreateAgent(self, request, context):
         """Creates an agent with its first version. ALREADY_EXISTS when the name is
-        taken in the project (by an archived agent too).
+        taken in the project (by an archived agent too). A retry with the same
+        request_id, name and definition returns the agent it created; the same
+        request_id with another name or definition is ALREADY_EXISTS,
+        REQUEST_ID_REUSED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -103,7 +108,8 @@ class AgentServiceServicer:
 
     def UpdateAgent(self, request, context):
         """Makes a new version of an agent's definition, unless the definition is
-        equal to the newest one (then nothing changes).
+        equal to the newest one (then nothing changes, whatever expected_version
+        says). FAILED_PRECONDITION, AGENT_ARCHIVED for an archived agent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -168,8 +174,9 @@ class AgentService:
     """AgentService keeps a project's agent definitions. Every RPC acts within the
     caller's project; another project's agent looks exactly like one that does
     not exist. Errors carry a google.rpc.ErrorInfo reason: AGENT_NOT_FOUND,
-    AGENT_ALREADY_EXISTS, AGENT_ARCHIVED, AGENT_VERSION_CONFLICT,
-    INVALID_AGENT_SPEC (with the offending field in the metadata).
+    AGENT_VERSION_NOT_FOUND, AGENT_ALREADY_EXISTS, AGENT_ARCHIVED,
+    AGENT_VERSION_CONFLICT, REQUEST_ID_REUSED, INVALID_AGENT_SPEC (with the
+    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path").
     """
 
     @staticmethod

@@ -1,0 +1,305 @@
+"""A project's agent definitions: created, read, listed, changed (each change a new immutable
+version) and archived; and resolved to the version a new session pins.
+
+Every call takes the caller's project and reads and writes only its agents: another
+project's agent answers exactly as one that does not exist. A change is one transaction on the
+agent's locked row, so versions are numbered without gaps and nothing is half-stored: a create
+refused at any step leaves no agent, an update refused leaves no version.
+
+Idempotency. CreateAgent's request id is unique per project: a retry with the same name and an
+equal definition returns the agent it made (with its first version), whatever happened to it
+since; the same id with another name or definition is ALREADY_EXISTS, reason REQUEST_ID_REUSED,
+as for CreateSession. UpdateAgent with a definition equal to the newest version's makes no
+version (so it is idempotent, and its retry after a lost answer succeeds, whatever
+`expected_version` it names).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+import structlog
+
+from astrabox.agents.v1 import agent_pb2
+from controlplane import store, validation
+from controlplane.agent_definitions import specs
+from controlplane.agents import Agents
+from controlplane.errors import (
+    AgentDefinitionArchived,
+    AgentDefinitionExists,
+    AgentDefinitionNotFound,
+    AgentVersionConflict,
+    AgentVersionNotFound,
+    InvalidArgument,
+    RequestIdReused,
+)
+from controlplane.page_tokens import PageTokens
+from controlplane.validation import echo
+
+log = structlog.get_logger(__name__)
+
+_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
+_NAME_RULE = "1-64 characters of [a-z0-9-], starting with a letter"
+MAX_VERSION = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    agent_id: str
+    project_id: uuid.UUID
+    name: str
+    latest_version: int
+    archived: bool
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> AgentRecord:
+        return cls(
+            agent_id=str(row["agent_id"]),
+            project_id=row["project_id"],
+            name=row["name"],
+            latest_version=row["latest_version"],
+            archived=row["archived"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    agent_id: str
+    version: int
+    # The definition (a copy of the stored one: changing it changes nothing stored).
+    spec: agent_pb2.AgentSpec
+    spec_digest: str
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> VersionRecord:
+        return cls(
+            agent_id=str(row["agent_id"]),
+            version=row["version"],
+            spec=agent_pb2.AgentSpec.FromString(bytes(row["spec"])),
+            spec_digest=row["spec_digest"],
+            created_at=row["created_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Updated:
+    agent: AgentRecord
+    # The newest version: the new one, or the unchanged newest when the definition was equal.
+    version: VersionRecord
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedAgent:
+    """The agent version a new session starts from (and pins)."""
+
+    agent_id: str
+    name: str
+    version: int
+    spec: agent_pb2.AgentSpec
+    spec_digest: str
+
+
+def agent_name(value: str) -> str:
+    """A new agent's name: unique in its project, never of the form of an id (a UUID), so that a
+    reference to an agent (`agent_ref`) is either unambiguously."""
+    if not _NAME.fullmatch(value) or _as_id(value) is not None:
+        raise InvalidArgument("name", f"an agent's name is {_NAME_RULE}, and not a UUID; got {echo(value)}")
+    return value
+
+
+def agent_ref(value: str, field: str = "agent") -> uuid.UUID | str:
+    """What a request names an agent by: its id (a UUID) or its name."""
+    if not value:
+        raise InvalidArgument(field, f"{field} must name the agent: its name or its id")
+    found = _as_id(value)
+    if found is not None:
+        return found
+    if not _NAME.fullmatch(value):
+        raise InvalidArgument(
+            field, f"{field} must be an agent's name ({_NAME_RULE}) or id (a UUID), got {echo(value)}"
+        )
+    return value
+
+
+def _as_id(value: str) -> uuid.UUID | None:
+    if len(value) > 64:  # uuid.UUID would take a braced or urn: form, never longer
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+def _version(field: str, value: int) -> int:
+    if not 0 <= value <= MAX_VERSION:
+        raise InvalidArgument(field, f"{field} must be 0 (the newest) or a version number, got {value}")
+    return value
+
+
+class AgentDefinitions:
+    def __init__(self, pool: asyncpg.Pool, agents: Agents, page_tokens: PageTokens) -> None:
+        self._pool = pool
+        # Where the engines' manifests come from, which definitions are checked against.
+        self._agents = agents
+        self._page_tokens = page_tokens
+
+    async def create(
+        self, project_id: uuid.UUID, request_id: str, name: str, spec: agent_pb2.AgentSpec
+    ) -> tuple[AgentRecord, VersionRecord]:
+        """A new agent with `spec` as its version 1 (or, for a retry, the agent the request made)."""
+        validation.client_id("request_id", request_id)
+        agent_name(name)
+        specs.check_shape(spec)
+        form = specs.canonical(spec)
+        digest = specs.digest(form)
+        async with self._pool.acquire() as conn, conn.transaction():
+            known = await store.agent_definitions.by_request_id(conn, project_id, request_id)
+            if known is None:
+                specs.check_against(spec, await self._agents.declared_manifests(conn))
+                row = await store.agent_definitions.insert(conn, uuid.uuid4(), project_id, name, request_id)
+                if row is not None:
+                    first = await store.agent_definition_versions.insert(conn, row["agent_id"], 1, form, digest)
+                    agent, version = AgentRecord.from_row(row), VersionRecord.from_row(first)
+                    log.info("agent_definition_created", agent_id=agent.agent_id, name=name, project_id=str(project_id))
+                    return agent, version
+                # A concurrent create took the name, or the request id (a retry running alongside).
+                known = await store.agent_definitions.by_request_id(conn, project_id, request_id)
+                if known is None:
+                    raise AgentDefinitionExists(name)
+            first = await store.agent_definition_versions.get(conn, known["agent_id"], 1)
+            assert first is not None
+            if known["name"] != name or first["spec_digest"] != digest:
+                raise RequestIdReused(
+                    f"request_id {echo(request_id)} was already used to create agent {known['name']}"
+                    " with another name or definition",
+                    {"request_id": request_id, "agent_id": str(known["agent_id"])},
+                )
+            return AgentRecord.from_row(known), VersionRecord.from_row(first)
+
+    async def get(self, project_id: uuid.UUID, ref: str, version: int = 0) -> tuple[AgentRecord, VersionRecord]:
+        """The agent and one of its versions (0: the newest); archived agents too."""
+        return await self._read(self._pool, project_id, agent_ref(ref), _version("version", version))
+
+    async def _read(
+        self, db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID, ref: uuid.UUID | str, version: int
+    ) -> tuple[AgentRecord, VersionRecord]:
+        row = await store.agent_definitions.find(db, project_id, ref)
+        if row is None:
+            raise AgentDefinitionNotFound(str(ref))
+        agent = AgentRecord.from_row(row)
+        wanted = version or agent.latest_version
+        found = await store.agent_definition_versions.get(db, row["agent_id"], wanted)
+        if found is None:
+            raise AgentVersionNotFound(agent.name, wanted, agent.latest_version)
+        return agent, VersionRecord.from_row(found)
+
+    async def resolve(
+        self,
+        project_id: uuid.UUID,
+        ref: str,
+        version: int = 0,
+        conn: asyncpg.Connection | None = None,
+        fields: tuple[str, str] = ("agent", "agent_version"),
+    ) -> ResolvedAgent:
+        """The version (0: the newest) of the project's agent `ref` (its name or id) a new session
+        starts from. AgentDefinitionNotFound, AgentVersionNotFound, or AgentDefinitionArchived:
+        an archived agent starts no session. `fields` name the request's fields in a refusal."""
+        agent, found = await self._read(
+            conn or self._pool, project_id, agent_ref(ref, fields[0]), _version(fields[1], version)
+        )
+        if agent.archived:
+            raise AgentDefinitionArchived(agent.name, "starts no new session (its versions stay readable)")
+        return ResolvedAgent(agent.agent_id, agent.name, found.version, found.spec, found.spec_digest)
+
+    async def list_agents(
+        self, project_id: uuid.UUID, page_size: int, page_token: str, show_archived: bool
+    ) -> tuple[list[AgentRecord], str]:
+        """A page of the project's agents by name, and the next page's token."""
+        size = validation.page_size(page_size, default=50, maximum=500)
+        scope = f"agents/{project_id}/{'all' if show_archived else 'active'}"
+        after = ""
+        if page_token:
+            validation.FIELDS["page_token"]("page_token", page_token)
+            after_name = self._page_tokens.read(scope, page_token).get("after")
+            if not isinstance(after_name, str):
+                raise validation.page_token_invalid()
+            after = after_name
+        rows = await store.agent_definitions.page(self._pool, project_id, after, show_archived, size + 1)
+        agents = [AgentRecord.from_row(r) for r in rows[:size]]
+        next_token = self._page_tokens.issue(scope, {"after": agents[-1].name}) if len(rows) > size else ""
+        return agents, next_token
+
+    async def update(
+        self, project_id: uuid.UUID, ref: str, spec: agent_pb2.AgentSpec, expected_version: int = 0
+    ) -> Updated:
+        """A new version with `spec`, unless it equals the newest; with `expected_version`, only if
+        that is still the newest (else AgentVersionConflict)."""
+        key = agent_ref(ref)
+        _version("expected_version", expected_version)
+        specs.check_shape(spec)
+        form = specs.canonical(spec)
+        digest = specs.digest(form)
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await store.agent_definitions.lock(conn, project_id, key)
+            if row is None:
+                raise AgentDefinitionNotFound(ref)
+            agent = AgentRecord.from_row(row)
+            if agent.archived:
+                raise AgentDefinitionArchived(agent.name, "takes no new version (create another agent)")
+            newest = await store.agent_definition_versions.get(conn, row["agent_id"], agent.latest_version)
+            assert newest is not None
+            if newest["spec_digest"] == digest:
+                return Updated(agent, VersionRecord.from_row(newest), created=False)
+            if expected_version and expected_version != agent.latest_version:
+                raise AgentVersionConflict(agent.name, expected_version, agent.latest_version)
+            specs.check_against(spec, await self._agents.declared_manifests(conn))
+            number = agent.latest_version + 1
+            made = await store.agent_definition_versions.insert(conn, row["agent_id"], number, form, digest)
+            changed = await store.agent_definitions.set_latest(conn, row["agent_id"], number)
+        log.info("agent_definition_updated", agent_id=agent.agent_id, version=number, project_id=str(project_id))
+        return Updated(AgentRecord.from_row(changed), VersionRecord.from_row(made), created=True)
+
+    async def list_versions(
+        self, project_id: uuid.UUID, ref: str, page_size: int, page_token: str
+    ) -> tuple[list[VersionRecord], str]:
+        """A page of the agent's versions, newest first, and the next page's token."""
+        key = agent_ref(ref)
+        size = validation.page_size(page_size, default=50, maximum=500)
+        row = await store.agent_definitions.find(self._pool, project_id, key)
+        if row is None:
+            raise AgentDefinitionNotFound(ref)
+        scope = f"agent-versions/{row['agent_id']}"
+        before = None
+        if page_token:
+            validation.FIELDS["page_token"]("page_token", page_token)
+            cursor = self._page_tokens.read(scope, page_token).get("before")
+            if not isinstance(cursor, int) or isinstance(cursor, bool):
+                raise validation.page_token_invalid()
+            before = cursor
+        rows = await store.agent_definition_versions.page(self._pool, row["agent_id"], before, size + 1)
+        found = [VersionRecord.from_row(r) for r in rows[:size]]
+        next_token = self._page_tokens.issue(scope, {"before": found[-1].version}) if len(rows) > size else ""
+        return found, next_token
+
+    async def archive(self, project_id: uuid.UUID, ref: str) -> AgentRecord:
+        """Archive the agent: it starts no new session. Idempotent."""
+        key = agent_ref(ref)
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await store.agent_definitions.lock(conn, project_id, key)
+            if row is None:
+                raise AgentDefinitionNotFound(ref)
+            if row["archived"]:
+                return AgentRecord.from_row(row)
+            archived = await store.agent_definitions.archive(conn, row["agent_id"])
+        log.info("agent_definition_archived", agent_id=str(row["agent_id"]), project_id=str(project_id))
+        return AgentRecord.from_row(archived)
