@@ -255,6 +255,19 @@ async def test_concurrent_creates_of_one_name_make_one_agent(running, callers) -
     assert await stored(running) == (1, 1)
 
 
+async def test_of_concurrent_updates_from_one_version_exactly_one_wins(running, callers) -> None:
+    dev = callers.developer
+    await dev.CreateAgent(pb.CreateAgentRequest(request_id="r", name="reviewer", spec=reviewer()))
+    edits = [pb.UpdateAgentRequest(agent="reviewer", spec=reviewer(f"edit {i}"), expected_version=1) for i in range(5)]
+    outcomes = await asyncio.gather(*(dev.UpdateAgent(e) for e in edits), return_exceptions=True)
+    won = [o for o in outcomes if isinstance(o, pb.UpdateAgentResponse)]
+    lost = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)]
+    assert len(won) == 1 and won[0].created and won[0].version.version == 2
+    assert [error_info(e).reason for e in lost] == ["AGENT_VERSION_CONFLICT"] * 4
+    newest = await dev.GetAgent(pb.GetAgentRequest(agent="reviewer"))
+    assert newest.version.spec == won[0].version.spec and await stored(running) == (1, 2)
+
+
 def _with(change) -> apb.AgentSpec:
     spec = reviewer()
     change(spec)
