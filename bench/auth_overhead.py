@@ -50,6 +50,7 @@ from _common import api_key_file, embedded_postgres, percentile, revision
 
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
+from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import AgentHello, Agents
 from controlplane.api import SessionKernelServicer
 from controlplane.conversation import Conversation
@@ -130,7 +131,8 @@ async def measure(args: argparse.Namespace, settings: ControlPlaneSettings, pool
     journal = Journal(pool, live)
     agents = Agents(pool, settings.lease_ttl)
     turns = Turns(agents)
-    kernel = SessionKernel(pool, journal, agents, turns, live, PageTokens.from_cluster_secret(secret))
+    tokens = PageTokens.from_cluster_secret(secret)
+    kernel = SessionKernel(pool, journal, agents, turns, live, tokens, AgentDefinitions(pool, agents, tokens))
     conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
     router = WorkspaceRouter(ReplicaLinks(pool, "127.0.0.1:0", secret))
     servicer = SessionKernelServicer(kernel, conversation, WorkspaceFiles(kernel, router, Quotas(pool)))

@@ -66,6 +66,8 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
                 permission_mode=request.permission_mode,
                 model=request.model,
                 labels=dict(request.labels),
+                agent=request.agent,
+                agent_version=request.agent_version,
             )
         )
         return pb.CreateSessionResponse(session=session_to_proto(record))

@@ -9,6 +9,7 @@ from typing import cast
 from google.protobuf import json_format, timestamp_pb2
 
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+from controlplane import session_config
 from controlplane.engines import EngineManifest
 from controlplane.journal import EventKind, StoredEvent
 from controlplane.session import (
@@ -69,6 +70,16 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         project_id=str(record.project_id) if record.project_id else "",
         destroy_failure=_destroy_failure(record),
         tool_grants=[_tool_grant(grant) for grant in record.tool_grants],
+        agent=_agent(record),
+        config=session_config.decode(record.config, record.engine, record.permission_mode, record.model),
+    )
+
+
+def _agent(record: SessionRecord) -> session_pb2.SessionAgent | None:
+    if record.agent is None:
+        return None
+    return session_pb2.SessionAgent(
+        agent_id=record.agent.agent_id, name=record.agent.name, version=record.agent.version
     )
 
 

@@ -10,6 +10,8 @@ A periodic sweep settles what outlived its deadline:
   does not keep the session's engine parked on a turn nobody can answer;
 - a running turn whose input its agent has not accepted (its DeliverInput
   unacknowledged) within `delivery_deadline` fails the same way;
+- a running turn dispatched longer ago than its session's `turn_timeout` (the
+  agent definition's limit) is interrupted the same way, with that reason;
 - an interrupt the agent never reported is settled as interrupted;
 - a runtime start that never finished fails the session;
 - a released session's sandbox whose destruction failed is destroyed again
@@ -91,12 +93,15 @@ class DeadlineSweeper:
         undelivered = await store.turns.undelivered_since(self._pool, self._delivery_deadline)
         for row in undelivered:
             await self._delivery_overdue(row["session_id"], row["turn_id"])
+        over_time = await store.turns.over_time(self._pool)
+        for row in over_time:
+            await self._turn_over_time(row["session_id"], row["turn_id"], row["turn_timeout"])
         retried = await self._retry_destroys()
         stopped = await self._stop_idle()
         pruned = await store.agent_commands.prune_done(self._pool, self._command_retention, SWEEP_BATCH)
         if pruned:
             log.info("commands_pruned", count=pruned)
-        return len(lost) + len(interrupts) + len(startups) + len(undelivered) + retried + stopped
+        return len(lost) + len(interrupts) + len(startups) + len(undelivered) + len(over_time) + retried + stopped
 
     async def _stop_idle(self) -> int:
         """Ask the agents of sessions idle for `idle_stop_after` to stop their runtimes."""
@@ -163,6 +168,13 @@ class DeadlineSweeper:
             settled = await self._turns.settle_here(tx, session_id, turn_id, TurnOutcome.FAILED, reason)
         if settled:
             log.warning("delivery_settled_by_deadline", session_id=session_id, turn_id=turn_id)
+
+    async def _turn_over_time(self, session_id: str, turn_id: str, limit: timedelta) -> None:
+        reason = f"the turn ran longer than its agent's turn_timeout of {limit.total_seconds():g} s"
+        async with self._journal.transaction() as tx:
+            settled = await self._turns.settle_here(tx, session_id, turn_id, TurnOutcome.INTERRUPTED, reason)
+        if settled:
+            log.info("turn_interrupted_by_timeout", session_id=session_id, turn_id=turn_id)
 
     async def _interrupt_overdue(self, session_id: str) -> None:
         async with self._journal.transaction() as tx:

@@ -20,9 +20,12 @@ from datetime import datetime
 
 import asyncpg
 import structlog
+from google.protobuf import json_format
 
+from astrabox.agents.v1 import agent_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import quotas, requests, store, validation
+from controlplane import quotas, requests, session_config, store, validation
+from controlplane.agent_definitions.definitions import AgentDefinitions, ResolvedAgent
 from controlplane.agents import Agents
 from controlplane.engines import DEFAULT_ENGINE
 from controlplane.errors import InvalidArgument, RequestIdReused, SessionNotFound
@@ -48,6 +51,27 @@ class CreateSession:
     permission_mode: str = ""
     model: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
+    # An agent definition's name or id in the project, and the version to pin (0: the newest).
+    agent: str = ""
+    agent_version: int = 0
+
+
+def _fingerprint(request: CreateSession, config: agent_pb2.AgentSpec) -> str:
+    """What a retry of `request` must ask again. With an agent, the request as asked: "the newest
+    version" may be another one by the retry, which then returns the session its first call made."""
+    if not request.agent:
+        mode, model = config.permission_mode, request.model
+        return requests.fingerprint(
+            engine=config.engine, permission_mode=mode, model=model, labels=dict(request.labels)
+        )
+    return requests.fingerprint(
+        engine=request.engine,
+        permission_mode=request.permission_mode,
+        model=request.model,
+        labels=dict(request.labels),
+        agent=request.agent,
+        agent_version=request.agent_version,
+    )
 
 
 class SessionKernel:
@@ -59,8 +83,10 @@ class SessionKernel:
         turns: Turns,
         live: LiveTail,
         page_tokens: PageTokens,
+        definitions: AgentDefinitions,
     ) -> None:
         self._pool = pool
+        self._definitions = definitions
         self._page_tokens = page_tokens
         self._turns = turns
         self._journal = journal
@@ -69,11 +95,18 @@ class SessionKernel:
 
     async def create_session(self, request: CreateSession) -> SessionRecord:
         validation.client_id("request_id", request.request_id)
-        manifest = await self._agents.engine_manifest(request.engine or DEFAULT_ENGINE)
-        mode = validation.permission_mode(manifest, request.permission_mode or manifest.default_permission_mode)
-        fingerprint = requests.fingerprint(
-            engine=manifest.kind, permission_mode=mode, model=request.model, labels=dict(request.labels)
+        pinned = None
+        if request.agent:
+            pinned = await self._definitions.resolve(request.project_id, request.agent, request.agent_version)
+        elif request.agent_version:
+            raise InvalidArgument("agent_version", "agent_version needs an agent: name the agent to pin a version of")
+        config = session_config.effective(pinned, request.engine, request.permission_mode, request.model)
+        manifest = await self._agents.engine_manifest(config.engine or DEFAULT_ENGINE)
+        config.engine = manifest.kind
+        config.permission_mode = validation.permission_mode(
+            manifest, config.permission_mode or manifest.default_permission_mode
         )
+        fingerprint = _fingerprint(request, config)
         session_id = str(uuid.uuid4())
         async with self._journal.transaction() as tx:
             await quotas.admit_session(tx.conn, request.project_id, request.request_id)
@@ -81,7 +114,7 @@ class SessionKernel:
             # known, returns its session (below) and is never placed, however full the agents are.
             known = await store.sessions.by_request_id(tx.conn, request.project_id, request.request_id)
             if known is None:
-                agent_id = await self._create_in(tx, session_id, request, manifest.kind, mode, fingerprint)
+                agent_id = await self._create_in(tx, session_id, request, pinned, config, fingerprint)
         if known is not None:
             existing = await self._by_request_id(request, fingerprint)
             assert existing is not None
@@ -90,10 +123,17 @@ class SessionKernel:
         return await self._view(session_id)
 
     async def _create_in(
-        self, tx: JournalTransaction, session_id: str, request: CreateSession, engine: str, mode: str, fingerprint: str
+        self,
+        tx: JournalTransaction,
+        session_id: str,
+        request: CreateSession,
+        pinned: ResolvedAgent | None,
+        config: agent_pb2.AgentSpec,
+        fingerprint: str,
     ) -> str:
         """Place the new session on an agent (claiming a slot there), insert it and queue its start;
         returns the agent."""
+        engine, mode, model = config.engine, config.permission_mode, config.model
         placing = time.monotonic()
         agent_id = await self._agents.place(tx.conn, engine, request.project_id)
         placed_ms = int((time.monotonic() - placing) * 1000)
@@ -105,32 +145,40 @@ class SessionKernel:
             fingerprint,
             engine,
             mode,
-            request.model,
+            model,
             request.labels,
             SessionState.CREATING,
             agent_id,
         )
         assert inserted, "the request_id was unknown under the project's lock"
+        await store.sessions.set_config(
+            tx.conn,
+            session_id,
+            session_config.encode(config),
+            (uuid.UUID(pinned.agent_id), pinned.name, pinned.version) if pinned else None,
+            session_config.turn_timeout(config),
+        )
         command_id = await self._agents.enqueue(
             tx,
             agent_id,
             session_id,
             runner_pb2.Command(
-                start_runtime=runner_pb2.StartRuntime(engine=engine, permission_mode=mode, model=request.model)
+                start_runtime=runner_pb2.StartRuntime(engine=engine, permission_mode=mode, model=model, config=config)
             ),
         )
+        created: dict[str, object] = {
+            "engine": engine,
+            "permission_mode": mode,
+            "model": model,
+            "request_id": request.request_id,
+            "config": json_format.MessageToDict(config),
+        }
+        if pinned is not None:
+            created["agent"] = {"agent_id": pinned.agent_id, "name": pinned.name, "version": pinned.version}
         await tx.append(
             session_id,
             [
-                NewEvent(
-                    EventKind.SESSION_CREATED,
-                    {
-                        "engine": engine,
-                        "permission_mode": mode,
-                        "model": request.model,
-                        "request_id": request.request_id,
-                    },
-                ),
+                NewEvent(EventKind.SESSION_CREATED, created),
                 NewEvent(EventKind.STARTUP_REQUESTED, {"agent_id": agent_id, "command_id": command_id}),
                 NewEvent(EventKind.STARTUP_PHASE, {"phase": "placed", "duration_ms": placed_ms}),
             ],

@@ -120,6 +120,21 @@ class ToolGrantRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionAgent:
+    """The agent definition version a session runs."""
+
+    agent_id: str
+    name: str
+    version: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> SessionAgent | None:
+        if row.get("agent_definition_id") is None:
+            return None
+        return cls(str(row["agent_definition_id"]), row["agent_name"], row["agent_version"])
+
+
+@dataclass(frozen=True, slots=True)
 class SessionRecord:
     session_id: str
     request_id: str
@@ -155,6 +170,10 @@ class SessionRecord:
     destroy_abandoned_at: datetime | None = None
     # Tools it may use without asking, in force, oldest first (`controlplane.tool_grants`).
     tool_grants: Sequence[ToolGrantRecord] = ()
+    # The agent definition version it pins (None: created without one) and its configuration, the
+    # serialized astrabox.agents.v1.AgentSpec (`controlplane.session_config`).
+    agent: SessionAgent | None = None
+    config: bytes = b""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -194,4 +213,6 @@ class SessionRecord:
             tool_grants=tuple(
                 ToolGrantRecord.from_json(g) for g in (row["tool_grants"] if "tool_grants" in keys else None) or ()
             ),
+            agent=SessionAgent.from_row(row),
+            config=bytes(row["config"]) if "config" in keys else b"",
         )

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import store, tool_grants
+from controlplane import session_config, store, tool_grants
 from controlplane.agents import Agents
 from controlplane.errors import CapacityExhausted, NoAgentAvailable
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
@@ -258,6 +258,9 @@ class Turns:
                     transcript=transcript.content if transcript else b"",
                     committed_output_seq=committed,
                     tool_grants=await tool_grants.in_force(tx.conn, session.session_id),
+                    config=session_config.decode(
+                        session.config, session.engine, session.permission_mode, session.model
+                    ),
                 )
             ),
         )

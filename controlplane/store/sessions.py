@@ -103,6 +103,28 @@ async def insert(
     return inserted is not None
 
 
+async def set_config(
+    conn: asyncpg.Connection,
+    session_id: str,
+    config: bytes,
+    agent: tuple[uuid.UUID, str, int] | None,
+    turn_timeout: timedelta | None,
+) -> None:
+    """The new session's configuration, the agent version it pins (None: none) and its turns'
+    time limit (None: none)."""
+    agent_id, name, version = agent if agent is not None else (None, None, None)
+    await conn.execute(
+        "UPDATE sessions SET config = $2, agent_definition_id = $3, agent_name = $4, agent_version = $5,"
+        " turn_timeout = $6 WHERE session_id = $1",
+        session_id,
+        config,
+        agent_id,
+        name,
+        version,
+        turn_timeout,
+    )
+
+
 async def lock(conn: asyncpg.Connection, session_id: str) -> asyncpg.Record | None:
     """Lock the session row for the rest of the transaction and return it."""
     return await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)

@@ -11,6 +11,7 @@ import asyncpg
 import pytest_asyncio
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import AgentHello, Agents
 from controlplane.conversation import Conversation
 from controlplane.database import create_pool, migrate
@@ -97,7 +98,7 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
             pool,
             journal,
             agents,
-            SessionKernel(pool, journal, agents, turns, live, page_tokens),
+            SessionKernel(pool, journal, agents, turns, live, page_tokens, AgentDefinitions(pool, agents, page_tokens)),
             Conversation(journal, agents, turns, timedelta(seconds=10)),
             OutputCommitter(journal, turns),
             live,

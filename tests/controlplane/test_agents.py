@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import AgentHello, Agents
 from controlplane.conversation import SendMessage
 from controlplane.journal import EventKind
@@ -18,7 +19,9 @@ from tests.controlplane.conftest import CLAUDE_CODE
 
 async def test_lapsed_lease_loses_the_runtime_and_fails_the_running_turn(plane):
     agents = Agents(plane.pool, timedelta(seconds=30))
-    kernel = SessionKernel(plane.pool, plane.journal, agents, Turns(agents), plane.live, PageTokens(b"key"))
+    tokens = PageTokens(b"key")
+    definitions = AgentDefinitions(plane.pool, agents, tokens)
+    kernel = SessionKernel(plane.pool, plane.journal, agents, Turns(agents), plane.live, tokens, definitions)
     hello = AgentHello("agent-1", "i1", ["local"], [CLAUDE_CODE], 4, {})
     await agents.register(hello)
     session = await kernel.create_session(CreateSession(request_id="lease", project_id=plane.project_id))

@@ -15,6 +15,7 @@ import pytest
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane import quotas, store
+from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import Agents
 from controlplane.conversation import SendMessage
 from controlplane.database import create_pool
@@ -193,7 +194,9 @@ async def test_placements_racing_on_two_replicas_never_exceed_an_agents_capacity
     try:
         live = LiveTail()
         agents = Agents(other_pool, timedelta(seconds=30))
-        replica = SessionKernel(other_pool, Journal(other_pool, live), agents, Turns(agents), live, PageTokens(b"key"))
+        tokens = PageTokens(b"key")
+        definitions = AgentDefinitions(other_pool, agents, tokens)
+        replica = SessionKernel(other_pool, Journal(other_pool, live), agents, Turns(agents), live, tokens, definitions)
         kernels = [plane.kernel, replica]
         outcomes = await asyncio.gather(
             *(

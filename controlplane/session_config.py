@@ -1,0 +1,48 @@
+"""A session's configuration: the agent version it pins, with CreateSession's own fields over it.
+
+A session started from an agent pins one version of its definition; one
+created without an agent runs the engine's defaults. Either way the session
+stores the *effective* `AgentSpec` (its engine, permission mode and model
+filled in) and every StartRuntime carries it, so a runtime placed again or
+restarted runs exactly what the session started with, whatever the agent
+definition has become since.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from astrabox.agents.v1 import agent_pb2
+from controlplane.agent_definitions.definitions import ResolvedAgent
+
+
+def effective(pinned: ResolvedAgent | None, engine: str, permission_mode: str, model: str) -> agent_pb2.AgentSpec:
+    """The pinned spec (or an empty one) with the caller's engine, mode and model over it where given."""
+    spec = agent_pb2.AgentSpec()
+    if pinned is not None:
+        spec.CopyFrom(pinned.spec)
+    spec.engine = engine or spec.engine
+    spec.permission_mode = permission_mode or spec.permission_mode
+    spec.model = model or spec.model
+    return spec
+
+
+def turn_timeout(spec: agent_pb2.AgentSpec) -> timedelta | None:
+    """How long one of the session's turns may run; None: no limit."""
+    if not spec.limits.HasField("turn_timeout"):
+        return None
+    limit = spec.limits.turn_timeout.ToTimedelta()
+    return limit if limit > timedelta(0) else None
+
+
+def encode(spec: agent_pb2.AgentSpec) -> bytes:
+    """As the sessions table keeps it: equal specs, equal bytes."""
+    return spec.SerializeToString(deterministic=True)
+
+
+def decode(stored: bytes, engine: str, permission_mode: str, model: str) -> agent_pb2.AgentSpec:
+    """The stored spec, its engine, mode and model the session's own: the session's mode changes
+    over its life (SetPermissionMode), and sessions older than configurations stored none."""
+    spec = agent_pb2.AgentSpec.FromString(stored)
+    spec.engine, spec.permission_mode, spec.model = engine, permission_mode, model
+    return spec
