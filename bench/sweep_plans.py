@@ -99,6 +99,7 @@ async def main(args: argparse.Namespace) -> None:
                 "destroys_due": lambda: store.sessions.destroys_due(db, timedelta(seconds=30), 500),  # type: ignore[arg-type]
                 "idle_since": lambda: store.sessions.idle_since(db, timedelta(minutes=15)),  # type: ignore[arg-type]
                 "undelivered_since": lambda: store.turns.undelivered_since(db, timedelta(minutes=4)),  # type: ignore[arg-type]
+                "turns_over_time": lambda: store.sessions.turns_over_time(db),  # type: ignore[arg-type]
                 "prune_done": lambda: store.agent_commands.prune_done(db, timedelta(days=1), 500),  # type: ignore[arg-type]
             }
             print(f"{'query':<20} {'whole-table scan':<18} {'ms':>8}  plan")

@@ -93,7 +93,7 @@ class DeadlineSweeper:
         undelivered = await store.turns.undelivered_since(self._pool, self._delivery_deadline)
         for row in undelivered:
             await self._delivery_overdue(row["session_id"], row["turn_id"])
-        over_time = await store.turns.over_time(self._pool)
+        over_time = await store.sessions.turns_over_time(self._pool)
         for row in over_time:
             await self._turn_over_time(row["session_id"], row["turn_id"], row["turn_timeout"])
         retried = await self._retry_destroys()

@@ -367,3 +367,15 @@ async def destroys_due(db: asyncpg.Connection | asyncpg.Pool, quiet_for: timedel
         limit,
     )
     return rows
+
+
+async def turns_over_time(db: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg.Record]:
+    """Running turns (session_id, turn_id, turn_timeout) dispatched longer ago than their session's
+    turn_timeout (`controlplane.session_config`)."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT s.session_id::text AS session_id, t.turn_id, s.turn_timeout FROM sessions s"
+        " JOIN turns t ON t.session_id = s.session_id AND t.turn_id = s.current_turn_id"
+        " WHERE s.turn_timeout IS NOT NULL AND s.current_turn_id IS NOT NULL AND t.state = 'running'"
+        " AND t.dispatched_at < now() - s.turn_timeout ORDER BY t.dispatched_at LIMIT 100"
+    )
+    return rows

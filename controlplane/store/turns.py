@@ -117,18 +117,6 @@ async def undelivered_since(db: asyncpg.Connection | asyncpg.Pool, deadline: tim
     return rows
 
 
-async def over_time(db: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg.Record]:
-    """Running turns (session_id, turn_id, turn_timeout) dispatched longer ago than their session's
-    turn_timeout (`controlplane.session_config`)."""
-    rows: list[asyncpg.Record] = await db.fetch(
-        "SELECT t.session_id::text AS session_id, t.turn_id, s.turn_timeout FROM turns t"
-        " JOIN sessions s ON s.session_id = t.session_id AND s.current_turn_id = t.turn_id"
-        " WHERE t.state = 'running' AND s.turn_timeout IS NOT NULL AND t.dispatched_at < now() - s.turn_timeout"
-        " ORDER BY t.dispatched_at LIMIT 100"
-    )
-    return rows
-
-
 async def settled_among(conn: asyncpg.Connection, session_id: str, turn_ids: Collection[str]) -> set[str]:
     """Which of `turn_ids` have ended (completed, failed, interrupted)."""
     rows = await conn.fetch(
