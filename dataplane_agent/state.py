@@ -80,7 +80,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     model             TEXT NOT NULL,
     engine_session_id TEXT NOT NULL,
     sandbox_json      TEXT NOT NULL,
-    turn_id           TEXT NOT NULL DEFAULT ''
+    turn_id           TEXT NOT NULL DEFAULT '',
+    config            BLOB NOT NULL DEFAULT x''
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS applied_commands (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -116,6 +117,10 @@ CREATE TABLE IF NOT EXISTS agent_meta (
 ) WITHOUT ROWID;
 """
 
+# Columns added since a table was first made: a database an older agent made gets them (with
+# their defaults) when opened. (table, column, its definition)
+_ADDED_COLUMNS = (("sessions", "config", "BLOB NOT NULL DEFAULT x''"),)
+
 
 class Database:
     """One SQLite connection used from one dedicated worker thread."""
@@ -144,6 +149,7 @@ class Database:
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA busy_timeout=5000")
         conn.executescript(_SCHEMA)
+        _add_missing_columns(conn)
         self._conn = conn
 
     async def close(self) -> None:
@@ -185,6 +191,13 @@ class Database:
 
     async def _submit(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    for table, column, definition in _ADDED_COLUMNS:
+        if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+            log.info("state_column_added", table=table, column=column)
 
 
 def keep_private(directory: Path) -> None:
@@ -233,6 +246,9 @@ class SessionRecord:
     sandbox: Sandbox
     # The turn that was running when last recorded; empty when idle.
     turn_id: str = ""
+    # The session's agent configuration (StartRuntime.config, a serialized AgentSpec), applied by
+    # every engine start of the session; empty: none.
+    config: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,8 +377,8 @@ class AgentState:
     def put_session_tx(self, c: sqlite3.Connection, record: SessionRecord) -> None:
         c.execute(
             "INSERT OR REPLACE INTO sessions"
-            " (session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " (session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id, config)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.session_id,
                 record.engine,
@@ -371,6 +387,7 @@ class AgentState:
                 record.engine_session_id,
                 _sandbox_to_json(record.sandbox),
                 record.turn_id,
+                record.config,
             ),
         )
 
@@ -450,7 +467,7 @@ class AgentState:
 
 
 _SELECT_SESSIONS = (
-    "SELECT session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id FROM sessions"
+    "SELECT session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id, config FROM sessions"
 )
 
 
@@ -470,6 +487,7 @@ def _session_from_row(row: tuple[Any, ...]) -> SessionRecord:
         engine_session_id=row[4],
         sandbox=_sandbox_from_json(row[5]),
         turn_id=row[6],
+        config=bytes(row[7]),
     )
 
 

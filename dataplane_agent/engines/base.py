@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dataplane_agent.engines.agent_config import AgentConfig
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
 
 
@@ -87,6 +88,9 @@ class EngineConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     # Where tool approvals and questions go; None lets the permission mode decide alone.
     interactions: InteractionBroker | None = None
+    # The session's agent: system prompt, tools and their policies, MCP servers, skills, limits.
+    # The same for every engine of the session (the agent's state keeps it); the default: none.
+    agent_config: AgentConfig = field(default_factory=AgentConfig)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ import grpc
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.engines.agent_config import AgentConfig
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
@@ -211,6 +212,7 @@ class Runtimes:
             transcript=req.transcript,
             env=self._launcher.engine_env(session_id),
             interactions=turns,
+            agent_config=AgentConfig.from_proto(req.config),
         )
         connecting = time.monotonic()
         try:
@@ -234,6 +236,8 @@ class Runtimes:
                 model=req.model,
                 engine_session_id=engine.engine_session_id or resume,
                 sandbox=sandbox,
+                # Kept as sent, so that every later start of the session's engine applies it too.
+                config=req.config.SerializeToString(),
             )
             reports.append(pb.StartupPhase(phase="ready", duration_ms=_ms_since(began)))
 
@@ -507,6 +511,7 @@ class Runtimes:
             transcript=await self._transcripts.load(session_id) if lost else b"",
             env=self._launcher.engine_env(session_id),
             interactions=turns,
+            agent_config=AgentConfig.from_bytes(record.config),
         )
         engine, _ = await self._launcher.engine(session_id, adapter, sandbox, config, claimed=None)
         try:

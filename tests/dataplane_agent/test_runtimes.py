@@ -8,7 +8,9 @@ from pathlib import Path
 
 import grpc
 
+from astrabox.agents.v1 import agent_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.engines.agent_config import AgentConfig, ToolPolicy
 from dataplane_agent.runtimes.runtimes import NO_MANIFEST_REASON, RESTART_ABORT_REASON, RESTART_QUEUED_REASON
 from dataplane_agent.sandboxes.base import DestroyVerdict
 from tests.dataplane_agent.fakes import (
@@ -389,3 +391,40 @@ async def test_a_busy_runtime_is_not_stopped(tmp_path: Path) -> None:
         assert not ack.HasField("error")
         assert not engine.last.closed and driver.stopped == []
         assert "runtime_stopped" not in kinds(await agent.outputs("s-1"))
+
+
+async def test_the_sessions_agent_configuration_reaches_every_engine_start(tmp_path: Path) -> None:
+    spec = agent_pb2.AgentSpec(
+        system_prompt=agent_pb2.SystemPrompt(append="Answer in French."),
+        tools=agent_pb2.Tools(
+            enabled=["Bash", "Read"],
+            rules=[agent_pb2.ToolRule(tool="Bash", policy=agent_pb2.TOOL_POLICY_ASK)],
+            default_policy=agent_pb2.TOOL_POLICY_ALLOW,
+        ),
+        limits=agent_pb2.Limits(max_turns=3),
+    )
+    expected = AgentConfig.from_proto(spec)
+    assert not expected.is_default and expected.tools.policy_for("Bash") is ToolPolicy.ASK
+    engine, driver = ScriptedEngine(result_turn("eng-5")), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start(config=spec))
+        assert engine.last.config.agent_config == expected
+        first = engine.last
+        # An idle stop: the next message starts a new engine, with the same configuration.
+        await agent.command("s-1", stop_runtime=pb.StopRuntime(reason="idle"))
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "ResultMessage")
+        assert engine.last is not first and engine.last.config.agent_config == expected
+    # An agent restart: its state keeps the configuration for the engine started then.
+    async with running_agent(tmp_path, engine, driver) as agent:
+        before = engine.last
+        await agent.command("s-1", **deliver("t-2"))
+        await agent.wait_for("s-1", "ResultMessage", 2)
+        assert engine.last is not before and engine.last.config.agent_config == expected
+
+
+async def test_a_session_without_an_agent_runs_the_engines_defaults(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine(result_turn()), DirectorySandboxDriver(tmp_path / "sandboxes")
+    async with running_agent(tmp_path, engine, driver) as agent:
+        await agent.command("s-1", **start())
+        assert engine.last.config.agent_config.is_default
