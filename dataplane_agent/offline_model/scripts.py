@@ -12,12 +12,19 @@ script has got. The first row whose marker the prompt holds wins.
 | `sleep: N`              | Bash `echo sleeping; sleep N; echo slept` (to interrupt), then its output |
 | `ask: <question>? A\|B` | AskUserQuestion with options A and B, then "You chose: <answer>."        |
 | `background: <command>` | Bash `<command>` in the background, then "Started in the background."    |
+| `report: setup`         | a text: `System prompt: <the system prompt it received>` and, on a line  |
+|                         | of its own, `Tools: <the names of the tools it was offered, in order>`   |
+| `tool: <Name> <JSON>`   | tool `<Name>` with that JSON object as input, then "<Name> returned: …"  |
 | anything else           | Bash writing and reading hello.txt, then a text saying what it holds     |
 
 A task notification is the note the CLI adds to the conversation when a
 background task ends, and then asks the model about on its own. The `sleep:`
 command does not start with `sleep`: the CLI refuses a long leading sleep
 ("Blocked: sleep 30 followed by: …").
+
+`report: setup` lets a test see what an agent's configuration made of the request: the system
+prompt (its blocks joined by newlines) verbatim, but only its first and last KiBs when it is longer
+than REPORTED_PROMPT_MAX characters, and the tools (built-in and MCP) by name.
 
 When the newest tool result is an error, every script stops there: "The
 command failed: …" when Bash reports an exit code, else "The command was
@@ -26,6 +33,8 @@ denied: …" (the CLI hands the model a refusal's message as the result).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +48,11 @@ _STEPS = re.compile(r"^\s*steps:\s*(?P<count>\d+)\s*$", re.MULTILINE)
 _SLEEP = re.compile(r"^\s*sleep:\s*(?P<seconds>\d+(?:\.\d+)?)\s*$", re.MULTILINE)
 _ASK = re.compile(r"^\s*ask:\s*(?P<question>.+?\?)\s*(?P<options>.+?)\s*$", re.MULTILINE)
 _BACKGROUND = re.compile(r"^\s*background:\s*(?P<command>.+?)\s*$", re.MULTILINE)
+_REPORT = re.compile(r"^\s*report:\s*setup\s*$", re.MULTILINE)
+_TOOL = re.compile(r"^\s*tool:\s*(?P<name>[A-Za-z0-9_.-]+)\s+(?P<input>\{.*\})\s*$", re.MULTILINE)
+# A system prompt longer than this is reported by its head and tail only.
+REPORTED_PROMPT_MAX = 16 * 1024
+_REPORTED_HEAD = 4 * 1024
 # How the CLI tells the model that a background task ended (a user message of its own).
 _TASK_NOTIFICATION = re.compile(r"<task-notification>(?P<body>.*?)</task-notification>", re.DOTALL)
 _SUMMARY = re.compile(r"<summary>(?P<summary>.*?)</summary>", re.DOTALL)
@@ -78,12 +92,29 @@ class ToolResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Offered:
+    """What the model was given besides the messages: the system prompt and the tools' names."""
+
+    system_prompt: str = ""
+    tools: tuple[str, ...] = ()
+
+    @classmethod
+    def in_request(cls, body: Mapping[str, Any]) -> Offered:
+        """From a Messages API request body (`system` is a string or a list of text blocks)."""
+        system = body.get("system")
+        prompt = system if isinstance(system, str) else _flatten(system)
+        tools = tuple(str(t.get("name", "")) for t in body.get("tools") or () if isinstance(t, Mapping))
+        return cls(prompt, tools)
+
+
+@dataclass(frozen=True, slots=True)
 class Conversation:
     """Where a conversation stands, as far as the scripts care."""
 
     prompt: str
     # Every tool result after the prompt, oldest first.
     tool_results: tuple[ToolResult, ...] = field(default_factory=tuple)
+    offered: Offered = field(default_factory=Offered)
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -97,9 +128,11 @@ def bash(command: str, description: str, *, background: bool = False) -> ToolCal
     return ToolCall("Bash", tool_input)
 
 
-def reply_for(messages: Sequence[Mapping[str, Any]]) -> Reply:
-    """The scripted reply to a Messages API conversation."""
+def reply_for(messages: Sequence[Mapping[str, Any]], offered: Offered | None = None) -> Reply:
+    """The scripted reply to a Messages API conversation, given with `offered`."""
     conversation = read_conversation(messages)
+    if offered is not None:
+        conversation = dataclasses.replace(conversation, offered=offered)
     if conversation.tool_results and conversation.tool_results[-1].is_error:
         return _refused(conversation.tool_results[-1].text)
     if match := _TASK_NOTIFICATION.search(conversation.prompt):
@@ -155,6 +188,28 @@ def _background_script(match: re.Match[str], conversation: Conversation) -> Repl
     return Reply("Started in the background.")
 
 
+def _report_script(match: re.Match[str], conversation: Conversation) -> Reply:
+    prompt = conversation.offered.system_prompt
+    if len(prompt) > REPORTED_PROMPT_MAX:
+        tail = REPORTED_PROMPT_MAX - _REPORTED_HEAD
+        omitted = len(prompt) - REPORTED_PROMPT_MAX
+        prompt = f"{prompt[:_REPORTED_HEAD]}\n[… {omitted} characters …]\n{prompt[-tail:]}"
+    return Reply(f"System prompt: {prompt}\nTools: {', '.join(conversation.offered.tools)}")
+
+
+def _tool_script(match: re.Match[str], conversation: Conversation) -> Reply:
+    name = match["name"]
+    if conversation.tool_results:
+        return Reply(f"{name} returned: {conversation.outputs[-1].rstrip()}")
+    try:
+        tool_input = json.loads(match["input"])
+    except json.JSONDecodeError as error:
+        return Reply(f"The input for {name} is not JSON: {error}")
+    if not isinstance(tool_input, dict):
+        return Reply(f"The input for {name} is not a JSON object.")
+    return Reply(f"I'll use {name}.", ToolCall(name, tool_input))
+
+
 def _hello_script(conversation: Conversation) -> Reply:
     if not conversation.tool_results:
         return Reply("I'll create hello.txt in the workspace.", bash(HELLO_COMMAND, "Create hello.txt"))
@@ -179,6 +234,8 @@ _SCRIPTS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], Conversation], R
     (_SLEEP, _sleep_script),
     (_ASK, _ask_script),
     (_BACKGROUND, _background_script),
+    (_REPORT, _report_script),
+    (_TOOL, _tool_script),
 )
 
 

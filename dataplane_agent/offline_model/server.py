@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from dataplane_agent.offline_model.scripts import Reply, reply_for
+from dataplane_agent.offline_model.scripts import Offered, Reply, reply_for
 
 log = structlog.get_logger(__name__)
 
@@ -176,7 +176,7 @@ class OfflineModel:
         # Side requests (titles, summaries, quota checks) come without tools: a short text will do.
         if not body.get("tools"):
             return Reply("AstraBox offline session")
-        return reply_for(body["messages"])
+        return reply_for(body["messages"], Offered.in_request(body))
 
     def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}]

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from dataplane_agent.offline_model import OfflineModel
-from dataplane_agent.offline_model.scripts import HELLO_COMMAND
+from dataplane_agent.offline_model.scripts import HELLO_COMMAND, REPORTED_PROMPT_MAX
 
 BASH_TOOL = {"name": "Bash", "description": "Run a shell command", "input_schema": {"type": "object"}}
 
@@ -272,6 +272,50 @@ async def test_a_prompt_merged_with_an_interrupted_tool_result_starts_afresh(off
         {"type": "text", "text": "run: echo after"},
     ]
     assert _commands([await _reply(offline_model, messages)]) == ["echo after"]
+
+
+async def _raw_reply(model: OfflineModel, body: dict[str, Any]) -> dict[str, Any]:
+    status, _, text = await _call(model, "POST", "/v1/messages", body)
+    assert status == 200
+    return json.loads(text)
+
+
+async def test_report_setup_says_which_system_prompt_and_tools_it_received(offline_model: OfflineModel) -> None:
+    messages = [{"role": "user", "content": "report: setup"}]
+    tools = [BASH_TOOL, {**BASH_TOOL, "name": "Read"}, {**BASH_TOOL, "name": "mcp__docs__search"}]
+    # The CLI sends the system prompt as text blocks; a plain string is reported as well.
+    blocks = [{"type": "text", "text": "You are Claude Code."}, {"type": "text", "text": "Answer in French."}]
+    for system, reported in ((blocks, "You are Claude Code.\nAnswer in French."), ("Be brief.", "Be brief.")):
+        reply = await _raw_reply(offline_model, {**_request(messages), "system": system, "tools": tools})
+        assert reply["stop_reason"] == "end_turn"
+        assert _final_text([reply]) == f"System prompt: {reported}\nTools: Bash, Read, mcp__docs__search"
+
+    # A long prompt: its head and its tail, verbatim, and how much was left out between.
+    long = "H" * 8000 + "M" * 20000 + "T" * 12000
+    text = _final_text([await _raw_reply(offline_model, {**_request(messages), "system": long})])
+    prompt = text.removeprefix("System prompt: ").rpartition("\nTools: ")[0]
+    tail = REPORTED_PROMPT_MAX - 4096
+    assert prompt == "H" * 4096 + f"\n[… {len(long) - REPORTED_PROMPT_MAX} characters …]\n" + long[-tail:]
+    assert long[-tail:].endswith("T" * 12000)
+
+
+async def test_the_tool_script_calls_any_tool_with_its_input_and_quotes_the_result(offline_model: OfflineModel) -> None:
+    prompt = 'tool: Read {"file_path": "/workspace/notes.txt", "limit": 2}'
+    first = await _raw_reply(offline_model, _request([{"role": "user", "content": prompt}]))
+    [call] = [b for b in first["content"] if b["type"] == "tool_use"]
+    assert (call["name"], call["input"]) == ("Read", {"file_path": "/workspace/notes.txt", "limit": 2})
+    assert first["stop_reason"] == "tool_use"
+
+    tool_use = {"name": "Read", "input": call["input"]}
+    done = await _raw_reply(offline_model, _request(_tool_turn(prompt, tool_use, "1\tread me\n")))
+    assert _final_text([done]) == "Read returned: 1\tread me"
+    refused = await _raw_reply(
+        offline_model, _request(_tool_turn(prompt, tool_use, "Read is denied by the agent's policy.", is_error=True))
+    )
+    assert _final_text([refused]) == "The command was denied: Read is denied by the agent's policy."
+
+    bad = await _raw_reply(offline_model, _request([{"role": "user", "content": "tool: Read {not json}"}]))
+    assert bad["stop_reason"] == "end_turn" and _final_text([bad]).startswith("The input for Read is not JSON")
 
 
 async def test_side_requests_and_unknown_paths(offline_model: OfflineModel) -> None:
