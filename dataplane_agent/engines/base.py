@@ -158,7 +158,8 @@ class EngineSession(Protocol):
         to a session: `sandbox` is that sandbox rebound to the session; `config`'s permission mode,
         model and interactions apply from now on. Its environment (and so its model credential)
         stays the one it was started with. EngineError if the engine cannot take it (it ended, the
-        config asks for a conversation to resume): the caller starts a fresh engine instead."""
+        config asks for a conversation to resume, or has an agent configuration, which applies at
+        launch): the caller starts a fresh engine instead."""
 
 
 class EngineAdapter(Protocol):

@@ -351,6 +351,9 @@ class ClaudeCodeSession:
         """Take a session on (see EngineSession.adopt): two control requests at most, no restart."""
         if config.resume_engine_session_id or config.transcript or self._engine_session_id:
             raise EngineError("a pre-started engine starts new conversations only; it cannot resume one")
+        if not config.agent_config.is_default:
+            # Its system prompt, tools, MCP servers and skills were fixed when it was launched.
+            raise EngineError("a pre-started engine runs without an agent's configuration; the session needs its own")
         if config.interactions is not None and self._gate is None:
             raise EngineError("the engine was started without a tool gate, so it cannot ask the session's user")
         if config.permission_mode:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import structlog.testing
 
+from astrabox.agents.v1 import agent_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.engines.agent_config import SystemPrompt
 from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool, template_key
 from dataplane_agent.relay.commands import CommandApplier
@@ -344,6 +346,28 @@ async def test_a_session_resuming_a_conversation_gets_a_fresh_engine_and_the_pre
         outputs = await agent.outbox.pending({}, limit=1000)
         assert phases(outputs, "s-1") == ["sandbox_claimed", "engine_connected", "ready"]
         assert agent.model.handed_over == {}
+
+
+async def test_a_session_with_an_agent_configuration_gets_a_fresh_engine_in_the_claimed_sandbox(
+    tmp_path: Path,
+) -> None:
+    engine = ScriptedEngine(result_turn())
+    async with pooled_agent(
+        tmp_path, TimedDriver(tmp_path / "sandboxes"), size=1, engine=engine, warm_engines=True
+    ) as agent:
+        await wait_until(lambda: agent.pool.ready == 1)
+        [prestarted] = engine.sessions
+        config = agent_pb2.AgentSpec(system_prompt=agent_pb2.SystemPrompt(append="Be brief."))
+        command = pb.Command(
+            command_seq=1, command_id="c-1", lease_generation=1, session_id="s-1", **start(config=config)
+        )
+        assert not (await agent.applier.apply(command)).HasField("error")
+        await wait_until(lambda: prestarted.closed)
+        [fresh] = [s for s in engine.sessions if not s.config.agent_config.is_default]
+        assert fresh is not prestarted and prestarted.adopted is None
+        assert fresh.config.agent_config.system_prompt == SystemPrompt("Be brief.")
+        outputs = await agent.outbox.pending({}, limit=1000)
+        assert phases(outputs, "s-1") == ["sandbox_claimed", "engine_connected", "ready"]
 
 
 async def test_a_pool_whose_engine_does_not_start_keeps_no_sandbox_ready(tmp_path: Path) -> None:
