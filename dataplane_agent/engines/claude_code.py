@@ -63,6 +63,7 @@ from dataplane_agent.engines.base import (
     PermissionModeRefused,
     ToolRequest,
 )
+from dataplane_agent.engines.claude_options import PRESET_PROMPT, with_agent_config
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.sandboxes.base import ENGINE_MARKER, Sandbox, SandboxDriver, SandboxError
 from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal
@@ -205,12 +206,12 @@ class ClaudeCodeAdapter:
         stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         session_log = log.bind(sandbox_id=sandbox.sandbox_id)
         gate = _ToolGate(config.interactions, session_log) if config.interactions is not None else None
-        options = ClaudeAgentOptions(
+        base = ClaudeAgentOptions(
             cli_path=launcher,
             # The SDK starts the launcher in this directory on the host; the launcher enters the
             # sandbox's own workspace, so the CLI's working directory is sandbox.inner_workspace.
             cwd=sandbox.workspace,
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt=PRESET_PROMPT,
             permission_mode=config.permission_mode or None,  # type: ignore[arg-type]
             extra_args=dict(_LAUNCH_FLAGS),
             model=config.model or None,
@@ -219,6 +220,8 @@ class ClaudeCodeAdapter:
             can_use_tool=gate,
             stderr=stderr_tail.append,
         )
+        # The session's agent: its system prompt, tools and their policies, limits.
+        options = with_agent_config(base, config.agent_config)
         session = ClaudeCodeSession(
             ClaudeSDKClient(options),
             sandbox,

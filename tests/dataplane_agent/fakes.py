@@ -26,6 +26,7 @@ from typing import Any
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import (
+    EngineAdapter,
     EngineConfig,
     EngineError,
     EngineManifest,
@@ -36,6 +37,7 @@ from dataplane_agent.engines.base import (
 )
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.model import ModelAccess
 from dataplane_agent.runtimes.runtimes import Runtimes, model_env
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database
@@ -362,9 +364,9 @@ class Agent:
                 await asyncio.sleep(0.01)
         return found
 
-    async def wait_for(self, session_id: str, kind: str, count: int = 1) -> list[pb.Output]:
+    async def wait_for(self, session_id: str, kind: str, count: int = 1, timeout: float = 5) -> list[pb.Output]:
         """Every output so far, once `count` outputs of `kind` are among them."""
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(timeout):
             while kinds(found := await self.outputs(session_id)).count(kind) < count:
                 await asyncio.sleep(0.01)
         return found
@@ -373,11 +375,14 @@ class Agent:
 @contextlib.asynccontextmanager
 async def running_agent(
     path: Path,
-    engine: ScriptedEngine,
-    driver: DirectorySandboxDriver,
+    engine: ScriptedEngine | EngineAdapter,
+    driver: DirectorySandboxDriver | SandboxDriver,
     limits: TurnLimits = TurnLimits(),
     retain_sandboxes: bool = False,
+    model: ModelAccess | None = None,
 ) -> AsyncIterator[Agent]:
+    """An agent's runtimes and command applier on `path`'s state, with `engine` (a fake, or a real
+    adapter with a real driver and `model`, a model route) until the block ends."""
     db = await Database.open(path / "agent.db")
     state = AgentState(db)
     outbox = Outbox(db)
@@ -390,7 +395,7 @@ async def running_agent(
         outbox=outbox,
         driver=driver,
         engines={engine.kind: engine},
-        model=FixedModel(MODEL_ENV),
+        model=model if model is not None else FixedModel(MODEL_ENV),
         transcripts=transcripts,
         limits=limits,
         retain_sandboxes=retain_sandboxes,
