@@ -62,11 +62,19 @@ class OfflineModel:
         self._ids = itertools.count(1)
         self._connections: set[asyncio.Task[None]] = set()
         self._received: collections.deque[ReceivedRequest] = collections.deque(maxlen=history)
+        self._reported: collections.deque[dict[str, int]] = collections.deque(maxlen=history)
+        # The prompt prefixes in the (pretend) prompt cache, newest last.
+        self._cached_prefixes: collections.deque[str] = collections.deque(maxlen=16)
 
     @property
     def received(self) -> list[ReceivedRequest]:
         """The most recent requests, oldest first."""
         return list(self._received)
+
+    @property
+    def reported_usage(self) -> list[dict[str, int]]:
+        """The usage of the most recent Messages replies, oldest first."""
+        return list(self._reported)
 
     @property
     def base_url(self) -> str:
@@ -159,6 +167,7 @@ class OfflineModel:
             raise HttpError(400, "messages: a non-empty list is required")
         reply = self._reply(body)
         message = self._message(body, reply)
+        self._reported.append(message["usage"])
         log.debug(
             "offline_model_reply",
             model=body.get("model"),
@@ -184,7 +193,6 @@ class OfflineModel:
             content.append(
                 {"type": "tool_use", "id": self._new_id("toolu"), "name": reply.tool.name, "input": reply.tool.input}
             )
-        output_tokens = max(1, len(json.dumps(content)) // 4)
         return {
             "id": self._new_id("msg"),
             "type": "message",
@@ -193,12 +201,24 @@ class OfflineModel:
             "content": content,
             "stop_reason": reply.stop_reason,
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": _estimate_tokens(body),
-                "output_tokens": output_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-            },
+            "usage": self._usage(body, content),
+        }
+
+    def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
+        """Tokens as the API would count them, about four characters each: the reply's as output;
+        the request's as input, where a prefix the client marked for the prompt cache (its system
+        prompt and tools, with `cache_control`) is written to the cache the first time it is seen
+        and read from it after."""
+        prefix = json.dumps([body.get("system"), body.get("tools")], sort_keys=True)
+        cached = _tokens(prefix) if '"cache_control"' in prefix else 0
+        seen = bool(cached) and prefix in self._cached_prefixes
+        if cached and not seen:
+            self._cached_prefixes.append(prefix)
+        return {
+            "input_tokens": _estimate_tokens(body) + (_tokens(prefix) - cached),
+            "output_tokens": _tokens(json.dumps(content)),
+            "cache_creation_input_tokens": 0 if seen else cached,
+            "cache_read_input_tokens": cached if seen else 0,
         }
 
     def _new_id(self, prefix: str) -> str:
@@ -264,7 +284,11 @@ def _json(request: _Request) -> dict[str, Any]:
 
 
 def _estimate_tokens(body: dict[str, Any]) -> int:
-    return max(1, len(json.dumps(body.get("messages", []))) // 4)
+    return _tokens(json.dumps(body.get("messages", [])))
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
 
 
 # -- responses -----------------------------------------------------------------

@@ -146,6 +146,28 @@ async def test_non_streaming_reply_is_a_valid_message(offline_model: OfflineMode
     assert message["model"] == "claude-test"
 
 
+async def test_usage_grows_with_the_request_and_reply_and_a_marked_prefix_is_cached(
+    offline_model: OfflineModel,
+) -> None:
+    def usage(prompt: str, system: list[dict[str, Any]]) -> dict[str, int]:
+        request = {**_request([{"role": "user", "content": prompt}], stream=True), "system": system}
+        status, _, body = _http(offline_model.base_url, "POST", "/v1/messages", request)
+        assert status == 200
+        return _assemble_stream(body)["usage"]
+
+    marked = [{"type": "text", "text": "You are a careful agent. " * 40, "cache_control": {"type": "ephemeral"}}]
+    first = await asyncio.to_thread(usage, "run: echo hi", marked)
+    again = await asyncio.to_thread(usage, "run: echo " + "much longer " * 50, marked)
+    assert first["cache_creation_input_tokens"] > 250 and first["cache_read_input_tokens"] == 0
+    assert again["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
+    assert again["cache_creation_input_tokens"] == 0
+    assert again["input_tokens"] > first["input_tokens"] + 100  # the longer prompt
+    assert again["output_tokens"] > first["output_tokens"]  # a longer command in the reply
+    plain = await asyncio.to_thread(usage, "run: echo hi", [{"type": "text", "text": "You are a careful agent. " * 40}])
+    assert plain["cache_creation_input_tokens"] == plain["cache_read_input_tokens"] == 0
+    assert plain["input_tokens"] > first["input_tokens"] + 250  # the system prompt, not cached
+
+
 @pytest.mark.parametrize("stream", [True, False])
 async def test_default_script_creates_hello_txt(offline_model: OfflineModel, stream: bool) -> None:
     replies = await _converse(offline_model, "Say hello", "Hello from AstraBox", stream=stream)
