@@ -20,6 +20,7 @@ database and nothing else. Its map:
     kernel.py        create, get, list, archive, delete sessions; list and watch their events
     conversation.py  messages, interrupts, answers to interactions, permission modes, task stops
     turns.py         the queue of messages, their dispatch to the engine, their end, placing again
+    usage.py         a turn's tokens and cost from the engine's result; the session's totals
     requests.py      idempotency of session commands (request ids)
     quotas.py        each project's limits, counted in PostgreSQL so they hold across replicas
     session.py       the session's records and states

@@ -20,6 +20,7 @@ from controlplane.session import (
     ToolGrantRecord,
     questions_of,
 )
+from controlplane.usage import Usage
 
 # protoc's stubs give `Value()` a plain int, not the enum's own type (at run time both are ints).
 _STATES: dict[SessionState, session_pb2.SessionState] = {
@@ -72,6 +73,18 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         tool_grants=[_tool_grant(grant) for grant in record.tool_grants],
         agent=_agent(record),
         config=session_config.decode(record.config, record.engine, record.permission_mode, record.model),
+        usage=usage_to_proto(record.usage),
+    )
+
+
+def usage_to_proto(usage: Usage) -> session_pb2.Usage:
+    return session_pb2.Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+        cost_usd=float(usage.cost_usd),
+        turns=usage.turns,
     )
 
 

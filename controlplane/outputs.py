@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import store
+from controlplane import store, usage
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent
 from controlplane.session import BackgroundTaskState, InteractionKind, SessionState, questions_of
 from controlplane.turns import TurnOutcome, Turns, tool_call_settled
@@ -214,11 +214,21 @@ class _Applier:
 
     async def _turn_result(self, turn_id: str, data: dict[str, Any]) -> None:
         session = await self._current()
+        used, engine_totals = usage.of_result(data, usage.EngineTotals.of(session))
         if session["current_turn_id"] != turn_id:
-            return  # the turn was settled already (lease lapse, deletion)
+            # The turn was settled already (lease lapse, deletion): its result counts in no total,
+            # but the engine's running totals move past it (controlplane.usage).
+            await store.sessions.record_usage(self._tx.conn, self._session_id, usage.Usage(), engine_totals)
+            return
+        await store.sessions.record_usage(self._tx.conn, self._session_id, used, engine_totals)
         if session["state"] == SessionState.INTERRUPTING.value:
             await self._turns.settle(
-                self._tx, self._session_id, turn_id, TurnOutcome.INTERRUPTED, "the engine stopped the turn"
+                self._tx,
+                self._session_id,
+                turn_id,
+                TurnOutcome.INTERRUPTED,
+                "the engine stopped the turn",
+                usage=used.payload(),
             )
             return
         await self._journal_now(
@@ -229,6 +239,7 @@ class _Applier:
                     "is_error": bool(data.get("is_error", False)),
                     "duration_ms": int(data.get("duration_ms") or 0),
                     "result": str(data.get("result") or ""),
+                    "usage": used.payload(),
                 },
                 turn_id=turn_id,
             )

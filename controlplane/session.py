@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from controlplane.engines import EngineManifest
+from controlplane.usage import Usage
 
 
 class BackgroundTaskState(enum.Enum):
@@ -174,6 +175,8 @@ class SessionRecord:
     # serialized astrabox.agents.v1.AgentSpec (`controlplane.session_config`).
     agent: SessionAgent | None = None
     config: bytes = b""
+    # What its turns used so far (`controlplane.usage`).
+    usage: Usage = field(default_factory=Usage)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -215,4 +218,5 @@ class SessionRecord:
             ),
             agent=SessionAgent.from_row(row),
             config=bytes(row["config"]) if "config" in keys else b"",
+            usage=Usage.totals_of(row) if "usage_turns" in keys else Usage(),
         )

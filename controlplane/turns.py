@@ -25,7 +25,9 @@ agent is told to let go of it.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -132,12 +134,14 @@ class Turns:
         outcome: TurnOutcome,
         reason: str = "",
         output_seq: int | None = None,
+        usage: Mapping[str, Any] | None = None,
     ) -> bool:
         """End the session's current turn (if it is `turn_id`) and deliver the next message.
 
         Closes a pending interaction, gives the turn's open tool calls an error result unless the
-        engine completed it, and journals the outcome event. Returns False when `turn_id` is not
-        the running turn (it was settled already)."""
+        engine completed it, and journals the outcome event (an interrupted turn's with the `usage`
+        of the engine's result that ended it, `controlplane.usage`). Returns False when `turn_id`
+        is not the running turn (it was settled already)."""
         row = await store.sessions.lock(tx.conn, session_id)
         if row is None or row["current_turn_id"] != turn_id:
             return False
@@ -146,7 +150,12 @@ class Turns:
             await self._settle_tool_calls(tx, session_id, reason or f"the turn {outcome.value}", turn_id)
         event = {
             TurnOutcome.FAILED: NewEvent(EventKind.TURN_FAILED, {"reason": reason}, turn_id, output_seq),
-            TurnOutcome.INTERRUPTED: NewEvent(EventKind.TURN_INTERRUPTED, {"reason": reason}, turn_id, output_seq),
+            TurnOutcome.INTERRUPTED: NewEvent(
+                EventKind.TURN_INTERRUPTED,
+                {"reason": reason, **({"usage": usage} if usage else {})},
+                turn_id,
+                output_seq,
+            ),
         }.get(outcome)
         if event is not None:
             await tx.append(session_id, [event])

@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from controlplane.session import SessionRecord, SessionState
+from controlplane.usage import EngineTotals, Usage
 
 # Projection columns a transaction may set; anything else is a programming error.
 _PROJECTION_COLUMNS = frozenset(
@@ -151,6 +152,27 @@ async def update(conn: asyncpg.Connection, session_id: str, **columns: Any) -> N
         f"UPDATE sessions SET {assignments}, updated_at = now() WHERE session_id = $1",
         session_id,
         *(columns[n] for n in names),
+    )
+
+
+async def record_usage(conn: asyncpg.Connection, session_id: str, turn: Usage, engine: EngineTotals) -> None:
+    """Add a turn's usage to the session's totals and keep the engine's running totals after it."""
+    await conn.execute(
+        "UPDATE sessions SET usage_input_tokens = usage_input_tokens + $2,"
+        " usage_output_tokens = usage_output_tokens + $3,"
+        " usage_cache_creation_input_tokens = usage_cache_creation_input_tokens + $4,"
+        " usage_cache_read_input_tokens = usage_cache_read_input_tokens + $5,"
+        " usage_cost_usd = usage_cost_usd + $6, usage_turns = usage_turns + $7,"
+        " engine_cost_usd = $8, engine_tokens = $9, updated_at = now() WHERE session_id = $1",
+        session_id,
+        turn.input_tokens,
+        turn.output_tokens,
+        turn.cache_creation_input_tokens,
+        turn.cache_read_input_tokens,
+        turn.cost_usd,
+        turn.turns,
+        engine.cost_usd,
+        engine.tokens,
     )
 
 

@@ -291,10 +291,12 @@ class InterruptRequested(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class TurnInterrupted(_message.Message):
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "usage")
     REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     reason: str
-    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+    usage: _session_pb2.Usage
+    def __init__(self, reason: _Optional[str] = ..., usage: _Optional[_Union[_session_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class InputDelivered(_message.Message):
     __slots__ = ("accepted_seq",)
