@@ -16,6 +16,7 @@ database and nothing else. Its map:
     convert.py       domain records to protobuf
     status.py, errors.py  the domain errors and their one mapping to gRPC statuses
     page_tokens.py   signed cursors of paged listings
+    listing.py       ListSessions' filters: states, label selector, creation time
   sessions
     kernel.py        create, get, list, archive, delete sessions; list and watch their events
     conversation.py  messages, interrupts, answers to interactions, permission modes, task stops

@@ -18,10 +18,11 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.conversation import Answer, Conversation, SendMessage
-from controlplane.convert import event_to_proto, session_to_proto
-from controlplane.errors import InvalidArgument, KernelError
+from controlplane.convert import event_to_proto, session_to_proto, state_from_proto
+from controlplane.errors import InvalidArgument, KernelError, Unimplemented
 from controlplane.identity import callers
 from controlplane.kernel import CreateSession, SessionKernel
+from controlplane.listing import SessionFilter, session_filter
 from controlplane.status import maps_errors, to_status
 from controlplane.tool_grants import GrantScope
 from controlplane.workspace import WorkspaceFiles, drain
@@ -43,6 +44,26 @@ def _answer(request: pb.RespondToInteractionRequest) -> Answer:
     if which == "answers":
         return Answer("answers", answers=dict(request.answers.answers))
     raise InvalidArgument("answer", "set one of allow, deny or answers")
+
+
+def _listing(request: pb.ListSessionsRequest) -> SessionFilter:
+    if request.agent:
+        raise Unimplemented(
+            "NOT_IMPLEMENTED",
+            "this control plane cannot list sessions by agent yet: leave agent empty (a label can stand in)",
+            "agent",
+        )
+    states = []
+    for number in request.states:
+        state = state_from_proto(number)
+        if state is None:
+            raise InvalidArgument(
+                "states", f"states holds {number}, which names no state: name the states to list, or none for all"
+            )
+        states.append(state)
+    after = request.created_after.ToDatetime(tzinfo=UTC) if request.HasField("created_after") else None
+    before = request.created_before.ToDatetime(tzinfo=UTC) if request.HasField("created_before") else None
+    return session_filter(states, request.label_selector, after, before)
 
 
 class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
@@ -83,7 +104,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSessionsResponse:
         records, token = await self._kernel.list_sessions(
-            callers.current().project_id, request.page_size, request.page_token
+            callers.current().project_id, request.page_size, request.page_token, _listing(request)
         )
         return pb.ListSessionsResponse(sessions=[session_to_proto(r) for r in records], next_page_token=token)
 

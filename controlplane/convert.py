@@ -27,6 +27,7 @@ _STATES: dict[SessionState, session_pb2.SessionState] = {
     state: cast(session_pb2.SessionState, session_pb2.SessionState.Value(f"SESSION_STATE_{state.name}"))
     for state in SessionState
 }
+_STATE_OF: dict[int, SessionState] = {number: state for state, number in _STATES.items()}
 _KINDS: dict[EventKind, events_pb2.EventKind] = {
     kind: cast(events_pb2.EventKind, events_pb2.EventKind.Value(f"EVENT_KIND_{kind.name}")) for kind in EventKind
 }
@@ -40,6 +41,11 @@ def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
     ts.FromDatetime(value)
     return ts
+
+
+def state_from_proto(value: int) -> SessionState | None:
+    """The state a SessionState number names; None for UNSPECIFIED or a number that is none."""
+    return _STATE_OF.get(value)
 
 
 def session_to_proto(record: SessionRecord) -> session_pb2.Session:

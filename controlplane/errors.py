@@ -3,7 +3,8 @@
     KernelError
     ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT, FIELD_TOO_LONG, MALFORMED_REQUEST,
     │                                                   PAGE_TOKEN_INVALID, PERMISSION_MODE_INVALID,
-    │                                                   PATH_OUTSIDE_WORKSPACE, INVALID_AGENT_SPEC
+    │                                                   PATH_OUTSIDE_WORKSPACE, INVALID_AGENT_SPEC,
+    │                                                   LABEL_SELECTOR_INVALID, PAGE_TOKEN_FILTERS_CHANGED
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
     ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
     ├── TaskNotFound           NOT_FOUND            reason TASK_NOT_FOUND
@@ -34,6 +35,7 @@
     ├── AgentDefinitionArchived FAILED_PRECONDITION reason AGENT_ARCHIVED
     ├── AgentVersionConflict   ABORTED              reason AGENT_VERSION_CONFLICT; metadata expected_version,
     │                                                   latest_version
+    ├── Unimplemented          UNIMPLEMENTED        reason NOT_IMPLEMENTED (a field not served yet)
     ├── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
     └── Internal               INTERNAL             reason INTERNAL; the message holds only a reference
                                                     to the log entry with the details
@@ -271,6 +273,14 @@ class KeyNotFound(KernelError):
 
     def __init__(self, key_id: str) -> None:
         super().__init__(f"API key {key_id} does not exist", {"key_id": key_id})
+
+
+class Unimplemented(KernelError):
+    """A request this control plane cannot serve yet; nothing was done."""
+
+    def __init__(self, reason: str, message: str, field: str) -> None:
+        super().__init__(message, {"field": field})
+        self.reason = reason
 
 
 class Internal(KernelError):

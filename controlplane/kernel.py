@@ -30,6 +30,7 @@ from controlplane.agents import Agents
 from controlplane.engines import DEFAULT_ENGINE
 from controlplane.errors import InvalidArgument, RequestIdReused, SessionNotFound
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
+from controlplane.listing import SessionFilter, filters_changed
 from controlplane.live import LiveTail
 from controlplane.page_tokens import PageTokens
 from controlplane.session import SessionRecord, SessionState
@@ -205,23 +206,29 @@ class SessionKernel:
         return record
 
     async def list_sessions(
-        self, project_id: uuid.UUID, page_size: int, page_token: str
+        self, project_id: uuid.UUID, page_size: int, page_token: str, listing: SessionFilter | None = None
     ) -> tuple[list[SessionRecord], str]:
-        """A page of the project's sessions, newest first, and the next page's token."""
+        """A page of the project's sessions that `listing` shows, newest first, and the next page's
+        token (which binds the project and the filters: `controlplane.listing`)."""
+        listing = listing or SessionFilter()
         size = validation.page_size(page_size, default=50, maximum=500)
+        scope, filters = f"sessions/{project_id}", listing.fingerprint()
         before = None
         if page_token:
-            token = self._page_tokens.read("sessions", page_token)
+            token = self._page_tokens.read(scope, page_token)
             try:
                 before = (datetime.fromisoformat(str(token["t"])), str(uuid.UUID(str(token["id"]))))
             except (KeyError, ValueError):
                 raise validation.page_token_invalid() from None
-        found = await store.sessions.view_page(self._pool, project_id, size + 1, before)
+            if token.get("f") != filters:
+                raise filters_changed()
+        found = await store.sessions.view_page(self._pool, project_id, listing, size + 1, before)
         records = found[:size]
         next_token = ""
         if len(found) > size:
             last = records[-1]
-            next_token = self._page_tokens.issue("sessions", {"t": last.created_at.isoformat(), "id": last.session_id})
+            position: dict[str, object] = {"t": last.created_at.isoformat(), "id": last.session_id, "f": filters}
+            next_token = self._page_tokens.issue(scope, position)
         return records, next_token
 
     async def delete_session(self, session_id: str, request_id: str) -> SessionRecord:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from google.protobuf.message import Message
 
@@ -141,6 +141,23 @@ def _workspace_path(field: str, value: object) -> None:
     workspace_path(value)
 
 
+_label_key = _string(128, _LABEL_KEY, "1-128 characters of [A-Za-z0-9._:/-]")
+_label_value = _string(256, printable=True)
+
+
+def _repeated(max_entries: int, each: Check) -> Check:
+    def check(field: str, values: object) -> None:
+        assert isinstance(values, Sequence)
+        if len(values) > max_entries:
+            raise InvalidArgument(
+                field, f"{field} may have at most {max_entries} entries, got {len(values)}", FIELD_TOO_LONG
+            )
+        for value in values:
+            each(field, value)
+
+    return check
+
+
 # Every field of a SessionKernelService or AdminService request, by name (a name means the same in every request).
 # Each bounds a value that is set; which fields a call requires, the kernel says.
 FIELDS: dict[str, Check] = {
@@ -150,14 +167,12 @@ FIELDS: dict[str, Check] = {
     "engine": _string(64, printable=True),
     "permission_mode": _string(64, printable=True),
     "model": _string(256, _MODEL, "up to 256 characters of [A-Za-z0-9._:/@+[]-]"),
-    "labels": _map(
-        64,
-        _string(128, _LABEL_KEY, "1-128 characters of [A-Za-z0-9._:/-]"),
-        _string(256, printable=True),
-        max_total_bytes=64 * 384,
-    ),
+    "labels": _map(64, _label_key, _label_value, max_total_bytes=64 * 384),
     "page_token": _string(512, _PAGE_TOKEN, "a next_page_token this service issued", reason=PAGE_TOKEN_INVALID),
     "page_size": _range(0, 2**31 - 1),
+    # ListSessions' filters (their meaning: controlplane.listing).
+    "states": _repeated(16, _range(0, 2**31 - 1)),
+    "label_selector": _string(4096),
     "after_seq": _range(0, 2**63 - 1),
     "text": _string(MAX_TEXT_BYTES),
     "interaction_id": _string(256, printable=True),
@@ -207,6 +222,18 @@ def _fields(message: Message, prefix: str) -> None:
             check = _string(4096) if isinstance(value, str) else _bytes(4096) if isinstance(value, bytes) else None
         if check is not None:
             check(prefix + descriptor.name, value)
+
+
+def label_key(field: str, value: str) -> str:
+    """A key of a session's labels (CreateSessionRequest.labels)."""
+    _label_key(field, value)
+    return value
+
+
+def label_value(field: str, value: str) -> str:
+    """A value of a session's labels."""
+    _label_value(field, value)
+    return value
 
 
 def session_id(value: str) -> str:

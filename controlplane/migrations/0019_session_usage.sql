@@ -15,3 +15,6 @@ ALTER TABLE sessions
     ADD COLUMN engine_cost_usd numeric NOT NULL DEFAULT 0,
     ADD COLUMN engine_tokens bigint NOT NULL DEFAULT 0;
 
+
+-- ListSessions' label selector (controlplane.listing): `@>` for key=value and `?` for a key.
+CREATE INDEX sessions_labels ON sessions USING gin (labels) WHERE deleted_at IS NULL;

@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 
+from controlplane.listing import LabelOperator, SessionFilter
 from controlplane.session import SessionRecord, SessionState
 from controlplane.usage import EngineTotals, Usage
 
@@ -250,27 +251,48 @@ async def view(db: asyncpg.Connection | asyncpg.Pool, session_id: str) -> Sessio
 
 
 async def view_page(
-    db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID, limit: int, before: tuple[datetime, str] | None
+    db: asyncpg.Connection | asyncpg.Pool,
+    project_id: uuid.UUID,
+    listing: SessionFilter,
+    limit: int,
+    before: tuple[datetime, str] | None,
 ) -> list[SessionRecord]:
-    """Up to `limit` of the project's sessions not deleted, newest first, after the (created_at,
-    session_id) `before`."""
+    """Up to `limit` of the project's sessions not deleted that `listing` shows, newest first, after
+    the (created_at, session_id) `before`."""
+    args: list[Any] = [project_id]
+
+    def arg(value: Any) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    where = ["s.project_id = $1", "s.deleted_at IS NULL"]
+    if listing.states:
+        where.append(f"s.state = ANY({arg(sorted(state.value for state in listing.states))}::text[])")
+    for r in listing.labels:
+        value = {r.key: r.value} if r.operator in _VALUED else r.key
+        where.append(_LABEL_REQUIREMENTS[r.operator].format(arg(value)))
+    if listing.created_after is not None:
+        where.append(f"s.created_at >= {arg(listing.created_after)}")
+    if listing.created_before is not None:
+        where.append(f"s.created_at < {arg(listing.created_before)}")
     if before is not None:
-        rows = await db.fetch(
-            _VIEW
-            + " WHERE s.project_id = $1 AND s.deleted_at IS NULL AND (s.created_at, s.session_id) < ($2, $3::uuid)"
-            " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $4",
-            project_id,
-            *before,
-            limit,
-        )
-    else:
-        rows = await db.fetch(
-            _VIEW + " WHERE s.project_id = $1 AND s.deleted_at IS NULL"
-            " ORDER BY s.created_at DESC, s.session_id DESC LIMIT $2",
-            project_id,
-            limit,
-        )
+        where.append(f"(s.created_at, s.session_id) < ({arg(before[0])}, {arg(before[1])}::uuid)")
+    rows = await db.fetch(
+        _VIEW + " WHERE " + " AND ".join(where) + f" ORDER BY s.created_at DESC, s.session_id DESC LIMIT {arg(limit)}",
+        *args,
+    )
     return [SessionRecord.from_row(r) for r in rows]
+
+
+# A label requirement as a condition on the labels jsonb ({}: its parameter), in the forms the
+# sessions_labels GIN index serves (@> and ?), negated where the requirement is.
+_LABEL_REQUIREMENTS = {
+    LabelOperator.EQUALS: "s.labels @> {}::jsonb",
+    LabelOperator.NOT_EQUALS: "NOT s.labels @> {}::jsonb",
+    LabelOperator.EXISTS: "s.labels ? {}",
+    LabelOperator.ABSENT: "NOT s.labels ? {}",
+}
+_VALUED = frozenset({LabelOperator.EQUALS, LabelOperator.NOT_EQUALS})
 
 
 async def mark_held_runtimes(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, session_ids: Sequence[str]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import grpc
 import pytest
 import pytest_asyncio
+from google.protobuf import timestamp_pb2
 from google.protobuf.message import Message
 
 from astrabox.runner.v1 import runner_service_pb2
@@ -192,7 +193,14 @@ def request_for(rpc: str, v: Values) -> Message:
     if rpc == "GetSession":
         return pb.GetSessionRequest(session_id=v.session_id())
     if rpc == "ListSessions":
-        return pb.ListSessionsRequest(page_size=v.small_int(), page_token=v.token())
+        return pb.ListSessionsRequest(
+            page_size=v.small_int(),
+            page_token=v.token(),
+            states=rng.choice([[], [0], [2, 3], [7], [99], [-1], list(range(20))]),
+            label_selector=v.either(lambda: rng.choice(["", "a=b", "a!=b,!c", "k", "a=b,", "=", "!", "a==b"])),
+            created_after=rng.choice([None, timestamp_pb2.Timestamp(seconds=1), timestamp_pb2.Timestamp(nanos=-1)]),
+            agent=rng.choice(["", "", "", "reviewer"]),
+        )
     if rpc == "SendMessage":
         return pb.SendMessageRequest(
             session_id=v.session_id(), client_message_id=v.client_id(), text=v.text(), permission_mode=v.mode()

@@ -41,6 +41,10 @@ class SessionKernelServiceStub:
     message lists the valid ones
     PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one this
     service issued for this listing
+    PAGE_TOKEN_FILTERS_CHANGED (INVALID_ARGUMENT) the page token was issued for
+    a listing with other filters
+    LABEL_SELECTOR_INVALID   (INVALID_ARGUMENT) ListSessions' label selector is not
+    one; the message says which requirement and why
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
@@ -106,7 +110,9 @@ class SessionKernelServiceStub:
     ARCHIVE_FAILED           (FAILED_PRECONDITION) tar inside the sandbox could not
     pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
-    workspace operation (an older agent)
+    workspace operation (an older agent), or the
+    control plane cannot serve a field yet (metadata
+    "field" names it)
     DATABASE_UNAVAILABLE     (UNAVAILABLE) the service's database cannot be
     reached right now. A call either took effect whole
     or not at all: retry it (the request ids make a
@@ -238,6 +244,10 @@ class SessionKernelServiceServicer:
     message lists the valid ones
     PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one this
     service issued for this listing
+    PAGE_TOKEN_FILTERS_CHANGED (INVALID_ARGUMENT) the page token was issued for
+    a listing with other filters
+    LABEL_SELECTOR_INVALID   (INVALID_ARGUMENT) ListSessions' label selector is not
+    one; the message says which requirement and why
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
@@ -303,7 +313,9 @@ class SessionKernelServiceServicer:
     ARCHIVE_FAILED           (FAILED_PRECONDITION) tar inside the sandbox could not
     pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
-    workspace operation (an older agent)
+    workspace operation (an older agent), or the
+    control plane cannot serve a field yet (metadata
+    "field" names it)
     DATABASE_UNAVAILABLE     (UNAVAILABLE) the service's database cannot be
     reached right now. A call either took effect whole
     or not at all: retry it (the request ids make a
@@ -571,6 +583,10 @@ class SessionKernelService:
     message lists the valid ones
     PAGE_TOKEN_INVALID       (INVALID_ARGUMENT) the page token is not one this
     service issued for this listing
+    PAGE_TOKEN_FILTERS_CHANGED (INVALID_ARGUMENT) the page token was issued for
+    a listing with other filters
+    LABEL_SELECTOR_INVALID   (INVALID_ARGUMENT) ListSessions' label selector is not
+    one; the message says which requirement and why
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
@@ -636,7 +652,9 @@ class SessionKernelService:
     ARCHIVE_FAILED           (FAILED_PRECONDITION) tar inside the sandbox could not
     pack a download
     NOT_IMPLEMENTED          (UNIMPLEMENTED) the session's agent does not know the
-    workspace operation (an older agent)
+    workspace operation (an older agent), or the
+    control plane cannot serve a field yet (metadata
+    "field" names it)
     DATABASE_UNAVAILABLE     (UNAVAILABLE) the service's database cannot be
     reached right now. A call either took effect whole
     or not at all: retry it (the request ids make a
