@@ -12,6 +12,7 @@ import pytest_asyncio
 
 from astrabox.client import AstraBoxClient
 from dataplane_agent.offline_model import OfflineModel
+from tests.controlplane.test_quotas import astrabox
 from tests.e2e.test_conversation_end_to_end import all_events, new_session, turn_end, until
 from tests.support.stack import Stack, StartStack
 
@@ -75,3 +76,21 @@ async def test_usage_totals_are_the_sum_of_what_the_model_reported(metered_stack
         assert session.usage.cost_usd == pytest.approx(results[-1]["total_cost_usd"], rel=1e-12)
         listed = await client.list_sessions()
         assert [tokens(s.usage) for s in listed.sessions] == [tokens(session.usage)]
+
+        # `astrabox session list` shows it, filtered by state, label and creation time.
+        other = await client.create_session(labels={"team": "blue"})
+        target = ("--target", metered_stack.address)
+        code, out, err = await astrabox("session", *target, "list", "--state", "ready,creating", "--since", "1h")
+        assert code == 0, err
+        [line] = [line for line in out.splitlines() if line.startswith(sid)]
+        assert "3 turns" in line and f"${session.usage.cost_usd:.4f}" in line
+        assert f"{tokens(session.usage)[1]:,} out" in line
+        assert other.session_id in out
+        code, out, err = await astrabox("session", *target, "list", "--label", "team=blue", "--label", "!gone")
+        assert (code, [line.split()[0] for line in out.splitlines()]) == (0, [other.session_id]), err
+        code, out, _ = await astrabox("session", *target, "list", "--state", "archived")
+        assert (code, out) == (0, "")
+        code, _, err = await astrabox("session", *target, "list", "--label", "team=blue,")
+        assert code == 1 and "requirement 2" in err, err
+        code, _, err = await astrabox("session", *target, "list", "--state", "sleeping")
+        assert code == 2 and "'sleeping' is no session state" in err, err

@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, TextIO
 
@@ -125,9 +127,15 @@ def _connect(args: argparse.Namespace) -> AstraBoxClient:
 async def _session_command(args: argparse.Namespace) -> int:
     async with _connect(args) as client:
         if args.action == "list":
-            async for session in client.iter_sessions():
+            filters = {
+                "states": [state for states in args.state or () for state in states],
+                "label_selector": ",".join(args.label or ()),
+                "created_after": args.since,
+            }
+            async for session in client.iter_sessions(**filters):
                 print(
                     f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} agent {session.agent_id}"
+                    + _usage_note(session.usage)
                     + _destroy_note(session)
                 )
         elif args.action == "show":
@@ -166,6 +174,41 @@ async def _session_command(args: argparse.Namespace) -> int:
                 session = await client.respond_to_interaction(args.session_id, interaction_id, allow=True)
             print(f"answered {interaction_id}; session is {_state_name(session)}")
     return 0
+
+
+def _usage_note(usage: session_pb2.Usage) -> str:
+    """What `session list` says of what a session's turns used: input tokens (cache reads and
+    writes included), output tokens and dollars, as the engine reported them."""
+    read = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+    turns = f"{usage.turns} turn{'' if usage.turns == 1 else 's'}"
+    return f"  {turns:<9} {read:>9,} in {usage.output_tokens:>7,} out  ${usage.cost_usd:.4f}"
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+
+
+def _since(text: str) -> datetime:
+    """--since: a time ago (`30m`, `2h`, `7d`, `45s`) or an ISO 8601 time (local time unless it says)."""
+    if duration := _DURATION.fullmatch(text.strip()):
+        return datetime.now(UTC) - timedelta(seconds=float(duration[1]) * _UNITS[duration[2]])
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a time ago (30m, 2h, 7d) nor a time (2026-01-31T09:00)"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.astimezone()
+
+
+def _states(text: str) -> list[str]:
+    """--state: session states by name, comma-separated (ready, running, archived, …)."""
+    known = [name.removeprefix("SESSION_STATE_").lower() for name in session_pb2.SessionState.keys()[1:]]
+    states = [state.strip().lower() for state in text.split(",") if state.strip()]
+    for state in states:
+        if state not in known:
+            raise argparse.ArgumentTypeError(f"{state!r} is no session state; one of {', '.join(known)}")
+    return states
 
 
 def _destroy_note(session: session_pb2.Session) -> str:
@@ -236,7 +279,19 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
 
     session = sub.add_parser("session", help="inspect sessions", parents=[connection])
     actions = session.add_subparsers(dest="action", required=True)
-    actions.add_parser("list")
+    listing = actions.add_parser("list", help="the project's sessions, newest first, with what they used")
+    listing.add_argument(
+        "--state", action="append", type=_states, metavar="STATE[,STATE]", help="only sessions in these states"
+    )
+    listing.add_argument(
+        "--label",
+        action="append",
+        metavar="SELECTOR",
+        help="only sessions whose labels match: key=value, key!=value, key or !key (repeat for all of them)",
+    )
+    listing.add_argument(
+        "--since", type=_since, metavar="WHEN", help="only sessions created since: 30m, 2h, 7d, or an ISO 8601 time"
+    )
     for name in ("show", "delete", "archive", "interrupt"):
         actions.add_parser(name).add_argument("session_id")
     send = actions.add_parser("send", help="send a message (queued while a turn runs)")

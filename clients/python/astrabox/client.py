@@ -34,8 +34,8 @@ import tarfile
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Generator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
 
 import grpc
 
@@ -97,6 +97,23 @@ class CommandResult:
     stdout: bytes
     stderr: bytes
     exit_code: int
+
+
+def _session_state(state: int | str) -> session_pb2.SessionState:
+    """A SessionState from its value or its name, with or without the SESSION_STATE_ prefix, in
+    any case ("READY", "ready", "SESSION_STATE_READY"); ValueError for anything else."""
+    name = session_pb2.SessionState.Name(state) if isinstance(state, int) else state.strip().upper()
+    try:
+        value = session_pb2.SessionState.Value("SESSION_STATE_" + name.removeprefix("SESSION_STATE_"))
+    except ValueError:
+        names = ", ".join(n.removeprefix("SESSION_STATE_").lower() for n in session_pb2.SessionState.keys()[1:])
+        raise ValueError(f"{state!r} is no session state; one of {names}") from None
+    # protoc's stubs give `Value()` a plain int, not the enum's own type (at run time both are ints).
+    return cast(session_pb2.SessionState, value)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 class AstraBoxClient:
@@ -207,16 +224,41 @@ class AstraBoxClient:
         """Returns the session."""
         return await self._session_of(self._stub.GetSession, api.GetSessionRequest(session_id=session_id))
 
-    async def list_sessions(self, page_size: int = 0, page_token: str = "") -> api.ListSessionsResponse:
-        """One page of sessions, newest first, and the token of the next page."""
-        request = api.ListSessionsRequest(page_size=page_size, page_token=page_token)
+    async def list_sessions(
+        self,
+        page_size: int = 0,
+        page_token: str = "",
+        *,
+        states: Collection[int | str] = (),
+        label_selector: str = "",
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        agent: str = "",
+    ) -> api.ListSessionsResponse:
+        """One page of sessions, newest first, and the token of the next page (to be sent with the
+        same filters). `states`: SessionState values or their names ("READY" or "ready"); empty:
+        every state but DELETED. `label_selector`: `key=value`, `key!=value`, `key`, `!key`,
+        comma-separated, all of which must hold. `created_after` (inclusive) and `created_before`
+        (exclusive) bound the creation time (a naive datetime is taken as UTC)."""
+        request = api.ListSessionsRequest(
+            page_size=page_size,
+            page_token=page_token,
+            states=[_session_state(state) for state in states],
+            label_selector=label_selector,
+            agent=agent,
+        )
+        if created_after is not None:
+            request.created_after.FromDatetime(_utc(created_after))
+        if created_before is not None:
+            request.created_before.FromDatetime(_utc(created_before))
         return await self._unary(self._stub.ListSessions, request)
 
-    async def iter_sessions(self, page_size: int = 0) -> AsyncIterator[Session]:
-        """Every session, newest first, fetching page after page."""
+    async def iter_sessions(self, page_size: int = 0, **filters: Any) -> AsyncIterator[Session]:
+        """Every session `filters` (list_sessions' keyword arguments) select, newest first, fetching
+        page after page."""
         token = ""
         while True:
-            page = await self.list_sessions(page_size=page_size, page_token=token)
+            page = await self.list_sessions(page_size=page_size, page_token=token, **filters)
             for session in page.sessions:
                 yield session
             if not (token := page.next_page_token):

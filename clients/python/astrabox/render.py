@@ -76,7 +76,7 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
         lines = list(_engine_lines(view.message))
     elif kind == "turn_completed":
         done = event.turn_completed
-        lines = [f"✓ turn {'failed' if done.is_error else 'completed'} in {done.duration_ms / 1000:.1f} s"]
+        lines = [f"✓ turn {'failed' if done.is_error else 'completed'} in {done.duration_ms / 1000:.1f} s{_used(done)}"]
     elif kind == "turn_failed":
         lines = [f"✗ turn failed: {event.turn_failed.reason}"]
     elif kind == "session_deleted":
@@ -136,3 +136,12 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
     else:
         lines = [f"● {events_pb2.EventKind.Name(event.kind)}"]
     return [prefix + line for line in lines]
+
+
+def _used(done: events_pb2.TurnCompleted) -> str:
+    """What a turn used, as its TURN_COMPLETED says (nothing when the engine reported no usage)."""
+    usage = done.usage
+    if not usage.turns:
+        return ""
+    read = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+    return f" · {read:,} in / {usage.output_tokens:,} out tokens · ${usage.cost_usd:.4f}"
