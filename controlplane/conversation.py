@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import quotas, requests, store, tool_grants, validation
+from controlplane import quotas, requests, session_config, store, tool_grants, usage, validation
 from controlplane.agents import Agents
 from controlplane.errors import (
     InteractionNotFound,
@@ -119,6 +119,8 @@ class Conversation:
                     f"session {session_id} is {session.state.value} and cannot take messages{detail}",
                     {"session_id": session_id, "state": session.state.value},
                 )
+            spec = session_config.decode(session.config, session.engine, session.permission_mode, session.model)
+            usage.check_budget(session_id, session.usage, spec.limits.max_cost_usd_per_session)
             assert session.project_id is not None
             await quotas.check_message(tx.conn, session.project_id, _utf8(request.text), "the message")
             turn = QueuedTurn(str(uuid.uuid4()), request.text, own_mode)

@@ -35,6 +35,7 @@
     ├── AgentDefinitionArchived FAILED_PRECONDITION reason AGENT_ARCHIVED
     ├── AgentVersionConflict   ABORTED              reason AGENT_VERSION_CONFLICT; metadata expected_version,
     │                                                   latest_version
+    ├── SessionBudgetExhausted FAILED_PRECONDITION  reason SESSION_BUDGET_EXHAUSTED; metadata cost_usd, limit_usd
     ├── Unimplemented          UNIMPLEMENTED        reason NOT_IMPLEMENTED (a field not served yet)
     ├── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
     └── Internal               INTERNAL             reason INTERNAL; the message holds only a reference
@@ -273,6 +274,21 @@ class KeyNotFound(KernelError):
 
     def __init__(self, key_id: str) -> None:
         super().__init__(f"API key {key_id} does not exist", {"key_id": key_id})
+
+
+class SessionBudgetExhausted(KernelError):
+    """The session has cost what its agent's limits allow (max_cost_usd_per_session): it takes no
+    more messages; nothing was done."""
+
+    reason = "SESSION_BUDGET_EXHAUSTED"
+
+    def __init__(self, session_id: str, cost_usd: str, limit_usd: str) -> None:
+        super().__init__(
+            f"session {session_id} has cost ${cost_usd} of the ${limit_usd} its agent allows a session"
+            " (limits.max_cost_usd_per_session) and takes no more messages: start a new session, or one"
+            " from an agent version with a higher limit",
+            {"session_id": session_id, "cost_usd": cost_usd, "limit_usd": limit_usd},
+        )
 
 
 class Unimplemented(KernelError):

@@ -50,6 +50,7 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.AgentDefinitionExists: grpc.StatusCode.ALREADY_EXISTS,
     errors.AgentDefinitionArchived: grpc.StatusCode.FAILED_PRECONDITION,
     errors.AgentVersionConflict: grpc.StatusCode.ABORTED,
+    errors.SessionBudgetExhausted: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
 }
 

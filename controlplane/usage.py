@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from controlplane.errors import SessionBudgetExhausted
+
 # The token counts of one model in the result's `model_usage` (the CLI's running totals).
 _MODEL_TOKEN_FIELDS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
 
@@ -128,3 +130,14 @@ def _running_tokens(model_usage: object) -> int | None:
         if isinstance(counts, Mapping)
         for name in _MODEL_TOKEN_FIELDS
     )
+
+
+def check_budget(session_id: str, totals: Usage, limit_usd: float) -> None:
+    """SessionBudgetExhausted when the session's turns have cost `limit_usd` or more (0: no limit).
+    Checked as a message is sent: a turn under way runs to its end (its own limit is the engine's,
+    max_cost_usd_per_turn), so a session may end a little over its budget, never start past it."""
+    if limit_usd <= 0 or not math.isfinite(limit_usd):
+        return
+    limit = Decimal(repr(limit_usd))
+    if totals.cost_usd >= limit:
+        raise SessionBudgetExhausted(session_id, f"{totals.cost_usd:.4f}", f"{limit:f}")

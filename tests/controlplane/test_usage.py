@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import grpc
 import pytest
 
+from astrabox.agents.v1 import agent_pb2 as apb
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from tests.controlplane.test_conversation import api, engine, ok, ready, session_of
+from controlplane.agent_definitions.definitions import AgentDefinitions
+from controlplane.forwarding import read_cluster_secret
+from controlplane.page_tokens import PageTokens
+from tests.controlplane.test_conversation import api, engine, ok, ready, refused, session_of
 from tests.controlplane.test_settles import history
 
 __all__ = ["api"]  # the fixture, used by name
@@ -170,3 +175,30 @@ async def test_a_result_with_odd_usage_counts_what_makes_sense(api, plane, resul
     turn = await send(api, sid, "m1")
     await plane.report(sid, turn, **engine("ResultMessage", subtype="success", result="ok", **result))
     assert totals(await session_of(api, sid)) == expected
+
+
+async def test_a_session_that_spent_its_agents_budget_takes_no_more_messages(api, plane):
+    definitions = AgentDefinitions(
+        plane.pool, plane.agents, PageTokens.from_cluster_secret(await read_cluster_secret(plane.pool))
+    )
+    await plane.connect_agent()
+    await definitions.create(
+        plane.project_id, "a1", "thrifty", apb.AgentSpec(limits=apb.Limits(max_cost_usd_per_session=0.05))
+    )
+    sid = (await ok(api, "CreateSession", request_id="s1", agent="thrifty")).session.session_id
+    await plane.runtime_started(sid)
+    claude = Engine()
+    turn = await send(api, sid, "m1")
+    await plane.report(sid, turn, **claude.result(1000, 10, "0.03"))
+    turn = await send(api, sid, "m2")  # 0.03 of 0.05: allowed
+    await plane.report(sid, turn, **claude.result(1000, 10, "0.025"))
+
+    code, reason, details = await refused(api, "SendMessage", session_id=sid, client_message_id="m3", text="more")
+    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "SESSION_BUDGET_EXHAUSTED")
+    assert "$0.0550 of the $0.05" in details and "max_cost_usd_per_session" in details
+    assert (await session_of(api, sid)).usage.turns == 2  # nothing was queued
+    await send(api, sid, "m2")  # a retry of an accepted message still answers as before
+    other = await ready(api, plane, request_id="s2")  # a session without the agent has no budget
+    turn = await send(api, other, "m1")
+    await plane.report(other, turn, **claude.result(1000, 10, "1.0"))
+    await send(api, other, "m2")

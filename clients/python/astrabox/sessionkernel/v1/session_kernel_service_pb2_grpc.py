@@ -52,6 +52,9 @@ class SessionKernelServiceStub:
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
     in its state (creating, failed, archived)
+    SESSION_BUDGET_EXHAUSTED (FAILED_PRECONDITION) the session has cost what its
+    agent allows (limits.max_cost_usd_per_session);
+    metadata cost_usd, limit_usd
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
@@ -255,6 +258,9 @@ class SessionKernelServiceServicer:
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
     in its state (creating, failed, archived)
+    SESSION_BUDGET_EXHAUSTED (FAILED_PRECONDITION) the session has cost what its
+    agent allows (limits.max_cost_usd_per_session);
+    metadata cost_usd, limit_usd
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
@@ -594,6 +600,9 @@ class SessionKernelService:
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
     in its state (creating, failed, archived)
+    SESSION_BUDGET_EXHAUSTED (FAILED_PRECONDITION) the session has cost what its
+    agent allows (limits.max_cost_usd_per_session);
+    metadata cost_usd, limit_usd
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
