@@ -7,7 +7,7 @@
     astrabox keys list [--project ID]
     astrabox keys revoke KEY_ID
     astrabox audit [--project ID] [--session ID] [--limit N]
-    astrabox agents list | revoke AGENT_ID | dedicate AGENT_ID [--project ID]   (operator admins)
+    astrabox hosts list | revoke AGENT_ID | dedicate AGENT_ID [--project ID]    (operator admins)
     astrabox quotas show [--project ID]
     astrabox quotas set [--project ID] [--live-sessions N|default] [--sessions-per-minute N|default]
                         [--message-bytes N|default] [--upload-bytes N|default]
@@ -33,7 +33,7 @@ from astrabox.client import AstraBoxClient
 
 __all__ = ["COMMANDS", "ROLES", "add_parsers", "run"]
 
-COMMANDS = ("whoami", "projects", "keys", "audit", "agents", "quotas")
+COMMANDS = ("whoami", "projects", "keys", "audit", "hosts", "quotas")
 """The subcommands this module adds to `astrabox`."""
 ROLES = ("viewer", "developer", "admin")
 """The roles `keys create --role` takes."""
@@ -62,9 +62,9 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     trail.add_argument("--project", default="", help="project id (default: the key in use's)")
     trail.add_argument("--session", default="", help="only this session's")
     trail.add_argument("--limit", type=int, default=50, help="at most this many records (default %(default)s)")
-    agents = sub.add_parser("agents", help="list and revoke data-plane agents", parents=[connection])
-    actions = agents.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="the agents that enrolled")
+    hosts = sub.add_parser("hosts", help="list, revoke and dedicate hosts (data-plane agents)", parents=[connection])
+    actions = hosts.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="the hosts whose agents enrolled")
     actions.add_parser("revoke", help="close its stream and refuse it from now on").add_argument("agent_id")
     dedicate = actions.add_parser("dedicate", help="run only a project's sessions on it (no --project: shared)")
     dedicate.add_argument("agent_id")
@@ -125,7 +125,7 @@ def _key_line(key: admin.ApiKey) -> str:
 
 async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
     """Carry out the parsed command `args` with `client`; the exit status."""
-    if args.command == "agents":
+    if args.command == "hosts":
         if args.action == "list":
             for agent in await client.admin.list_agents():
                 revoked = f"  revoked {_when(agent.revoke_time, True)}" if agent.HasField("revoke_time") else ""
