@@ -35,7 +35,7 @@ SERVER_MODULES = (
     "grpc_health",
     "grpc_reflection",
 )
-CLIENT_REQUIREMENTS = {"grpcio", "grpcio-status", "protobuf", "googleapis-common-protos"}
+CLIENT_REQUIREMENTS = {"grpcio", "grpcio-status", "protobuf", "googleapis-common-protos", "pyyaml"}
 
 # Run by the client venv's python: one session, one turn, through the SDK only.
 DRIVE_A_SESSION = """
@@ -126,7 +126,7 @@ def client_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     yield venv / "bin"
 
 
-def test_the_wheel_holds_the_sdk_alone_and_requires_only_grpc_and_protobuf(wheel: Path) -> None:
+def test_the_wheel_holds_the_sdk_alone_and_requires_only_grpc_protobuf_and_yaml(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
@@ -142,6 +142,7 @@ def test_the_wheel_holds_the_sdk_alone_and_requires_only_grpc_and_protobuf(wheel
         "astrabox/client.py",
         "astrabox/cli.py",
         "astrabox/sessions.py",
+        "astrabox/agent_files.py",
         "astrabox/messages.py",
         "astrabox/events.py",
         "astrabox/testing.py",

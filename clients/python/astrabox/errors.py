@@ -4,6 +4,7 @@ AstraBoxError                the server answered with an error (code, reason, me
  └── SessionStateError       a session reached a state it cannot leave towards the awaited ones
 LocalStackError              `astrabox.testing.LocalStack` could not start the stack
  └── ServerNotInstalledError the server distribution (astrabox-server) is not installed
+AgentFileError               an agent file (`astrabox.agent_files`) cannot be read or says something invalid
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-__all__ = ["AstraBoxError", "LocalStackError", "ServerNotInstalledError", "SessionStateError"]
+__all__ = ["AgentFileError", "AstraBoxError", "LocalStackError", "ServerNotInstalledError", "SessionStateError"]
 
 
 class AstraBoxError(Exception):
@@ -80,6 +81,11 @@ class LocalStackError(Exception):
 class ServerNotInstalledError(LocalStackError):
     """The local stack needs the server (`astrabox up`, from the astrabox-server distribution)
     installed in the same Python environment as the client."""
+
+
+class AgentFileError(ValueError):
+    """An agent file is not one: its message names the file, the line and the key at fault, and what
+    would be valid there."""
 
 
 def _details(error: grpc.RpcError) -> tuple[error_details_pb2.ErrorInfo | None, error_details_pb2.RetryInfo | None]:
