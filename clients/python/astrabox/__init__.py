@@ -14,11 +14,16 @@
     astrabox.sessions   SessionHandle, Turn, TurnResult: a session and its turns
     astrabox.events     Event: a journal event, its engine message typed
     astrabox.messages   typed views of the engine's messages (assistant text, tool use, tool result, result, …)
+    astrabox.agent_definitions
+                        client.agents: agent definitions and their versions (AgentService)
+    astrabox.agent_files
+                        agent definitions as YAML files, read strictly and written back
     astrabox.errors     the exceptions
     astrabox.testing    LocalStack: a whole stack in a child process, for tests (needs astrabox-server)
     astrabox.render     one-line renderings of events, as `astrabox run` prints them
     astrabox.cli        the `astrabox` command
-    astrabox.sessionkernel.v1, astrabox.runner.v1   the generated protobuf and gRPC code
+    astrabox.sessionkernel.v1, astrabox.agents.v1, astrabox.admin.v1, astrabox.runner.v1
+                        the generated protobuf and gRPC code
 
 The names below are importable from `astrabox` itself; each is loaded from its
 module on first use, so `import astrabox` alone loads nothing else.

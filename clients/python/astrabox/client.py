@@ -40,6 +40,7 @@ from typing import Any, TypeVar, cast
 import grpc
 
 from astrabox.administration import Admin
+from astrabox.agent_definitions import AgentDefinitions
 from astrabox.backoff import Backoff
 from astrabox.credentials import default_api_key
 from astrabox.errors import AstraBoxError, SessionStateError
@@ -142,6 +143,8 @@ class AstraBoxClient:
         self._timeout = timeout
         self.admin = Admin(channel, self._unary)
         """AdminService: `whoami`, projects and API keys (`astrabox.administration`)."""
+        self.agents = AgentDefinitions(channel, self._unary)
+        """AgentService: agent definitions and their versions (`astrabox.agent_definitions`)."""
         self._reconnect = reconnect
 
     @classmethod
@@ -215,7 +218,8 @@ class AstraBoxClient:
         """Creates a session (idempotent on `request_id`, a new uuid4 by default).
 
         `options` are CreateSessionRequest fields: engine, permission_mode,
-        model, labels.
+        model, labels, agent (an agent definition's name or id) and
+        agent_version (0: its newest).
         """
         request = api.CreateSessionRequest(request_id=request_id or _new_id(), **options)
         return await self._session_of(self._stub.CreateSession, request)
