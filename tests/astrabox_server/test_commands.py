@@ -23,7 +23,7 @@ def test_help_lists_the_server_commands_beside_the_clients() -> None:
     assert result.returncode == 0, result.stderr
     listed = [m.group(1) for line in result.stdout.splitlines() if (m := re.match(r" {4}(\w+)", line))]
     assert sorted(listed) == sorted(
-        [*SERVER_COMMANDS, "run", "session", "whoami", "projects", "keys", "audit", "hosts", "quotas"]
+        [*SERVER_COMMANDS, "run", "session", "agents", "whoami", "projects", "keys", "audit", "hosts", "quotas"]
     )
     assert "astrabox-server distribution" not in result.stdout  # the hint for a client-only install
 

@@ -5,6 +5,8 @@ same definition."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -280,3 +282,19 @@ def load_error(folder: Path) -> str:
     with pytest.raises(AgentFileError) as raised:
         agent_files.load(folder / "reviewer.yaml")
     return str(raised.value)
+
+
+def test_apply_of_a_bad_file_says_so_in_one_line_and_sends_nothing(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("name: good\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ntools:\n  enabled: [Bash]\n  allowed: [Read]\n")
+    # Nothing listens on the target: reading the files fails first, before any call.
+    result = subprocess.run(
+        [sys.executable, "-m", "astrabox", "agents", "--target", "127.0.0.1:9", "apply", str(good), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == (f"astrabox: {bad}:4: tools: unknown key 'allowed'; valid keys: enabled, default, rules\n")

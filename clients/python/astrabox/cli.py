@@ -1,10 +1,13 @@
 """The `astrabox` command.
 
     astrabox run PROMPT    create a session on a running stack and print its turn live
+                           (--agent NAME[@VERSION]: started from that agent)
     astrabox session …     list, show, print events of, answer, interrupt or delete sessions
+    astrabox agents …      apply agent files (YAML), list, show, version and archive agents
     astrabox whoami        the project, role and key of the credential in use
     astrabox projects …    create and list projects (operator admins)
     astrabox keys …        create, list and revoke a project's API keys (admins)
+    astrabox hosts …       list, revoke and dedicate the data-plane agents (operator admins)
 
 Every command finds its API key as `astrabox.credentials` says: --api-key-file,
 $ASTRABOX_API_KEY, $ASTRABOX_API_KEY_FILE, else the key `astrabox up` saved.
@@ -33,10 +36,10 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import grpc
 
-from astrabox import admin_commands, failures
+from astrabox import admin_commands, agent_commands, failures
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
-from astrabox.errors import LocalStackError
+from astrabox.errors import AgentFileError, LocalStackError
 from astrabox.render import render
 from astrabox.secret_settings import SecretSettingError
 from astrabox.sessionkernel.v1 import session_pb2
@@ -59,7 +62,7 @@ DEFAULT_TLS_CA = os.environ.get("ASTRABOX_TLS_CA", "")
 COMMANDS_GROUP = "astrabox.commands"
 """The entry-point group through which other distributions add subcommands."""
 _TLS_CA_HELP = "reach the control plane over TLS, verified with this PEM CA bundle (env ASTRABOX_TLS_CA)"
-_CLIENT_COMMANDS = ("run", "session", *admin_commands.COMMANDS)
+_CLIENT_COMMANDS = ("run", "session", *agent_commands.COMMANDS, *admin_commands.COMMANDS)
 
 
 class ContributedCommand(Protocol):
@@ -87,13 +90,17 @@ async def run_prompt(
     out: TextIO = sys.stdout,
     credentials: grpc.ChannelCredentials | None = None,
     api_key: str | None = None,
+    agent: str = "",
+    agent_version: int = 0,
 ) -> tuple[int, session_pb2.Session]:
-    """Create a session, send `prompt`, print its events until the turn ends.
+    """Create a session (from `agent`, at `agent_version`, when given), send `prompt`, print its
+    events until the turn ends.
 
     Returns the exit status (0 when the turn completed) and the session."""
     async with AstraBoxClient.connect(target, credentials=credentials, api_key=api_key) as client:
-        created = await client.create_session()
-        print(f"session {created.session_id}", file=out, flush=True)
+        created = await client.create_session(agent=agent, agent_version=agent_version)
+        pinned = f" (agent {created.agent.name} v{created.agent.version})" if created.HasField("agent") else ""
+        print(f"session {created.session_id}{pinned}", file=out, flush=True)
         session = client.session(created.session_id)
         async with asyncio.timeout(timeout):
             await session.wait_for_state(["READY"], timeout=timeout)
@@ -226,8 +233,17 @@ def _state_name(session: session_pb2.Session) -> str:
 def _cmd_run(args: argparse.Namespace) -> int:
     credentials = _credentials(args.tls_ca)
     api_key = API_KEY.read(args) or default_api_key()
+    agent, agent_version = args.agent
     status, _ = asyncio.run(
-        run_prompt(args.target, args.prompt, timeout=args.timeout, credentials=credentials, api_key=api_key)
+        run_prompt(
+            args.target,
+            args.prompt,
+            timeout=args.timeout,
+            credentials=credentials,
+            api_key=api_key,
+            agent=agent,
+            agent_version=agent_version,
+        )
     )
     return status
 
@@ -239,6 +255,15 @@ async def _admin_command(args: argparse.Namespace) -> int:
 
 def _cmd_admin(args: argparse.Namespace) -> int:
     return asyncio.run(_admin_command(args))
+
+
+async def _agents_command(args: argparse.Namespace) -> int:
+    async with _connect(args) as client:
+        return await agent_commands.run(args, client)
+
+
+def _cmd_agents(args: argparse.Namespace) -> int:
+    return asyncio.run(_agents_command(args))
 
 
 def _connection_options() -> argparse.ArgumentParser:
@@ -275,6 +300,13 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     run = sub.add_parser("run", help="run one prompt in a new session and print it live", parents=[connection])
     run.add_argument("prompt")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
+    run.add_argument(
+        "--agent",
+        type=agent_commands.agent_reference,
+        default=("", 0),
+        metavar="NAME[@VERSION]",
+        help="start the session from this agent (default version: its newest)",
+    )
     run.set_defaults(func=_cmd_run)
 
     session = sub.add_parser("session", help="inspect sessions", parents=[connection])
@@ -311,6 +343,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     events.add_argument("--follow", "-f", action="store_true", help="keep following live events")
     session.set_defaults(func=_cmd_session)
 
+    agent_commands.add_parsers(sub, connection, _cmd_agents)
     admin_commands.add_parsers(sub, connection, _cmd_admin)
     return parser
 
@@ -344,4 +377,6 @@ def _exit_with(name: str, run: Callable[[], int | None]) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         failures.print_traceback_if_asked(error)
-        sys.exit(f"{name}: {failures.describe(found, (AstraBoxError, SecretSettingError, LocalStackError))}")
+        sys.exit(
+            f"{name}: {failures.describe(found, (AstraBoxError, SecretSettingError, LocalStackError, AgentFileError))}"
+        )
