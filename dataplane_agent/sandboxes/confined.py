@@ -189,19 +189,19 @@ class ConfinedRoot:
             with contextlib.suppress(FileNotFoundError):
                 os.stat(parts[-1], dir_fd=fds[-1], follow_symlinks=False)
                 return False
-            temporary = f".{parts[-1]}.astrabox-{os.getpid()}"
-            fd = _open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, fds[-1], mode)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(content)
-                    _take(handle.fileno(), owner)
-                    os.fchmod(handle.fileno(), mode)
-                os.rename(temporary, parts[-1], src_dir_fd=fds[-1], dst_dir_fd=fds[-1])
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary, dir_fd=fds[-1])
-                raise
+            _write_in(fds[-1], parts[-1], content, mode, owner)
             return True
+
+    def replace_file(self, parts: builtins.list[str], content: bytes, mode: int = 0o644) -> None:
+        """Make the file at `parts` (and its missing directories) hold `content`, owned like the
+        root, whatever file or link was there: it is replaced, never written through (a directory
+        there is refused)."""
+        owner = os.stat(self._root, follow_symlinks=False)
+        with self._walk(parts[:-1], create=True, owner=owner) as fds:
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISDIR(os.stat(parts[-1], dir_fd=fds[-1], follow_symlinks=False).st_mode):
+                    raise PathRefused(Refusal.INVALID, "a directory is where the file should be")
+            _write_in(fds[-1], parts[-1], content, mode, owner)
 
     @contextlib.contextmanager
     def _walk(
@@ -258,6 +258,23 @@ def _open(name: str, flags: int, dir_fd: int, mode: int = 0o600) -> int:
         return os.open(name, flags, mode, dir_fd=dir_fd)
     except OSError as error:
         raise _refusal(error) from None
+
+
+def _write_in(dir_fd: int, name: str, content: bytes, mode: int, owner: os.stat_result) -> None:
+    """Write `content` to a new file beside `name` and rename it to `name`: a reader never sees it
+    half written, and whatever was at `name` (a link too) is replaced, not followed."""
+    temporary = f".{name}.astrabox-{os.getpid()}"
+    fd = _open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+            _take(handle.fileno(), owner)
+            os.fchmod(handle.fileno(), mode)
+        os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=dir_fd)
+        raise
 
 
 def _take(fd: int, owner: os.stat_result) -> None:
