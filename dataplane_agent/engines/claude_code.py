@@ -65,7 +65,7 @@ from dataplane_agent.engines.base import (
 )
 from dataplane_agent.engines.claude_options import PRESET_PROMPT, with_agent_config
 from dataplane_agent.engines.sdk_messages import message_payload
-from dataplane_agent.engines.skills import install_skills, skill_names
+from dataplane_agent.engines.skills import install_skills
 from dataplane_agent.sandboxes.base import ENGINE_MARKER, Sandbox, SandboxDriver, SandboxError
 from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal
 
@@ -196,8 +196,7 @@ class ClaudeCodeAdapter:
             _check_mode(config.permission_mode)
         if config.transcript:
             await _restore_transcript(sandbox, config)
-        agent = config.agent_config
-        await install_skills(sandbox, _home(sandbox), agent.skills)
+        await install_skills(sandbox, _home(sandbox), config.agent_config.skills)
         # Marked, so that whatever of this engine outlives its launcher can be found and ended.
         marker = uuid.uuid4().hex
         env = {**cli_environment(config.env), ENGINE_MARKER: marker}
@@ -222,10 +221,8 @@ class ClaudeCodeAdapter:
             # The SDK switches the CLI's permission prompts to its control channel when this is set.
             can_use_tool=gate,
             stderr=stderr_tail.append,
-            # The agent's skills and no other are offered to the model (see skills.py).
-            skills=skill_names(agent.skills) or None,
         )
-        # The session's agent: its system prompt, tools and their policies, limits.
+        # The session's agent: its system prompt, tools and their policies, skills, limits.
         options = with_agent_config(base, config.agent_config)
         session = ClaudeCodeSession(
             ClaudeSDKClient(options),

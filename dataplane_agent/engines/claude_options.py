@@ -7,6 +7,7 @@ this only says which of their options each setting is.
     tools.enabled              `tools` (empty: the CLI's default set)
     tool policies              a PreToolUse hook, `ToolPolicyHook`
     limits.max_turns           `max_turns` (model round trips for one message)
+    skills                     `skills`, their names (installed by skills.py)
 
 Not mapped: limits.max_cost_usd_per_turn. The SDK's `max_budget_usd` is not a per-message budget
 with ClaudeSDKClient: the bundled CLI counts it from its process's start, across every message of
@@ -38,6 +39,7 @@ from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookInput, HookMat
 from claude_agent_sdk.types import HookJSONOutput, SystemPromptPreset
 
 from dataplane_agent.engines.agent_config import AgentConfig, SystemPrompt, ToolPolicy, Tools
+from dataplane_agent.engines.skills import skill_names
 
 # The engine's own system prompt: what a session without an agent's prompt runs with.
 PRESET_PROMPT: SystemPromptPreset = {"type": "preset", "preset": "claude_code"}
@@ -67,6 +69,9 @@ def with_agent_config(options: ClaudeAgentOptions, config: AgentConfig) -> Claud
         }
     if config.limits.max_turns:
         changes["max_turns"] = config.limits.max_turns
+    if config.skills:
+        # The agent's skills and no other are offered to the model.
+        changes["skills"] = skill_names(config.skills)
     return dataclasses.replace(options, **changes)
 
 
