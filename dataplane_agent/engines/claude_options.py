@@ -7,6 +7,8 @@ this only says which of their options each setting is.
     tools.enabled              `tools` (empty: the CLI's default set)
     tool policies              a PreToolUse hook, `ToolPolicyHook`
     limits.max_turns           `max_turns` (model round trips for one message)
+    mcp_servers                `mcp_servers` and `strict_mcp_config` (see mcp_servers.py)
+    mcp_servers.enabled_tools  a PreToolUse hook refusing the server's other tools
     skills                     `skills`, their names (installed by skills.py)
 
 Not mapped: limits.max_cost_usd_per_turn. The SDK's `max_budget_usd` is not a per-message budget
@@ -39,6 +41,7 @@ from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookInput, HookMat
 from claude_agent_sdk.types import HookJSONOutput, SystemPromptPreset
 
 from dataplane_agent.engines.agent_config import AgentConfig, SystemPrompt, ToolPolicy, Tools
+from dataplane_agent.engines.mcp_servers import enabled_tools_hook, sdk_servers
 from dataplane_agent.engines.skills import skill_names
 
 # The engine's own system prompt: what a session without an agent's prompt runs with.
@@ -69,6 +72,12 @@ def with_agent_config(options: ClaudeAgentOptions, config: AgentConfig) -> Claud
         }
     if config.limits.max_turns:
         changes["max_turns"] = config.limits.max_turns
+    # The agent's MCP servers and no other: not one the sandbox's own code names in the workspace.
+    changes["mcp_servers"] = sdk_servers(config.mcp_servers)
+    changes["strict_mcp_config"] = True
+    if restricting := enabled_tools_hook(config.mcp_servers):
+        hooks = changes.get("hooks", options.hooks) or {}
+        changes["hooks"] = {**hooks, "PreToolUse": [*(hooks.get("PreToolUse") or ()), restricting]}
     if config.skills:
         # The agent's skills and no other are offered to the model.
         changes["skills"] = skill_names(config.skills)
