@@ -34,7 +34,8 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
     routes/          how a sandbox reaches the outside: the model route (egress later)
     engines/         engine adapters (Claude Code through claude-agent-sdk), their manifests, and the
                      check at start that the sandbox's user can run the CLI (cli_check.py); a session's
-                     agent configuration (agent_config.py) and its SDK options (claude_options.py)
+                     agent configuration (agent_config.py) and its SDK options (claude_options.py),
+                     its MCP servers (mcp_servers.py) and skills, installed into the sandbox (skills.py)
     sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks
     offline_model/   the built-in offline model, an Anthropic-compatible endpoint on loopback
 
