@@ -81,7 +81,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     engine_session_id TEXT NOT NULL,
     sandbox_json      TEXT NOT NULL,
     turn_id           TEXT NOT NULL DEFAULT '',
-    config            BLOB NOT NULL DEFAULT x''
+    config            BLOB NOT NULL DEFAULT x'',
+    tool_grants       BLOB NOT NULL DEFAULT x''
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS applied_commands (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -119,7 +120,10 @@ CREATE TABLE IF NOT EXISTS agent_meta (
 
 # Columns added since a table was first made: a database an older agent made gets them (with
 # their defaults) when opened. (table, column, its definition)
-_ADDED_COLUMNS = (("sessions", "config", "BLOB NOT NULL DEFAULT x''"),)
+_ADDED_COLUMNS = (
+    ("sessions", "config", "BLOB NOT NULL DEFAULT x''"),
+    ("sessions", "tool_grants", "BLOB NOT NULL DEFAULT x''"),
+)
 
 
 class Database:
@@ -249,6 +253,9 @@ class SessionRecord:
     # The session's agent configuration (StartRuntime.config, a serialized AgentSpec), applied by
     # every engine start of the session; empty: none.
     config: bytes = b""
+    # The session's tool grants in force (the newest StartRuntime's or SetToolGrants' set, a
+    # serialized SetToolGrants); empty: none.
+    tool_grants: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,8 +384,8 @@ class AgentState:
     def put_session_tx(self, c: sqlite3.Connection, record: SessionRecord) -> None:
         c.execute(
             "INSERT OR REPLACE INTO sessions"
-            " (session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id, config)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " (session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id, config,"
+            " tool_grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.session_id,
                 record.engine,
@@ -388,6 +395,7 @@ class AgentState:
                 _sandbox_to_json(record.sandbox),
                 record.turn_id,
                 record.config,
+                record.tool_grants,
             ),
         )
 
@@ -443,6 +451,10 @@ class AgentState:
         """Record the session's mode (a turn's own is never recorded: it ends with its turn)."""
         c.execute("UPDATE sessions SET permission_mode = ? WHERE session_id = ?", (permission_mode, session_id))
 
+    def set_tool_grants_tx(self, c: sqlite3.Connection, session_id: str, grants: bytes) -> None:
+        """Replace the session's tool grants (a serialized SetToolGrants)."""
+        c.execute("UPDATE sessions SET tool_grants = ? WHERE session_id = ?", (grants, session_id))
+
     def set_sandbox_tx(self, c: sqlite3.Connection, session_id: str, sandbox: Sandbox) -> None:
         c.execute("UPDATE sessions SET sandbox_json = ? WHERE session_id = ?", (_sandbox_to_json(sandbox), session_id))
 
@@ -467,7 +479,8 @@ class AgentState:
 
 
 _SELECT_SESSIONS = (
-    "SELECT session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id, config FROM sessions"
+    "SELECT session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id, config,"
+    " tool_grants FROM sessions"
 )
 
 
@@ -488,6 +501,7 @@ def _session_from_row(row: tuple[Any, ...]) -> SessionRecord:
         sandbox=_sandbox_from_json(row[5]),
         turn_id=row[6],
         config=bytes(row[7]),
+        tool_grants=bytes(row[8]),
     )
 
 

@@ -76,6 +76,8 @@ class RuntimeOps(Protocol):
 
     async def stop_runtime(self, session_id: str, req: pb.StopRuntime, receipt: Receipt) -> None: ...
 
+    async def set_tool_grants(self, session_id: str, req: pb.SetToolGrants, receipt: Receipt) -> None: ...
+
 
 class CommandApplier:
     """Applies commands idempotently and reports their acknowledgements."""
@@ -205,6 +207,8 @@ class CommandApplier:
             await self._runtimes.stop_task(command.session_id, command.stop_task, receipt)
         elif kind == "stop_runtime":
             await self._runtimes.stop_runtime(command.session_id, command.stop_runtime, receipt)
+        elif kind == "set_tool_grants":
+            await self._runtimes.set_tool_grants(command.session_id, command.set_tool_grants, receipt)
         else:
             raise CommandRefused(grpc.StatusCode.UNIMPLEMENTED, f"this agent does not know command kind {kind!r}")
         return pb.DESTROY_VERDICT_UNSPECIFIED

@@ -238,6 +238,7 @@ class Runtimes:
                 sandbox=sandbox,
                 # Kept as sent, so that every later start of the session's engine applies it too.
                 config=req.config.SerializeToString(),
+                tool_grants=pb.SetToolGrants(grants=req.tool_grants).SerializeToString(),
             )
             reports.append(pb.StartupPhase(phase="ready", duration_ms=_ms_since(began)))
 
@@ -299,6 +300,12 @@ class Runtimes:
         await self._db.write(
             in_order(lambda c: self._state.set_permission_mode_tx(c, session_id, req.permission_mode), receipt)
         )
+
+    async def set_tool_grants(self, session_id: str, req: pb.SetToolGrants, receipt: Receipt) -> None:
+        """Keep the session's new set of tool grants (the engine's next question reads it); a
+        session not held here gets its set with its StartRuntime."""
+        blob = req.SerializeToString()
+        await self._db.write(in_order(lambda c: self._state.set_tool_grants_tx(c, session_id, blob), receipt))
 
     async def stop_task(self, session_id: str, req: pb.StopTask, receipt: Receipt) -> None:
         """Stop a background task; without a running engine there is none to stop."""

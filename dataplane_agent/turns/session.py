@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+import structlog
+
 from dataplane_agent.engines.base import EngineSession, ToolDecision, ToolRequest
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
@@ -39,6 +41,7 @@ from dataplane_agent.turns.interactions import TURN_ENDED, Interactions
 from dataplane_agent.turns.interrupts import INTERRUPTED_AT_DEADLINE, Interrupts
 from dataplane_agent.turns.ledger import TurnContext, TurnLedger, TurnLimits
 from dataplane_agent.turns.outputs import INTERRUPTED_BY_ENGINE, OutputRouter
+from dataplane_agent.turns.tool_grants import ToolGrants
 from dataplane_agent.turns.transcripts import TranscriptStore
 
 __all__ = [
@@ -53,6 +56,8 @@ __all__ = [
     "close_quietly",
     "describe",
 ]
+
+log = structlog.get_logger(__name__)
 
 
 class SessionTurns:
@@ -73,6 +78,7 @@ class SessionTurns:
     ) -> None:
         self.session_id = session_id
         self._limits = limits
+        self._state = state
         self._interactions = Interactions(session_id, db=db, state=state, outbox=outbox)
         context = TurnContext(session_id, db, state, outbox, self._interactions, tasks, limits)
         self._ledger = TurnLedger(context, engine_session_id)
@@ -167,5 +173,14 @@ class SessionTurns:
     # -- interaction broker ------------------------------------------------------
 
     async def ask(self, request: ToolRequest) -> ToolDecision:
-        """The engine asks to use a tool: park its turn on an `InteractionRequested`."""
+        """The engine asks to use a tool: a tool grant in force lets it run; else park its turn on an
+        `InteractionRequested`."""
+        record = await self._state.session(self.session_id)
+        grants = ToolGrants.from_command(record.tool_grants if record else b"")
+        grant = grants.matching(request.tool_name, request.input)
+        if grant is not None:
+            log.info(
+                "tool_call_granted", session_id=self.session_id, tool_name=request.tool_name, grant_id=grant.grant_id
+            )
+            return ToolDecision(allow=True)
         return await self._outputs.ask(request)

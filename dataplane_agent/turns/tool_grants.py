@@ -105,6 +105,11 @@ class ToolGrants:
     def __init__(self, grants: Iterable[ToolGrant] = ()) -> None:
         self._grants = tuple(grants)
 
+    @classmethod
+    def from_command(cls, blob: bytes) -> ToolGrants:
+        """From a serialized SetToolGrants, as the agent's state keeps the session's set."""
+        return cls(ToolGrant.from_proto(g) for g in pb.SetToolGrants.FromString(blob).grants)
+
     def replace(self, grants: Iterable[ToolGrant]) -> None:
         self._grants = tuple(grants)
 
