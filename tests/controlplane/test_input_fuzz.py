@@ -236,6 +236,8 @@ def request_for(rpc: str, v: Values) -> Message:
         return pb.DeleteSessionRequest(session_id=v.released(), request_id=v.client_id())
     if rpc == "StopBackgroundTask":
         return pb.StopBackgroundTaskRequest(session_id=v.session_id(), task_id=v.client_id(), request_id=v.client_id())
+    if rpc == "RevokeToolGrant":
+        return pb.RevokeToolGrantRequest(session_id=v.session_id(), grant_id=v.client_id(), request_id=v.client_id())
     if rpc == "UploadWorkspaceArchive":
         return pb.UploadWorkspaceArchiveRequest(session_id=v.session_id(), path=v.path(), chunk=v.chunk())
     if rpc == "ListWorkspace":

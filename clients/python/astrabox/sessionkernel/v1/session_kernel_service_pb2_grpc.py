@@ -48,6 +48,7 @@ class SessionKernelServiceStub:
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
+    TOOL_GRANT_NOT_FOUND     (NOT_FOUND) the session never had such a tool grant
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
@@ -254,6 +255,7 @@ class SessionKernelServiceServicer:
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
+    TOOL_GRANT_NOT_FOUND     (NOT_FOUND) the session never had such a tool grant
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
@@ -596,6 +598,7 @@ class SessionKernelService:
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
+    TOOL_GRANT_NOT_FOUND     (NOT_FOUND) the session never had such a tool grant
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
