@@ -7,6 +7,7 @@ scope here is what names no session: a new session's project and the listing.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from datetime import UTC
 
@@ -19,7 +20,7 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.conversation import Answer, Conversation, SendMessage
 from controlplane.convert import event_to_proto, session_to_proto, state_from_proto
-from controlplane.errors import InvalidArgument, KernelError, Unimplemented
+from controlplane.errors import InvalidArgument, KernelError
 from controlplane.identity import callers
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.listing import SessionFilter, session_filter
@@ -47,12 +48,6 @@ def _answer(request: pb.RespondToInteractionRequest) -> Answer:
 
 
 def _listing(request: pb.ListSessionsRequest) -> SessionFilter:
-    if request.agent:
-        raise Unimplemented(
-            "NOT_IMPLEMENTED",
-            "this control plane cannot list sessions by agent yet: leave agent empty (a label can stand in)",
-            "agent",
-        )
     states = []
     for number in request.states:
         state = state_from_proto(number)
@@ -63,7 +58,7 @@ def _listing(request: pb.ListSessionsRequest) -> SessionFilter:
         states.append(state)
     after = request.created_after.ToDatetime(tzinfo=UTC) if request.HasField("created_after") else None
     before = request.created_before.ToDatetime(tzinfo=UTC) if request.HasField("created_before") else None
-    return session_filter(states, request.label_selector, after, before)
+    return dataclasses.replace(session_filter(states, request.label_selector, after, before), agent=request.agent)
 
 
 class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):

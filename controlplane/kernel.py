@@ -12,6 +12,7 @@ about the fleet.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -211,6 +212,9 @@ class SessionKernel:
         """A page of the project's sessions that `listing` shows, newest first, and the next page's
         token (which binds the project and the filters: `controlplane.listing`)."""
         listing = listing or SessionFilter()
+        if listing.agent:  # by id, archived agents too; NOT_FOUND for one the project does not have
+            agent, _ = await self._definitions.get(project_id, listing.agent)
+            listing = dataclasses.replace(listing, agent=agent.agent_id)
         size = validation.page_size(page_size, default=50, maximum=500)
         scope, filters = f"sessions/{project_id}", listing.fingerprint()
         before = None

@@ -59,6 +59,9 @@ class SessionFilter:
     labels: tuple[LabelRequirement, ...] = ()
     created_after: datetime | None = None
     created_before: datetime | None = None
+    # Only the sessions started from this agent definition: its name or id as asked, its id once
+    # the kernel has found it in the project (`SessionKernel.list_sessions`).
+    agent: str = ""
 
     def fingerprint(self) -> str:
         """The same for the same filters however they were spelled (order, repeats)."""
@@ -67,6 +70,7 @@ class SessionFilter:
             "labels": sorted({(r.key, r.operator.value, r.value) for r in self.labels}),
             "after": self.created_after.isoformat() if self.created_after else None,
             "before": self.created_before.isoformat() if self.created_before else None,
+            "agent": self.agent,
         }
         return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:32]
 

@@ -275,6 +275,8 @@ async def view_page(
         where.append(f"s.created_at >= {arg(listing.created_after)}")
     if listing.created_before is not None:
         where.append(f"s.created_at < {arg(listing.created_before)}")
+    if listing.agent:
+        where.append(f"s.agent_definition_id = {arg(listing.agent)}::uuid")
     if before is not None:
         where.append(f"(s.created_at, s.session_id) < ({arg(before[0])}, {arg(before[1])}::uuid)")
     rows = await db.fetch(

@@ -144,3 +144,28 @@ async def test_a_turn_longer_than_the_agents_turn_timeout_is_interrupted(api, pl
     await finish_turn(plane, sid, turn2)
     completed = [e.turn_id for e in await plane.journal.read(sid, 0, 100) if e.kind is EventKind.TURN_COMPLETED]
     assert completed == [turn2]
+
+
+async def test_sessions_are_listed_by_their_agent_by_name_or_id_archived_too(api, plane, definitions):
+    reviewer_agent, _ = await definitions.create(plane.project_id, "a1", "reviewer", reviewer())
+    await definitions.create(plane.project_id, "a2", "writer", reviewer("You write."))
+    mine = [(await ok(api, "CreateSession", request_id=f"r{i}", agent="reviewer")).session.session_id for i in range(3)]
+    await ok(api, "CreateSession", request_id="w", agent="writer")
+    await ok(api, "CreateSession", request_id="none")
+
+    async def listed(agent: str) -> list[str]:
+        ids, token = [], ""
+        while True:
+            page = await ok(api, "ListSessions", agent=agent, page_size=2, page_token=token)
+            ids += [s.session_id for s in page.sessions]
+            if not (token := page.next_page_token):
+                return ids
+
+    assert await listed("reviewer") == mine[::-1]
+    assert await listed(reviewer_agent.agent_id) == mine[::-1]
+    await definitions.archive(plane.project_id, "reviewer")
+    assert await listed("reviewer") == mine[::-1]
+    # A page token binds its agent.
+    token = (await ok(api, "ListSessions", agent="reviewer", page_size=1)).next_page_token
+    code, reason, _ = await refused(api, "ListSessions", agent="writer", page_size=1, page_token=token)
+    assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "PAGE_TOKEN_FILTERS_CHANGED")

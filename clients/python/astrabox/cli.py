@@ -138,10 +138,15 @@ async def _session_command(args: argparse.Namespace) -> int:
                 "states": [state for states in args.state or () for state in states],
                 "label_selector": ",".join(args.label or ()),
                 "created_after": args.since,
+                "agent": args.agent,
             }
             async for session in client.iter_sessions(**filters):
+                definition = (
+                    f"  agent {session.agent.name} v{session.agent.version}" if session.HasField("agent") else ""
+                )
                 print(
-                    f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} agent {session.agent_id}"
+                    f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} host {session.agent_id}"
+                    + definition
                     + _usage_note(session.usage)
                     + _destroy_note(session)
                 )
@@ -321,6 +326,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
         metavar="SELECTOR",
         help="only sessions whose labels match: key=value, key!=value, key or !key (repeat for all of them)",
     )
+    listing.add_argument("--agent", default="", metavar="NAME", help="only sessions started from this agent")
     listing.add_argument(
         "--since", type=_since, metavar="WHEN", help="only sessions created since: 30m, 2h, 7d, or an ISO 8601 time"
     )
