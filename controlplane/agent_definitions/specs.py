@@ -221,6 +221,14 @@ def _limits(field: str, limits: agent_pb2.Limits) -> None:
         value = getattr(limits, name)
         if not math.isfinite(value) or value < 0:
             raise refused(f"{field}.{name}", f"{field}.{name} must be 0 (no limit) or a positive amount, got {value}")
+    if limits.max_cost_usd_per_turn:
+        # Refused rather than ignored: nothing could hold it (claude_options.py says why).
+        raise refused(
+            f"{field}.max_cost_usd_per_turn",
+            f"{field}.max_cost_usd_per_turn is not supported yet: the engine tells a turn's cost only when the turn"
+            " has ended, so no turn can be stopped at a budget. Bound the session's cost with"
+            " max_cost_usd_per_session and each turn with max_turns and turn_timeout",
+        )
     timeout = limits.turn_timeout
     if (
         timeout.seconds < 0

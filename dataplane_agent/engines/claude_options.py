@@ -11,7 +11,7 @@ this only says which of their options each setting is.
     mcp_servers.enabled_tools  a PreToolUse hook refusing the server's other tools
     skills                     `skills`, their names (installed by skills.py)
 
-Not mapped: limits.max_cost_usd_per_turn. The SDK's `max_budget_usd` is not a per-message budget
+Not mapped, and refused by the control plane (controlplane/agent_definitions/specs.py): limits.max_cost_usd_per_turn. The SDK's `max_budget_usd` is not a per-message budget
 with ClaudeSDKClient: the bundled CLI counts it from its process's start, across every message of
 a streaming-input session (its own documentation: "maxBudgetUsd counts only the spend since this
 query() call started"), so once the session has spent it every later message ends at once with

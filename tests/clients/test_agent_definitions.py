@@ -43,7 +43,7 @@ mcp_servers:
 skills:
   - name: release-notes
     path: ./skills/release-notes
-limits: {max_turns: 20, max_cost_usd_per_turn: 1.5, turn_timeout: 30m}
+limits: {max_turns: 20, max_cost_usd_per_session: 1.5, turn_timeout: 30m}
 """
 
 

@@ -70,7 +70,7 @@ def reviewer(prompt: str = "You review code. Be terse.") -> apb.AgentSpec:
             )
         ],
         skills=[SKILL],
-        limits=apb.Limits(max_turns=20, max_cost_usd_per_turn=0.5, turn_timeout=duration_pb2.Duration(seconds=600)),
+        limits=apb.Limits(max_turns=20, max_cost_usd_per_session=5, turn_timeout=duration_pb2.Duration(seconds=600)),
     )
 
 
@@ -347,9 +347,14 @@ BAD_SPECS = {
     "description too long": (lambda s: setattr(s, "description", "d" * 1025), "spec.description", "at most 1024"),
     "negative max turns": (lambda s: setattr(s.limits, "max_turns", -1), "spec.limits.max_turns", "0 (no limit)"),
     "NaN cost": (
-        lambda s: setattr(s.limits, "max_cost_usd_per_turn", float("nan")),
-        "spec.limits.max_cost_usd_per_turn",
+        lambda s: setattr(s.limits, "max_cost_usd_per_session", float("nan")),
+        "spec.limits.max_cost_usd_per_session",
         "positive amount",
+    ),
+    "a cost per turn, which nothing could hold": (
+        lambda s: setattr(s.limits, "max_cost_usd_per_turn", 0.5),
+        "spec.limits.max_cost_usd_per_turn",
+        "not supported yet",
     ),
     "bad model": (lambda s: setattr(s, "model", "opus 4"), "spec.model", "[A-Za-z0-9._:/@+[]-]"),
     "too large": (

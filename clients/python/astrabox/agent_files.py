@@ -20,7 +20,7 @@ written by `astrabox agents show`.
         path: ./skills/release-notes                # a directory, relative to the file: all its files
       - name: inline
         files: [{path: SKILL.md, content: "..."}]   # or content_base64: for bytes that are not text
-    limits: {max_turns: 20, max_cost_usd_per_turn: 1.5, max_cost_usd_per_session: 20, turn_timeout: 30m}
+    limits: {max_turns: 20, max_cost_usd_per_session: 20, turn_timeout: 30m}
 
 A file holds one agent per YAML document (separated by `---`). Reading is strict, so that a typo is
 an error before anything reaches the server rather than a setting silently left out: an unknown or
