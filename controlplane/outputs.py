@@ -28,6 +28,8 @@ from controlplane.turns import TurnOutcome, Turns, tool_call_settled
 
 log = structlog.get_logger(__name__)
 
+# States whose runtime is released for good: a task reported after it has no engine to end it.
+_RELEASED = frozenset({SessionState.ARCHIVED.value, SessionState.DELETED.value})
 # Task statuses after which a background task is over (the SDK's TERMINAL_TASK_STATUSES).
 _TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "stopped", "killed"})
 # The engine messages whose content blocks open (tool_use) and close (tool_result) tool calls.
@@ -180,6 +182,10 @@ class _Applier:
             await store.background_tasks.insert(
                 self._tx.conn, self._session_id, task_id, str(data.get("description") or ""), seq
             )
+            state = (await self._current())["state"]
+            if state in _RELEASED:  # reported after its runtime was released: nothing will ever end it
+                await self.flush()
+                await self._turns.engine_gone(self._tx, self._session_id, f"the session was {state}")
         elif type_name in ("TaskNotificationMessage", "TaskUpdatedMessage") and task_id:
             await self._journal_now(event)
             status = data.get("status") or (data.get("patch") or {}).get("status")

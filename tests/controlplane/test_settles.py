@@ -183,3 +183,24 @@ async def test_a_tool_call_made_after_its_turn_ended_is_settled_at_once_and_left
         "tu-1",
         "tu-late",
     ]
+
+
+async def test_a_background_task_reported_after_the_session_was_archived_is_closed_as_lost(api, plane):
+    """Found by the chaos suite: a turn's Bash started a background task just as the session was
+    archived; the engine's TaskStartedMessage came after the release and opened a task no engine
+    would ever end, so the session kept it open forever."""
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="sleep: 7")).turn_id
+    await plane.report(sid, turn, **tool_use("tu-1", command="sleep 7"))
+    await ok(api, "ArchiveSession", session_id=sid, request_id="archive")
+    await plane.report(
+        sid,
+        turn,
+        **engine("TaskStartedMessage", task_id="late-1", description="Sleep 7 seconds", subtype="task_started"),
+    )
+    session = await session_of(api, sid)
+    assert session.state == session_pb2.SESSION_STATE_ARCHIVED and not session.background_tasks
+    events = await history(api, sid)
+    lost = [e.background_task_lost for e in events if e.HasField("background_task_lost")]
+    assert [(t.task_id, t.reason) for t in lost] == [("late-1", "the session was archived")]
+    assert await plane.pool.fetchval("SELECT count(*) FROM background_tasks WHERE state = 'open'") == 0
