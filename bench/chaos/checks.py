@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from astrabox.sessionkernel.v1 import session_pb2
+from chaos.driver import TURN_DEADLINE_S
 from chaos.journal import TURN_END, CommandRow, Row, SessionRow, lapsed_agent
 from chaos.records import Round, SessionLog, Turn
 from chaos.sandboxes import HostSandbox
@@ -75,7 +76,7 @@ def run_all(facts: Facts) -> list[Violation]:
         found += interactions(session, journal)
         found += tool_calls(session, journal)
         found += settled(session, facts)
-    found += [Violation("stuck", t.session_id, f"turn {t.turn_id} ({t.text.splitlines()[0]!r}) had no end after the actor's deadline", "stuck") for t in facts.stuck]  # fmt: skip
+    found += [Violation("stuck", t.session_id, f"turn {t.turn_id} ({t.text.splitlines()[0]!r}) had no end after the actor's deadline", "stuck") for t in stuck(facts)]  # fmt: skip
     found += leaks(facts)
     found += commands(facts)
     found += leases(facts)
@@ -295,4 +296,18 @@ def clients(round: Round) -> list[Violation]:
     found += [
         Violation("clients", sid, f"refused with room: {what}") for what, sid in round.errors.refused_with_agents_up
     ]
+    return found
+
+
+def stuck(facts: Facts) -> list[Turn]:
+    """The turns an actor gave up waiting for whose end the journal does not show within the actors'
+    deadline of their acceptance. An actor can lose sight of a turn that did end: a fault deleted
+    its session under it, and a deleted session's events can no longer be read or watched."""
+    found = []
+    for turn in facts.stuck:
+        journal = facts.journals.get(turn.session_id, [])
+        accepted = next((row.at for row in journal if row.seq == turn.accepted_seq), None)
+        ends = [row.at for row in journal if row.turn_id == turn.turn_id and row.kind in TURN_END]
+        if accepted is None or not ends or (ends[0] - accepted).total_seconds() > TURN_DEADLINE_S:
+            found.append(turn)
     return found

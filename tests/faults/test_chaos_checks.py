@@ -106,6 +106,21 @@ def test_an_accepted_message_that_never_ends_is_lost_and_unsettled() -> None:
     assert caught(found) == {"inputs", "settled", "stuck"}
 
 
+def test_a_turn_that_ended_in_time_is_not_stuck_though_its_actor_lost_sight_of_it() -> None:
+    """A fault deleted the session just after the turn ended, before the actor's watch read the end
+    (a deleted session's events can no longer be read): the journal shows the end, in time."""
+    journal, turns = clean()
+    assert checks.run_all(facts(journal, turns, stuck=[turns[-1]])) == []
+    # An end the journal shows only after the actors' deadline is still stuck.
+    late = Journal()
+    late.add("session_created")
+    accepted = late.add("user_message_accepted", "t9", text="sleep: 1")
+    ended = late.add("turn_completed", "t9", result="ok")
+    late.rows[-1] = Row(ended.seq, accepted.at + timedelta(seconds=1000), ended.kind, "t9", ended.payload, None)
+    turn = Turn(SID, "t9", "cm-t9", "sleep: 1", "sleep", "", 0.0, accepted.seq)
+    assert [v.check for v in checks.run_all(facts(late, [turn], stuck=[turn])) if v.check == "stuck"] == ["stuck"]
+
+
 def test_a_message_answered_twice_or_run_twice() -> None:
     journal, turns = clean()
     journal.add("turn_failed", "t2", reason="the agent restarted")
