@@ -62,9 +62,11 @@ async def test_agent_sigkill_mid_turn_loses_and_duplicates_nothing(client, stack
     finally:
         await conn.close()
     assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))
-    # Every agent output was journaled once, in the agent's order, up to the committed cursor.
+    # Every agent output was journaled once, in the agent's order, none past the committed cursor
+    # (the last committed output may be one that journals no engine message: the restarted
+    # runtime's report, say, when it happens to come last).
     output_seqs = [r["output_seq"] for r in rows if r["output_seq"] is not None]
-    assert output_seqs == sorted(set(output_seqs)) and output_seqs[-1] == committed
+    assert output_seqs == sorted(set(output_seqs)) and output_seqs[-1] <= committed
     # The watcher stopped at the settled turn; the restarted agent's reconciler may have journaled
     # its adoption of the sandbox since.
     assert [r["seq"] for r in rows][: len(seen)] == [e.seq for e in seen]
