@@ -44,7 +44,9 @@ def _answer(request: pb.RespondToInteractionRequest) -> Answer:
         return Answer("deny", message=request.deny.message)
     if which == "answers":
         return Answer("answers", answers=dict(request.answers.answers))
-    raise InvalidArgument("answer", "set one of allow, deny or answers")
+    if which == "tool_result":
+        return Answer("tool_result", message=request.tool_result.content, is_error=request.tool_result.is_error)
+    raise InvalidArgument("answer", "set one of allow, deny, answers or tool_result")
 
 
 def _listing(request: pb.ListSessionsRequest) -> SessionFilter:

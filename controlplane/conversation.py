@@ -53,11 +53,14 @@ class AcceptedMessage:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A human's answer: exactly one of allow, deny, answers."""
+    """A human's answer: exactly one of allow, deny, answers, tool_result."""
 
-    decision: str  # "allow" | "deny" | "answers"
+    decision: str  # "allow" | "deny" | "answers" | "tool_result"
     updated_input_json: str = ""
+    # deny: what the engine is told; tool_result: the custom tool's result text.
     message: str = ""
+    # tool_result: the custom tool failed.
+    is_error: bool = False
     answers: Mapping[str, str] = field(default_factory=dict)
     # With "allow": also let later calls of the tool run without asking.
     grant: GrantScope | None = None
@@ -172,6 +175,7 @@ class Conversation:
                 input=answer.updated_input_json,
                 message=answer.message,
                 answers=dict(answer.answers),
+                is_error=answer.is_error,
                 grant=None if answer.grant is None else [answer.grant.input_pattern, str(answer.grant.expires_at)],
             ):
                 return
@@ -278,6 +282,18 @@ class Conversation:
 
 
 def _decision(kind: InteractionKind, tool_input: Mapping[str, Any], answer: Answer) -> runner_pb2.AnswerInteraction:
+    if kind is InteractionKind.CUSTOM_TOOL:
+        if answer.decision == "deny":
+            return runner_pb2.AnswerInteraction(deny=runner_pb2.AnswerInteraction.Deny(message=answer.message))
+        if answer.decision != "tool_result":
+            raise InvalidArgument(
+                "tool_result", "this interaction is a custom tool call: answer it with `tool_result` (or deny it)"
+            )
+        return runner_pb2.AnswerInteraction(
+            tool_result=runner_pb2.AnswerInteraction.ToolResult(content=answer.message, is_error=answer.is_error)
+        )
+    if answer.decision == "tool_result":
+        raise InvalidArgument("tool_result", "only a custom tool call is answered with `tool_result`")
     if kind is InteractionKind.QUESTION:
         if answer.decision == "deny":
             return runner_pb2.AnswerInteraction(deny=runner_pb2.AnswerInteraction.Deny(message=answer.message))
@@ -304,6 +320,14 @@ def _decision(kind: InteractionKind, tool_input: Mapping[str, Any], answer: Answ
 
 
 def _answer_payload(interaction_id: str, request_id: str, answer: Answer) -> dict[str, Any]:
+    if answer.decision == "tool_result":
+        return {
+            "interaction_id": interaction_id,
+            "request_id": request_id,
+            "decision": answer.decision,
+            "tool_result": answer.message,
+            "is_error": answer.is_error,
+        }
     return {
         "interaction_id": interaction_id,
         "request_id": request_id,

@@ -323,7 +323,7 @@ class _Applier:
             tool_input = json.loads(requested.input_json or "{}")
         except ValueError:
             tool_input = {"unparsed": requested.input_json}
-        kind = InteractionKind.for_tool(requested.tool_name)
+        kind = InteractionKind.for_tool(requested.tool_name, requested.custom_tool)
         interaction = {
             "interaction_id": requested.interaction_id,
             "kind": kind.value,

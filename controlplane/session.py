@@ -40,9 +40,13 @@ class SessionState(enum.Enum):
 class InteractionKind(enum.Enum):
     TOOL_APPROVAL = "tool_approval"
     QUESTION = "question"
+    # One of the agent's custom tools, run by the client: answered with its result.
+    CUSTOM_TOOL = "custom_tool"
 
     @classmethod
-    def for_tool(cls, tool_name: str) -> InteractionKind:
+    def for_tool(cls, tool_name: str, custom_tool: bool = False) -> InteractionKind:
+        if custom_tool:  # the agent says so: its own MCP server for the client's tools asked
+            return cls.CUSTOM_TOOL
         return cls.QUESTION if tool_name == "AskUserQuestion" else cls.TOOL_APPROVAL
 
 

@@ -182,6 +182,9 @@ FIELDS: dict[str, Check] = {
     "grant_id": _string(64, printable=True),
     "input_pattern": _string(4096),
     "answers": _map(64, _string(4096), _string(MAX_TEXT_BYTES), max_total_bytes=MAX_TEXT_BYTES),
+    # RespondToInteraction's tool_result: a custom tool's result text, and whether it failed.
+    "content": _string(MAX_TEXT_BYTES),
+    "is_error": _range(0, 1),
     "path": _workspace_path,
     "chunk": _bytes(MAX_CHUNK_BYTES),
     "command": _string(64 * 1024),

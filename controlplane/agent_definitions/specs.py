@@ -21,10 +21,14 @@ fields, so that equal definitions have equal digests whatever client wrote them.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
+
+import jsonschema
 
 from astrabox.agents.v1 import agent_pb2
 from controlplane import validation
@@ -52,12 +56,18 @@ MAX_SKILL_FILES = 64
 MAX_SKILL_BYTES = 512 * 1024
 MAX_SKILL_PATH_BYTES = 256
 MAX_TURN_TIMEOUT_SECONDS = 7 * 24 * 3600
+MAX_CUSTOM_TOOLS = 32
+MAX_CUSTOM_TOOL_DESCRIPTION_BYTES = 4096
+MAX_CUSTOM_TOOL_SCHEMA_BYTES = 64 * 1024
+# The MCP server the data-plane agent serves an agent's custom tools as (`mcp__client__<name>`).
+CUSTOM_TOOLS_SERVER = "client"
 SKILL_FILE = "SKILL.md"
 # The prefix of the tools an MCP server offers (`mcp__<server>__<tool>`).
 MCP_PREFIX = "mcp__"
 
 _MCP_SERVER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _SKILL_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
+_CUSTOM_TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _POLICIES = frozenset(agent_pb2.ToolPolicy.values())
@@ -128,6 +138,48 @@ def check_shape(spec: agent_pb2.AgentSpec, field: str = "spec") -> None:
         _skill(f"{field}.skills[{index}]", skill)
     _unique(f"{field}.skills", [s.name for s in spec.skills], "the skill name")
     _limits(f"{field}.limits", spec.limits)
+    _count(f"{field}.custom_tools", spec.custom_tools, MAX_CUSTOM_TOOLS)
+    for index, tool in enumerate(spec.custom_tools):
+        _custom_tool(f"{field}.custom_tools[{index}]", tool)
+    _unique(f"{field}.custom_tools", [t.name for t in spec.custom_tools], "the custom tool name")
+    if spec.custom_tools:
+        for index, server in enumerate(spec.mcp_servers):
+            if server.name == CUSTOM_TOOLS_SERVER:
+                raise refused(
+                    f"{field}.mcp_servers[{index}].name",
+                    f"an agent with custom tools serves them as the MCP server {CUSTOM_TOOLS_SERVER!r}:"
+                    " name its own MCP server otherwise",
+                )
+
+
+def _custom_tool(field: str, tool: agent_pb2.CustomTool) -> None:
+    _name(f"{field}.name", tool.name, _CUSTOM_TOOL_NAME, "1-64 characters of [a-z0-9_], starting with a letter")
+    _text(f"{field}.description", tool.description, MAX_CUSTOM_TOOL_DESCRIPTION_BYTES)
+    schema_field = f"{field}.input_schema_json"
+    _text(schema_field, tool.input_schema_json, MAX_CUSTOM_TOOL_SCHEMA_BYTES)
+    schema = input_schema(schema_field, tool.input_schema_json)
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as error:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top)"
+        raise refused(
+            schema_field, f"{schema_field} is not a valid JSON Schema at {echo(where)}: {echo(error.message)}"
+        ) from None
+    except RecursionError:
+        raise refused(schema_field, f"{schema_field} is nested too deeply") from None
+
+
+def input_schema(field: str, text: str) -> dict[str, Any]:
+    """A custom tool's input schema: a JSON object whose "type" is "object" (a tool's input is one)."""
+    try:
+        schema = json.loads(text)
+    except RecursionError:
+        raise refused(field, f"{field} is nested too deeply") from None
+    except ValueError as error:
+        raise refused(field, f"{field} must be a JSON Schema (a JSON object): {echo(str(error))}") from None
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise refused(field, f'{field} must be a JSON object with "type": "object" (a tool\'s input is an object)')
+    return schema
 
 
 def _system_prompt(field: str, prompt: agent_pb2.SystemPrompt) -> None:

@@ -35,6 +35,13 @@ skills:
   - name: release-notes
     path: ./skills/release-notes
 limits: {max_turns: 20, max_cost_usd_per_turn: 1.5, max_cost_usd_per_session: 20, turn_timeout: 30m}
+custom_tools:
+  - name: lookup_order
+    description: Looks an order up by its id
+    input_schema:
+      type: object
+      properties: {order_id: {type: string, description: "like A-7"}}
+      required: [order_id]
 """
 
 SKILL_MD = b"---\nname: release-notes\ndescription: Writes release notes\n---\nList the merged changes.\n"
@@ -97,6 +104,14 @@ def test_a_complete_file_reads_into_the_spec_it_says(folder: Path) -> None:
             max_cost_usd_per_session=20,
             turn_timeout=duration_pb2.Duration(seconds=1800),
         ),
+        custom_tools=[
+            agent_pb2.CustomTool(
+                name="lookup_order",
+                description="Looks an order up by its id",
+                input_schema_json='{"type":"object","properties":{"order_id":{"type":"string","description":"like A-7"}},'
+                '"required":["order_id"]}',
+            )
+        ],
     )
     assert agent.spec == expected
 
@@ -147,7 +162,7 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
         (
             "name: x\nmodle: y\n",
             "agent.yaml:2: agent: unknown key 'modle'; did you mean 'model'? valid keys: name, description, engine, "
-            "model, permission_mode, system_prompt, tools, mcp_servers, skills, limits",
+            "model, permission_mode, system_prompt, tools, mcp_servers, skills, limits, custom_tools",
         ),
         (
             "name: x\ntools:\n  enabled: [Bash]\n  policy: ask\n",
@@ -193,7 +208,7 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
         (
             "- name: x\n",
             "agent.yaml:1: agent: must be a mapping of name, description, engine, model, permission_mode, "
-            "system_prompt, tools, mcp_servers, skills, limits",
+            "system_prompt, tools, mcp_servers, skills, limits, custom_tools",
         ),
         (
             "name: x\ntools: {enabled: [Bash\n",
@@ -211,6 +226,18 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
         (
             "name: x\nskills:\n  - name: s\n    files: [{path: SKILL.md, content_base64: '!!'}]\n",
             "agent.yaml:4: skills[0].files[0].content_base64: not base64",
+        ),
+        (
+            "name: x\ncustom_tools:\n  - name: look-up\n    input_schema: {type: object}\n",
+            "agent.yaml:3: custom_tools[0].name: 'look-up' is not 1-64 characters of a-z, 0-9 and _, starting with a letter",
+        ),
+        (
+            "name: x\ncustom_tools:\n  - name: t\n    input_schema: object\n",
+            "agent.yaml:4: custom_tools[0].input_schema: must be a mapping: the JSON Schema of the tool's input",
+        ),
+        (
+            "name: x\ncustom_tools:\n  - {name: t, input_schema: {type: object}}\n  - {name: t, input_schema: {}}\n",
+            "agent.yaml:4: custom_tools: 't' is given twice",
         ),
     ],
 )

@@ -71,6 +71,13 @@ def reviewer(prompt: str = "You review code. Be terse.") -> apb.AgentSpec:
         ],
         skills=[SKILL],
         limits=apb.Limits(max_turns=20, max_cost_usd_per_session=5, turn_timeout=duration_pb2.Duration(seconds=600)),
+        custom_tools=[
+            apb.CustomTool(
+                name="lookup_order",
+                description="Looks an order up by its id",
+                input_schema_json='{"type": "object", "properties": {"order_id": {"type": "string"}}}',
+            )
+        ],
     )
 
 
@@ -357,6 +364,60 @@ BAD_SPECS = {
         "not supported yet",
     ),
     "bad model": (lambda s: setattr(s, "model", "opus 4"), "spec.model", "[A-Za-z0-9._:/@+[]-]"),
+    "custom tool schema not JSON": (
+        lambda s: s.custom_tools.append(apb.CustomTool(name="lookup", input_schema_json="{type: object")),
+        "spec.custom_tools[1].input_schema_json",
+        "must be a JSON Schema",
+    ),
+    "custom tool schema not an object schema": (
+        lambda s: s.custom_tools.append(apb.CustomTool(name="lookup", input_schema_json='{"type": "string"}')),
+        "spec.custom_tools[1].input_schema_json",
+        '"type": "object"',
+    ),
+    "custom tool schema invalid": (
+        lambda s: s.custom_tools.append(
+            apb.CustomTool(name="lookup", input_schema_json='{"type": "object", "properties": {"id": {"type": 7}}}')
+        ),
+        "spec.custom_tools[1].input_schema_json",
+        "not a valid JSON Schema at 'properties/id/type'",
+    ),
+    "custom tool schema nested too deep": (
+        lambda s: s.custom_tools.append(apb.CustomTool(name="lookup", input_schema_json="[" * 60_000)),
+        "spec.custom_tools[1].input_schema_json",
+        "nested too deeply",
+    ),
+    "bad custom tool name": (
+        lambda s: s.custom_tools.append(apb.CustomTool(name="look-up", input_schema_json='{"type": "object"}')),
+        "spec.custom_tools[1].name",
+        "[a-z0-9_]",
+    ),
+    "duplicate custom tool": (
+        lambda s: s.custom_tools.extend([apb.CustomTool(name="lookup", input_schema_json='{"type": "object"}')] * 2),
+        "spec.custom_tools[2]",
+        "the custom tool name 'lookup' appears twice",
+    ),
+    "too many custom tools": (
+        lambda s: s.custom_tools.extend(
+            apb.CustomTool(name=f"t{i}", input_schema_json='{"type": "object"}') for i in range(33)
+        ),
+        "spec.custom_tools",
+        "at most 32 entries",
+    ),
+    "custom tool description too long": (
+        lambda s: s.custom_tools.append(
+            apb.CustomTool(name="lookup", description="d" * 4097, input_schema_json='{"type": "object"}')
+        ),
+        "spec.custom_tools[1].description",
+        "at most 4096",
+    ),
+    "MCP server named like the custom tools' server": (
+        lambda s: (
+            s.mcp_servers.append(apb.McpServer(name="client", stdio=apb.StdioMcpServer(command="x"))),
+            s.custom_tools.append(apb.CustomTool(name="lookup", input_schema_json='{"type": "object"}')),
+        ),
+        "spec.mcp_servers[1].name",
+        "serves them as the MCP server 'client'",
+    ),
     "too large": (
         lambda s: s.skills[0].files.extend(apb.SkillFile(path=f"big-{i}", content=b"x" * 300_000) for i in range(4)),
         "spec",

@@ -195,6 +195,65 @@ async def test_questions_are_answered_with_answers(api, plane):
     assert json.loads(answer.allow.updated_input_json)["answers"] == {"Color?": "blue"}
 
 
+async def test_a_custom_tool_call_is_answered_with_its_result(api, plane):
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="look it up")).turn_id
+    await plane.report(
+        sid,
+        turn,
+        interaction_requested=runner_pb2.InteractionRequested(
+            interaction_id="c-1", tool_name="lookup_order", input_json='{"order_id": "A-7"}', custom_tool=True
+        ),
+    )
+    session = await session_of(api, sid)
+    assert session.state == session_pb2.SESSION_STATE_WAITING_FOR_INPUT
+    pending = session.pending_interaction
+    assert (pending.kind, pending.tool_name) == (session_pb2.INTERACTION_KIND_CUSTOM_TOOL, "lookup_order")
+    assert json.loads(pending.input_json) == {"order_id": "A-7"}
+    # An approval or answers is not a custom tool's result; nor is a grant asked for it.
+    for answer in ({"allow": pb.AllowTool()}, {"answers": pb.QuestionAnswers(answers={"q": "a"})}):
+        code, _, details = await refused(api, "RespondToInteraction", session_id=sid, interaction_id="c-1", **answer)
+        assert code is grpc.StatusCode.INVALID_ARGUMENT and "tool_result" in details
+    answered = await ok(
+        api,
+        "RespondToInteraction",
+        session_id=sid,
+        interaction_id="c-1",
+        request_id="r1",
+        tool_result=pb.CustomToolResult(content="shipped on Monday", is_error=True),
+    )
+    assert answered.session.state == session_pb2.SESSION_STATE_RUNNING
+    (answer,) = [c.answer_interaction for c in await commands(plane, sid) if c.HasField("answer_interaction")]
+    assert (answer.interaction_id, answer.tool_result.content, answer.tool_result.is_error) == (
+        "c-1",
+        "shipped on Monday",
+        True,
+    )
+    (event,) = [e for e in await plane.journal.read(sid, 0, 1000) if e.kind is EventKind.INTERACTION_ANSWERED]
+    listed = (await ok(api, "ListSessionEvents", session_id=sid, after_seq=event.seq - 1, page_size=1)).events[0]
+    recorded = listed.interaction_answered
+    assert (recorded.decision, recorded.tool_result, recorded.is_error) == ("tool_result", "shipped on Monday", True)
+
+
+async def test_only_a_custom_tool_call_takes_a_tool_result(api, plane):
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="run")).turn_id
+    await plane.report(
+        sid,
+        turn,
+        interaction_requested=runner_pb2.InteractionRequested(
+            interaction_id="i-1", tool_name="Bash", input_json='{"command": "ls"}', tool_use_id="tu"
+        ),
+    )
+    code, reason, details = await refused(
+        api, "RespondToInteraction", session_id=sid, interaction_id="i-1", tool_result=pb.CustomToolResult(content="x")
+    )
+    assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    assert "only a custom tool call" in details
+    assert (await session_of(api, sid)).pending_interaction.interaction_id == "i-1"
+    assert not [c for c in await commands(plane, sid) if c.HasField("answer_interaction")]
+
+
 async def test_interrupt_settles_the_turn_and_is_idempotent(api, plane):
     sid = await ready(api, plane)
     await ok(api, "InterruptTurn", session_id=sid)  # idle: a harmless no-op

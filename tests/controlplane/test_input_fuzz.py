@@ -217,13 +217,16 @@ def request_for(rpc: str, v: Values) -> Message:
         request = pb.RespondToInteractionRequest(
             session_id=v.session_id(), interaction_id=v.client_id(), request_id=v.client_id()
         )
-        which = rng.randrange(4)
+        which = rng.randrange(5)
         if which == 0:
             request.allow.updated_input_json = v.either(lambda: rng.choice(["", "{}", '{"a": 1}', "[1]"]))
         elif which == 1:
             request.deny.message = v.text()
         elif which == 2:
             request.answers.answers.update(v.answers())
+        elif which == 3:
+            request.tool_result.content = v.text()
+            request.tool_result.is_error = rng.random() < 0.5
         return request
     if rpc == "SetPermissionMode":
         return pb.SetPermissionModeRequest(

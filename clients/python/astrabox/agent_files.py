@@ -21,6 +21,10 @@ written by `astrabox agents show`.
       - name: inline
         files: [{path: SKILL.md, content: "..."}]   # or content_base64: for bytes that are not text
     limits: {max_turns: 20, max_cost_usd_per_session: 20, turn_timeout: 30m}
+    custom_tools:                                   # run by the client; the model calls mcp__client__<name>
+      - name: lookup_order
+        description: Looks an order up by its id
+        input_schema: {type: object, properties: {order_id: {type: string}}, required: [order_id]}
 
 A file holds one agent per YAML document (separated by `---`). Reading is strict, so that a typo is
 an error before anything reaches the server rather than a setting silently left out: an unknown or
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+import json
 import math
 import os
 import re
@@ -68,10 +73,14 @@ MAX_ARGS = 64
 MAX_ARG_BYTES = 4096
 MAX_ENV = 64
 MAX_SKILLS = 32
+MAX_CUSTOM_TOOLS = 32
+MAX_CUSTOM_TOOL_DESCRIPTION_BYTES = 4096
+MAX_CUSTOM_TOOL_SCHEMA_BYTES = 64 * 1024
 MAX_DURATION_SECONDS = 315_576_000_000  # google.protobuf.Duration's
 
 _AGENT_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _MCP_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+_CUSTOM_TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"h": Decimal(3600), "m": Decimal(60), "s": Decimal(1), "ms": Decimal("0.001")}
 _POLICIES = {
@@ -91,6 +100,7 @@ _TOP = (
     "mcp_servers",
     "skills",
     "limits",
+    "custom_tools",
 )
 
 
@@ -179,6 +189,11 @@ class _Reader:
             self._unique(skills, [s.name for s in spec.skills], "skills")
         if "limits" in fields:
             self._limits(fields["limits"], spec.limits)
+        if "custom_tools" in fields:
+            tools = self._sequence(fields["custom_tools"], "custom_tools", most=MAX_CUSTOM_TOOLS)
+            for i, tool in enumerate(tools):
+                self._custom_tool(tool, f"custom_tools[{i}]", spec.custom_tools.add())
+            self._unique(tools, [t.name for t in spec.custom_tools], "custom_tools")
         if (size := spec.ByteSize()) > MAX_SPEC_BYTES:
             self._fail(node, name, f"the definition is {size} bytes, over the limit of {MAX_SPEC_BYTES} (1 MiB)")
         return AgentFile(name, spec, self._where(node))
@@ -232,6 +247,35 @@ class _Reader:
         if "enabled_tools" in fields:
             server.enabled_tools.extend(
                 self._texts(fields["enabled_tools"], f"{what}.enabled_tools", most=MAX_ENABLED_TOOLS)
+            )
+
+    def _custom_tool(self, node: yaml.Node, what: str, tool: agent_pb2.CustomTool) -> None:
+        fields = self._mapping(node, what, ("name", "description", "input_schema"), required=("name", "input_schema"))
+        tool.name = self._text(fields["name"], f"{what}.name")
+        if not _CUSTOM_TOOL_NAME.fullmatch(tool.name):
+            self._fail(
+                fields["name"],
+                f"{what}.name",
+                f"{tool.name!r} is not 1-64 characters of a-z, 0-9 and _, starting with a letter",
+            )
+        if "description" in fields:
+            tool.description = self._text(
+                fields["description"], f"{what}.description", most=MAX_CUSTOM_TOOL_DESCRIPTION_BYTES
+            )
+        schema_node = fields["input_schema"]
+        if not isinstance(schema_node, yaml.MappingNode):
+            self._fail(schema_node, f"{what}.input_schema", "must be a mapping: the JSON Schema of the tool's input")
+        schema = self._loader.construct_object(schema_node, deep=True)
+        try:
+            # Compact, so that applying the same file twice makes one version.
+            tool.input_schema_json = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as error:
+            self._fail(schema_node, f"{what}.input_schema", f"is not JSON ({error}): quote dates and the like")
+        if (size := len(tool.input_schema_json.encode())) > MAX_CUSTOM_TOOL_SCHEMA_BYTES:
+            self._fail(
+                schema_node,
+                f"{what}.input_schema",
+                f"{size} bytes as JSON, over the limit of {MAX_CUSTOM_TOOL_SCHEMA_BYTES}",
             )
 
     def _skill(self, node: yaml.Node, what: str, skill: agent_pb2.Skill) -> None:
@@ -444,6 +488,8 @@ def dump(name: str, spec: agent_pb2.AgentSpec) -> str:
         ]
     if spec.HasField("limits"):
         document["limits"] = _limits_document(spec.limits)
+    if spec.custom_tools:
+        document["custom_tools"] = [_custom_tool_document(tool) for tool in spec.custom_tools]
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 
@@ -469,6 +515,17 @@ def _mcp_server_document(server: agent_pb2.McpServer) -> dict[str, Any]:
     document["stdio"] = stdio
     if server.enabled_tools:
         document["enabled_tools"] = list(server.enabled_tools)
+    return document
+
+
+def _custom_tool_document(tool: agent_pb2.CustomTool) -> dict[str, Any]:
+    document: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        document["description"] = tool.description
+    try:
+        document["input_schema"] = json.loads(tool.input_schema_json or "{}")
+    except ValueError:  # the server checks it is JSON; an unreadable one is shown as it is
+        document["input_schema"] = tool.input_schema_json
     return document
 
 

@@ -405,18 +405,24 @@ class AstraBoxClient:
         updated_input_json: str = "",
         deny: str | None = None,
         answers: Mapping[str, str] | None = None,
+        tool_result: str | None = None,
+        is_error: bool = False,
         grant: bool = False,
         grant_pattern: str = "",
         grant_until: datetime | None = None,
         request_id: str | None = None,
     ) -> Session:
-        """Answers an interaction: exactly one of `allow=True`, `deny="why"`, `answers={...}`.
+        """Answers an interaction: exactly one of `allow=True`, `deny="why"`, `answers={...}`,
+        `tool_result="..."` (a custom tool's result, INTERACTION_KIND_CUSTOM_TOOL; `is_error=True`:
+        the tool failed, and the model reads the text as its error).
 
         With `allow`, `grant=True` also lets later calls of the tool run without asking (a tool
         grant, listed on the session): only those whose main input matches `grant_pattern` (a
         glob; empty: all), until `grant_until` (None: for the rest of the session)."""
-        if (allow, deny is not None, answers is not None).count(True) != 1:
-            raise ValueError("give exactly one of allow=True, deny=message or answers=mapping")
+        if (allow, deny is not None, answers is not None, tool_result is not None).count(True) != 1:
+            raise ValueError("give exactly one of allow=True, deny=message, answers=mapping or tool_result=text")
+        if is_error and tool_result is None:
+            raise ValueError("is_error goes with tool_result")
         if (grant_pattern or grant_until) and not grant:
             raise ValueError("grant_pattern and grant_until need grant=True")
         if grant and not allow:
@@ -433,6 +439,9 @@ class AstraBoxClient:
                     request.allow.grant.expire_time.FromDatetime(grant_until)
         elif deny is not None:
             request.deny.message = deny
+        elif tool_result is not None:
+            request.tool_result.content = tool_result
+            request.tool_result.is_error = is_error
         else:
             request.answers.answers.update(answers or {})
         return await self._session_of(self._stub.RespondToInteraction, request)

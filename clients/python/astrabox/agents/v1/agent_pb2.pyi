@@ -55,7 +55,7 @@ class AgentVersion(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., version: _Optional[int] = ..., spec: _Optional[_Union[AgentSpec, _Mapping]] = ..., spec_digest: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AgentSpec(_message.Message):
-    __slots__ = ("description", "engine", "model", "permission_mode", "system_prompt", "tools", "mcp_servers", "skills", "limits")
+    __slots__ = ("description", "engine", "model", "permission_mode", "system_prompt", "tools", "mcp_servers", "skills", "limits", "custom_tools")
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,7 @@ class AgentSpec(_message.Message):
     MCP_SERVERS_FIELD_NUMBER: _ClassVar[int]
     SKILLS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_TOOLS_FIELD_NUMBER: _ClassVar[int]
     description: str
     engine: str
     model: str
@@ -74,7 +75,18 @@ class AgentSpec(_message.Message):
     mcp_servers: _containers.RepeatedCompositeFieldContainer[McpServer]
     skills: _containers.RepeatedCompositeFieldContainer[Skill]
     limits: Limits
-    def __init__(self, description: _Optional[str] = ..., engine: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., system_prompt: _Optional[_Union[SystemPrompt, _Mapping]] = ..., tools: _Optional[_Union[Tools, _Mapping]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
+    custom_tools: _containers.RepeatedCompositeFieldContainer[CustomTool]
+    def __init__(self, description: _Optional[str] = ..., engine: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., system_prompt: _Optional[_Union[SystemPrompt, _Mapping]] = ..., tools: _Optional[_Union[Tools, _Mapping]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., custom_tools: _Optional[_Iterable[_Union[CustomTool, _Mapping]]] = ...) -> None: ...
+
+class CustomTool(_message.Message):
+    __slots__ = ("name", "description", "input_schema_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    input_schema_json: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ...) -> None: ...
 
 class SystemPrompt(_message.Message):
     __slots__ = ("append", "replace")

@@ -194,16 +194,18 @@ class SandboxReconciled(_message.Message):
     def __init__(self, action: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., driver: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class InteractionRequested(_message.Message):
-    __slots__ = ("interaction_id", "tool_name", "input_json", "tool_use_id")
+    __slots__ = ("interaction_id", "tool_name", "input_json", "tool_use_id", "custom_tool")
     INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_TOOL_FIELD_NUMBER: _ClassVar[int]
     interaction_id: str
     tool_name: str
     input_json: str
     tool_use_id: str
-    def __init__(self, interaction_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_json: _Optional[str] = ..., tool_use_id: _Optional[str] = ...) -> None: ...
+    custom_tool: bool
+    def __init__(self, interaction_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_json: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., custom_tool: _Optional[bool] = ...) -> None: ...
 
 class TurnInterrupted(_message.Message):
     __slots__ = ("reason",)
@@ -322,7 +324,7 @@ class Command(_message.Message):
     def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ..., stop_runtime: _Optional[_Union[StopRuntime, _Mapping]] = ..., set_tool_grants: _Optional[_Union[SetToolGrants, _Mapping]] = ...) -> None: ...
 
 class AnswerInteraction(_message.Message):
-    __slots__ = ("interaction_id", "allow", "deny")
+    __slots__ = ("interaction_id", "allow", "deny", "tool_result")
     class Allow(_message.Message):
         __slots__ = ("updated_input_json",)
         UPDATED_INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -333,13 +335,22 @@ class AnswerInteraction(_message.Message):
         MESSAGE_FIELD_NUMBER: _ClassVar[int]
         message: str
         def __init__(self, message: _Optional[str] = ...) -> None: ...
+    class ToolResult(_message.Message):
+        __slots__ = ("content", "is_error")
+        CONTENT_FIELD_NUMBER: _ClassVar[int]
+        IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+        content: str
+        is_error: bool
+        def __init__(self, content: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
     INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOW_FIELD_NUMBER: _ClassVar[int]
     DENY_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
     interaction_id: str
     allow: AnswerInteraction.Allow
     deny: AnswerInteraction.Deny
-    def __init__(self, interaction_id: _Optional[str] = ..., allow: _Optional[_Union[AnswerInteraction.Allow, _Mapping]] = ..., deny: _Optional[_Union[AnswerInteraction.Deny, _Mapping]] = ...) -> None: ...
+    tool_result: AnswerInteraction.ToolResult
+    def __init__(self, interaction_id: _Optional[str] = ..., allow: _Optional[_Union[AnswerInteraction.Allow, _Mapping]] = ..., deny: _Optional[_Union[AnswerInteraction.Deny, _Mapping]] = ..., tool_result: _Optional[_Union[AnswerInteraction.ToolResult, _Mapping]] = ...) -> None: ...
 
 class InterruptTurn(_message.Message):
     __slots__ = ("turn_id", "deadline_ms", "settled_reason")

@@ -254,7 +254,7 @@ class InteractionRequested(_message.Message):
     def __init__(self, interaction: _Optional[_Union[_session_pb2.Interaction, _Mapping]] = ...) -> None: ...
 
 class InteractionAnswered(_message.Message):
-    __slots__ = ("interaction_id", "request_id", "decision", "updated_input_json", "message", "answers")
+    __slots__ = ("interaction_id", "request_id", "decision", "updated_input_json", "message", "answers", "tool_result", "is_error")
     class AnswersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -268,13 +268,17 @@ class InteractionAnswered(_message.Message):
     UPDATED_INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     interaction_id: str
     request_id: str
     decision: str
     updated_input_json: str
     message: str
     answers: _containers.ScalarMap[str, str]
-    def __init__(self, interaction_id: _Optional[str] = ..., request_id: _Optional[str] = ..., decision: _Optional[str] = ..., updated_input_json: _Optional[str] = ..., message: _Optional[str] = ..., answers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    tool_result: str
+    is_error: bool
+    def __init__(self, interaction_id: _Optional[str] = ..., request_id: _Optional[str] = ..., decision: _Optional[str] = ..., updated_input_json: _Optional[str] = ..., message: _Optional[str] = ..., answers: _Optional[_Mapping[str, str]] = ..., tool_result: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
 
 class InteractionClosed(_message.Message):
     __slots__ = ("interaction_id", "reason")

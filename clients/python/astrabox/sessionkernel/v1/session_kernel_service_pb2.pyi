@@ -149,20 +149,30 @@ class InterruptTurnResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
 
 class RespondToInteractionRequest(_message.Message):
-    __slots__ = ("session_id", "interaction_id", "request_id", "allow", "deny", "answers")
+    __slots__ = ("session_id", "interaction_id", "request_id", "allow", "deny", "answers", "tool_result")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOW_FIELD_NUMBER: _ClassVar[int]
     DENY_FIELD_NUMBER: _ClassVar[int]
     ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     interaction_id: str
     request_id: str
     allow: AllowTool
     deny: DenyTool
     answers: QuestionAnswers
-    def __init__(self, session_id: _Optional[str] = ..., interaction_id: _Optional[str] = ..., request_id: _Optional[str] = ..., allow: _Optional[_Union[AllowTool, _Mapping]] = ..., deny: _Optional[_Union[DenyTool, _Mapping]] = ..., answers: _Optional[_Union[QuestionAnswers, _Mapping]] = ...) -> None: ...
+    tool_result: CustomToolResult
+    def __init__(self, session_id: _Optional[str] = ..., interaction_id: _Optional[str] = ..., request_id: _Optional[str] = ..., allow: _Optional[_Union[AllowTool, _Mapping]] = ..., deny: _Optional[_Union[DenyTool, _Mapping]] = ..., answers: _Optional[_Union[QuestionAnswers, _Mapping]] = ..., tool_result: _Optional[_Union[CustomToolResult, _Mapping]] = ...) -> None: ...
+
+class CustomToolResult(_message.Message):
+    __slots__ = ("content", "is_error")
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    is_error: bool
+    def __init__(self, content: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
 
 class AllowTool(_message.Message):
     __slots__ = ("updated_input_json", "grant")

@@ -28,6 +28,7 @@ class InteractionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INTERACTION_KIND_UNSPECIFIED: _ClassVar[InteractionKind]
     INTERACTION_KIND_TOOL_APPROVAL: _ClassVar[InteractionKind]
     INTERACTION_KIND_QUESTION: _ClassVar[InteractionKind]
+    INTERACTION_KIND_CUSTOM_TOOL: _ClassVar[InteractionKind]
 SESSION_STATE_UNSPECIFIED: SessionState
 SESSION_STATE_CREATING: SessionState
 SESSION_STATE_READY: SessionState
@@ -40,6 +41,7 @@ SESSION_STATE_FAILED: SessionState
 INTERACTION_KIND_UNSPECIFIED: InteractionKind
 INTERACTION_KIND_TOOL_APPROVAL: InteractionKind
 INTERACTION_KIND_QUESTION: InteractionKind
+INTERACTION_KIND_CUSTOM_TOOL: InteractionKind
 
 class Session(_message.Message):
     __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels", "pending_interaction", "background_tasks", "capabilities", "slash_commands", "queued_turn_ids", "runtime_stopped", "project_id", "destroy_failure", "agent", "config", "usage", "tool_grants")
