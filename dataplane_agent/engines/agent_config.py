@@ -14,9 +14,11 @@ Neither is the description, which is for people.
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from astrabox.agents.v1 import agent_pb2
 
@@ -122,6 +124,16 @@ class Skill:
 
 
 @dataclass(frozen=True, slots=True)
+class CustomTool:
+    """A tool the session's client runs: the model calls it as `mcp__client__<name>` with an input
+    `input_schema` (a JSON Schema object, as the control plane checked it) describes."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Limits:
     """What one message or the session may spend; zero is no limit. The engine applies the
     per-message ones; the per-session cost and the turn timeout are the control plane's."""
@@ -141,6 +153,7 @@ class AgentConfig:
     mcp_servers: tuple[McpServer, ...] = ()
     skills: tuple[Skill, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    custom_tools: tuple[CustomTool, ...] = ()
 
     @property
     def is_default(self) -> bool:
@@ -182,6 +195,9 @@ class AgentConfig:
                 max_cost_usd_per_session=spec.limits.max_cost_usd_per_session,
                 turn_timeout_seconds=spec.limits.turn_timeout.ToTimedelta().total_seconds(),
             ),
+            custom_tools=tuple(
+                CustomTool(tool.name, tool.description, _schema(tool.input_schema_json)) for tool in spec.custom_tools
+            ),
         )
 
     @classmethod
@@ -197,6 +213,18 @@ def _system_prompt(spec: agent_pb2.AgentSpec) -> SystemPrompt | None:
     if which == "replace":
         return SystemPrompt(spec.system_prompt.replace, replace=True)
     return None
+
+
+def _schema(text: str) -> dict[str, Any]:
+    # The control plane checked it is a JSON Schema object; anything else (an older control plane)
+    # takes an input of any object rather than failing the engine's start.
+    try:
+        schema = json.loads(text or "{}")
+    except (ValueError, RecursionError):
+        schema = None
+    if not isinstance(schema, dict):
+        return {"type": "object", "properties": {}}
+    return schema
 
 
 def _policy(value: int) -> ToolPolicy:

@@ -54,6 +54,9 @@ class ToolRequest:
     tool_name: str
     input: dict[str, Any]
     tool_use_id: str
+    # A call of one of the agent's custom tools (tool_name is its declared name): the client runs
+    # it and answers with its result (ToolDecision.result); no approval, no tool grant applies.
+    custom_tool: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,17 @@ class ToolDecision:
     message: str = ""
     # For deny: also stop the turn (used when the turn is being interrupted).
     interrupt: bool = False
+    # For a custom tool's call: what the client's tool returned (allow is then True).
+    result: ToolResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A custom tool's result, as the client answered it: the text the model reads, and whether
+    the tool failed."""
+
+    content: str
+    is_error: bool = False
 
 
 class InteractionBroker(Protocol):

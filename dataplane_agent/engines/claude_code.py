@@ -223,7 +223,7 @@ class ClaudeCodeAdapter:
             stderr=stderr_tail.append,
         )
         # The session's agent: its system prompt, tools and their policies, skills, limits.
-        options = with_agent_config(base, config.agent_config)
+        options = with_agent_config(base, config.agent_config, config.interactions)
         session = ClaudeCodeSession(
             ClaudeSDKClient(options),
             sandbox,

@@ -10,6 +10,8 @@ this only says which of their options each setting is.
     mcp_servers                `mcp_servers` and `strict_mcp_config` (see mcp_servers.py)
     mcp_servers.enabled_tools  a PreToolUse hook refusing the server's other tools
     skills                     `skills`, their names (installed by skills.py)
+    custom_tools               an in-process SDK MCP server "client" (custom_tools.py), its tools in
+                               `allowed_tools` and exempt from the tool policies' hook
 
 Not mapped, and refused by the control plane (controlplane/agent_definitions/specs.py): limits.max_cost_usd_per_turn. The SDK's `max_budget_usd` is not a per-message budget
 with ClaudeSDKClient: the bundled CLI counts it from its process's start, across every message of
@@ -40,7 +42,9 @@ from typing import Any
 from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookInput, HookMatcher
 from claude_agent_sdk.types import HookJSONOutput, SystemPromptPreset
 
+from dataplane_agent.engines import custom_tools
 from dataplane_agent.engines.agent_config import AgentConfig, SystemPrompt, ToolPolicy, Tools
+from dataplane_agent.engines.base import InteractionBroker
 from dataplane_agent.engines.mcp_servers import enabled_tools_hook, sdk_servers
 from dataplane_agent.engines.skills import skill_names
 
@@ -50,13 +54,17 @@ PRESET_PROMPT: SystemPromptPreset = {"type": "preset", "preset": "claude_code"}
 _HOOK_TIMEOUT_SECONDS = 30.0
 
 
-def with_agent_config(options: ClaudeAgentOptions, config: AgentConfig) -> ClaudeAgentOptions:
-    """`options` with what `config` sets; the default configuration changes nothing."""
+def with_agent_config(
+    options: ClaudeAgentOptions, config: AgentConfig, broker: InteractionBroker | None = None
+) -> ClaudeAgentOptions:
+    """`options` with what `config` sets; the default configuration changes nothing. `broker`
+    is asked for the client's result of each custom tool call."""
     if config.is_default:
         return options
     changes: dict[str, Any] = {"system_prompt": system_prompt(config.system_prompt)}
     if config.tools.enabled:
         changes["tools"] = list(config.tools.enabled)
+    custom = frozenset(custom_tools.tool_name(tool.name) for tool in config.custom_tools)
     if config.tools.has_policies:
         changes["hooks"] = {
             **(options.hooks or {}),
@@ -64,7 +72,7 @@ def with_agent_config(options: ClaudeAgentOptions, config: AgentConfig) -> Claud
                 *((options.hooks or {}).get("PreToolUse") or ()),
                 HookMatcher(
                     matcher=None,
-                    hooks=[ToolPolicyHook(config.tools)],
+                    hooks=[ToolPolicyHook(config.tools, exempt=custom)],
                     timeout=_HOOK_TIMEOUT_SECONDS,
                     on_failure="block",
                 ),
@@ -75,6 +83,10 @@ def with_agent_config(options: ClaudeAgentOptions, config: AgentConfig) -> Claud
     # The agent's MCP servers and no other: not one the sandbox's own code names in the workspace.
     changes["mcp_servers"] = sdk_servers(config.mcp_servers)
     changes["strict_mcp_config"] = True
+    if config.custom_tools:
+        # Asking the client for the result is the approval: the CLI asks no one else first.
+        changes["mcp_servers"][custom_tools.SERVER] = custom_tools.server(config.custom_tools, broker)
+        changes["allowed_tools"] = [*options.allowed_tools, *sorted(custom)]
     if restricting := enabled_tools_hook(config.mcp_servers):
         hooks = changes.get("hooks", options.hooks) or {}
         changes["hooks"] = {**hooks, "PreToolUse": [*(hooks.get("PreToolUse") or ()), restricting]}
@@ -99,13 +111,17 @@ def denial(tool_name: str) -> str:
 
 class ToolPolicyHook:
     """The SDK's PreToolUse hook: each call's policy (the first matching rule, else the default)
-    as the CLI's permission decision; no opinion where the agent has none."""
+    as the CLI's permission decision; no opinion where the agent has none, nor on the `exempt`
+    tools (the agent's custom tools: their client answers each call)."""
 
-    def __init__(self, tools: Tools) -> None:
+    def __init__(self, tools: Tools, exempt: frozenset[str] = frozenset()) -> None:
         self._tools = tools
+        self._exempt = exempt
 
     async def __call__(self, hook_input: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
         tool_name = str(hook_input.get("tool_name", ""))
+        if tool_name in self._exempt:
+            return {}
         policy = self._tools.policy_for(tool_name)
         if policy is ToolPolicy.UNSPECIFIED:
             return {}

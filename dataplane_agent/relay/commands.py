@@ -39,7 +39,7 @@ import structlog
 from google.rpc import status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engines.base import ToolDecision
+from dataplane_agent.engines.base import ToolDecision, ToolResult
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.state import AgentState, Database, Receipt
@@ -236,7 +236,11 @@ def tool_decision(answer: pb.AnswerInteraction) -> ToolDecision:
         return ToolDecision(allow=True, updated_input=updated)
     if decision == "deny":
         return ToolDecision(allow=False, message=answer.deny.message or DEFAULT_DENY_MESSAGE)
-    raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "AnswerInteraction needs an allow or a deny")
+    if decision == "tool_result":
+        return ToolDecision(
+            allow=True, result=ToolResult(answer.tool_result.content, is_error=answer.tool_result.is_error)
+        )
+    raise CommandRefused(grpc.StatusCode.INVALID_ARGUMENT, "AnswerInteraction needs an allow, a deny or a tool_result")
 
 
 def _ack(command: pb.Command, code: grpc.StatusCode, message: str) -> pb.CommandAck:

@@ -63,6 +63,7 @@ class Interactions:
             tool_name=request.tool_name,
             input_json=json.dumps(request.input, default=str),
             tool_use_id=request.tool_use_id,
+            custom_tool=request.custom_tool,
         )
         record = PendingInteraction(interaction_id, self._session_id, turn_id, request.tool_name, request.tool_use_id)
 
