@@ -35,7 +35,8 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
     engines/         engine adapters (Claude Code through claude-agent-sdk), their manifests, and the
                      check at start that the sandbox's user can run the CLI (cli_check.py); a session's
                      agent configuration (agent_config.py) and its SDK options (claude_options.py),
-                     its MCP servers (mcp_servers.py) and skills, installed into the sandbox (skills.py)
+                     its MCP servers (mcp_servers.py) and skills, installed into the sandbox (skills.py),
+                     and the client's custom tools, an in-process MCP server (custom_tools.py)
     sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks
     offline_model/   the built-in offline model, an Anthropic-compatible endpoint on loopback
 

@@ -182,6 +182,10 @@ async def _session_command(args: argparse.Namespace) -> int:
             elif args.answer:
                 answers = dict(pair.split("=", 1) for pair in args.answer)
                 session = await client.respond_to_interaction(args.session_id, interaction_id, answers=answers)
+            elif args.tool_result is not None:
+                session = await client.respond_to_interaction(
+                    args.session_id, interaction_id, tool_result=args.tool_result, is_error=args.tool_error
+                )
             else:
                 session = await client.respond_to_interaction(args.session_id, interaction_id, allow=True)
             print(f"answered {interaction_id}; session is {_state_name(session)}")
@@ -339,11 +343,15 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     mode.add_argument("session_id")
     mode.add_argument("permission_mode")
     respond = actions.add_parser(
-        "respond", help="answer the pending interaction: allow (default), --deny MSG, or --answer Q=A"
+        "respond",
+        help="answer the pending interaction: allow (default), --deny MSG, --answer Q=A,"
+        " or a custom tool's --tool-result TEXT (--tool-error: the tool failed)",
     )
     respond.add_argument("session_id")
     respond.add_argument("--deny", metavar="MESSAGE")
     respond.add_argument("--answer", action="append", metavar="QUESTION=ANSWER")
+    respond.add_argument("--tool-result", metavar="TEXT", help="a custom tool's result, which the model reads")
+    respond.add_argument("--tool-error", action="store_true", help="with --tool-result: the tool failed")
     events = actions.add_parser("events")
     events.add_argument("session_id")
     events.add_argument("--follow", "-f", action="store_true", help="keep following live events")
