@@ -49,6 +49,11 @@ class SessionKernelServiceStub:
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
     TOOL_GRANT_NOT_FOUND     (NOT_FOUND) the session never had such a tool grant
+    AGENT_NOT_FOUND          (NOT_FOUND) CreateSession's or ListSessions' agent is
+    not one of the project's agent definitions
+    AGENT_VERSION_NOT_FOUND  (NOT_FOUND) the agent has no such version
+    AGENT_ARCHIVED           (FAILED_PRECONDITION) the agent is archived: it starts
+    no new session
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
@@ -256,6 +261,11 @@ class SessionKernelServiceServicer:
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
     TOOL_GRANT_NOT_FOUND     (NOT_FOUND) the session never had such a tool grant
+    AGENT_NOT_FOUND          (NOT_FOUND) CreateSession's or ListSessions' agent is
+    not one of the project's agent definitions
+    AGENT_VERSION_NOT_FOUND  (NOT_FOUND) the agent has no such version
+    AGENT_ARCHIVED           (FAILED_PRECONDITION) the agent is archived: it starts
+    no new session
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
@@ -599,6 +609,11 @@ class SessionKernelService:
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
     TOOL_GRANT_NOT_FOUND     (NOT_FOUND) the session never had such a tool grant
+    AGENT_NOT_FOUND          (NOT_FOUND) CreateSession's or ListSessions' agent is
+    not one of the project's agent definitions
+    AGENT_VERSION_NOT_FOUND  (NOT_FOUND) the agent has no such version
+    AGENT_ARCHIVED           (FAILED_PRECONDITION) the agent is archived: it starts
+    no new session
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
