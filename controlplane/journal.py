@@ -57,6 +57,7 @@ class EventKind(enum.Enum):
     SANDBOX_RETAINED = "sandbox_retained"
     TOOL_GRANTED = "tool_granted"
     TOOL_GRANT_REVOKED = "tool_grant_revoked"
+    MCP_SERVER_UNAVAILABLE = "mcp_server_unavailable"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,9 @@ _RELEASED = frozenset({SessionState.ARCHIVED.value, SessionState.DELETED.value})
 _TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "stopped", "killed"})
 # The engine messages whose content blocks open (tool_use) and close (tool_result) tool calls.
 _TOOL_TYPES = frozenset({"AssistantMessage", "UserMessage"})
+# What of an agent's McpServerUnavailable is journaled (a server name is at most 64 characters).
+_MAX_SERVER_NAME = 64
+_MAX_UNAVAILABLE_REASON = 2048
 
 
 class OutputGap(Exception):
@@ -446,6 +449,21 @@ class _Applier:
         )
         await store.sessions.update(self._tx.conn, self._session_id, runtime_stopped=True)
         await self._turns.engine_gone(self._tx, self._session_id, f"the runtime was stopped ({stopped.reason})")
+
+    async def _on_mcp_server_unavailable(
+        self, output: runner_pb2.Output, unavailable: runner_pb2.McpServerUnavailable
+    ) -> None:
+        # A report, not a failure: the engine runs without the server, the session goes on.
+        await self._journal_now(
+            NewEvent(
+                EventKind.MCP_SERVER_UNAVAILABLE,
+                {
+                    "server": unavailable.server[:_MAX_SERVER_NAME],
+                    "reason": unavailable.reason[:_MAX_UNAVAILABLE_REASON],
+                },
+                output_seq=output.output_seq,
+            )
+        )
 
     async def _on_sandbox_reconciled(self, output: runner_pb2.Output, done: runner_pb2.SandboxReconciled) -> None:
         self._pending.append(

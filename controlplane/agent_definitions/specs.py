@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -51,6 +52,7 @@ MAX_MCP_ARGS = 64
 MAX_MCP_ARG_BYTES = 4096
 MAX_MCP_ENV = 64
 MAX_MCP_ENV_VALUE_BYTES = 4096
+MAX_MCP_URL_BYTES = 2048
 MAX_SKILLS = 32
 MAX_SKILL_FILES = 64
 MAX_SKILL_BYTES = 512 * 1024
@@ -68,6 +70,8 @@ MCP_PREFIX = "mcp__"
 _MCP_SERVER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _SKILL_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _CUSTOM_TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_CREDENTIAL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,64}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _POLICIES = frozenset(agent_pb2.ToolPolicy.values())
@@ -215,23 +219,54 @@ def _tool_name(field: str, value: str) -> None:
 
 def _mcp_server(field: str, server: agent_pb2.McpServer) -> None:
     _name(f"{field}.name", server.name, _MCP_SERVER_NAME, "1-64 characters of [a-z0-9_-], starting with a letter")
-    if server.WhichOneof("transport") != "stdio":
-        raise refused(f"{field}.stdio", f"{field} must say how the engine reaches it: set stdio")
-    stdio = server.stdio
-    if not stdio.command:
-        raise refused(f"{field}.stdio.command", f"{field}.stdio.command must name the program to run")
-    _text(f"{field}.stdio.command", stdio.command, MAX_MCP_COMMAND_BYTES)
-    _count(f"{field}.stdio.args", stdio.args, MAX_MCP_ARGS)
-    for index, arg in enumerate(stdio.args):
-        _text(f"{field}.stdio.args[{index}]", arg, MAX_MCP_ARG_BYTES)
-    _count(f"{field}.stdio.env", stdio.env, MAX_MCP_ENV)
-    for key in sorted(stdio.env):
-        _name(f"{field}.stdio.env", key, _ENV_NAME, "keyed by environment variable names ([A-Za-z_][A-Za-z0-9_]*)")
-        _text(f"{field}.stdio.env[{echo(key)}]", stdio.env[key], MAX_MCP_ENV_VALUE_BYTES)
+    transport = server.WhichOneof("transport")
+    if transport == "stdio":
+        _stdio_server(f"{field}.stdio", server.stdio)
+    elif transport == "http":
+        _http_server(f"{field}.http", server.http)
+    else:
+        raise refused(f"{field}.stdio", f"{field} must say how the engine reaches it: set stdio or http")
     _count(f"{field}.enabled_tools", server.enabled_tools, MAX_ENABLED_TOOLS)
     for index, tool in enumerate(server.enabled_tools):
         _tool_name(f"{field}.enabled_tools[{index}]", tool)
     _unique(f"{field}.enabled_tools", server.enabled_tools, "the tool")
+
+
+def _stdio_server(field: str, stdio: agent_pb2.StdioMcpServer) -> None:
+    if not stdio.command:
+        raise refused(f"{field}.command", f"{field}.command must name the program to run")
+    _text(f"{field}.command", stdio.command, MAX_MCP_COMMAND_BYTES)
+    _count(f"{field}.args", stdio.args, MAX_MCP_ARGS)
+    for index, arg in enumerate(stdio.args):
+        _text(f"{field}.args[{index}]", arg, MAX_MCP_ARG_BYTES)
+    _count(f"{field}.env", stdio.env, MAX_MCP_ENV)
+    for key in sorted(stdio.env):
+        _name(f"{field}.env", key, _ENV_NAME, "keyed by environment variable names ([A-Za-z_][A-Za-z0-9_]*)")
+        _text(f"{field}.env[{echo(key)}]", stdio.env[key], MAX_MCP_ENV_VALUE_BYTES)
+
+
+def _http_server(field: str, http: agent_pb2.HttpMcpServer) -> None:
+    """An http(s) URL with a host and no user information (a secret there would be in the definition,
+    the journal and the agent's requests' logs), a credential's name, a header's name."""
+    if _size(http.url) > MAX_MCP_URL_BYTES:
+        raise refused(f"{field}.url", f"{field}.url must be at most {MAX_MCP_URL_BYTES} bytes, got {_size(http.url)}")
+    if "@" in http.url.split("?", 1)[0].split("#", 1)[0]:
+        # Not echoed: what stands before the host may be a secret.
+        raise refused(
+            f"{field}.url", f"{field}.url must not carry user information; name a credential in {field}.credential"
+        )
+    _text(f"{field}.url", http.url, MAX_MCP_URL_BYTES, printable=True)
+    try:
+        url = urllib.parse.urlsplit(http.url)
+        url.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        url = urllib.parse.urlsplit("")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise refused(f"{field}.url", f"{field}.url must be an http or https URL with a host, got {echo(http.url)}")
+    if http.credential:
+        _name(f"{field}.credential", http.credential, _CREDENTIAL_NAME, "1-64 characters of [A-Za-z0-9_.-]")
+    if http.header:
+        _name(f"{field}.header", http.header, _HEADER_NAME, "an HTTP header name: 1-64 characters of [A-Za-z0-9-]")
 
 
 def _skill(field: str, skill: agent_pb2.Skill) -> None:

@@ -127,6 +127,12 @@ def test_what_dump_writes_reads_back_to_the_same_definition(folder: Path) -> Non
     spec.limits.turn_timeout.CopyFrom(duration_pb2.Duration(seconds=5400, nanos=500_000_000))
     spec.mcp_servers[0].stdio.env["EMPTY"] = ""
     spec.mcp_servers[0].stdio.env["NUMBER"] = "8080"
+    spec.mcp_servers.add(
+        name="tickets",
+        http=agent_pb2.HttpMcpServer(url="https://mcp.example/mcp", credential="tickets.token", header="X-Api-Key"),
+        enabled_tools=["search"],
+    )
+    spec.mcp_servers.add(name="public", http=agent_pb2.HttpMcpServer(url="http://127.0.0.1:8080/mcp"))
 
     written = agent_files.dump("reviewer", spec)
     [again] = agent_files.parse(written)
@@ -183,7 +189,18 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
             "name: x\nmcp_servers:\n  - name: docs\n    stdio: {command: srv, env: {PORT: 8080}}\n",
             "agent.yaml:4: mcp_servers[0].stdio.env.PORT: must be text (quote it to make it text)",
         ),
-        ("name: x\nmcp_servers:\n  - name: docs\n", "agent.yaml:3: mcp_servers[0]: 'stdio' is required"),
+        (
+            "name: x\nmcp_servers:\n  - name: docs\n",
+            "agent.yaml:3: mcp_servers[0]: must have one of 'stdio' (a program in the sandbox) or 'http' (a URL)",
+        ),
+        (
+            "name: x\nmcp_servers:\n  - {name: docs, stdio: {command: s}, http: {url: 'https://m.example'}}\n",
+            "agent.yaml:3: mcp_servers[0]: must have one of 'stdio' (a program in the sandbox) or 'http' (a URL)",
+        ),
+        (
+            "name: x\nmcp_servers:\n  - {name: docs, http: {url: 'https://m.example', token: s3cret}}\n",
+            "agent.yaml:3: mcp_servers[0].http: unknown key 'token'; valid keys: url, credential, header",
+        ),
         (
             "name: x\nmcp_servers:\n  - {name: a, stdio: {command: s}}\n  - {name: a, stdio: {command: t}}\n",
             "agent.yaml:4: mcp_servers: 'a' is given twice",

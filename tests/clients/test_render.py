@@ -75,3 +75,16 @@ def test_a_typed_event_renders_as_its_protobuf_does():
     assert (
         render(Event.from_proto(result)) == render(result) == ["[   9] ● result: success after 2 model turns, $0.5000"]
     )
+
+
+def test_an_mcp_server_left_out_is_named_with_why():
+    event = events_pb2.SessionEvent(
+        seq=5,
+        mcp_server_unavailable=events_pb2.McpServerUnavailable(
+            server="tickets", reason="http://127.0.0.1:9/mcp refused the credential (HTTP 401)"
+        ),
+    )
+    assert render(event) == [
+        "[   5] ✗ MCP server tickets unavailable, going on without it:"
+        " http://127.0.0.1:9/mcp refused the credential (HTTP 401)"
+    ]

@@ -233,6 +233,23 @@ async def test_an_agent_is_created_read_updated_listed_and_archived(running, cal
     assert audited[0]["details"]["name"] == "reviewer" and audited[1]["details"]["agent"] == "reviewer"
 
 
+async def test_an_http_mcp_server_is_kept_by_its_url_and_the_name_of_its_credential(running, callers) -> None:
+    spec = reviewer()
+    spec.mcp_servers.append(
+        apb.McpServer(
+            name="tickets",
+            http=apb.HttpMcpServer(
+                url="https://mcp.example:8443/mcp", credential="tickets.token-1", header="X-Api-Key"
+            ),
+            enabled_tools=["search"],
+        )
+    )
+    created = await callers.developer.CreateAgent(pb.CreateAgentRequest(request_id="h", name="reviewer", spec=spec))
+    read = await callers.developer.GetAgent(pb.GetAgentRequest(agent="reviewer"))
+    assert created.version.spec == read.version.spec == spec
+    assert read.version.spec.mcp_servers[1].http.credential == "tickets.token-1"
+
+
 async def test_a_retried_create_returns_its_agent_and_a_reused_request_id_is_refused(running, callers) -> None:
     dev = callers.developer
     request = pb.CreateAgentRequest(request_id="same", name="reviewer", spec=reviewer())
@@ -339,7 +356,42 @@ BAD_SPECS = {
     "MCP server without a transport": (
         lambda s: s.mcp_servers.append(apb.McpServer(name="bare")),
         "spec.mcp_servers[1].stdio",
-        "set stdio",
+        "set stdio or http",
+    ),
+    "HTTP MCP server with a file URL": (
+        lambda s: s.mcp_servers.append(apb.McpServer(name="web", http=apb.HttpMcpServer(url="file:///etc/passwd"))),
+        "spec.mcp_servers[1].http.url",
+        "an http or https URL with a host",
+    ),
+    "HTTP MCP server with a secret in its URL": (
+        lambda s: s.mcp_servers.append(
+            apb.McpServer(name="web", http=apb.HttpMcpServer(url="https://bob:hunter2-secret@mcp.example/mcp"))
+        ),
+        "spec.mcp_servers[1].http.url",
+        "must not carry user information",
+    ),
+    "HTTP MCP server with a URL too long": (
+        lambda s: s.mcp_servers.append(
+            apb.McpServer(name="web", http=apb.HttpMcpServer(url="https://mcp.example/" + "a" * 2048))
+        ),
+        "spec.mcp_servers[1].http.url",
+        "at most 2048 bytes",
+    ),
+    "HTTP MCP credential that is not a name": (
+        lambda s: s.mcp_servers.append(
+            apb.McpServer(name="web", http=apb.HttpMcpServer(url="https://mcp.example/mcp", credential="../etc/shadow"))
+        ),
+        "spec.mcp_servers[1].http.credential",
+        "[A-Za-z0-9_.-]",
+    ),
+    "HTTP MCP header that is not a header name": (
+        lambda s: s.mcp_servers.append(
+            apb.McpServer(
+                name="web", http=apb.HttpMcpServer(url="https://mcp.example/mcp", header="X-Key: injected\r\n")
+            )
+        ),
+        "spec.mcp_servers[1].http.header",
+        "an HTTP header name",
     ),
     "bad MCP env name": (
         lambda s: s.mcp_servers[0].stdio.env.update({"BAD NAME": "x"}),

@@ -15,6 +15,8 @@ written by `astrabox agents show`.
       - name: docs
         stdio: {command: python3, args: [/workspace/docs_mcp.py], env: {LOG: "1"}}
         enabled_tools: [search]
+      - name: tickets                               # reached by the data-plane agent, not the sandbox
+        http: {url: "https://mcp.example/mcp", credential: tickets-token}   # header: Authorization
     skills:
       - name: release-notes
         path: ./skills/release-notes                # a directory, relative to the file: all its files
@@ -69,6 +71,7 @@ MAX_RULES = 256
 MAX_TOOL_BYTES = 256
 MAX_MCP_SERVERS = 16
 MAX_COMMAND_BYTES = 4096
+MAX_URL_BYTES = 2048
 MAX_ARGS = 64
 MAX_ARG_BYTES = 4096
 MAX_ENV = 64
@@ -222,7 +225,7 @@ class _Reader:
                 )
 
     def _mcp_server(self, node: yaml.Node, what: str, server: agent_pb2.McpServer) -> None:
-        fields = self._mapping(node, what, ("name", "stdio", "enabled_tools"), required=("name", "stdio"))
+        fields = self._mapping(node, what, ("name", "stdio", "http", "enabled_tools"), required=("name",))
         server.name = self._text(fields["name"], f"{what}.name")
         if not _MCP_NAME.fullmatch(server.name):
             self._fail(
@@ -230,7 +233,24 @@ class _Reader:
                 f"{what}.name",
                 f"{server.name!r} is not 1-64 characters of a-z, 0-9, _ and -, starting with a letter",
             )
-        stdio = self._mapping(fields["stdio"], f"{what}.stdio", ("command", "args", "env"), required=("command",))
+        if ("stdio" in fields) == ("http" in fields):
+            self._fail(node, what, "must have one of 'stdio' (a program in the sandbox) or 'http' (a URL)")
+        if "http" in fields:
+            http = self._mapping(fields["http"], f"{what}.http", ("url", "credential", "header"), required=("url",))
+            server.http.url = self._text(http["url"], f"{what}.http.url", most=MAX_URL_BYTES, empty=False)
+            if "credential" in http:
+                server.http.credential = self._text(http["credential"], f"{what}.http.credential")
+            if "header" in http:
+                server.http.header = self._text(http["header"], f"{what}.http.header")
+        else:
+            self._stdio(fields["stdio"], what, server)
+        if "enabled_tools" in fields:
+            server.enabled_tools.extend(
+                self._texts(fields["enabled_tools"], f"{what}.enabled_tools", most=MAX_ENABLED_TOOLS)
+            )
+
+    def _stdio(self, node: yaml.Node, what: str, server: agent_pb2.McpServer) -> None:
+        stdio = self._mapping(node, f"{what}.stdio", ("command", "args", "env"), required=("command",))
         server.stdio.command = self._text(
             stdio["command"], f"{what}.stdio.command", most=MAX_COMMAND_BYTES, empty=False
         )
@@ -244,10 +264,6 @@ class _Reader:
                 self._fail(stdio["env"], f"{what}.stdio.env", f"{len(env)} variables, over the limit of {MAX_ENV}")
             for key, value in env.items():
                 server.stdio.env[key] = self._text(value, f"{what}.stdio.env.{key}")
-        if "enabled_tools" in fields:
-            server.enabled_tools.extend(
-                self._texts(fields["enabled_tools"], f"{what}.enabled_tools", most=MAX_ENABLED_TOOLS)
-            )
 
     def _custom_tool(self, node: yaml.Node, what: str, tool: agent_pb2.CustomTool) -> None:
         fields = self._mapping(node, what, ("name", "description", "input_schema"), required=("name", "input_schema"))
@@ -507,12 +523,16 @@ def _tools_document(tools: agent_pb2.Tools) -> dict[str, Any]:
 
 def _mcp_server_document(server: agent_pb2.McpServer) -> dict[str, Any]:
     document: dict[str, Any] = {"name": server.name}
-    stdio: dict[str, Any] = {"command": server.stdio.command}
-    if server.stdio.args:
-        stdio["args"] = list(server.stdio.args)
-    if server.stdio.env:
-        stdio["env"] = dict(sorted(server.stdio.env.items()))
-    document["stdio"] = stdio
+    if server.WhichOneof("transport") == "http":
+        http = {"url": server.http.url, "credential": server.http.credential, "header": server.http.header}
+        document["http"] = {key: value for key, value in http.items() if value}
+    else:
+        stdio: dict[str, Any] = {"command": server.stdio.command}
+        if server.stdio.args:
+            stdio["args"] = list(server.stdio.args)
+        if server.stdio.env:
+            stdio["env"] = dict(sorted(server.stdio.env.items()))
+        document["stdio"] = stdio
     if server.enabled_tools:
         document["enabled_tools"] = list(server.enabled_tools)
     return document

@@ -128,6 +128,9 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
     elif kind == "sandbox_retained":
         retained = event.sandbox_retained
         lines = [f"● sandbox {retained.sandbox_id} kept by agent {retained.agent_id} (retained); released"]
+    elif kind == "mcp_server_unavailable":
+        unavailable = event.mcp_server_unavailable
+        lines = [f"✗ MCP server {unavailable.server} unavailable, going on without it: {unavailable.reason}"]
     elif kind == "sandbox_reconciled":
         reconciled = event.sandbox_reconciled
         lines = [

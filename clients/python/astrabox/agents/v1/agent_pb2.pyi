@@ -115,14 +115,16 @@ class ToolRule(_message.Message):
     def __init__(self, tool: _Optional[str] = ..., policy: _Optional[_Union[ToolPolicy, str]] = ...) -> None: ...
 
 class McpServer(_message.Message):
-    __slots__ = ("name", "stdio", "enabled_tools")
+    __slots__ = ("name", "stdio", "http", "enabled_tools")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STDIO_FIELD_NUMBER: _ClassVar[int]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
     ENABLED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     name: str
     stdio: StdioMcpServer
+    http: HttpMcpServer
     enabled_tools: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioMcpServer, _Mapping]] = ..., enabled_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioMcpServer, _Mapping]] = ..., http: _Optional[_Union[HttpMcpServer, _Mapping]] = ..., enabled_tools: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StdioMcpServer(_message.Message):
     __slots__ = ("command", "args", "env")
@@ -140,6 +142,16 @@ class StdioMcpServer(_message.Message):
     args: _containers.RepeatedScalarFieldContainer[str]
     env: _containers.ScalarMap[str, str]
     def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class HttpMcpServer(_message.Message):
+    __slots__ = ("url", "credential", "header")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    credential: str
+    header: str
+    def __init__(self, url: _Optional[str] = ..., credential: _Optional[str] = ..., header: _Optional[str] = ...) -> None: ...
 
 class Skill(_message.Message):
     __slots__ = ("name", "files")
