@@ -6,6 +6,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
     settings.py      every setting: flag, environment variable, default
     state.py         the agent's durable store (SQLite): held sessions, queued inputs, outbox rows
     errors.py        AgentError, CommandRefused
+    credentials.py   named secrets the agent sends for a session (HTTP MCP servers'): 0600 files, by name
     keyed_locks.py   one lock per session id, dropped when unused
     relay/           the one stream to the control plane (RunnerService.Connect)
       client.py        dial, Hello/Welcome, send outputs, acknowledge, heartbeat, redial
@@ -35,11 +36,13 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
     engines/         engine adapters (Claude Code through claude-agent-sdk), their manifests, and the
                      check at start that the sandbox's user can run the CLI (cli_check.py); a session's
                      agent configuration (agent_config.py) and its SDK options (claude_options.py),
-                     its MCP servers (mcp_servers.py) and skills, installed into the sandbox (skills.py),
-                     and the client's custom tools, an in-process MCP server (custom_tools.py)
+                     its MCP servers (mcp_servers.py: stdio ones in the sandbox; http_mcp.py: HTTP ones
+                     reached from the agent, their credentials never in the sandbox) and skills,
+                     installed into the sandbox (skills.py), and the client's custom tools, an
+                     in-process MCP server (custom_tools.py)
     sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks
     offline_model/   the built-in offline model, an Anthropic-compatible endpoint on loopback
 
 Imports go downwards: main → relay, runtimes → turns, workspace, pool, routes → engines,
-sandboxes → state, errors. Nothing here imports `controlplane` (see the import contracts).
+sandboxes → state, errors, credentials. Nothing here imports `controlplane` (see the import contracts).
 """

@@ -22,6 +22,7 @@ from pathlib import Path
 import structlog
 
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
+from dataplane_agent.credentials import DirectoryCredentials
 from dataplane_agent.engines.base import EngineAdapter, EngineError
 from dataplane_agent.errors import AgentError
 from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
@@ -280,8 +281,11 @@ def _controlplane_ca(settings: AgentSettings) -> bytes | None:
 
 def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:
     from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
+    from dataplane_agent.engines.http_mcp import HttpMcpConnector
 
-    adapter = ClaudeCodeAdapter(cli_path=_cli(settings))
+    # HTTP MCP servers' credentials, by name; never in a sandbox (engines/http_mcp.py).
+    credentials = DirectoryCredentials(settings.credentials_path)
+    adapter = ClaudeCodeAdapter(cli_path=_cli(settings), http_mcp=HttpMcpConnector(credentials))
     return {adapter.kind: adapter}
 
 

@@ -130,6 +130,19 @@ class AgentSettings:
             help="durable outbox, sessions and sandboxes (env %(env)s; default %(default)s)",
         ),
     )
+    # Empty: <state dir>/credentials.
+    credentials_dir: str = field(
+        default="",
+        metadata=option(
+            "--credentials-dir",
+            env="ASTRABOX_AGENT_CREDENTIALS_DIR",
+            help=(
+                "credentials the agent sends to agents' HTTP MCP servers: one file per credential, named after it,"
+                " mode 0600, in a directory of mode 0700, both the agent user's (env %(env)s; default: the"
+                " state dir's credentials/)"
+            ),
+        ),
+    )
     driver: str = field(
         default="local",
         metadata=option(
@@ -364,6 +377,11 @@ class AgentSettings:
     def parser(cls, environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         """`astrabox agent`'s command line, its defaults from `environ` (default os.environ)."""
         return serverkit_settings.parser(cls, environ, prog=PROG, description=DESCRIPTION)
+
+    @property
+    def credentials_path(self) -> Path:
+        """Where the credentials of agents' HTTP MCP servers are (credentials.py)."""
+        return _expanded_path(self.credentials_dir) if self.credentials_dir else self.state_dir / "credentials"
 
     @classmethod
     def from_args(

@@ -97,12 +97,23 @@ class StdioMcpServer:
 
 
 @dataclass(frozen=True, slots=True)
+class HttpMcpServer:
+    """An MCP server the agent reaches over HTTP for the engine (engines/http_mcp.py): its URL, the
+    name of the credential it is sent (empty: none) and the header it goes in (empty: Authorization)."""
+
+    url: str
+    credential: str = ""
+    header: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class McpServer:
     """An MCP server whose tools the model is offered as `mcp__<name>__<tool>` (all of them when
     `enabled_tools` is empty)."""
 
     name: str
     stdio: StdioMcpServer | None = None
+    http: HttpMcpServer | None = None
     enabled_tools: tuple[str, ...] = ()
 
 
@@ -179,6 +190,11 @@ class AgentConfig:
                             env=dict(server.stdio.env),
                         )
                         if server.WhichOneof("transport") == "stdio"
+                        else None
+                    ),
+                    http=(
+                        HttpMcpServer(url=server.http.url, credential=server.http.credential, header=server.http.header)
+                        if server.WhichOneof("transport") == "http"
                         else None
                     ),
                     enabled_tools=tuple(server.enabled_tools),

@@ -81,6 +81,15 @@ class ToolResult:
     is_error: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class McpUnavailable:
+    """An MCP server of the session's agent that the engine runs without, and why (never holding a
+    secret); the runtime reports it (McpServerUnavailable)."""
+
+    server: str
+    reason: str
+
+
 class InteractionBroker(Protocol):
     async def ask(self, request: ToolRequest) -> ToolDecision:
         """Park until a human answers or the turn is settled otherwise."""
@@ -134,6 +143,10 @@ class EngineSession(Protocol):
     @property
     def ended(self) -> bool:
         """The engine's process is gone (it exited, or the session was closed)."""
+
+    @property
+    def mcp_unavailable(self) -> tuple[McpUnavailable, ...]:
+        """The agent's MCP servers this engine was started without (it could not reach them)."""
 
     def outputs(self) -> AsyncIterator[EngineOutput]:
         """Every SDK message, in order, until the engine process ends."""

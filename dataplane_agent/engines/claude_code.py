@@ -60,10 +60,12 @@ from dataplane_agent.engines.base import (
     EngineManifest,
     EngineOutput,
     InteractionBroker,
+    McpUnavailable,
     PermissionModeRefused,
     ToolRequest,
 )
 from dataplane_agent.engines.claude_options import PRESET_PROMPT, with_agent_config
+from dataplane_agent.engines.http_mcp import HttpMcpConnector
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.engines.skills import install_skills
 from dataplane_agent.sandboxes.base import ENGINE_MARKER, Sandbox, SandboxDriver, SandboxError
@@ -185,9 +187,12 @@ class ClaudeCodeAdapter:
         connect_timeout: float = 90.0,
         control_timeout: float = 30.0,
         close_timeout: float = 30.0,
+        http_mcp: HttpMcpConnector | None = None,
     ) -> None:
         self._cli_path = Path(cli_path) if cli_path is not None else BUNDLED_CLI
         self._timeouts = _Timeouts(connect_timeout, control_timeout, close_timeout)
+        # The agent's HTTP MCP servers are reached from here, with credentials the sandbox never sees.
+        self._http_mcp = http_mcp or HttpMcpConnector()
 
     async def start(self, sandbox: Sandbox, driver: SandboxDriver, config: EngineConfig) -> ClaudeCodeSession:
         if not self._cli_path.is_file():
@@ -222,8 +227,9 @@ class ClaudeCodeAdapter:
             can_use_tool=gate,
             stderr=stderr_tail.append,
         )
-        # The session's agent: its system prompt, tools and their policies, skills, limits.
-        options = with_agent_config(base, config.agent_config, config.interactions)
+        # The session's agent: its system prompt, tools and their policies, MCP servers, skills, limits.
+        http = await self._http_mcp.connect(config.agent_config.mcp_servers)
+        options = with_agent_config(base, config.agent_config, config.interactions, http.servers)
         session = ClaudeCodeSession(
             ClaudeSDKClient(options),
             sandbox,
@@ -234,6 +240,7 @@ class ClaudeCodeAdapter:
             model=config.model,
             engine_session_id=config.resume_engine_session_id,
             gate=gate,
+            mcp_unavailable=http.unavailable,
         )
         await session.connect()
         return session
@@ -258,8 +265,10 @@ class ClaudeCodeSession:
         model: str,
         engine_session_id: str,
         gate: _ToolGate | None,
+        mcp_unavailable: tuple[McpUnavailable, ...] = (),
     ) -> None:
         self._client = client
+        self._mcp_unavailable = mcp_unavailable
         self._sandbox = sandbox
         self._processes = processes
         self._timeouts = timeouts
@@ -285,6 +294,10 @@ class ClaudeCodeSession:
     @property
     def ended(self) -> bool:
         return self._closed or self._ended is not None
+
+    @property
+    def mcp_unavailable(self) -> tuple[McpUnavailable, ...]:
+        return self._mcp_unavailable
 
     @property
     def permission_mode(self) -> str:

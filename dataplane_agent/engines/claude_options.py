@@ -7,7 +7,8 @@ this only says which of their options each setting is.
     tools.enabled              `tools` (empty: the CLI's default set)
     tool policies              a PreToolUse hook, `ToolPolicyHook`
     limits.max_turns           `max_turns` (model round trips for one message)
-    mcp_servers                `mcp_servers` and `strict_mcp_config` (see mcp_servers.py)
+    mcp_servers, stdio         `mcp_servers` and `strict_mcp_config` (see mcp_servers.py)
+    mcp_servers, http          `mcp_servers`: in-process SDK servers forwarding to them (http_mcp.py)
     mcp_servers.enabled_tools  a PreToolUse hook refusing the server's other tools
     skills                     `skills`, their names (installed by skills.py)
     custom_tools               an in-process SDK MCP server "client" (custom_tools.py), its tools in
@@ -37,9 +38,10 @@ A configuration with no policy installs no hook.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
-from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookInput, HookMatcher
+from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookInput, HookMatcher, McpSdkServerConfig
 from claude_agent_sdk.types import HookJSONOutput, SystemPromptPreset
 
 from dataplane_agent.engines import custom_tools
@@ -55,10 +57,14 @@ _HOOK_TIMEOUT_SECONDS = 30.0
 
 
 def with_agent_config(
-    options: ClaudeAgentOptions, config: AgentConfig, broker: InteractionBroker | None = None
+    options: ClaudeAgentOptions,
+    config: AgentConfig,
+    broker: InteractionBroker | None = None,
+    http_servers: Mapping[str, McpSdkServerConfig] | None = None,
 ) -> ClaudeAgentOptions:
     """`options` with what `config` sets; the default configuration changes nothing. `broker`
-    is asked for the client's result of each custom tool call."""
+    is asked for the client's result of each custom tool call; `http_servers`: the in-process
+    servers standing for the agent's HTTP servers that could be reached (http_mcp.py)."""
     if config.is_default:
         return options
     changes: dict[str, Any] = {"system_prompt": system_prompt(config.system_prompt)}
@@ -81,7 +87,7 @@ def with_agent_config(
     if config.limits.max_turns:
         changes["max_turns"] = config.limits.max_turns
     # The agent's MCP servers and no other: not one the sandbox's own code names in the workspace.
-    changes["mcp_servers"] = sdk_servers(config.mcp_servers)
+    changes["mcp_servers"] = {**sdk_servers(config.mcp_servers), **(http_servers or {})}
     changes["strict_mcp_config"] = True
     if config.custom_tools:
         # Asking the client for the result is the approval: the CLI asks no one else first.

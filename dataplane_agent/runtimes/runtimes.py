@@ -197,7 +197,7 @@ class Runtimes:
         # What this start reports, committed together with the runtime's record at the end, in one
         # transaction (and so one batch to the control plane); but when a CLI start follows (hundreds
         # of milliseconds), the sandbox's phase goes first, for watchers to see the progress.
-        reports: list[pb.StartupPhase | pb.EngineInfo] = [
+        reports: list[pb.StartupPhase | pb.EngineInfo | pb.McpServerUnavailable] = [
             pb.StartupPhase(phase="sandbox_claimed" if claimed else "sandbox_created", duration_ms=sandbox_ms)
         ]
         if claimed is None or claimed.engine is None:
@@ -227,6 +227,7 @@ class Runtimes:
         try:
             phase = "engine_adopted" if adopted else "engine_connected"
             reports.append(pb.StartupPhase(phase=phase, duration_ms=_ms_since(connecting)))
+            reports.extend(_mcp_unavailable(engine))
             if manifest.supports_server_info and (info := await self._launcher.server_info(session_id, engine)):
                 reports.append(info)
             record = SessionRecord(
@@ -528,6 +529,8 @@ class Runtimes:
                 # The runtime is up again: after a loss, an idle stop, an engine replaced or an
                 # agent restart alike, so the control plane's view follows.
                 self._outbox.append_tx(c, session_id, "", _runtime_started(sandbox, sandbox_ms))
+                for unavailable in _mcp_unavailable(engine):
+                    self._outbox.append_tx(c, session_id, "", unavailable)
 
             await self._db.write(tx)
         except BaseException:
@@ -602,3 +605,8 @@ def _runtime_started(sandbox: Sandbox, sandbox_ms: int) -> pb.RuntimeStarted:
 
 def _ms_since(began: float) -> int:
     return int((time.monotonic() - began) * 1000)
+
+
+def _mcp_unavailable(engine: EngineSession) -> list[pb.McpServerUnavailable]:
+    """The agent's MCP servers the engine started without: reported, the session going on."""
+    return [pb.McpServerUnavailable(server=u.server, reason=u.reason) for u in engine.mcp_unavailable]

@@ -31,6 +31,7 @@ from dataplane_agent.engines.base import (
     EngineError,
     EngineManifest,
     EngineOutput,
+    McpUnavailable,
     PermissionModeRefused,
     ToolDecision,
     ToolRequest,
@@ -146,6 +147,7 @@ class ScriptedEngineSession:
     decisions: list[ToolDecision] = field(default_factory=list)
     # The sandbox and config of the session that adopted this (pre-started) engine.
     adopted: tuple[Sandbox, EngineConfig] | None = None
+    mcp_unavailable: tuple[McpUnavailable, ...] = ()
     _queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     _interrupted: asyncio.Event = field(default_factory=asyncio.Event)
     _turn: asyncio.Task[None] | None = None
@@ -264,8 +266,11 @@ class ScriptedEngine:
         manifest: EngineManifest | None = MANIFEST,
         close_delay: float = 0.0,
         refused_modes: Sequence[str] = (),
+        mcp_unavailable: Sequence[McpUnavailable] = (),
     ) -> None:
         self.default_turn = list(default_turn)
+        # The agent's MCP servers each session says it was started without.
+        self.mcp_unavailable = tuple(mcp_unavailable)
         # Modes a message may not ask for (as an engine's settings may forbid one).
         self.refused_modes = tuple(refused_modes)
         self.turns = [list(t) for t in turns]
@@ -282,7 +287,9 @@ class ScriptedEngine:
     async def start(self, sandbox: Sandbox, driver: SandboxDriver, config: EngineConfig) -> ScriptedEngineSession:
         if self.fail_start:
             raise EngineError(self.fail_start)
-        session = ScriptedEngineSession(self, config, engine_session_id=config.resume_engine_session_id)
+        session = ScriptedEngineSession(
+            self, config, engine_session_id=config.resume_engine_session_id, mcp_unavailable=self.mcp_unavailable
+        )
         self.sessions.append(session)
         self.events.append(("started", session))
         return session

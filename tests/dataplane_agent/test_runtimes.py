@@ -11,6 +11,7 @@ import grpc
 from astrabox.agents.v1 import agent_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.agent_config import AgentConfig, ToolPolicy
+from dataplane_agent.engines.base import McpUnavailable
 from dataplane_agent.runtimes.runtimes import NO_MANIFEST_REASON, RESTART_ABORT_REASON, RESTART_QUEUED_REASON
 from dataplane_agent.sandboxes.base import DestroyVerdict
 from tests.dataplane_agent.fakes import (
@@ -421,6 +422,24 @@ async def test_the_sessions_agent_configuration_reaches_every_engine_start(tmp_p
         await agent.command("s-1", **deliver("t-2"))
         await agent.wait_for("s-1", "ResultMessage", 2)
         assert engine.last is not before and engine.last.config.agent_config == expected
+
+
+async def test_mcp_servers_an_engine_started_without_are_reported_at_each_start(tmp_path: Path) -> None:
+    down = McpUnavailable("tickets", "http://127.0.0.1:9/mcp could not be reached: ConnectError")
+    engine = ScriptedEngine(result_turn("eng-5"), mcp_unavailable=[down])
+    async with running_agent(tmp_path, engine, DirectorySandboxDriver(tmp_path / "sandboxes")) as agent:
+        await agent.command("s-1", **start())
+        outputs = await agent.outputs("s-1")
+        assert kinds(outputs)[-3:] == ["mcp_server_unavailable", "startup_phase", "runtime_started"]
+        reported = outputs[-3].mcp_server_unavailable
+        assert (reported.server, reported.reason) == (down.server, down.reason) and outputs[-3].turn_id == ""
+        # The session goes on: a stopped runtime started again reports it again, beside RuntimeStarted.
+        await agent.command("s-1", stop_runtime=pb.StopRuntime(reason="idle"))
+        await agent.command("s-1", **deliver("t-1"))
+        await agent.wait_for("s-1", "ResultMessage")
+        later = kinds(await agent.outputs("s-1"))
+        assert later.count("mcp_server_unavailable") == 2
+        assert later[later.index("runtime_started", later.index("runtime_stopped")) + 1] == "mcp_server_unavailable"
 
 
 async def test_a_session_without_an_agent_runs_the_engines_defaults(tmp_path: Path) -> None:
