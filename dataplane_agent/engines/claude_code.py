@@ -228,7 +228,7 @@ class ClaudeCodeAdapter:
             stderr=stderr_tail.append,
         )
         # The session's agent: its system prompt, tools and their policies, MCP servers, skills, limits.
-        http = await self._http_mcp.connect(config.agent_config.mcp_servers)
+        http = await self._http_mcp.connect(config.agent_config)
         options = with_agent_config(base, config.agent_config, config.interactions, http.servers)
         session = ClaudeCodeSession(
             ClaudeSDKClient(options),

@@ -10,7 +10,10 @@ sandbox sees `mcp__<name>__<tool>` like any other MCP tool, and asks the SDK, ov
 channel, to call one; the agent makes the call on a connection of its own, adding the credential.
 So the secret stays in the agent's process: not in the CLI's environment, command line or
 `--mcp-config`, not in a file of the sandbox. `enabled_tools` and the agent's tool policies apply
-to these tools as to a stdio server's (mcp_servers.py, claude_options.py: PreToolUse hooks by name).
+to these tools as to a stdio server's (mcp_servers.py, claude_options.py: PreToolUse hooks by name),
+and more firmly: the CLI, which enforces those hooks, runs in the sandbox, so a tool left out of
+`enabled_tools` or denied by a policy is not offered by the in-process server at all, and cannot be
+called with the credential whatever the sandbox's code does. (`ask` is the CLI's to hold.)
 
 Every call opens its own short connection (initialize, call, close): no session to keep alive or
 lose between turns, and a rotated credential is read again at the next call. Every wait is bounded
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,8 +39,9 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from dataplane_agent.credentials import Credentials, CredentialUnavailable, NoCredentials
-from dataplane_agent.engines.agent_config import HttpMcpServer, McpServer
+from dataplane_agent.engines.agent_config import AgentConfig, HttpMcpServer, McpServer, ToolPolicy, Tools
 from dataplane_agent.engines.base import McpUnavailable
+from dataplane_agent.engines.mcp_servers import cli_tool_name
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -73,17 +77,17 @@ class HttpMcpConnector:
         self._credentials = credentials if credentials is not None else NoCredentials()
         self._timeouts = timeouts or HttpMcpTimeouts()
 
-    async def connect(self, servers: Sequence[McpServer]) -> HttpMcpServers:
-        """The SDK servers of `servers`' HTTP ones that could be reached; the others, unavailable."""
-        http = [server for server in servers if server.http is not None]
+    async def connect(self, config: AgentConfig) -> HttpMcpServers:
+        """The SDK servers of the agent's HTTP servers that could be reached; the others, unavailable."""
+        http = [server for server in config.mcp_servers if server.http is not None]
         if not http:
             return HttpMcpServers({})
-        results = await asyncio.gather(*(self._connect_one(server) for server in http))
+        results = await asyncio.gather(*(self._connect_one(server, config.tools) for server in http))
         offered = {name: config for name, config in results if isinstance(config, dict)}
         unavailable = tuple(result for _, result in results if isinstance(result, McpUnavailable))
         return HttpMcpServers(offered, unavailable)
 
-    async def _connect_one(self, server: McpServer) -> tuple[str, McpSdkServerConfig | McpUnavailable]:
+    async def _connect_one(self, server: McpServer, policies: Tools) -> tuple[str, McpSdkServerConfig | McpUnavailable]:
         assert server.http is not None
         try:
             remote = _Remote(server.name, server.http, self._resolve(server.http), self._timeouts)
@@ -98,8 +102,9 @@ class HttpMcpConnector:
             )
         except RemoteFailed as failed:  # the session goes on without the server
             return server.name, self._left_out(server.name, str(failed))
-        log.info("http_mcp_server_connected", server=server.name, tools=len(tools))
-        sdk_tools = [_sdk_tool(remote, tool, self._timeouts.call) for tool in tools]
+        offered = [tool for tool in tools if _offered(server, policies, str(tool.name))]
+        log.info("http_mcp_server_connected", server=server.name, tools=len(tools), offered=len(offered))
+        sdk_tools = [_sdk_tool(remote, tool, self._timeouts.call) for tool in offered]
         return server.name, create_sdk_mcp_server(server.name, tools=sdk_tools)
 
     def _resolve(self, http: HttpMcpServer) -> str:
@@ -183,6 +188,15 @@ class _Remote:
         if len(self._secret) >= 4:
             text = text.replace(self._secret, "[redacted]")
         return text
+
+
+def _offered(server: McpServer, policies: Tools, tool: str) -> bool:
+    """Whether the engine is given `tool` at all: enabled, and not denied by the agent's policies.
+    The hooks in the CLI refuse the others too, but the CLI runs in the sandbox; what is not
+    offered here cannot be called with the credential whatever the sandbox does."""
+    if server.enabled_tools and tool not in server.enabled_tools:
+        return False
+    return policies.policy_for(cli_tool_name(server.name, tool)) is not ToolPolicy.DENY
 
 
 def _sdk_tool(remote: _Remote, tool: Any, call_timeout: float) -> SdkMcpTool[Any]:

@@ -84,5 +84,10 @@ def _server_of(servers: Sequence[McpServer], tool_name: str) -> McpServer | None
     return max(owners, key=lambda server: len(server.name), default=None)
 
 
+def cli_tool_name(server: str, tool: str) -> str:
+    """The name the CLI gives `tool` of `server`: `mcp__<server>__<tool>`."""
+    return f"{_PREFIX}{_cli_name(server)}__{_cli_name(tool)}"
+
+
 def _cli_name(name: str) -> str:
     return _UNSAFE.sub("_", name)

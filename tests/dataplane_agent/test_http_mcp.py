@@ -17,7 +17,7 @@ import pytest
 from mcp.client.client import Client
 
 from dataplane_agent.credentials import CredentialUnavailable, DirectoryCredentials
-from dataplane_agent.engines.agent_config import HttpMcpServer, McpServer
+from dataplane_agent.engines.agent_config import AgentConfig, HttpMcpServer, McpServer, ToolPolicy, ToolRule, Tools
 from dataplane_agent.engines.http_mcp import HttpMcpConnector, HttpMcpTimeouts
 from tests.support.processes import Process
 
@@ -54,6 +54,10 @@ def credentials(tmp_path: Path, secret: str) -> Path:
     return directory
 
 
+def _agent(*servers: McpServer, tools: Tools | None = None) -> AgentConfig:
+    return AgentConfig(mcp_servers=servers, tools=tools or Tools())
+
+
 def _server(name: str, url: str, credential: str = "good", header: str = "") -> McpServer:
     return McpServer(name=name, http=HttpMcpServer(url=url, credential=credential, header=header))
 
@@ -64,7 +68,7 @@ async def test_the_servers_tools_are_offered_and_a_call_is_forwarded_with_the_cr
     url, _ = server
     connector = HttpMcpConnector(DirectoryCredentials(credentials))
 
-    connected = await connector.connect([_server("tickets", url)])
+    connected = await connector.connect(_agent(_server("tickets", url)))
 
     assert connected.unavailable == ()
     async with Client(connected.servers["tickets"]["instance"]) as engine_side:
@@ -75,6 +79,23 @@ async def test_the_servers_tools_are_offered_and_a_call_is_forwarded_with_the_cr
         assert not added.is_error and added.content[0].text == "42"
 
 
+async def test_only_tools_enabled_and_not_denied_are_offered_so_only_they_can_be_called(server, credentials) -> None:
+    url, _ = server
+    restricted = McpServer(
+        name="tickets", http=HttpMcpServer(url=url, credential="good"), enabled_tools=("echo", "add")
+    )
+    denying = Tools(rules=(ToolRule("mcp__tickets__add", ToolPolicy.DENY),), default_policy=ToolPolicy.ALLOW)
+
+    connected = await HttpMcpConnector(DirectoryCredentials(credentials)).connect(_agent(restricted, tools=denying))
+
+    async with Client(connected.servers["tickets"]["instance"]) as engine_side:
+        assert [tool.name for tool in (await engine_side.list_tools()).tools] == ["echo"]
+        for tool, arguments in (("add", {"a": 1, "b": 2}), ("where", {})):
+            refused = await engine_side.call_tool(tool, arguments)
+            assert refused.is_error and "not found" in refused.content[0].text
+    assert not (credentials.parent / "served" / "mcp-calls.log").exists()
+
+
 async def test_servers_that_cannot_be_used_are_reported_by_name_without_the_secret(server, credentials, secret) -> None:
     url, _ = server
     (credentials / "open").write_text(secret)
@@ -82,14 +103,14 @@ async def test_servers_that_cannot_be_used_are_reported_by_name_without_the_secr
     connector = HttpMcpConnector(DirectoryCredentials(credentials), HttpMcpTimeouts(connect=10, call=10))
 
     connected = await connector.connect(
-        [
+        _agent(
             _server("ok", url),
             _server("wrong", url, credential="bad"),
             _server("header", url, header="X-Api-Key"),  # the secret, but not where the server wants it
             _server("unknown", url, credential="nobody"),
             _server("readable", url, credential="open"),
             _server("down", "http://127.0.0.1:9/mcp"),
-        ]
+        )
     )
 
     assert list(connected.servers) == ["ok"]
@@ -105,7 +126,7 @@ async def test_servers_that_cannot_be_used_are_reported_by_name_without_the_secr
 
 async def test_a_server_gone_after_the_start_is_an_error_result_the_model_reads(server, credentials, secret) -> None:
     url, process = server
-    connected = await HttpMcpConnector(DirectoryCredentials(credentials)).connect([_server("tickets", url)])
+    connected = await HttpMcpConnector(DirectoryCredentials(credentials)).connect(_agent(_server("tickets", url)))
     process.stop()
 
     async with Client(connected.servers["tickets"]["instance"]) as engine_side:

@@ -6,7 +6,8 @@ The data-plane agent holds the credential (a 0600 file in its --credentials-dir)
 server itself and offers its tools to the engine: the model calls one and the result is journaled.
 The secret appears nowhere the sandbox, a client or an operator's log could show it: not in the
 sandbox's files, not in any process's environment or command line but the server's own, not in the
-journal, not in the control plane's or the agent's logs. Three servers that cannot be used (the
+journal, not in the control plane's or the agent's logs. A tool left out of the server's
+`enabled_tools` is not offered to the engine at all. Three servers that cannot be used (the
 wrong credential, a credential the agent does not hold, an address nobody listens on) are each an
 MCP_SERVER_UNAVAILABLE event naming the server, and the turn completes all the same."""
 
@@ -133,6 +134,7 @@ async def test_an_http_mcp_server_is_called_through_the_agent_and_its_credential
             init = next(p for t, p in engine_messages(events) if t == "SystemMessage" and p["subtype"] == "init")
             assert [(s["name"], s["status"]) for s in init["data"]["mcp_servers"]] == [("tickets", "connected")]
             assert {"mcp__tickets__echo", "mcp__tickets__where"} <= set(init["data"]["tools"])
+            assert "mcp__tickets__add" not in init["data"]["tools"]  # left out of its enabled_tools
             (result,) = _tool_results(events)
             assert not result["is_error"] and "hello over http" in json.dumps(result["content"])
             calls = (served / "mcp-calls.log").read_text().splitlines()
@@ -148,6 +150,17 @@ async def test_an_http_mcp_server_is_called_through_the_agent_and_its_credential
             assert "refused the credential (HTTP 401)" in unavailable["refused"]
             assert "nobody.token" in unavailable["nocred"] and "no credential" in unavailable["nocred"]
             assert "could not be reached" in unavailable["gone"]
+
+            # A tool left out of enabled_tools is not offered at all: the agent holds the credential,
+            # so what the CLI in the sandbox enforces is not all there is.
+            accepted = await client.send_message(
+                session.session_id, 'tool: mcp__tickets__add {"a": 2, "b": 3}', client_message_id="m2"
+            )
+            events = await collect_turn(client, session.session_id, accepted.turn_id)
+            (refused,) = _tool_results([e for e in events if e.turn_id == accepted.turn_id])
+            assert refused["is_error"] and "No such tool available: mcp__tickets__add" in json.dumps(refused["content"])
+            assert len((served / "mcp-calls.log").read_text().splitlines()) == 1
+            journal = [event async for event in client.iter_events(session.session_id)]
 
             # The secret is nowhere but the server and the agent's credentials directory.
             needle = secret.encode()
