@@ -282,10 +282,16 @@ def _controlplane_ca(settings: AgentSettings) -> bytes | None:
 def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:
     from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
     from dataplane_agent.engines.http_mcp import HttpMcpConnector
+    from dataplane_agent.engines.mcp_destinations import McpDestinations, parse_networks
 
     # HTTP MCP servers' credentials, by name; never in a sandbox (engines/http_mcp.py).
     credentials = DirectoryCredentials(settings.credentials_path)
-    adapter = ClaudeCodeAdapter(cli_path=_cli(settings), http_mcp=HttpMcpConnector(credentials))
+    try:
+        destinations = McpDestinations(parse_networks(settings.mcp_allowed_networks))
+    except ValueError as error:
+        raise AgentError(f"--mcp-allowed-networks: {error}") from None
+    connector = HttpMcpConnector(credentials, destinations=destinations)
+    adapter = ClaudeCodeAdapter(cli_path=_cli(settings), http_mcp=connector)
     return {adapter.kind: adapter}
 
 

@@ -143,6 +143,19 @@ class AgentSettings:
             ),
         ),
     )
+    # CIDRs of non-public networks agents' HTTP MCP servers may be in (engines/mcp_destinations.py).
+    mcp_allowed_networks: str = field(
+        default="",
+        metadata=option(
+            "--mcp-allowed-networks",
+            env="ASTRABOX_AGENT_MCP_ALLOWED_NETWORKS",
+            help=(
+                "comma-separated CIDRs of non-public networks (loopback, private, link-local) that agent"
+                " definitions' HTTP MCP servers may be in, e.g. 10.20.0.0/16; public addresses need none"
+                " (env %(env)s; default: none)"
+            ),
+        ),
+    )
     driver: str = field(
         default="local",
         metadata=option(

@@ -21,7 +21,9 @@ lose between turns, and a rotated credential is read again at the next call. Eve
 agent does not hold, when the engine starts, is left out: the engine starts without it, and the
 session's runtime reports it (McpServerUnavailable, journaled as MCP_SERVER_UNAVAILABLE) with the
 server's name. A call that fails later is an error result the model reads. No reason, log line or
-result carries the secret: every message passes through a redactor that blanks it.
+result carries the secret: every message passes through a redactor that blanks it. A server whose
+host is not public (loopback, private, link-local such as a cloud's metadata address) is reached
+only inside the networks the operator allows (`mcp_destinations.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from mcp.client.streamable_http import streamable_http_client
 from dataplane_agent.credentials import Credentials, CredentialUnavailable, NoCredentials
 from dataplane_agent.engines.agent_config import AgentConfig, HttpMcpServer, McpServer, ToolPolicy, Tools
 from dataplane_agent.engines.base import McpUnavailable
+from dataplane_agent.engines.mcp_destinations import DestinationRefused, McpDestinations
 from dataplane_agent.engines.mcp_servers import cli_tool_name
 
 log = structlog.get_logger(__name__)
@@ -73,9 +76,15 @@ class HttpMcpServers:
 class HttpMcpConnector:
     """Connects a session's HTTP MCP servers for its engine (see the module docstring)."""
 
-    def __init__(self, credentials: Credentials | None = None, timeouts: HttpMcpTimeouts | None = None) -> None:
+    def __init__(
+        self,
+        credentials: Credentials | None = None,
+        timeouts: HttpMcpTimeouts | None = None,
+        destinations: McpDestinations | None = None,
+    ) -> None:
         self._credentials = credentials if credentials is not None else NoCredentials()
         self._timeouts = timeouts or HttpMcpTimeouts()
+        self._destinations = destinations or McpDestinations()
 
     async def connect(self, config: AgentConfig) -> HttpMcpServers:
         """The SDK servers of the agent's HTTP servers that could be reached; the others, unavailable."""
@@ -90,7 +99,8 @@ class HttpMcpConnector:
     async def _connect_one(self, server: McpServer, policies: Tools) -> tuple[str, McpSdkServerConfig | McpUnavailable]:
         assert server.http is not None
         try:
-            remote = _Remote(server.name, server.http, self._resolve(server.http), self._timeouts)
+            secret = self._resolve(server.http)
+            remote = _Remote(server.name, server.http, secret, self._timeouts, self._destinations)
         except CredentialUnavailable as unavailable:
             return server.name, self._left_out(server.name, f"its credential is not available: {unavailable}")
         try:
@@ -126,9 +136,12 @@ class RemoteFailed(Exception):
 class _Remote:
     """One HTTP MCP server with its secret: connections that carry it, messages that never do."""
 
-    def __init__(self, name: str, http: HttpMcpServer, secret: str, timeouts: HttpMcpTimeouts) -> None:
+    def __init__(
+        self, name: str, http: HttpMcpServer, secret: str, timeouts: HttpMcpTimeouts, destinations: McpDestinations
+    ) -> None:
         self.name = name
         self.url = http.url
+        self._destinations = destinations
         # Each HTTP exchange within the longest wait (the caller bounds the whole with its own).
         self._http_timeout = httpx2.Timeout(max(timeouts.call, timeouts.connect), connect=timeouts.connect)
         self._secret = secret
@@ -167,6 +180,10 @@ class _Remote:
             if response.status_code in (401, 403):
                 refusals.append(response.status_code)
 
+        try:
+            await self._destinations.check(self.url)
+        except DestinationRefused as refused:
+            raise RemoteFailed(str(refused)) from None
         try:
             async with httpx2.AsyncClient(
                 headers=self._headers,

@@ -19,6 +19,7 @@ from mcp.client.client import Client
 from dataplane_agent.credentials import CredentialUnavailable, DirectoryCredentials
 from dataplane_agent.engines.agent_config import AgentConfig, HttpMcpServer, McpServer, ToolPolicy, ToolRule, Tools
 from dataplane_agent.engines.http_mcp import HttpMcpConnector, HttpMcpTimeouts
+from dataplane_agent.engines.mcp_destinations import DestinationRefused, McpDestinations, parse_networks
 from tests.support.processes import Process
 
 
@@ -58,6 +59,10 @@ def _agent(*servers: McpServer, tools: Tools | None = None) -> AgentConfig:
     return AgentConfig(mcp_servers=servers, tools=tools or Tools())
 
 
+# The test servers listen on loopback, which an agent reaches only when its operator allows it.
+LOOPBACK = McpDestinations(parse_networks("127.0.0.0/8"))
+
+
 def _server(name: str, url: str, credential: str = "good", header: str = "") -> McpServer:
     return McpServer(name=name, http=HttpMcpServer(url=url, credential=credential, header=header))
 
@@ -66,7 +71,7 @@ async def test_the_servers_tools_are_offered_and_a_call_is_forwarded_with_the_cr
     server, credentials, secret
 ) -> None:
     url, _ = server
-    connector = HttpMcpConnector(DirectoryCredentials(credentials))
+    connector = HttpMcpConnector(DirectoryCredentials(credentials), destinations=LOOPBACK)
 
     connected = await connector.connect(_agent(_server("tickets", url)))
 
@@ -86,7 +91,9 @@ async def test_only_tools_enabled_and_not_denied_are_offered_so_only_they_can_be
     )
     denying = Tools(rules=(ToolRule("mcp__tickets__add", ToolPolicy.DENY),), default_policy=ToolPolicy.ALLOW)
 
-    connected = await HttpMcpConnector(DirectoryCredentials(credentials)).connect(_agent(restricted, tools=denying))
+    connected = await HttpMcpConnector(DirectoryCredentials(credentials), destinations=LOOPBACK).connect(
+        _agent(restricted, tools=denying)
+    )
 
     async with Client(connected.servers["tickets"]["instance"]) as engine_side:
         assert [tool.name for tool in (await engine_side.list_tools()).tools] == ["echo"]
@@ -100,7 +107,7 @@ async def test_servers_that_cannot_be_used_are_reported_by_name_without_the_secr
     url, _ = server
     (credentials / "open").write_text(secret)
     (credentials / "open").chmod(0o644)
-    connector = HttpMcpConnector(DirectoryCredentials(credentials), HttpMcpTimeouts(connect=10, call=10))
+    connector = HttpMcpConnector(DirectoryCredentials(credentials), HttpMcpTimeouts(connect=10, call=10), LOOPBACK)
 
     connected = await connector.connect(
         _agent(
@@ -126,7 +133,9 @@ async def test_servers_that_cannot_be_used_are_reported_by_name_without_the_secr
 
 async def test_a_server_gone_after_the_start_is_an_error_result_the_model_reads(server, credentials, secret) -> None:
     url, process = server
-    connected = await HttpMcpConnector(DirectoryCredentials(credentials)).connect(_agent(_server("tickets", url)))
+    connected = await HttpMcpConnector(DirectoryCredentials(credentials), destinations=LOOPBACK).connect(
+        _agent(_server("tickets", url))
+    )
     process.stop()
 
     async with Client(connected.servers["tickets"]["instance"]) as engine_side:
@@ -158,3 +167,22 @@ def test_a_credential_is_read_only_from_a_private_file_of_the_agents_user(tmp_pa
     directory.chmod(0o755)
     with pytest.raises(CredentialUnavailable, match=r"directory .* may be read by others"):
         store.resolve("token")
+
+
+async def test_a_server_on_a_network_the_operator_did_not_allow_is_left_out(server, credentials) -> None:
+    """A definition cannot make the agent reach what only its host reaches: loopback, the private
+    network, a cloud's metadata address."""
+    url, _ = server
+    connected = await HttpMcpConnector(DirectoryCredentials(credentials)).connect(_agent(_server("tickets", url)))
+    assert connected.servers == {}
+    [left_out] = connected.unavailable
+    assert left_out.server == "tickets" and "loopback address" in left_out.reason
+    assert "--mcp-allowed-networks" in left_out.reason
+    default = McpDestinations()
+    for target in ("http://169.254.169.254/latest/meta-data/", "http://10.1.2.3/mcp", "http://[::1]:80/mcp"):
+        with pytest.raises(DestinationRefused):
+            await default.check(target)
+    await default.check("https://93.184.216.34/mcp")  # a public address needs no allowance
+    await McpDestinations(parse_networks("10.0.0.0/8")).check("http://10.1.2.3/mcp")
+    with pytest.raises(ValueError, match="not a network"):
+        parse_networks("10.0.0.0/8, intranet")

@@ -112,7 +112,7 @@ async def test_an_http_mcp_server_is_called_through_the_agent_and_its_credential
         credentials.mkdir(mode=0o700)
         _private(credentials / "tickets.token", secret)
         _private(credentials / "wrong.token", f"wrong-{uuid.uuid4().hex}")
-        stack = stacks(args=("--credentials-dir", str(credentials)))
+        stack = stacks(args=("--credentials-dir", str(credentials), "--mcp-allowed-networks", "127.0.0.0/8"))
 
         async with grpc.aio.insecure_channel(stack.address) as channel:
             agents = agent_service_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
