@@ -37,7 +37,8 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
                      check at start that the sandbox's user can run the CLI (cli_check.py); a session's
                      agent configuration (agent_config.py) and its SDK options (claude_options.py),
                      its MCP servers (mcp_servers.py: stdio ones in the sandbox; http_mcp.py: HTTP ones
-                     reached from the agent, their credentials never in the sandbox) and skills,
+                     reached from the agent, their credentials never in the sandbox, only at public
+                     addresses or networks the operator allows: mcp_destinations.py) and skills,
                      installed into the sandbox (skills.py), and the client's custom tools, an
                      in-process MCP server (custom_tools.py)
     sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks
