@@ -19,7 +19,10 @@ before the event that ends the turn. When the runtime itself is gone (lost,
 released, its engine ended) its background tasks end with it
 (BACKGROUND_TASK_LOST) and so does every tool call still open. A turn the
 control plane ends on its own (`settle_here`) is settled the same way, and its
-agent is told to let go of it.
+agent is told to let go of it. A settled turn's DeliverInput that no agent has
+acknowledged is withdrawn (acknowledged here, with the reason), so an agent
+that reconnects or restarts later is not sent it again and never runs an
+ended turn.
 """
 
 from __future__ import annotations
@@ -160,6 +163,7 @@ class Turns:
         if event is not None:
             await tx.append(session_id, [event])
         await store.turns.set_state(tx.conn, session_id, turn_id, outcome.value)
+        await self._withdraw_input(tx, session_id, turn_id, reason or f"the turn {outcome.value}")
         state = SessionState(row["state"])
         await store.sessions.update(
             tx.conn,
@@ -171,6 +175,19 @@ class Turns:
         )
         await self.dispatch_next(tx, session_id)
         return True
+
+    @staticmethod
+    async def _withdraw_input(tx: JournalTransaction, session_id: str, turn_id: str, reason: str) -> None:
+        """The ended turn's DeliverInput, if no agent has acknowledged it, is withdrawn (acknowledged
+        here, with the reason): an agent that reconnects, or restarts, after the settle gets it no more,
+        so it never runs a turn that has ended (a chaos round saw one run in an archived session)."""
+        for row in await store.agent_commands.unacked_for_session(tx.conn, session_id):
+            command = runner_pb2.Command.FromString(row["body"])
+            if command.HasField("deliver_input") and command.deliver_input.turn_id == turn_id:
+                await store.agent_commands.acknowledge(
+                    tx.conn, row["agent_id"], row["command_seq"], f"withdrawn: {reason}"
+                )
+                log.info("input_withdrawn", session_id=session_id, turn_id=turn_id, agent_id=row["agent_id"])
 
     async def settle_here(
         self, tx: JournalTransaction, session_id: str, turn_id: str, outcome: TurnOutcome, reason: str

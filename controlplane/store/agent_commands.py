@@ -35,6 +35,16 @@ async def unacked(
     return rows
 
 
+async def unacked_for_session(conn: asyncpg.Connection, session_id: str) -> list[asyncpg.Record]:
+    """The session's commands no agent has acknowledged: agent_id, command_seq, body."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        "SELECT agent_id, command_seq, body FROM agent_commands WHERE session_id = $1 AND acked_at IS NULL"
+        " ORDER BY agent_id, command_seq",
+        session_id,
+    )
+    return rows
+
+
 async def acknowledge(conn: asyncpg.Connection, agent_id: str, command_seq: int, error: str) -> asyncpg.Record | None:
     """Record the agent's verdict (an empty `error`: done); the command's session_id and body, None
     when it was acknowledged already (or is unknown)."""

@@ -109,3 +109,43 @@ async def test_a_lapsed_lease_tells_the_agent_to_let_go_and_late_output_settles_
     # The next message goes to the agent after the let-go, in the same queue.
     queued = [c.WhichOneof("body") for c in await commands(plane, sid)]
     assert queued.index("interrupt_turn") < len(queued) - 1 and queued[-1] == "deliver_input"
+
+
+async def _resent(plane, session_id: str) -> list[str]:
+    """What a reconnecting agent would be sent again for the session after its start: its
+    unacknowledged commands (this harness never acknowledges the StartRuntime)."""
+    rows = await plane.pool.fetch(
+        "SELECT body FROM agent_commands WHERE session_id = $1 AND acked_at IS NULL ORDER BY command_seq", session_id
+    )
+    kinds = [runner_pb2.Command.FromString(r["body"]).WhichOneof("body") for r in rows]
+    return [kind for kind in kinds if kind != "start_runtime"]
+
+
+async def test_an_ended_turns_unacknowledged_input_is_withdrawn_so_a_returning_agent_never_runs_it(api, plane):
+    """Found by a chaos round: an agent SIGKILLed as a message was accepted came back after the
+    session was archived, replayed the DeliverInput still queued for it and ran the ended turn."""
+    sid = await ready(api, plane)
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m1", text="one")).turn_id
+    assert await _resent(plane, sid) == ["deliver_input"]
+    await ok(api, "ArchiveSession", session_id=sid, request_id="a")
+    assert await _resent(plane, sid) == ["destroy_runtime"]
+    seq = await _command_seq(plane, sid, "deliver_input")
+    error = await plane.pool.fetchval("SELECT error FROM agent_commands WHERE command_seq = $1", seq)
+    assert error == "withdrawn: the session was archived"
+    # The agent's own acknowledgement, should the withdrawn copy reach it, changes nothing.
+    await plane.verdicts.record("agent-1", seq, "")
+    failed = [e.turn_id for e in await _events(plane, sid) if e.kind is EventKind.TURN_FAILED]
+    assert failed == [turn]
+
+
+async def test_a_lapsed_lease_withdraws_the_input_its_agent_never_acknowledged(api, plane):
+    sid = await ready(api, plane)
+    await ok(api, "SendMessage", session_id=sid, client_message_id="m1", text="one")
+    await plane.pool.execute("UPDATE agents SET lease_expires_at = now() - interval '1 s'")
+    await plane.sweeper.sweep()
+    # The agent is told to let go (InterruptTurn); the input itself is no longer sent.
+    assert await _resent(plane, sid) == ["interrupt_turn"]
+    # A message after the agent came back runs as usual.
+    await plane.connect_agent()
+    turn = (await ok(api, "SendMessage", session_id=sid, client_message_id="m2", text="two")).turn_id
+    assert (await session_of(api, sid)).current_turn_id == turn
