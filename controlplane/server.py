@@ -78,6 +78,7 @@ class RunnerService:
     def __init__(self, relay: RunnerServicer, forwarding: ForwardingServicer) -> None:
         self.Connect = relay.Connect
         self.ForwardWorkspace = forwarding.ForwardWorkspace
+        self.ResolveCredentials = relay.ResolveCredentials
 
 
 # grpc_tools generates these without annotations: their types as used here.

@@ -197,6 +197,8 @@ FIELDS: dict[str, Check] = {
     # CreateSessionRequest: an agent definition's name or id, and the version to pin (0: the newest).
     "agent": _string(128, printable=True),
     "agent_version": _range(0, 2**31 - 1),
+    "environment": _string(128, printable=True),
+    "environment_version": _range(0, 2**31 - 1),
     "role": _range(0, 3),
     # A google.protobuf.Timestamp (expire_time): 0001-01-01 to 9999-12-31, as the type allows.
     "seconds": _range(-62135596800, 253402300799),

@@ -1,6 +1,7 @@
 import datetime
 
 from astrabox.agents.v1 import agent_pb2 as _agent_pb2
+from astrabox.environments.v1 import environment_pb2 as _environment_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
@@ -134,7 +135,7 @@ class OutputBatch(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[Output, _Mapping]]] = ...) -> None: ...
 
 class Output(_message.Message):
-    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled", "runtime_stopped", "mcp_server_unavailable")
+    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled", "runtime_stopped", "mcp_server_unavailable", "egress_refused")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +155,7 @@ class Output(_message.Message):
     SANDBOX_RECONCILED_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_STOPPED_FIELD_NUMBER: _ClassVar[int]
     MCP_SERVER_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    EGRESS_REFUSED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     output_seq: int
     turn_id: str
@@ -173,7 +175,20 @@ class Output(_message.Message):
     sandbox_reconciled: SandboxReconciled
     runtime_stopped: RuntimeStopped
     mcp_server_unavailable: McpServerUnavailable
-    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ...) -> None: ...
+    egress_refused: EgressRefused
+    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., egress_refused: _Optional[_Union[EgressRefused, _Mapping]] = ...) -> None: ...
+
+class EgressRefused(_message.Message):
+    __slots__ = ("host", "port", "reason", "suppressed")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    port: int
+    reason: str
+    suppressed: int
+    def __init__(self, host: _Optional[str] = ..., port: _Optional[int] = ..., reason: _Optional[str] = ..., suppressed: _Optional[int] = ...) -> None: ...
 
 class McpServerUnavailable(_message.Message):
     __slots__ = ("server", "reason")
@@ -385,7 +400,7 @@ class StopTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class StartRuntime(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config", "tool_grants")
+    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config", "tool_grants", "environment")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -394,6 +409,7 @@ class StartRuntime(_message.Message):
     COMMITTED_OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     TOOL_GRANTS_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
@@ -402,7 +418,22 @@ class StartRuntime(_message.Message):
     committed_output_seq: int
     config: _agent_pb2.AgentSpec
     tool_grants: _containers.RepeatedCompositeFieldContainer[ToolGrant]
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ...) -> None: ...
+    environment: RuntimeEnvironment
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ..., environment: _Optional[_Union[RuntimeEnvironment, _Mapping]] = ...) -> None: ...
+
+class RuntimeEnvironment(_message.Message):
+    __slots__ = ("environment_id", "name", "version", "spec", "build_digest")
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    BUILD_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    environment_id: str
+    name: str
+    version: int
+    spec: _environment_pb2.EnvironmentSpec
+    build_digest: str
+    def __init__(self, environment_id: _Optional[str] = ..., name: _Optional[str] = ..., version: _Optional[int] = ..., spec: _Optional[_Union[_environment_pb2.EnvironmentSpec, _Mapping]] = ..., build_digest: _Optional[str] = ...) -> None: ...
 
 class SetToolGrants(_message.Message):
     __slots__ = ("grants",)
@@ -587,3 +618,29 @@ class ForwardWorkspaceResponse(_message.Message):
     REPLY_FIELD_NUMBER: _ClassVar[int]
     reply: WorkspaceReply
     def __init__(self, reply: _Optional[_Union[WorkspaceReply, _Mapping]] = ...) -> None: ...
+
+class ResolveCredentialsRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ResolveCredentialsResponse(_message.Message):
+    __slots__ = ("credentials",)
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    credentials: _containers.RepeatedCompositeFieldContainer[ResolvedCredential]
+    def __init__(self, credentials: _Optional[_Iterable[_Union[ResolvedCredential, _Mapping]]] = ...) -> None: ...
+
+class ResolvedCredential(_message.Message):
+    __slots__ = ("name", "hosts", "scheme", "header", "secret")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    SCHEME_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    scheme: _environment_pb2.CredentialScheme
+    header: str
+    secret: str
+    def __init__(self, name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., scheme: _Optional[_Union[_environment_pb2.CredentialScheme, str]] = ..., header: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...

@@ -86,6 +86,11 @@ class RunnerServiceStub:
                 request_serializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceRequest.SerializeToString,
                 response_deserializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceResponse.FromString,
                 _registered_method=True)
+        self.ResolveCredentials = channel.unary_unary(
+                '/astrabox.runner.v1.RunnerService/ResolveCredentials',
+                request_serializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ResolveCredentialsRequest.SerializeToString,
+                response_deserializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ResolveCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class RunnerServiceServicer:
@@ -151,6 +156,17 @@ class RunnerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveCredentials(self, request, context):
+        """Gives an agent the secrets its session's environment binds to hosts
+        (EnvironmentSpec.credentials), for its egress proxy to add to requests
+        on the way out. Only the agent the session is placed on is answered
+        (else PERMISSION_DENIED); a session with no binding gets none. The
+        secrets are decrypted for this answer only and never stored by it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunnerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -163,6 +179,11 @@ def add_RunnerServiceServicer_to_server(servicer, server):
                     servicer.ForwardWorkspace,
                     request_deserializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceRequest.FromString,
                     response_serializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceResponse.SerializeToString,
+            ),
+            'ResolveCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveCredentials,
+                    request_deserializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ResolveCredentialsRequest.FromString,
+                    response_serializer=astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ResolveCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -261,6 +282,33 @@ class RunnerService:
             '/astrabox.runner.v1.RunnerService/ForwardWorkspace',
             astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceRequest.SerializeToString,
             astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ForwardWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.runner.v1.RunnerService/ResolveCredentials',
+            astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ResolveCredentialsRequest.SerializeToString,
+            astrabox_dot_runner_dot_v1_dot_runner__service__pb2.ResolveCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

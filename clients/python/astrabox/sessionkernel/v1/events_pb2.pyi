@@ -47,6 +47,7 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_TOOL_GRANTED: _ClassVar[EventKind]
     EVENT_KIND_TOOL_GRANT_REVOKED: _ClassVar[EventKind]
     EVENT_KIND_MCP_SERVER_UNAVAILABLE: _ClassVar[EventKind]
+    EVENT_KIND_NETWORK_REQUEST_REFUSED: _ClassVar[EventKind]
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_SESSION_CREATED: EventKind
 EVENT_KIND_STARTUP_REQUESTED: EventKind
@@ -80,9 +81,10 @@ EVENT_KIND_SANDBOX_RETAINED: EventKind
 EVENT_KIND_TOOL_GRANTED: EventKind
 EVENT_KIND_TOOL_GRANT_REVOKED: EventKind
 EVENT_KIND_MCP_SERVER_UNAVAILABLE: EventKind
+EVENT_KIND_NETWORK_REQUEST_REFUSED: EventKind
 
 class SessionEvent(_message.Message):
-    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped", "tool_call_settled", "background_task_lost", "runtime_destroy_failed", "sandbox_retained", "tool_granted", "tool_grant_revoked", "mcp_server_unavailable")
+    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped", "tool_call_settled", "background_task_lost", "runtime_destroy_failed", "sandbox_retained", "tool_granted", "tool_grant_revoked", "mcp_server_unavailable", "network_request_refused")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +123,7 @@ class SessionEvent(_message.Message):
     TOOL_GRANTED_FIELD_NUMBER: _ClassVar[int]
     TOOL_GRANT_REVOKED_FIELD_NUMBER: _ClassVar[int]
     MCP_SERVER_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_REQUEST_REFUSED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     seq: int
     time: _timestamp_pb2.Timestamp
@@ -159,7 +162,8 @@ class SessionEvent(_message.Message):
     tool_granted: ToolGranted
     tool_grant_revoked: ToolGrantRevoked
     mcp_server_unavailable: McpServerUnavailable
-    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., tool_call_settled: _Optional[_Union[ToolCallSettled, _Mapping]] = ..., background_task_lost: _Optional[_Union[BackgroundTaskLost, _Mapping]] = ..., runtime_destroy_failed: _Optional[_Union[RuntimeDestroyFailed, _Mapping]] = ..., sandbox_retained: _Optional[_Union[SandboxRetained, _Mapping]] = ..., tool_granted: _Optional[_Union[ToolGranted, _Mapping]] = ..., tool_grant_revoked: _Optional[_Union[ToolGrantRevoked, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ...) -> None: ...
+    network_request_refused: NetworkRequestRefused
+    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., tool_call_settled: _Optional[_Union[ToolCallSettled, _Mapping]] = ..., background_task_lost: _Optional[_Union[BackgroundTaskLost, _Mapping]] = ..., runtime_destroy_failed: _Optional[_Union[RuntimeDestroyFailed, _Mapping]] = ..., sandbox_retained: _Optional[_Union[SandboxRetained, _Mapping]] = ..., tool_granted: _Optional[_Union[ToolGranted, _Mapping]] = ..., tool_grant_revoked: _Optional[_Union[ToolGrantRevoked, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., network_request_refused: _Optional[_Union[NetworkRequestRefused, _Mapping]] = ...) -> None: ...
 
 class SessionCreated(_message.Message):
     __slots__ = ("engine", "permission_mode", "model", "request_id", "agent", "config")
@@ -453,3 +457,15 @@ class McpServerUnavailable(_message.Message):
     server: str
     reason: str
     def __init__(self, server: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class NetworkRequestRefused(_message.Message):
+    __slots__ = ("host", "port", "reason", "suppressed")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    port: int
+    reason: str
+    suppressed: int
+    def __init__(self, host: _Optional[str] = ..., port: _Optional[int] = ..., reason: _Optional[str] = ..., suppressed: _Optional[int] = ...) -> None: ...

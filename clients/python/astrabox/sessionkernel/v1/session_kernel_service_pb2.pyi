@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("request_id", "engine", "permission_mode", "model", "labels", "agent", "agent_version")
+    __slots__ = ("request_id", "engine", "permission_mode", "model", "labels", "agent", "agent_version", "environment", "environment_version")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,8 @@ class CreateSessionRequest(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     engine: str
     permission_mode: str
@@ -34,7 +36,9 @@ class CreateSessionRequest(_message.Message):
     labels: _containers.ScalarMap[str, str]
     agent: str
     agent_version: int
-    def __init__(self, request_id: _Optional[str] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., agent: _Optional[str] = ..., agent_version: _Optional[int] = ...) -> None: ...
+    environment: str
+    environment_version: int
+    def __init__(self, request_id: _Optional[str] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., agent: _Optional[str] = ..., agent_version: _Optional[int] = ..., environment: _Optional[str] = ..., environment_version: _Optional[int] = ...) -> None: ...
 
 class CreateSessionResponse(_message.Message):
     __slots__ = ("session",)
