@@ -32,7 +32,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
       service.py       upload, download, list, run a command
       archives.py      uploaded tar archives checked and rewritten (never tarfile's filters)
     pool/            sandboxes (and engines) made ready ahead of sessions
-    routes/          how a sandbox reaches the outside: the model route (egress later)
+    routes/          how a sandbox reaches the outside: the model route; egress/: the egress proxy
     engines/         engine adapters (Claude Code through claude-agent-sdk), their manifests, and the
                      check at start that the sandbox's user can run the CLI (cli_check.py); a session's
                      agent configuration (agent_config.py) and its SDK options (claude_options.py),
