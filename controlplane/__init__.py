@@ -54,8 +54,11 @@ database and nothing else. Its map:
     tool_grants.py         tool_grants (tools a session may use without asking)
     agent_definitions.py   agent_definitions (a project's named agents)
     agent_definition_versions.py  agent_definition_versions (each one's immutable versions)
+    credential_store.py    credential_store (a project's secrets, encrypted under the operator's key)
   agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
                    engines' manifests (its own map)
+  credential_store/  CredentialService: a project's secrets encrypted at rest, and RunnerService's
+                   ResolveCredentials giving them to the agent a session is placed on (its own map)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
                    map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
 

@@ -36,6 +36,10 @@
     ├── AgentVersionConflict   ABORTED              reason AGENT_VERSION_CONFLICT; metadata expected_version,
     │                                                   latest_version
     ├── SessionBudgetExhausted FAILED_PRECONDITION  reason SESSION_BUDGET_EXHAUSTED; metadata cost_usd, limit_usd
+    ├── CredentialNotFound     NOT_FOUND            reason CREDENTIAL_NOT_FOUND
+    ├── CredentialsUnavailable FAILED_PRECONDITION  reason CREDENTIALS_UNAVAILABLE (no credentials key)
+    ├── CredentialUnreadable   FAILED_PRECONDITION  reason CREDENTIAL_KEY_MISMATCH, CREDENTIAL_CORRUPT
+    ├── SessionNotOnAgent      PERMISSION_DENIED    reason SESSION_NOT_ON_AGENT (ResolveCredentials)
     ├── Unimplemented          UNIMPLEMENTED        reason NOT_IMPLEMENTED (a field not served yet)
     ├── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
     └── Internal               INTERNAL             reason INTERNAL; the message holds only a reference
@@ -288,6 +292,51 @@ class SessionBudgetExhausted(KernelError):
             " (limits.max_cost_usd_per_session) and takes no more messages: start a new session, or one"
             " from an agent version with a higher limit",
             {"session_id": session_id, "cost_usd": cost_usd, "limit_usd": limit_usd},
+        )
+
+
+class CredentialNotFound(KernelError):
+    """No credential of the caller's project has this name (another project's looks the same)."""
+
+    reason = "CREDENTIAL_NOT_FOUND"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"credential {name} does not exist in this project; `astrabox credentials list` shows its credentials",
+            {"name": name},
+        )
+
+
+class CredentialsUnavailable(KernelError):
+    """The control plane holds no credentials key: the credential store cannot be used."""
+
+    reason = "CREDENTIALS_UNAVAILABLE"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this control plane was started without a credentials key: start it with --credential-key-file"
+            " PATH (a 0600 file holding 32 random bytes, base64: `openssl rand -base64 32`) or"
+            " ASTRABOX_CREDENTIAL_KEY"
+        )
+
+
+class CredentialUnreadable(KernelError):
+    """A stored credential does not decrypt: sealed under a key not given (CREDENTIAL_KEY_MISMATCH), or
+    changed or moved in the database (CREDENTIAL_CORRUPT). Never quotes what it holds."""
+
+    def __init__(self, reason: str, message: str, name: str) -> None:
+        super().__init__(message, {"name": name})
+        self.reason = reason
+
+
+class SessionNotOnAgent(KernelError):
+    """An agent asked for what only the agent a session is placed on may have."""
+
+    reason = "SESSION_NOT_ON_AGENT"
+
+    def __init__(self, session_id: str, agent_id: str) -> None:
+        super().__init__(
+            f"session {session_id} is not placed on agent {agent_id}", {"session_id": session_id, "agent_id": agent_id}
         )
 
 

@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 
 from astrabox.admin.v1 import admin_service_pb2_grpc
 from astrabox.agents.v1 import agent_service_pb2_grpc
+from astrabox.credentialstore.v1 import credential_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
 from controlplane.agent_definitions.api import AgentServicer
@@ -22,6 +23,10 @@ from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import Agents
 from controlplane.api import SessionKernelServicer
 from controlplane.conversation import Conversation
+from controlplane.credential_store import cipher
+from controlplane.credential_store.api import CredentialServicer
+from controlplane.credential_store.credentials import CredentialStore
+from controlplane.credential_store.resolve import CredentialResolver
 from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.destructions import DestroyRetries
@@ -31,7 +36,7 @@ from controlplane.identity.admin import AdminServicer
 from controlplane.identity.agent_admission import AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
-from controlplane.identity.rules import ADMIN, AGENTS, KERNEL
+from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, KERNEL
 from controlplane.identity.tenancy import Tenancy
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
@@ -58,7 +63,7 @@ log = structlog.get_logger(__name__)
 
 
 RUNNER = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name
-SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, RUNNER)
+SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, RUNNER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +77,14 @@ class RunningControlPlane:
 
 
 class RunnerService:
-    """RunnerService's two audiences: agents call Connect (`controlplane.relay`),
-    other replicas call ForwardWorkspace (`controlplane.forwarding`)."""
+    """RunnerService's two audiences: agents call Connect (`controlplane.relay`) and
+    ResolveCredentials (`controlplane.credential_store.resolve`), other replicas call
+    ForwardWorkspace (`controlplane.forwarding`)."""
 
-    def __init__(self, relay: RunnerServicer, forwarding: ForwardingServicer) -> None:
+    def __init__(self, relay: RunnerServicer, forwarding: ForwardingServicer, resolver: CredentialResolver) -> None:
         self.Connect = relay.Connect
         self.ForwardWorkspace = forwarding.ForwardWorkspace
-        self.ResolveCredentials = relay.ResolveCredentials
+        self.ResolveCredentials = resolver.ResolveCredentials
 
 
 # grpc_tools generates these without annotations: their types as used here.
@@ -91,6 +97,9 @@ _add_admin_service: Callable[[AdminServicer, grpc.aio.Server], None] = (
 _add_agent_service: Callable[[AgentServicer, grpc.aio.Server], None] = (
     agent_service_pb2_grpc.add_AgentServiceServicer_to_server
 )
+_add_credential_service: Callable[[CredentialServicer, grpc.aio.Server], None] = (
+    credential_service_pb2_grpc.add_CredentialServiceServicer_to_server
+)
 _add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
     runner_service_pb2_grpc.add_RunnerServiceServicer_to_server
 )
@@ -101,6 +110,10 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
     """Run the control plane until the context exits; yields its bound address."""
     tls = tls_credentials(settings)  # a bad TLS or single sign-on configuration stops here, before anything starts
     oidc = oidc_settings(settings)
+    try:
+        keys = cipher.keyring(settings.credential_key, settings.credential_previous_key)
+    except cipher.KeyInvalid as error:
+        raise SettingsError(str(error)) from None
     if not settings.enrollment_token and not loopback_only(settings.listen.rpartition(":")[0]):
         raise SettingsError(
             f"an empty enrollment token lets any host that reaches {settings.listen} enrol as an agent: set "
@@ -129,7 +142,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     ),
                     pool,
                 ),
-                Edge(KERNEL, ADMIN, internal=(RUNNER,), self_bounded=(AGENTS,), scope=Tenancy(pool).scope),
+                Edge(KERNEL, ADMIN, CREDENTIALS, internal=(RUNNER,), self_bounded=(AGENTS,), scope=Tenancy(pool).scope),
             ],
             options=[
                 ("grpc.so_reuseport", 0),
@@ -183,7 +196,10 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             RelaySettings(admission, settings.heartbeat_interval),
             router,
         )
-        _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret, pool)), server)
+        credentials = CredentialStore(pool, keys, page_tokens)
+        resolver = CredentialResolver(pool, admission, credentials)
+        _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret, pool), resolver), server)
+        _add_credential_service(CredentialServicer(credentials), server)
         _add_admin_service(AdminServicer(pool, admission), server)
         _add_agent_service(AgentServicer(definitions), server)
         health_servicer = health.aio.HealthServicer()
@@ -193,7 +209,13 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         address = f"{host}:{bound}"
-        log.info("controlplane_listening", address=address, advertise_address=advertised, tls=tls is not None)
+        log.info(
+            "controlplane_listening",
+            address=address,
+            advertise_address=advertised,
+            tls=tls is not None,
+            credential_key_id=keys.key_id if keys else None,
+        )
         async with asyncio.TaskGroup() as background:
             loops = [
                 background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),

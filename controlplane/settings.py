@@ -17,6 +17,7 @@ import structlog
 
 from astrabox.secret_settings import SecretOption, SecretSettingError
 from controlplane.identity.tokens import OidcSettings
+from serverkit import private_files
 from serverkit import settings as serverkit_settings
 from serverkit.settings import option, secret
 
@@ -29,6 +30,14 @@ MAX_GRPC_MESSAGE_BYTES = 32 * 1024 * 1024
 
 DATABASE_URL = SecretOption("database-url", "ASTRABOX_DATABASE_URL", "the PostgreSQL DSN")
 ENROLLMENT_TOKEN = SecretOption("enrollment-token", "ASTRABOX_ENROLLMENT_TOKEN", "the token agents must present")
+CREDENTIAL_KEY = SecretOption(
+    "credential-key", "ASTRABOX_CREDENTIAL_KEY", "the key of the credential store (32 random bytes, base64)"
+)
+CREDENTIAL_PREVIOUS_KEY = SecretOption(
+    "credential-previous-key",
+    "ASTRABOX_CREDENTIAL_PREVIOUS_KEY",
+    "an earlier key of the credential store, to read credentials not yet put again under the new one",
+)
 PROG = "astrabox controlplane"
 DESCRIPTION = "`astrabox controlplane` / `python -m controlplane`: run the control plane until signalled."
 
@@ -213,6 +222,13 @@ class ControlPlaneSettings:
             help="the claim holding the caller's role: viewer, developer or admin (env %(env)s, default %(default)s)",
         ),
     )
+    # The credential store's key (controlplane.credential_store.cipher), and the key before it while
+    # credentials are put again under the new one; empty: the credential store is unavailable. A key
+    # file must be this user's and readable by it alone.
+    credential_key: str = field(
+        default="", repr=False, metadata=secret(CREDENTIAL_KEY, note="; default none: no credential store")
+    )
+    credential_previous_key: str = field(default="", repr=False, metadata=secret(CREDENTIAL_PREVIOUS_KEY))
     # The secrets given as flags rather than by environment or file (warned about at start).
     secrets_on_command_line: tuple[SecretOption, ...] = ()
 
@@ -233,12 +249,28 @@ class ControlPlaneSettings:
             values = serverkit_settings.read(cls, args, environ)
         except SecretSettingError as error:
             raise SettingsError(str(error)) from None
+        _key_files_private(args, os.environ if environ is None else environ)
         if not values["database_url"] and "database_url" not in overrides:
             raise SettingsError(
                 f"needs {DATABASE_URL.what}: set {DATABASE_URL.env} or give {DATABASE_URL.file_flag} "
                 "(`astrabox up` embeds a PostgreSQL)"
             )
         return cls(**{**values, **overrides})
+
+
+def _key_files_private(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """SettingsError unless each credentials key file given is this user's and readable by it alone."""
+    for key in (CREDENTIAL_KEY, CREDENTIAL_PREVIOUS_KEY):
+        path = getattr(args, key.name.replace("-", "_") + "_file", None) or environ.get(key.file_env)
+        if not path:
+            continue
+        try:
+            info = os.lstat(Path(path).expanduser())
+        except OSError as error:
+            raise SettingsError(f"cannot read {key.what} from {path}: {error.strerror}") from None
+        found = private_files.problem(info, f"{key.file_flag} {path}", regular=True)
+        if found is not None:
+            raise SettingsError(f"{found}: the credential store's key must be kept from other users (chmod 600)")
 
 
 def oidc_settings(settings: ControlPlaneSettings) -> OidcSettings | None:

@@ -52,6 +52,10 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.AgentVersionConflict: grpc.StatusCode.ABORTED,
     errors.SessionBudgetExhausted: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
+    errors.CredentialNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.CredentialsUnavailable: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.CredentialUnreadable: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.SessionNotOnAgent: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 

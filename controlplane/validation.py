@@ -158,6 +158,24 @@ def _repeated(max_entries: int, each: Check) -> Check:
     return check
 
 
+# A stored credential's secret (CredentialService.PutCredential): sent in an HTTP header by the egress
+# proxy, so UTF-8 text without control characters.
+MAX_SECRET_BYTES = 16 * 1024
+
+
+def _secret(field: str, value: object) -> None:
+    """The bound of a secret, whose refusal never quotes it (no `echo`): its size at most."""
+    assert isinstance(value, str)
+    if len(value) > MAX_SECRET_BYTES or _size(value) > MAX_SECRET_BYTES:
+        raise InvalidArgument(
+            field, f"{field} must be at most {MAX_SECRET_BYTES} bytes, got {_size(value)}", FIELD_TOO_LONG
+        )
+    if _CONTROL.search(value):
+        raise InvalidArgument(
+            field, f"{field} must not contain control characters (a line break, a tab, NUL): it is sent in a header"
+        )
+
+
 # Every field of a SessionKernelService or AdminService request, by name (a name means the same in every request).
 # Each bounds a value that is set; which fields a call requires, the kernel says.
 FIELDS: dict[str, Check] = {
@@ -209,6 +227,9 @@ FIELDS: dict[str, Check] = {
     "message_bytes": _range(0, MAX_TEXT_BYTES),
     "upload_bytes": _range(0, MAX_UPLOAD_BYTES),
     "concurrent_commands": _range(0, 10_000),
+    # CredentialService (controlplane.credential_store: a credential's name is checked there).
+    "secret": _secret,
+    "description": _string(256),
 }
 
 

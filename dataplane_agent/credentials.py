@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Protocol
+
+from serverkit import private_files
 
 # What agent.proto allows as a credential's name: no '/', and never '.' or '..' alone.
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -53,7 +54,7 @@ class DirectoryCredentials:
     def resolve(self, name: str) -> str:
         if not _NAME.fullmatch(name) or name in (".", ".."):
             raise CredentialUnavailable(f"{name[:64]!r} is not a credential's name")
-        self._check_owned(self._directory, "directory", stat.S_IRWXG | stat.S_IRWXO)
+        self._check_owned(self._directory, "directory")
         path = self._directory / name
         try:
             # O_NOFOLLOW: a link planted in the directory is not followed to another file.
@@ -64,7 +65,7 @@ class DirectoryCredentials:
             raise CredentialUnavailable(f"the credential {name!r} cannot be read: {error.strerror}") from None
         with os.fdopen(fd, "rb") as file:
             info = os.fstat(file.fileno())
-            self._check(info, f"the credential {name!r}", stat.S_IRWXG | stat.S_IRWXO, regular=True)
+            self._check(info, f"the credential {name!r}", regular=True)
             data = file.read(MAX_SECRET_BYTES + 1)
         if len(data) > MAX_SECRET_BYTES:
             raise CredentialUnavailable(f"the credential {name!r} is larger than {MAX_SECRET_BYTES} bytes")
@@ -77,24 +78,17 @@ class DirectoryCredentials:
             raise CredentialUnavailable(f"the credential {name!r} is empty or holds a control character")
         return secret
 
-    def _check_owned(self, path: Path, what: str, forbidden: int) -> None:
+    def _check_owned(self, path: Path, what: str) -> None:
         try:
             info = os.lstat(path)
         except FileNotFoundError:
             raise CredentialUnavailable(f"the credentials {what} {path} does not exist") from None
         except OSError as error:
             raise CredentialUnavailable(f"the credentials {what} {path} cannot be read: {error.strerror}") from None
-        self._check(info, f"the credentials {what} {path}", forbidden, regular=False)
+        self._check(info, f"the credentials {what} {path}", regular=False)
 
     @staticmethod
-    def _check(info: os.stat_result, what: str, forbidden: int, *, regular: bool) -> None:
-        if regular and not stat.S_ISREG(info.st_mode):
-            raise CredentialUnavailable(f"{what} is not a regular file")
-        if not regular and not stat.S_ISDIR(info.st_mode):
-            raise CredentialUnavailable(f"{what} is not a directory")
-        if info.st_uid != os.geteuid():
-            raise CredentialUnavailable(f"{what} does not belong to the agent's user")
-        if info.st_mode & forbidden:
-            raise CredentialUnavailable(
-                f"{what} may be read by others (mode {stat.S_IMODE(info.st_mode):o}; it must be {'600' if regular else '700'})"
-            )
+    def _check(info: os.stat_result, what: str, *, regular: bool) -> None:
+        found = private_files.problem(info, what, regular=regular)
+        if found is not None:
+            raise CredentialUnavailable(found.replace("this process's user", "the agent's user"))

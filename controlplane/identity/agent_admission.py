@@ -61,6 +61,18 @@ class AgentAdmission:
             log.warning("agent_impersonation_refused", agent_id=agent_id, peer=peer)
             raise AgentIdBound(agent_id)
 
+    async def verify(self, agent_id: str, credential: str, peer: str) -> None:
+        """Return if `credential` is the one `agent_id` enrolled with and the agent is not revoked
+        (calls other than Connect: nothing is enrolled here); UNAUTHENTICATED otherwise."""
+        if not credential or len(credential) > MAX_CREDENTIAL_CHARS or not agent_id:
+            raise Unauthenticated("AGENT_CREDENTIAL_MISSING", "the call carries no agent id and credential")
+        bound = await store.agent_credentials.find(self._pool, agent_id)
+        if bound is None or not keys.matches(credential, bound.secret_sha256):
+            log.warning("agent_credential_refused", agent_id=agent_id[:128], peer=peer)
+            raise Unauthenticated("AGENT_CREDENTIAL_INVALID", "the agent credential is not valid for this agent id")
+        if bound.revoked_at is not None:
+            raise Unauthenticated("AGENT_REVOKED", f"agent {agent_id} was revoked")
+
     async def revoke(self, agent_id: str) -> store.agent_credentials.AgentCredential:
         """Refuse the agent from now on and end its lease (its stream closes at its next heartbeat)."""
         async with self._pool.acquire() as conn, conn.transaction():

@@ -13,14 +13,16 @@ from dataclasses import dataclass
 
 from astrabox.admin.v1 import admin_service_pb2
 from astrabox.agents.v1 import agent_service_pb2
+from astrabox.credentialstore.v1 import credential_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.identity.callers import Caller, Role
 
 KERNEL = session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"].full_name
 ADMIN = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 AGENTS = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+CREDENTIALS = credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name
 # The services whose every call is authenticated.
-GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS)
+GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +95,17 @@ _AGENT_RULES = {
     "ArchiveAgent": _DRIVE,
 }
 
+# Credentials: whoever may change agents may store the secrets their sessions use; anyone may list
+# them (names and descriptions only: no call reads a secret back). Each change is audited.
+_CREDENTIAL_RULES = {
+    "ListCredentials": _VIEW,
+    "PutCredential": _DRIVE,
+    "DeleteCredential": _DRIVE,
+}
+
 RULES: dict[str, Rule] = {
     **{f"/{KERNEL}/{name}": rule for name, rule in _KERNEL_RULES.items()},
     **{f"/{ADMIN}/{name}": rule for name, rule in _ADMIN_RULES.items()},
     **{f"/{AGENTS}/{name}": rule for name, rule in _AGENT_RULES.items()},
+    **{f"/{CREDENTIALS}/{name}": rule for name, rule in _CREDENTIAL_RULES.items()},
 }

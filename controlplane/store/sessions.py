@@ -239,6 +239,15 @@ async def project_of(db: asyncpg.Connection | asyncpg.Pool, session_id: uuid.UUI
     return project
 
 
+async def credential_holder(db: asyncpg.Connection | asyncpg.Pool, session_id: uuid.UUID) -> asyncpg.Record | None:
+    """What ResolveCredentials needs of a live session: its project, the agent it is placed on and its
+    pinned environment's spec (NULL: the built-in environment); None when there is no such session."""
+    return await db.fetchrow(
+        "SELECT project_id, agent_id, environment_spec FROM sessions WHERE session_id = $1 AND deleted_at IS NULL",
+        session_id,
+    )
+
+
 async def committed_output_seq(conn: asyncpg.Connection, session_id: str) -> int:
     seq: int = await conn.fetchval("SELECT committed_output_seq FROM sessions WHERE session_id = $1", session_id)
     return seq

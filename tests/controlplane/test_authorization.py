@@ -17,6 +17,7 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from astrabox.admin.v1 import admin_service_pb2
 from astrabox.agents.v1 import agent_service_pb2
 from astrabox.client import AstraBoxClient
+from astrabox.credentialstore.v1 import credential_service_pb2
 from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.identity import keys
@@ -29,6 +30,7 @@ SERVICES: list[ServiceDescriptor] = [
     session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"],
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
     agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"],
+    credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"],
 ]
 METHODS = [(service, method) for service in SERVICES for method in service.methods]
 

@@ -33,6 +33,7 @@ OWNERS = {
     "command_leases": "store/command_leases.py",
     "agent_definitions": "store/agent_definitions.py",
     "agent_definition_versions": "store/agent_definition_versions.py",
+    "credential_store": "store/credential_store.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",

@@ -6,6 +6,7 @@ import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from astrabox.admin.v1 import admin_service_pb2 as admin_pb
+from astrabox.credentialstore.v1 import credential_service_pb2 as credential_pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane import validation
 from controlplane.errors import InvalidArgument
@@ -13,6 +14,7 @@ from controlplane.errors import InvalidArgument
 SERVICES = [
     pb.DESCRIPTOR.services_by_name["SessionKernelService"],
     admin_pb.DESCRIPTOR.services_by_name["AdminService"],
+    credential_pb.DESCRIPTOR.services_by_name["CredentialService"],
 ]
 
 
@@ -83,6 +85,9 @@ def refusal(message) -> InvalidArgument:
             "quotas.upload_bytes",
         ),
         (admin_pb.GetQuotasRequest(project_id="p" * 65), "FIELD_TOO_LONG", "project_id"),
+        (credential_pb.PutCredentialRequest(secret="s" * (16 * 1024 + 1)), "FIELD_TOO_LONG", "secret"),
+        (credential_pb.PutCredentialRequest(secret="tok\nen"), "INVALID_ARGUMENT", "secret"),
+        (credential_pb.PutCredentialRequest(description="d" * 257), "FIELD_TOO_LONG", "description"),
     ],
 )
 def test_a_value_out_of_bounds_is_refused_naming_its_field(message, reason, field) -> None:
@@ -114,3 +119,10 @@ def test_an_echo_is_short(value) -> None:
         assert "10000" in echoed  # says how long the value was
     else:
         assert echoed == repr(value)
+
+
+@pytest.mark.parametrize("secret", ["hunter2-secret\x00", "hunter2-secret\n", "hunter2-secret" * 2000])
+def test_a_refused_secret_is_never_quoted(secret) -> None:
+    refused = refusal(credential_pb.PutCredentialRequest(name="n", secret=secret))
+    assert refused.metadata["field"] == "secret"
+    assert "hunter2" not in refused.message

@@ -33,9 +33,15 @@ class CredentialServiceStub:
     (never the database's), leaves the control plane only for the agent
     running a session whose environment binds it, and never enters a sandbox,
     a journal, a log or an error. Errors carry a google.rpc.ErrorInfo reason:
-    CREDENTIAL_NOT_FOUND, INVALID_ARGUMENT reasons for names and sizes,
+    CREDENTIAL_NOT_FOUND, INVALID_ARGUMENT reasons for names and sizes
+    (INVALID_ARGUMENT, FIELD_TOO_LONG: a refused secret is never quoted),
     CREDENTIALS_UNAVAILABLE (FAILED_PRECONDITION: the control plane was started
-    without a credentials key).
+    without a credentials key). Where a stored secret is opened
+    (RunnerService.ResolveCredentials): CREDENTIAL_KEY_MISMATCH
+    (FAILED_PRECONDITION: stored under a key the control plane was not given;
+    give it as --credential-previous-key-file, or put the credential again) and
+    CREDENTIAL_CORRUPT (FAILED_PRECONDITION: the row was changed or copied from
+    another credential; put it again).
     """
 
     def __init__(self, channel):
@@ -69,9 +75,15 @@ class CredentialServiceServicer:
     (never the database's), leaves the control plane only for the agent
     running a session whose environment binds it, and never enters a sandbox,
     a journal, a log or an error. Errors carry a google.rpc.ErrorInfo reason:
-    CREDENTIAL_NOT_FOUND, INVALID_ARGUMENT reasons for names and sizes,
+    CREDENTIAL_NOT_FOUND, INVALID_ARGUMENT reasons for names and sizes
+    (INVALID_ARGUMENT, FIELD_TOO_LONG: a refused secret is never quoted),
     CREDENTIALS_UNAVAILABLE (FAILED_PRECONDITION: the control plane was started
-    without a credentials key).
+    without a credentials key). Where a stored secret is opened
+    (RunnerService.ResolveCredentials): CREDENTIAL_KEY_MISMATCH
+    (FAILED_PRECONDITION: stored under a key the control plane was not given;
+    give it as --credential-previous-key-file, or put the credential again) and
+    CREDENTIAL_CORRUPT (FAILED_PRECONDITION: the row was changed or copied from
+    another credential; put it again).
     """
 
     def PutCredential(self, request, context):
@@ -129,9 +141,15 @@ class CredentialService:
     (never the database's), leaves the control plane only for the agent
     running a session whose environment binds it, and never enters a sandbox,
     a journal, a log or an error. Errors carry a google.rpc.ErrorInfo reason:
-    CREDENTIAL_NOT_FOUND, INVALID_ARGUMENT reasons for names and sizes,
+    CREDENTIAL_NOT_FOUND, INVALID_ARGUMENT reasons for names and sizes
+    (INVALID_ARGUMENT, FIELD_TOO_LONG: a refused secret is never quoted),
     CREDENTIALS_UNAVAILABLE (FAILED_PRECONDITION: the control plane was started
-    without a credentials key).
+    without a credentials key). Where a stored secret is opened
+    (RunnerService.ResolveCredentials): CREDENTIAL_KEY_MISMATCH
+    (FAILED_PRECONDITION: stored under a key the control plane was not given;
+    give it as --credential-previous-key-file, or put the credential again) and
+    CREDENTIAL_CORRUPT (FAILED_PRECONDITION: the row was changed or copied from
+    another credential; put it again).
     """
 
     @staticmethod

@@ -1,0 +1,69 @@
+"""RunnerService.ResolveCredentials: the secrets a session's pinned environment binds to hosts, for
+the egress proxy of the agent the session is placed on, and for no one else.
+
+The calling agent proves who it is as in Connect's Hello, by its enrolled credential, carried in
+the call's metadata (`astrabox-agent-id`, `astrabox-agent-credential`): a wrong or missing one is
+UNAUTHENTICATED, and nothing is enrolled by this call. A session that is not placed on that agent
+(or does not exist) is PERMISSION_DENIED, alike, so an agent cannot probe other sessions. The
+secrets are opened for the answer only; the log line names the credentials, never what they hold.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import grpc
+import structlog
+
+from astrabox.environments.v1 import environment_pb2
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane import store, validation
+from controlplane.credential_store.credentials import CredentialStore
+from controlplane.errors import SessionNotOnAgent
+from controlplane.identity.agent_admission import AgentAdmission
+from controlplane.status import maps_errors
+
+log = structlog.get_logger(__name__)
+
+AGENT_ID_METADATA = "astrabox-agent-id"
+AGENT_CREDENTIAL_METADATA = "astrabox-agent-credential"
+
+
+class CredentialResolver:
+    def __init__(self, pool: asyncpg.Pool, admission: AgentAdmission, credentials: CredentialStore) -> None:
+        self._pool = pool
+        self._admission = admission
+        self._credentials = credentials
+
+    @maps_errors
+    async def ResolveCredentials(
+        self, request: runner_pb2.ResolveCredentialsRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.ResolveCredentialsResponse:
+        metadata = {key: value for key, value in context.invocation_metadata() or () if isinstance(value, str)}
+        agent_id = metadata.get(AGENT_ID_METADATA, "")
+        await self._admission.verify(agent_id, metadata.get(AGENT_CREDENTIAL_METADATA, ""), context.peer())
+        session_id = validation.session_id(request.session_id)
+        holder = await store.sessions.credential_holder(self._pool, uuid.UUID(session_id))
+        if holder is None or holder["agent_id"] != agent_id:
+            log.warning("credentials_refused_to_agent", agent_id=agent_id, session_id=session_id)
+            raise SessionNotOnAgent(session_id, agent_id)
+        if holder["environment_spec"] is None:
+            return runner_pb2.ResolveCredentialsResponse()
+        spec = environment_pb2.EnvironmentSpec.FromString(bytes(holder["environment_spec"]))
+        resolved = await self._credentials.resolve(holder["project_id"], spec)
+        log.info(
+            "credentials_resolved",
+            agent_id=agent_id,
+            session_id=session_id,
+            credentials=[r.name for r in resolved],
+            missing=sorted({b.credential for b in spec.credentials} - {r.name for r in resolved}),
+        )
+        return runner_pb2.ResolveCredentialsResponse(
+            credentials=[
+                runner_pb2.ResolvedCredential(
+                    name=r.name, hosts=r.hosts, scheme=r.scheme, header=r.header, secret=r.secret
+                )
+                for r in resolved
+            ]
+        )
