@@ -31,6 +31,7 @@ from dataplane_agent.relay import credential
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
 from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit
 from dataplane_agent.runtimes.reconcile import Inventory, Placements, Reconciler, ReconcileSettings, inventory_for
@@ -114,12 +115,17 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
         workspace = WorkspaceService(
             sandbox_of, driver, upload_limits, room=measured.room if measured is not None else None
         )
+        agent_credential = credential.load_or_create(settings.state_dir)
+        # The egress proxy's credential bindings (issue 12 part A takes this BindingSource).
+        bindings = ResolvedBindings(
+            ControlPlaneLink(settings.controlplane, agent_id, agent_credential, _controlplane_ca(settings))
+        )
         relay = RelayClient(
             RelayConfig(
                 target=settings.controlplane,
                 agent_id=agent_id,
                 enrollment_token=settings.enrollment_token,
-                credential=credential.load_or_create(settings.state_dir),
+                credential=agent_credential,
                 instance_id=uuid.uuid4().hex,
                 drivers=(driver.name,),
                 engines=tuple(engines[kind].manifest for kind in sorted(engines)),
@@ -157,6 +163,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             await stop.wait()
             log.info("agent_stopping")
             await workspace.close()
+            await bindings.close()
             for task in reversed(loops):  # relay first, engines last
                 task.cancel()
     log.info("agent_stopped")

@@ -30,6 +30,8 @@ from controlplane.kernel import CreateSession
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings, SettingsError
 from controlplane.status import error_info
+from dataplane_agent.credentials import CredentialUnavailable
+from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
 from tests.support import auth
 
 SECRET = "ghp_s3cr3t-token-for-the-git-host"
@@ -273,3 +275,45 @@ async def test_a_key_that_is_no_key_stops_the_start(control_plane: Serve) -> Non
     with pytest.raises(SettingsError, match="32 random bytes"):
         async with control_plane(credential_key=base64.b64encode(b"short").decode()):
             pass
+
+
+# ---- the agent's side: dataplane_agent.routes.egress.resolved ----------------------------------------
+
+
+async def test_the_agent_source_gets_bindings_and_keeps_them_for_its_ttl(control_plane: Serve, placed: str) -> None:
+    now = [0.0]
+    async with control_plane() as running:
+        await put(running.address, "git", SECRET)
+        source = ResolvedBindings(
+            ControlPlaneLink(running.address, AGENT, AGENT_CREDENTIAL), ttl=60, clock=lambda: now[0]
+        )
+        try:
+            (found,) = await source.bindings(placed)
+            assert found.name == "git" and found.matches("git.test", 443) and found.matches("x.api.test", 8443)
+            assert not found.matches("x.api.test", 443)
+            assert found.header_line() == ("Authorization", f"Bearer {SECRET}")
+            assert SECRET not in repr(found)
+            async with auth.channel(running.address) as channel:
+                await pb_grpc.CredentialServiceStub(channel).DeleteCredential(pb.DeleteCredentialRequest(name="git"))
+            assert [b.name for b in await source.bindings(placed)] == ["git"]  # within the TTL: no call
+            now[0] += 61
+            assert list(await source.bindings(placed)) == []
+        finally:
+            await source.close()
+
+
+async def test_the_agent_source_refused_says_why_without_a_secret(control_plane: Serve, placed: str) -> None:
+    async with control_plane() as running:
+        await put(running.address, "git", SECRET)
+        for link in (
+            ControlPlaneLink(running.address, AGENT, "wrong" * 9),
+            ControlPlaneLink(running.address, "agent-2", "d" * 43),
+        ):
+            source = ResolvedBindings(link)
+            try:
+                with pytest.raises(CredentialUnavailable) as refused:
+                    await source.bindings(placed)
+            finally:
+                await source.close()
+            assert SECRET not in str(refused.value)
+            assert "UNAUTHENTICATED" in str(refused.value) or "PERMISSION_DENIED" in str(refused.value)

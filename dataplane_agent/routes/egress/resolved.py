@@ -1,0 +1,134 @@
+"""The egress proxy's bindings from the control plane (RunnerService.ResolveCredentials): the
+`BindingSource` a running agent uses.
+
+The call proves the agent's identity as its Hello does (its enrolled credential, in the metadata
+`astrabox-agent-id` / `astrabox-agent-credential`), over the same target and TLS as the relay's
+stream. A session's bindings are kept for a short time (`ttl`, 60 s) so that a busy sandbox does
+not cost a call per request, and one call at a time per session fills them; a credential replaced
+or deleted in the control plane takes effect here within that time. Any failure is
+CredentialUnavailable, whose message holds the status and reason, never a secret: the proxy then
+sends no credential (and says so) rather than guess.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import structlog
+
+from astrabox.environments.v1 import environment_pb2
+from astrabox.runner.v1 import runner_service_pb2 as pb
+from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
+from dataplane_agent.credentials import CredentialUnavailable
+from dataplane_agent.keyed_locks import KeyedLocks
+from dataplane_agent.routes.egress.bindings import CredentialBinding, Scheme
+from serverkit import host_patterns
+
+log = structlog.get_logger(__name__)
+
+AGENT_ID_METADATA = "astrabox-agent-id"
+AGENT_CREDENTIAL_METADATA = "astrabox-agent-credential"
+DEFAULT_TTL_SECONDS = 60.0
+CALL_TIMEOUT_SECONDS = 10.0
+
+_SCHEMES = {
+    environment_pb2.CREDENTIAL_SCHEME_BEARER: Scheme.BEARER,
+    environment_pb2.CREDENTIAL_SCHEME_BASIC: Scheme.BASIC,
+    environment_pb2.CREDENTIAL_SCHEME_HEADER: Scheme.HEADER,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlaneLink:
+    """Where the control plane is and who this agent is (as the relay's `RelayConfig` says)."""
+
+    target: str
+    agent_id: str
+    credential: str = field(repr=False)
+    # TLS to the control plane, verified with these PEM root certificates; None: plaintext.
+    root_certificates: bytes | None = None
+
+
+def binding(resolved: pb.ResolvedCredential) -> CredentialBinding:
+    """The proxy's form of one resolved credential; CredentialUnavailable when it cannot be used."""
+    scheme = _SCHEMES.get(resolved.scheme)
+    if scheme is None:
+        raise CredentialUnavailable(f"credential {resolved.name!r} has no scheme this agent knows")
+    try:
+        hosts = tuple(host_patterns.parse(h) for h in resolved.hosts)
+    except host_patterns.HostPatternError as error:
+        raise CredentialUnavailable(
+            f"credential {resolved.name!r} is bound to a host pattern that is not one: {error}"
+        ) from None
+    return CredentialBinding(
+        name=resolved.name,
+        hosts=hosts,
+        scheme=scheme,
+        header=resolved.header if scheme is Scheme.HEADER else "Authorization",
+        secret=resolved.secret,
+    )
+
+
+class ResolvedBindings:
+    """`BindingSource` asking the control plane, with a per-session cache of `ttl` seconds."""
+
+    def __init__(
+        self, link: ControlPlaneLink, ttl: float = DEFAULT_TTL_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._link = link
+        self._ttl = ttl
+        self._clock = clock
+        self._cache: dict[str, tuple[float, tuple[CredentialBinding, ...]]] = {}
+        self._locks = KeyedLocks()
+        self._channel: grpc.aio.Channel | None = None
+
+    async def bindings(self, session_id: str) -> Sequence[CredentialBinding]:
+        async with self._locks.hold(session_id):
+            cached = self._cache.get(session_id)
+            if cached is not None and cached[0] > self._clock():
+                return cached[1]
+            found = await self._resolve(session_id)
+            self._cache[session_id] = (self._clock() + self._ttl, found)
+            return found
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session's bindings (its runtime ended): the next request asks again."""
+        self._cache.pop(session_id, None)
+
+    async def close(self) -> None:
+        self._cache.clear()
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    async def _resolve(self, session_id: str) -> tuple[CredentialBinding, ...]:
+        link = self._link
+        stub = pb_grpc.RunnerServiceStub(self._connected())  # type: ignore[no-untyped-call]
+        try:
+            answer: pb.ResolveCredentialsResponse = await stub.ResolveCredentials(
+                pb.ResolveCredentialsRequest(session_id=session_id),
+                metadata=((AGENT_ID_METADATA, link.agent_id), (AGENT_CREDENTIAL_METADATA, link.credential)),
+                timeout=CALL_TIMEOUT_SECONDS,
+            )
+        except grpc.aio.AioRpcError as error:
+            # The control plane's messages never hold a secret; the text is cut all the same.
+            detail = (error.details() or "")[:300]
+            log.warning("credentials_not_resolved", session_id=session_id, code=error.code().name, detail=detail)
+            raise CredentialUnavailable(
+                f"the control plane did not give session {session_id}'s credentials: {error.code().name}: {detail}"
+            ) from None
+        found = tuple(binding(r) for r in answer.credentials)
+        log.info("credentials_resolved", session_id=session_id, credentials=[b.name for b in found])
+        return found
+
+    def _connected(self) -> grpc.aio.Channel:
+        if self._channel is None:
+            if self._link.root_certificates is None:
+                self._channel = grpc.aio.insecure_channel(self._link.target)
+            else:
+                tls = grpc.ssl_channel_credentials(root_certificates=self._link.root_certificates)
+                self._channel = grpc.aio.secure_channel(self._link.target, tls)
+        return self._channel
