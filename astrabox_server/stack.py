@@ -32,10 +32,11 @@ import structlog
 
 from astrabox.credentials import config_path, save_api_key
 from astrabox.secret_settings import SecretOption, SecretSettingError, remember, warn_on_command_line
+from controlplane.credential_store import cipher
 from controlplane.database import DatabaseUnreachable
 from controlplane.embedded_postgres import EmbeddedPostgres
 from controlplane.server import serve
-from controlplane.settings import DATABASE_URL, DEFAULT_LISTEN, ControlPlaneSettings
+from controlplane.settings import CREDENTIAL_KEY, DATABASE_URL, DEFAULT_LISTEN, ControlPlaneSettings
 from serverkit import logs
 from serverkit import settings as serverkit_settings
 from serverkit.settings import option, secret
@@ -85,7 +86,15 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
         database_url = await postgres.start()
     try:
         key_file = _bootstrap_key_file(data_dir)
-        settings = ControlPlaneSettings(database_url=database_url, listen=listen, bootstrap_key_file=str(key_file))
+        # The credential store's key, made (0600) in the state directory on the first start.
+        credential_key = os.environ.get(CREDENTIAL_KEY.env) or cipher.key_file(data_dir / "credential-key", create=True)
+        remember(credential_key)
+        settings = ControlPlaneSettings(
+            database_url=database_url,
+            listen=listen,
+            bootstrap_key_file=str(key_file),
+            credential_key=credential_key,
+        )
         async with serve(settings) as controlplane:
             agent_settings = AgentSettings.from_args(
                 [], controlplane=controlplane.address, state_dir=(data_dir / "agent").expanduser(), agent_id="local"

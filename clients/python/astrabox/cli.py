@@ -36,7 +36,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import grpc
 
-from astrabox import admin_commands, agent_commands, failures
+from astrabox import admin_commands, agent_commands, credential_commands, failures
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
 from astrabox.errors import AgentFileError, LocalStackError
@@ -62,7 +62,13 @@ DEFAULT_TLS_CA = os.environ.get("ASTRABOX_TLS_CA", "")
 COMMANDS_GROUP = "astrabox.commands"
 """The entry-point group through which other distributions add subcommands."""
 _TLS_CA_HELP = "reach the control plane over TLS, verified with this PEM CA bundle (env ASTRABOX_TLS_CA)"
-_CLIENT_COMMANDS = ("run", "session", *agent_commands.COMMANDS, *admin_commands.COMMANDS)
+_CLIENT_COMMANDS = (
+    "run",
+    "session",
+    *agent_commands.COMMANDS,
+    *credential_commands.COMMANDS,
+    *admin_commands.COMMANDS,
+)
 
 
 class ContributedCommand(Protocol):
@@ -275,6 +281,15 @@ def _cmd_agents(args: argparse.Namespace) -> int:
     return asyncio.run(_agents_command(args))
 
 
+async def _credentials_command(args: argparse.Namespace) -> int:
+    async with _connect(args) as client:
+        return await credential_commands.run(args, client)
+
+
+def _cmd_credentials(args: argparse.Namespace) -> int:
+    return asyncio.run(_credentials_command(args))
+
+
 def _connection_options() -> argparse.ArgumentParser:
     """--target, --tls-ca and the API key's flags, shared by every client command."""
     options = argparse.ArgumentParser(add_help=False)
@@ -358,6 +373,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     session.set_defaults(func=_cmd_session)
 
     agent_commands.add_parsers(sub, connection, _cmd_agents)
+    credential_commands.add_parsers(sub, connection, _cmd_credentials)
     admin_commands.add_parsers(sub, connection, _cmd_admin)
     return parser
 

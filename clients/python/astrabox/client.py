@@ -48,6 +48,7 @@ from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grpc
 from astrabox.sessions import SessionHandle
+from astrabox.stored_credentials import Credentials
 
 __all__ = ["AstraBoxClient", "AstraBoxError", "Backoff", "CommandResult", "SessionStateError"]
 
@@ -145,6 +146,8 @@ class AstraBoxClient:
         """AdminService: `whoami`, projects and API keys (`astrabox.administration`)."""
         self.agents = AgentDefinitions(channel, self._unary)
         """AgentService: agent definitions and their versions (`astrabox.agent_definitions`)."""
+        self.credentials = Credentials(channel, self._unary)
+        """CredentialService: the project's stored secrets (`astrabox.stored_credentials`)."""
         self._reconnect = reconnect
 
     @classmethod
