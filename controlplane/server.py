@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import asyncpg
 import grpc
 import structlog
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from astrabox.admin.v1 import admin_service_pb2_grpc
@@ -32,6 +32,7 @@ from controlplane.deadlines import DeadlineSweeper
 from controlplane.destructions import DestroyRetries
 from controlplane.edge import Edge
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
+from controlplane.health import HealthMonitor
 from controlplane.identity.admin import AdminServicer
 from controlplane.identity.agent_admission import AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
@@ -206,8 +207,14 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         await server.start()
-        for name in ("", *SERVICE_NAMES):
-            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        monitor = HealthMonitor(
+            settings.database_url,
+            health_servicer,
+            SERVICE_NAMES,
+            interval=settings.health_probe_interval,
+            timeout=settings.health_probe_timeout,
+        )
+        await monitor.check()  # SERVING now, unless the database went away since the migrations
         address = f"{host}:{bound}"
         log.info(
             "controlplane_listening",
@@ -220,6 +227,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             loops = [
                 background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
                 background.create_task(sweeper.run(settings.sweep_interval.total_seconds())),
+                background.create_task(monitor.run()),
             ]
             try:
                 yield RunningControlPlane(address, server, pool, kernel, advertised)

@@ -128,6 +128,14 @@ class ControlPlaneSettings:
     delivery_deadline: timedelta = _seconds("--delivery-deadline", 240, "seconds an agent may take to accept a message")
     # How often deadlines and leases are checked.
     sweep_interval: timedelta = _seconds("--sweep-interval", 2, "seconds between checks of leases and deadlines")
+    # How often the gRPC health is checked against PostgreSQL (`controlplane.health`), and how long
+    # one check may take before the database counts as unreachable (every service NOT_SERVING).
+    health_probe_interval: timedelta = _seconds(
+        "--health-probe-interval", 3, "seconds between probes of the database for the gRPC health"
+    )
+    health_probe_timeout: timedelta = _seconds(
+        "--health-probe-timeout", 2, "seconds a probe of the database may take before health is NOT_SERVING"
+    )
     # A released session's sandbox its agent refused or could not confirm destroying is tried
     # again after `destroy_retry_first`, doubling up to `destroy_retry_longest`, until
     # `destroy_attempts` have failed; then it is abandoned to an operator (logged at error, shown
