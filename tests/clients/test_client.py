@@ -95,6 +95,27 @@ class Kernel(api_grpc.SessionKernelServiceServicer):
         self.requests.append((request, dict(context.invocation_metadata() or ())))
         return api.SendMessageResponse(turn_id="t1", seq=7)
 
+    async def DownloadWorkspaceArchive(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        # The first chunk, then (while `unavailable` lasts) the database goes away mid-download.
+        self.requests.append((request, dict(context.invocation_metadata() or ())))
+        yield api.DownloadWorkspaceArchiveResponse(chunk=b"tar-")
+        if self.unavailable:
+            self.unavailable -= 1
+            await abort(context, grpc.StatusCode.UNAVAILABLE, self.unavailable_reason, "the database cannot be reached")
+        if request.path == "hang":
+            await asyncio.Event().wait()
+        yield api.DownloadWorkspaceArchiveResponse(chunk=b"bytes")
+
+    async def RunCommand(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        self.requests.append((request, dict(context.invocation_metadata() or ())))
+        if self.unavailable:
+            self.unavailable -= 1
+            await abort(context, grpc.StatusCode.UNAVAILABLE, self.unavailable_reason, "the database cannot be reached")
+        yield api.RunCommandResponse(stdout=b"started\n")
+        if request.command == "sleep forever":
+            await asyncio.Event().wait()
+        yield api.RunCommandResponse(exit_code=0)
+
     async def ListSessions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         start = int(request.page_token or 0)
         end = start + request.page_size
@@ -254,6 +275,38 @@ async def test_calls_that_may_be_repeated_are_retried_while_unavailable_until_th
         with pytest.raises(AstraBoxError) as gave_up:
             await client.get_session(SID)
     assert (gave_up.value.code, gave_up.value.reason) == (grpc.StatusCode.UNAVAILABLE, "DATABASE_UNAVAILABLE")
+
+
+async def test_a_download_cut_while_the_database_is_away_starts_again_and_one_that_hangs_has_a_deadline(
+    serve: Serve,
+) -> None:
+    kernel = Kernel()
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST, timeout=30) as client:
+        kernel.unavailable = 3
+        assert await client.download_archive(SID) == b"tar-bytes"  # whole, not the cut attempts' chunks too
+        assert len(kernel.requests) == 4
+
+        kernel.requests.clear()
+        with pytest.raises(AstraBoxError) as out_of_time:
+            await client.download_archive(SID, "hang", timeout=0.5)
+    assert out_of_time.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and len(kernel.requests) == 1
+
+
+async def test_a_command_is_never_run_twice_and_one_that_outlives_its_timeout_has_a_deadline(serve: Serve) -> None:
+    kernel = Kernel()
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST, timeout=0.5) as client:
+        kernel.unavailable = 1
+        with pytest.raises(AstraBoxError) as refused:
+            await client.run_command(SID, "make deploy")
+        assert (refused.value.code, refused.value.reason) == (grpc.StatusCode.UNAVAILABLE, "DATABASE_UNAVAILABLE")
+        assert len(kernel.requests) == 1  # not retried: the command may have run
+
+        assert (await client.run_command(SID, "true")).exit_code == 0
+        with pytest.raises(AstraBoxError) as out_of_time:
+            await client.run_command(SID, "sleep forever", timeout=0.5)
+    assert out_of_time.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
 async def test_errors_carry_code_reason_and_message_from_error_info(serve: Serve) -> None:

@@ -44,6 +44,7 @@ from astrabox.agent_definitions import AgentDefinitions
 from astrabox.backoff import Backoff
 from astrabox.credentials import default_api_key
 from astrabox.errors import AstraBoxError, SessionStateError
+from astrabox.retries import within_deadline
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grpc
@@ -78,9 +79,6 @@ _RESUMABLE = frozenset({
 # A stream reset on the way (a proxy or load balancer cutting it) reads as INTERNAL or UNKNOWN
 # without an ErrorInfo; the service's own answers always carry one.
 _RESET = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
-# The UNAVAILABLE reasons a call that may be repeated is retried on: the server could not be reached
-# (no reason), or its database could not.
-_RETRIED_REASONS = frozenset({"", "DATABASE_UNAVAILABLE", "CREDENTIALS_UNVERIFIABLE"})
 WATCH_GIVE_UP_AFTER = 600.0
 """Seconds `watch` goes on trying to resume by default before it raises the last error."""
 _GIVE_UP_STATES = (SessionState.SESSION_STATE_FAILED, SessionState.SESSION_STATE_DELETED)
@@ -90,6 +88,10 @@ R = TypeVar("R")
 
 UPLOAD_CHUNK = 512 * 1024
 """Bytes of an uploaded archive per message (the server accepts up to 1 MiB)."""
+TRANSFER_TIMEOUTS = 10
+"""An upload's or a download's deadline, in the client's `timeout`s: archives take longer than a call."""
+DEFAULT_COMMAND_TIMEOUT = 600.0
+"""Seconds a command run without a `timeout` may take: the agent's default (it stops the command then)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +320,7 @@ class AstraBoxClient:
 
         try:
             written: api.UploadWorkspaceArchiveResponse = await self._stub.UploadWorkspaceArchive(
-                messages(), timeout=self._timeout * 10, metadata=self._metadata
+                messages(), timeout=self._timeout * TRANSFER_TIMEOUTS, metadata=self._metadata
             )
             return written
         except grpc.aio.AioRpcError as error:
@@ -338,24 +340,33 @@ class AstraBoxClient:
         request = api.ListWorkspaceRequest(session_id=session_id, path=path)
         return list((await self._unary(self._stub.ListWorkspace, request)).entries)
 
-    async def download_archive(self, session_id: str, path: str = "") -> bytes:
-        """A tar archive of a file or directory of the workspace (all of it by default)."""
-        chunks = []
-        call = self._stub.DownloadWorkspaceArchive(
-            api.DownloadWorkspaceArchiveRequest(session_id=session_id, path=path), metadata=self._metadata
-        )
-        try:
-            async for response in call:
-                chunks.append(response.chunk)
-        except grpc.aio.AioRpcError as error:
-            raise AstraBoxError.from_rpc_error(error) from error
-        return b"".join(chunks)
+    async def download_archive(self, session_id: str, path: str = "", *, timeout: float | None = None) -> bytes:
+        """A tar archive of a file or directory of the workspace (all of it by default), within `timeout`
+        seconds (default: `TRANSFER_TIMEOUTS` times the client's); a download cut by the server or its
+        database being away is started again within them."""
+        request = api.DownloadWorkspaceArchiveRequest(session_id=session_id, path=path)
+
+        async def download(seconds_left: float) -> bytes:
+            chunks = []
+            call = self._stub.DownloadWorkspaceArchive(request, timeout=seconds_left, metadata=self._metadata)
+            try:
+                async for response in call:
+                    chunks.append(response.chunk)
+            finally:
+                call.cancel()  # a no-op once the stream ended; otherwise the server stops sending
+            return b"".join(chunks)
+
+        deadline = self._timeout * TRANSFER_TIMEOUTS if timeout is None else timeout
+        return await within_deadline(download, timeout=deadline, backoff=self._reconnect)
 
     async def run_command(self, session_id: str, command: str, timeout: float = 0) -> CommandResult:
-        """Runs a shell command in the session's sandbox and collects its output."""
+        """Runs a shell command in the session's sandbox and collects its output. The command is stopped
+        after `timeout` seconds (0: the agent's default, `DEFAULT_COMMAND_TIMEOUT`); the call's deadline
+        is that plus the client's `timeout`. Not retried: a command may not be safe to run twice."""
         stdout, stderr, code = bytearray(), bytearray(), None
         call = self._stub.RunCommand(
             api.RunCommandRequest(session_id=session_id, command=command, timeout_ms=int(timeout * 1000)),
+            timeout=(timeout if timeout > 0 else DEFAULT_COMMAND_TIMEOUT) + self._timeout,
             metadata=self._metadata,
         )
         try:
@@ -586,30 +597,16 @@ class AstraBoxClient:
         whose request id makes a repeat harmless) is made again while the server answers UNAVAILABLE for
         being, or having its database, away; the last error is raised once the deadline leaves no room
         for the next pause."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        attempt = 0
-        while True:
-            try:
-                return await method(request, timeout=max(deadline - loop.time(), 0.0), metadata=self._metadata)
-            except grpc.aio.AioRpcError as rpc_error:
-                error = AstraBoxError.from_rpc_error(rpc_error)
-                pause = self._reconnect.delay(attempt)
-                if not (idempotent and _retried(error)) or loop.time() + pause >= deadline:
-                    raise error from rpc_error
-                log.info("call failed (%s); retrying in %.2fs", error, pause)
-            await asyncio.sleep(pause)
-            attempt += 1
+
+        async def attempt(seconds_left: float) -> R:
+            return await method(request, timeout=seconds_left, metadata=self._metadata)
+
+        return await within_deadline(attempt, timeout=self._timeout, backoff=self._reconnect, idempotent=idempotent)
 
 
 def _resumable(error: AstraBoxError) -> bool:
     """Whether a watch that failed with `error` is resumed."""
     return error.code in _RESUMABLE or (error.code in _RESET and not error.reason)
-
-
-def _retried(error: AstraBoxError) -> bool:
-    """Whether a call that may be repeated is made again after `error` (within its deadline)."""
-    return error.code == grpc.StatusCode.UNAVAILABLE and error.reason in _RETRIED_REASONS
 
 
 def _new_id() -> str:
