@@ -25,6 +25,8 @@ from astrabox.secret_settings import SecretSettingError, warn_on_command_line
 from dataplane_agent.credentials import DirectoryCredentials
 from dataplane_agent.engines.base import EngineAdapter, EngineError
 from dataplane_agent.errors import AgentError
+from dataplane_agent.health import FILE_NAME as HEALTH_FILE_NAME
+from dataplane_agent.health import HealthFile
 from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool
 from dataplane_agent.relay import credential
@@ -152,6 +154,13 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             if measured is not None:
                 loops.append(tasks.create_task(measured.watch(runtimes.running, runtimes.stop_over_limit)))
             loops.append(tasks.create_task(relay.run()))
+            health = HealthFile(
+                settings.state_dir / HEALTH_FILE_NAME,
+                stream_connected=lambda: relay.connected,
+                outbox=outbox,
+                driver=driver,
+            )
+            loops.append(tasks.create_task(health.run()))
             log.info(
                 "agent_started",
                 controlplane=settings.controlplane,

@@ -171,6 +171,11 @@ class RelayClient:
             failures = 1 if self.streams_opened > welcomed_before else failures + 1
             await asyncio.sleep(self._config.backoff.delay(failures - 1))
 
+    @property
+    def connected(self) -> bool:
+        """Whether a stream to the control plane is open (its Welcome received): the agent's health."""
+        return self._stream is not None
+
     def _reply(self, ack: pb.CommandAck) -> None:
         stream = self._stream
         if stream is None:
