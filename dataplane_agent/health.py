@@ -13,7 +13,7 @@ served: every `WRITE_INTERVAL_S` seconds, atomically (a new file renamed over th
                       driver_error says why not
     updated_at        when it was written (a stale file means the agent is hung or gone)
 
-A probe such as `jq -e '.status == "SERVING"' /var/lib/astrabox-agent/health.json` (checking
+A probe such as `jq -e '.status == "SERVING"' ~/.astrabox/agent/health.json` (checking
 updated_at's age as well) is the agent's liveness and readiness. The file holds no secret: no
 address beyond the control plane's, no session id.
 """

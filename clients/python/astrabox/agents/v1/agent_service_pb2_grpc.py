@@ -31,7 +31,11 @@ class AgentServiceStub:
     not exist. Errors carry a google.rpc.ErrorInfo reason: AGENT_NOT_FOUND,
     AGENT_VERSION_NOT_FOUND, AGENT_ALREADY_EXISTS, AGENT_ARCHIVED,
     AGENT_VERSION_CONFLICT, REQUEST_ID_REUSED, INVALID_AGENT_SPEC (with the
-    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path").
+    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path"),
+    and those every service shares (see SessionKernelService):
+    DATABASE_UNAVAILABLE (UNAVAILABLE: the database cannot be reached; retry, the
+    request ids make a repeat take effect once), DATABASE_CONFLICT (ABORTED) and
+    INTERNAL (INTERNAL: the message holds only the reference of the logged entry).
     """
 
     def __init__(self, channel):
@@ -78,7 +82,11 @@ class AgentServiceServicer:
     not exist. Errors carry a google.rpc.ErrorInfo reason: AGENT_NOT_FOUND,
     AGENT_VERSION_NOT_FOUND, AGENT_ALREADY_EXISTS, AGENT_ARCHIVED,
     AGENT_VERSION_CONFLICT, REQUEST_ID_REUSED, INVALID_AGENT_SPEC (with the
-    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path").
+    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path"),
+    and those every service shares (see SessionKernelService):
+    DATABASE_UNAVAILABLE (UNAVAILABLE: the database cannot be reached; retry, the
+    request ids make a repeat take effect once), DATABASE_CONFLICT (ABORTED) and
+    INTERNAL (INTERNAL: the message holds only the reference of the logged entry).
     """
 
     def CreateAgent(self, request, context):
@@ -176,7 +184,11 @@ class AgentService:
     not exist. Errors carry a google.rpc.ErrorInfo reason: AGENT_NOT_FOUND,
     AGENT_VERSION_NOT_FOUND, AGENT_ALREADY_EXISTS, AGENT_ARCHIVED,
     AGENT_VERSION_CONFLICT, REQUEST_ID_REUSED, INVALID_AGENT_SPEC (with the
-    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path").
+    offending field's path in the metadata, e.g. "spec.skills[0].files[1].path"),
+    and those every service shares (see SessionKernelService):
+    DATABASE_UNAVAILABLE (UNAVAILABLE: the database cannot be reached; retry, the
+    request ids make a repeat take effect once), DATABASE_CONFLICT (ABORTED) and
+    INTERNAL (INTERNAL: the message holds only the reference of the logged entry).
     """
 
     @staticmethod
