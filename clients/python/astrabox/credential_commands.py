@@ -24,6 +24,7 @@ from astrabox.client import AstraBoxClient
 __all__ = ["COMMANDS", "add_parsers", "run"]
 
 COMMANDS = ("credentials",)
+"""The subcommands this module adds to `astrabox`."""
 MAX_SECRET_BYTES = 16 * 1024
 
 

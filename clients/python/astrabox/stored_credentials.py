@@ -42,6 +42,7 @@ class StoredCredential:
 
     @classmethod
     def from_proto(cls, credential: api.Credential, created: bool = False) -> StoredCredential:
+        """The description a CredentialService answer carries."""
         return cls(
             credential.name,
             credential.project_id,
@@ -54,6 +55,8 @@ class StoredCredential:
 
 
 class Credentials:
+    """The project's credentials (`client.credentials`): secrets written, never read back."""
+
     def __init__(self, channel: grpc.aio.Channel, unary: Unary) -> None:
         self._stub = api_grpc.CredentialServiceStub(channel)  # type: ignore[no-untyped-call]
         self._unary = unary
