@@ -21,6 +21,7 @@ from pathlib import Path
 
 import structlog
 
+from astrabox.runner.v1.runner_service_pb2 import EgressRefused
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
 from dataplane_agent.credentials import DirectoryCredentials
 from dataplane_agent.engines.base import EngineAdapter, EngineError
@@ -33,6 +34,7 @@ from dataplane_agent.relay import credential
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
 from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit
@@ -82,7 +84,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     await _check_cli(driver, _cli(settings), agent_id)
     placements = Placements()
     inventory = inventory_for(driver, agent_id, settings.state_dir / "sandboxes")
-    async with _model(settings) as model:
+    async with _model(settings) as model, _egress(settings, outbox) as egress:
         pool = _make_pool(settings, driver, lambda: runtimes.sandbox_template(), inventory, engines, model)
         runtimes = Runtimes(
             agent_id=agent_id,
@@ -96,6 +98,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             placements=placements,
             pool=pool,
             retain_sandboxes=settings.retain_sandboxes,
+            egress=egress,
         )
         reconciler = Reconciler(
             state=state,
@@ -115,7 +118,11 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
 
         upload_limits = UnpackLimits(max_bytes=settings.upload_max_bytes, max_entries=settings.upload_max_entries)
         workspace = WorkspaceService(
-            sandbox_of, driver, upload_limits, room=measured.room if measured is not None else None
+            sandbox_of,
+            driver,
+            upload_limits,
+            room=measured.room if measured is not None else None,
+            network_env=egress.env,
         )
         agent_credential = credential.load_or_create(settings.state_dir)
         # The egress proxy's credential bindings (issue 12 part A takes this BindingSource).
@@ -328,6 +335,36 @@ async def _model(settings: AgentSettings) -> AsyncIterator[ModelRoute]:
 
     async with OfflineModel() as offline, ModelRoute(route_dir, Upstream(offline.base_url)) as route:
         yield route
+
+
+@contextlib.asynccontextmanager
+async def _egress(settings: AgentSettings, outbox: Outbox) -> AsyncIterator[EgressProxy]:
+    """The egress proxy: sandboxes' only way to the network, as their sessions' policies allow.
+    Credentials: none until the credential store's source is wired (NoBindings)."""
+    from dataplane_agent.engines.mcp_destinations import parse_networks
+    from dataplane_agent.routes.egress.bindings import NoBindings
+    from dataplane_agent.routes.egress.policy import parse_patterns
+
+    try:
+        networks = parse_networks(settings.egress_allowed_networks)
+    except ValueError as error:
+        raise AgentError(f"--egress-allowed-networks: {error}") from None
+    try:
+        registries = parse_patterns(settings.package_registries)
+    except ValueError as error:
+        raise AgentError(f"--package-registries: {error}") from None
+
+    async def report(session_id: str, refused: EgressRefused) -> None:
+        await outbox.append(session_id, "", refused)
+
+    async with EgressProxy(
+        settings.state_dir / "egress",
+        NoBindings(),
+        allowed_networks=networks,
+        registries=registries,
+        report=report,
+    ) as proxy:
+        yield proxy
 
 
 @contextlib.contextmanager

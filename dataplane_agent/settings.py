@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from astrabox.secret_settings import SecretOption
+from dataplane_agent.routes.egress.policy import DEFAULT_PACKAGE_REGISTRIES
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from dataplane_agent.workspace.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from serverkit import settings as serverkit_settings
@@ -140,6 +141,31 @@ class AgentSettings:
                 "credentials the agent sends to agents' HTTP MCP servers: one file per credential, named after it,"
                 " mode 0600, in a directory of mode 0700, both the agent user's (env %(env)s; default: the"
                 " state dir's credentials/)"
+            ),
+        ),
+    )
+    # CIDRs of non-public networks sandboxes may reach through the egress proxy (routes/egress/).
+    egress_allowed_networks: str = field(
+        default="",
+        metadata=option(
+            "--egress-allowed-networks",
+            env="ASTRABOX_AGENT_EGRESS_ALLOWED_NETWORKS",
+            help=(
+                "comma-separated CIDRs of non-public networks (loopback, private, link-local) that sandboxes"
+                " with network access may reach through the egress proxy, e.g. 10.20.0.0/16"
+                " (env %(env)s; default: none)"
+            ),
+        ),
+    )
+    # The hosts an environment's `allow_package_registries` opens (routes/egress/policy.py).
+    package_registries: str = field(
+        default=",".join(DEFAULT_PACKAGE_REGISTRIES),
+        metadata=option(
+            "--package-registries",
+            env="ASTRABOX_AGENT_PACKAGE_REGISTRIES",
+            help=(
+                "comma-separated host patterns of the package registries an environment's network policy"
+                " may allow with allow_package_registries (env %(env)s; default: %(default)s)"
             ),
         ),
     )

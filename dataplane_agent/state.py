@@ -82,7 +82,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     sandbox_json      TEXT NOT NULL,
     turn_id           TEXT NOT NULL DEFAULT '',
     config            BLOB NOT NULL DEFAULT x'',
-    tool_grants       BLOB NOT NULL DEFAULT x''
+    tool_grants       BLOB NOT NULL DEFAULT x'',
+    environment       BLOB NOT NULL DEFAULT x''
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS applied_commands (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -123,6 +124,7 @@ CREATE TABLE IF NOT EXISTS agent_meta (
 _ADDED_COLUMNS = (
     ("sessions", "config", "BLOB NOT NULL DEFAULT x''"),
     ("sessions", "tool_grants", "BLOB NOT NULL DEFAULT x''"),
+    ("sessions", "environment", "BLOB NOT NULL DEFAULT x''"),
 )
 
 
@@ -256,6 +258,9 @@ class SessionRecord:
     # The session's tool grants in force (the newest StartRuntime's or SetToolGrants' set, a
     # serialized SetToolGrants); empty: none.
     tool_grants: bytes = b""
+    # The session's pinned environment (StartRuntime.environment, a serialized RuntimeEnvironment):
+    # its network policy is registered with the egress proxy again by every engine start; empty: none.
+    environment: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +390,7 @@ class AgentState:
         c.execute(
             "INSERT OR REPLACE INTO sessions"
             " (session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id, config,"
-            " tool_grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " tool_grants, environment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.session_id,
                 record.engine,
@@ -396,6 +401,7 @@ class AgentState:
                 record.turn_id,
                 record.config,
                 record.tool_grants,
+                record.environment,
             ),
         )
 
@@ -480,7 +486,7 @@ class AgentState:
 
 _SELECT_SESSIONS = (
     "SELECT session_id, engine, permission_mode, model, engine_session_id, sandbox_json, turn_id, config,"
-    " tool_grants FROM sessions"
+    " tool_grants, environment FROM sessions"
 )
 
 
@@ -502,6 +508,7 @@ def _session_from_row(row: tuple[Any, ...]) -> SessionRecord:
         turn_id=row[6],
         config=bytes(row[7]),
         tool_grants=bytes(row[8]),
+        environment=bytes(row[9]),
     )
 
 

@@ -68,16 +68,65 @@ class McpDestinations:
                 )
 
     def _reachable(self, address: Address) -> bool:
-        if any(address in network for network in self._allowed):
-            return True
-        return address.is_global and not address.is_multicast
+        return reachable(address, self._allowed)
+
+
+def reachable(address: Address, allowed: Iterable[Network]) -> bool:
+    """Whether `address` is public or in `allowed`, as MCP servers are checked (strictly: only
+    `is_global` addresses are public)."""
+    if any(address in network for network in allowed):
+        return True
+    return address.is_global and not address.is_multicast
+
+
+# What the egress proxy never connects to for a sandbox unless the operator allows the network: the
+# host itself, its networks, the cloud's metadata address. Listed rather than `not is_global`, which
+# would also refuse documentation and benchmark ranges that are ordinary destinations elsewhere.
+_NOT_FOR_SANDBOXES = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",  # unspecified, "this network"
+        "10.0.0.0/8",
+        "100.64.0.0/10",  # CGNAT
+        "127.0.0.0/8",
+        "169.254.0.0/16",  # link-local, the metadata address
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, broadcast
+        "::/128",
+        "::1/128",
+        "fc00::/7",  # ULA
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
+
+
+def refused_kind(address: Address, allowed: Iterable[Network]) -> str | None:
+    """Why the egress proxy does not connect to `address` ("loopback", "private", ...), or None:
+    it may (a non-local address, or one in a network the operator allows)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return refused_kind(address.ipv4_mapped, allowed)
+    if any(address in network for network in allowed):
+        return None
+    if any(address in network for network in _NOT_FOR_SANDBOXES):
+        return _kind(address)
+    return None
+
+
+_SHARED = ipaddress.ip_network("100.64.0.0/10")
 
 
 def _kind(address: Address) -> str:
+    if address.is_unspecified:
+        return "unspecified"
+    if address.is_multicast:
+        return "multicast"
     if address.is_loopback:
         return "loopback"
     if address.is_link_local:
         return "link-local"
-    if address.is_private:
+    if address.is_private or address in _SHARED:
         return "private"
     return "non-public"

@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import json
 import os
-import secrets
 import socket
 import ssl
 import time
@@ -34,12 +31,12 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from dataplane_agent.routes.tokens import SessionTokens
 from dataplane_agent.sandboxes.base import MODEL_BASE_URL_INNER
 
 log = structlog.get_logger(__name__)
 
 SOCKET_NAME = "model.sock"
-_TOKEN_PREFIX = "astrabox"
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
 _HOP_BY_HOP = frozenset(
@@ -134,7 +131,7 @@ class ModelRoute:
             raise ValueError(f"the model upstream must be an http(s) URL, not {upstream.base_url!r}")
         self._key = upstream.api_key
         self._timeouts = timeouts
-        self._secret = secrets.token_bytes(32)
+        self._tokens = SessionTokens()
         # Credential owner (a warm-pool sandbox's id) -> the session that adopted its engine.
         self._handed_over: dict[str, str] = {}
         self._server: asyncio.Server | None = None
@@ -153,7 +150,7 @@ class ModelRoute:
 
     def token(self, owner: str) -> str:
         """The API key the engine of a session (or of a pool sandbox) presents to the route."""
-        return f"{_TOKEN_PREFIX}.{owner}.{self._mac(owner)}"
+        return self._tokens.token(owner)
 
     def env(self, owner: str) -> dict[str, str]:
         """What an engine's CLI needs: the in-sandbox base URL and its token, never the real key."""
@@ -169,9 +166,8 @@ class ModelRoute:
     def session_of(self, token: str) -> str | None:
         """Who uses a token: the session, or the pool sandbox not yet handed to one; None for anything
         the route did not issue."""
-        prefix, _, rest = token.partition(".")
-        owner, _, mac = rest.rpartition(".")
-        if prefix != _TOKEN_PREFIX or not owner or not hmac.compare_digest(mac, self._mac(owner)):
+        owner = self._tokens.owner_of(token)
+        if owner is None:
             return None
         return self._handed_over.get(owner, owner)
 
@@ -210,9 +206,6 @@ class ModelRoute:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    def _mac(self, session_id: str) -> str:
-        return hmac.new(self._secret, session_id.encode(), hashlib.sha256).hexdigest()[:40]
 
     # -- one sandbox connection -------------------------------------------------
 

@@ -19,9 +19,12 @@ from typing import Any, Protocol
 
 import structlog
 
+from astrabox.agents.v1 import agent_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineSession
 from dataplane_agent.pool.warm_pool import Claimed
+from dataplane_agent.routes.egress.policy import EgressPolicy
+from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
@@ -68,11 +71,13 @@ class Launcher:
         timeouts: RuntimeTimeouts,
         close_engine: float,
         background: Callable[[Coroutine[Any, Any, None]], object],
+        egress: EgressProxy | None = None,
     ) -> None:
         self._agent_id = agent_id
         self._driver = driver
         self._adapters = dict(engines)
         self._model = model
+        self._egress = egress
         self._pool = pool
         self._timeouts = timeouts
         self._close_engine = close_engine
@@ -91,11 +96,24 @@ class Launcher:
             session_id=session_id,
             agent_id=self._agent_id,
             model_socket=self._model.socket,
+            egress_socket=self._egress.socket if self._egress is not None else None,
             labels={SESSION_LABEL: session_id, AGENT_LABEL: self._agent_id},
         )
 
     def engine_env(self, session_id: str) -> Mapping[str, str]:
-        return self._model.env(session_id)
+        egress = self._egress.env(session_id) if self._egress is not None else {}
+        return {**self._model.env(session_id), **egress}
+
+    def register_egress(self, session_id: str, environment: bytes, config: bytes) -> None:
+        """Judge the session's connections by its environment's network policy (none: no network),
+        before any of its programs starts; `environment` a serialized RuntimeEnvironment, `config`
+        a serialized AgentSpec (for allow_mcp_servers)."""
+        if self._egress is None:
+            return
+        runtime_environment = pb.RuntimeEnvironment.FromString(environment) if environment else None
+        spec = runtime_environment.spec if runtime_environment and runtime_environment.HasField("spec") else None
+        agent = agent_pb2.AgentSpec.FromString(config) if config else None
+        self._egress.register(session_id, EgressPolicy.from_proto(spec, agent, self._egress.registries))
 
     async def sandbox(self, session_id: str, *, fresh: bool) -> tuple[Sandbox, Claimed | None]:
         """A warm one for a session new here, else one created (or re-opened) by the driver."""
@@ -127,6 +145,10 @@ class Launcher:
         session cannot use it (it is closed in the background and a fresh one started)."""
         engine = claimed.engine
         if engine is None:
+            return None
+        if self._egress is not None and self._egress.policy(session_id).open:
+            # Its environment was fixed before the session had a policy: it has no way out.
+            self._background(close_quietly(engine, self._close_engine))
             return None
         if claimed.engine_kind == kind:
             try:
@@ -165,3 +187,5 @@ class Launcher:
     def forget(self, session_id: str) -> None:
         """The session's runtime is gone from this agent."""
         self._model.forget(session_id)
+        if self._egress is not None:
+            self._egress.forget(session_id)

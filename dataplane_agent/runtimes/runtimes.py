@@ -41,6 +41,7 @@ from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineErro
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess, model_env
 from dataplane_agent.runtimes.disk_limit import OverLimit
 from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
@@ -91,6 +92,7 @@ class Runtimes:
         placements: Placements | None = None,
         pool: SandboxPool | None = None,
         retain_sandboxes: bool = False,
+        egress: EgressProxy | None = None,
     ) -> None:
         self._db = db
         self._retain = retain_sandboxes
@@ -111,6 +113,7 @@ class Runtimes:
             timeouts=timeouts,
             close_engine=limits.close_engine,
             background=self._background,
+            egress=egress,
         )
         self._guards = KeyedLocks()
         # Sessions whose rebuild by the reconciler failed: it does not try again (an input does).
@@ -122,6 +125,8 @@ class Runtimes:
         """Settle as aborted every turn and queued input the previous agent process left open."""
         for record in await self._state.sessions():
             sid = record.session_id
+            # Before any workspace command or engine of the session runs again.
+            self._launcher.register_egress(sid, record.environment, record.config)
             queued = await self._state.queued_turns(sid)
             parked = await self._state.pending_interactions(sid)
             if not (record.turn_id or queued or parked):
@@ -185,6 +190,8 @@ class Runtimes:
             await self._start_failed(session_id, f"{NO_MANIFEST_REASON} ({req.engine})", receipt)
             return
         resume = req.resume_engine_session_id or (existing.engine_session_id if existing else "")
+        environment = req.environment.SerializeToString() if req.HasField("environment") else b""
+        self._launcher.register_egress(session_id, environment, req.config.SerializeToString())
         began = time.monotonic()
         try:
             sandbox, claimed = await self._launcher.sandbox(session_id, fresh=existing is None)
@@ -240,6 +247,7 @@ class Runtimes:
                 # Kept as sent, so that every later start of the session's engine applies it too.
                 config=req.config.SerializeToString(),
                 tool_grants=pb.SetToolGrants(grants=req.tool_grants).SerializeToString(),
+                environment=environment,
             )
             reports.append(pb.StartupPhase(phase="ready", duration_ms=_ms_since(began)))
 
@@ -509,6 +517,7 @@ class Runtimes:
         if lost:
             await self._outbox.append(session_id, "", pb.RuntimeLost(reason=lost))
             log.warning("runtime_lost", session_id=session_id, reason=lost)
+        self._launcher.register_egress(session_id, record.environment, record.config)
         began = time.monotonic()
         sandbox = await self._launcher.create(self._launcher.spec(session_id))
         sandbox_ms = _ms_since(began)

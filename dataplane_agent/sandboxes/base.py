@@ -13,25 +13,37 @@ from typing import Protocol
 MODEL_SOCKET_INNER = "/run/astrabox/model.sock"
 MODEL_PORT = 41800
 MODEL_BASE_URL_INNER = f"http://127.0.0.1:{MODEL_PORT}"
-_RELAY_SCRIPT = f"""\
-command -v socat >/dev/null || {{ echo "astrabox: socat is not installed in the sandbox; the model route needs it" >&2; exit 127; }}
-socat TCP-LISTEN:{MODEL_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{MODEL_SOCKET_INNER} </dev/null >/dev/null 2>&1 &
-tries=0
-until grep -q '0100007F:{MODEL_PORT:04X} 00000000:0000 0A' /proc/net/tcp; do
-  tries=$((tries + 1))
-  [ "$tries" -le 2000 ] || {{ echo "astrabox: the model relay did not start" >&2; exit 127; }}
-  sleep 0.005
-done
-exec "$@"
+# A sandbox given the egress proxy's socket sees it at EGRESS_SOCKET_INNER, relayed the same way to
+# EGRESS_PORT (the proxy URL a session with network access is given: routes/egress/proxy.py).
+EGRESS_SOCKET_INNER = "/run/astrabox/egress.sock"
+EGRESS_PORT = 41801
+_RELAY_SCRIPT = """\
+command -v socat >/dev/null || { echo "astrabox: socat is not installed in the sandbox; the model route and the egress proxy need it" >&2; exit 127; }
+relay() {
+  socat TCP-LISTEN:$1,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:$2 </dev/null >/dev/null 2>&1 &
+  tries=0
+  until grep -q "0100007F:$3 00000000:0000 0A" /proc/net/tcp; do
+    tries=$((tries + 1))
+    [ "$tries" -le 2000 ] || { echo "astrabox: the relay to $2 did not start" >&2; exit 127; }
+    sleep 0.005
+  done
+}
 """
 
 
-def model_relay(program: Sequence[str]) -> list[str]:
-    """`program` preceded by the model relay: the command line to run inside a sandbox that has a model socket.
+def model_relay(program: Sequence[str], *, model: bool = True, egress: bool = False) -> list[str]:
+    """`program` preceded by the relays of the sockets the sandbox has (the model route's, the egress
+    proxy's): the command line to run inside such a sandbox.
 
-    The relay stays up for later programs of the same network namespace; starting it
-    again where it already listens is harmless."""
-    return ["/bin/sh", "-c", _RELAY_SCRIPT, "astrabox-model-relay", *program]
+    The relays stay up for later programs of the same network namespace; starting one again where it
+    already listens is harmless."""
+    script = _RELAY_SCRIPT
+    if model:
+        script += f"relay {MODEL_PORT} {MODEL_SOCKET_INNER} {MODEL_PORT:04X}\n"
+    if egress:
+        script += f"relay {EGRESS_PORT} {EGRESS_SOCKET_INNER} {EGRESS_PORT:04X}\n"
+    script += 'exec "$@"\n'
+    return ["/bin/sh", "-c", script, "astrabox-model-relay", *program]
 
 
 # The marker in the environment of every process one workspace command starts (see end_processes).
@@ -101,6 +113,9 @@ class SandboxSpec:
     # The agent's model route on the host (a unix socket alone in its directory), which the
     # sandbox sees at MODEL_SOCKET_INNER; None: the sandbox has no way to the model.
     model_socket: Path | None = None
+    # The agent's egress proxy on the host (a unix socket alone in its directory), which the sandbox
+    # sees at EGRESS_SOCKET_INNER; None: no way out at all, whatever the session's policy.
+    egress_socket: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)

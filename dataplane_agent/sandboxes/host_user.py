@@ -65,13 +65,16 @@ class HostUser:
         """The launcher's last lines: descriptors opened on `sources` (name -> host directory), then
         the mount namespace that stages them and the drop to this user running `program` (bubblewrap
         and its arguments, which read its options on fd 3)."""
-        opens = " ".join(f"{STAGED_FDS[name]}< {shlex.quote(str(path))}" for name, path in sources.items())
+        by_fd = [name for name in sources if name in STAGED_FDS]
+        opens = " ".join(f"{STAGED_FDS[name]}< {shlex.quote(str(sources[name]))}" for name in by_fd)
         unshare, mount, setpriv = (shutil.which(tool) or tool for tool in _TOOLS)
         stage = [f"{mount} -t tmpfs -o mode=0755,nosuid,nodev,size=64k astrabox-stage {STAGE} || exit 126"]
-        for name in sources:
-            fd = STAGED_FDS[name]
-            stage.append(f"/bin/mkdir {STAGE}/{name} && {mount} --bind /proc/self/fd/{fd} {STAGE}/{name} || exit 126")
-        closes = " ".join(f"{STAGED_FDS[name]}<&-" for name in sources)
+        for name, path in sources.items():
+            # /bin/sh takes single-digit descriptors only: a source past them (the egress proxy's
+            # directory, the agent's own and root's to read) is bound by its path, as root.
+            source = f"/proc/self/fd/{STAGED_FDS[name]}" if name in by_fd else shlex.quote(str(path))
+            stage.append(f"/bin/mkdir {STAGE}/{name} && {mount} --bind {source} {STAGE}/{name} || exit 126")
+        closes = " ".join(f"{STAGED_FDS[name]}<&-" for name in by_fd)
         stage.append(
             f"exec {setpriv} --reuid={self.uid} --regid={self.gid} --clear-groups --inh-caps=-all "
             f'--no-new-privs -- "$@" {closes}'

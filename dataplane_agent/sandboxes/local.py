@@ -38,6 +38,7 @@ from pathlib import Path
 import structlog
 
 from dataplane_agent.sandboxes.base import (
+    EGRESS_SOCKET_INNER,
     MODEL_SOCKET_INNER,
     RUN_MARKER,
     DestroyVerdict,
@@ -121,6 +122,7 @@ class LocalSandboxDriver:
         # Sandbox-wide environment and model socket from each spec, applied to every launcher.
         self._spec_env: dict[str, dict[str, str]] = {}
         self._model_sockets: dict[str, Path] = {}
+        self._egress_sockets: dict[str, Path] = {}
 
     async def probe(self) -> None:
         self._isolation = None
@@ -227,6 +229,10 @@ class LocalSandboxDriver:
             self._model_sockets[sandbox_id] = spec.model_socket
         else:
             self._model_sockets.pop(sandbox_id, None)
+        if spec.egress_socket is not None:
+            self._egress_sockets[sandbox_id] = spec.egress_socket
+        else:
+            self._egress_sockets.pop(sandbox_id, None)
         log.debug("sandbox_created", sandbox_id=sandbox_id, directory=str(directory))
         return Sandbox(
             sandbox_id=sandbox_id,
@@ -266,9 +272,10 @@ class LocalSandboxDriver:
         isolation = await self.isolation()
         merged = {"PATH": DEFAULT_PATH, **self._spec_env.get(sandbox.sandbox_id, {}), **env, "HOME": INNER_HOME}
         model_socket = self._model_sockets.get(sandbox.sandbox_id)
-        sources = self._sources(directory, program[0], model_socket)
+        egress_socket = self._egress_sockets.get(sandbox.sandbox_id)
+        sources = self._sources(directory, program[0], model_socket, egress_socket)
         staged = {name: Path(isolation.host_user.staged(name)) for name in sources} if isolation.host_user else sources
-        options = [*self._bwrap_args(isolation, staged, program[0], model_socket), "--clearenv"]
+        options = [*self._bwrap_args(isolation, staged, program[0], model_socket, egress_socket), "--clearenv"]
         for name, value in merged.items():
             options += ["--setenv", name, value]
         if any("\0" in option for option in options):
@@ -281,7 +288,7 @@ class LocalSandboxDriver:
         )
         # `env -i`: bubblewrap's first process inside is a copy of the launcher, and its
         # /proc/1/environ would show the agent's whole environment to the sandbox.
-        command = [isolation.bwrap, "--args", "3", "--", *(model_relay(program) if model_socket else program)]
+        command = [isolation.bwrap, "--args", "3", "--", *_relayed(program, model_socket, egress_socket)]
         opens = ""
         if isolation.host_user is not None:
             opens, command = isolation.host_user.command(sources, command)
@@ -336,6 +343,7 @@ class LocalSandboxDriver:
         directory = self._directory(sandbox)
         self._spec_env.pop(sandbox.sandbox_id, None)
         self._model_sockets.pop(sandbox.sandbox_id, None)
+        self._egress_sockets.pop(sandbox.sandbox_id, None)
         if not directory.exists():
             return DestroyVerdict.CONFIRMED
         try:
@@ -374,6 +382,7 @@ class LocalSandboxDriver:
             ) from error
         self._spec_env.pop(sandbox.sandbox_id, None)
         self._model_sockets.pop(sandbox.sandbox_id, None)
+        self._egress_sockets.pop(sandbox.sandbox_id, None)
         return await self.create(spec)
 
     def _directory(self, sandbox: Sandbox) -> Path:
@@ -381,7 +390,9 @@ class LocalSandboxDriver:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} is not a local sandbox")
         return self._root / sandbox.sandbox_id
 
-    def _sources(self, directory: Path, executable: str, model_socket: Path | None) -> dict[str, Path]:
+    def _sources(
+        self, directory: Path, executable: str, model_socket: Path | None, egress_socket: Path | None
+    ) -> dict[str, Path]:
         """The host directories a launcher mounts into the sandbox, by name (see host_user)."""
         sources = {name: directory / name for name in ("etc", "workspace", "home", "tmp")}
         # The program's own directory, unless the system's /usr holds it already.
@@ -390,10 +401,17 @@ class LocalSandboxDriver:
             sources["program"] = program_dir
         if model_socket is not None:
             sources["model"] = model_socket.parent
+        if egress_socket is not None:
+            sources["egress"] = egress_socket.parent
         return sources
 
     def _bwrap_args(
-        self, isolation: Isolation, sources: Mapping[str, Path], executable: str, model_socket: Path | None
+        self,
+        isolation: Isolation,
+        sources: Mapping[str, Path],
+        executable: str,
+        model_socket: Path | None,
+        egress_socket: Path | None,
     ) -> list[str]:
         """bubblewrap's options, mounting `sources` (host paths, or where a hand-over staged them)."""
         args = ["--die-with-parent", "--new-session", *isolation.user_namespace, *_NAMESPACES]
@@ -422,6 +440,8 @@ class LocalSandboxDriver:
         args += ["--bind", str(sources["workspace"]), INNER_WORKSPACE]
         if model_socket is not None:
             args += ["--ro-bind", str(sources["model"] / model_socket.name), MODEL_SOCKET_INNER]
+        if egress_socket is not None:
+            args += ["--ro-bind", str(sources["egress"] / egress_socket.name), EGRESS_SOCKET_INNER]
         # The program's own directory, read-only, mounted last so nothing above hides it.
         if "program" in sources:
             program_dir = Path(executable).resolve().parent
@@ -503,3 +523,10 @@ def _alive(pid: int) -> bool:
 
 def _is_within(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
+
+
+def _relayed(program: Sequence[str], model_socket: Path | None, egress_socket: Path | None) -> list[str]:
+    """`program`, preceded by the relays of the sockets the sandbox has."""
+    if model_socket is None and egress_socket is None:
+        return list(program)
+    return model_relay(program, model=model_socket is not None, egress=egress_socket is not None)

@@ -23,7 +23,7 @@ import signal
 import stat
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -136,8 +136,11 @@ class WorkspaceService:
         driver: SandboxDriver,
         limits: UnpackLimits = UnpackLimits(),
         room: Callable[[Sandbox], Awaitable[int]] | None = None,
+        network_env: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self._sandbox_of = sandbox_of
+        # A session's way out (the egress proxy's variables; none without network access).
+        self._network_env = network_env or (lambda session_id: {})
         self._driver = driver
         self._limits = limits
         # Bytes a workspace may still take: its file system's free space, or what a measured
@@ -337,7 +340,7 @@ class WorkspaceService:
         """`argv` running inside the sandbox as its user, given a fresh marker and then `args`; one
         that does not end by itself is ended with every process it started."""
         marker = uuid.uuid4().hex
-        env = {"PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
+        env = {**self._network_env(sandbox.session_id), "PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
         launcher = await self._driver.launcher(sandbox, argv[:1], env)
         process = await asyncio.create_subprocess_exec(
             str(launcher),
