@@ -58,6 +58,7 @@ class EventKind(enum.Enum):
     TOOL_GRANTED = "tool_granted"
     TOOL_GRANT_REVOKED = "tool_grant_revoked"
     MCP_SERVER_UNAVAILABLE = "mcp_server_unavailable"
+    NETWORK_REQUEST_REFUSED = "network_request_refused"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,9 @@ _TOOL_TYPES = frozenset({"AssistantMessage", "UserMessage"})
 # What of an agent's McpServerUnavailable is journaled (a server name is at most 64 characters).
 _MAX_SERVER_NAME = 64
 _MAX_UNAVAILABLE_REASON = 2048
+# What of an agent's EgressRefused is journaled (a DNS name is at most 253 characters).
+_MAX_REFUSED_HOST = 253
+_MAX_REFUSED_REASON = 1024
 
 
 class OutputGap(Exception):
@@ -460,6 +463,21 @@ class _Applier:
                 {
                     "server": unavailable.server[:_MAX_SERVER_NAME],
                     "reason": unavailable.reason[:_MAX_UNAVAILABLE_REASON],
+                },
+                output_seq=output.output_seq,
+            )
+        )
+
+    async def _on_egress_refused(self, output: runner_pb2.Output, refused: runner_pb2.EgressRefused) -> None:
+        # A report: the sandbox was already answered with the refusal; the agent rate-limits these.
+        await self._journal_now(
+            NewEvent(
+                EventKind.NETWORK_REQUEST_REFUSED,
+                {
+                    "host": refused.host[:_MAX_REFUSED_HOST],
+                    "port": max(0, min(refused.port, 65535)),
+                    "reason": refused.reason[:_MAX_REFUSED_REASON],
+                    "suppressed": max(0, refused.suppressed),
                 },
                 output_seq=output.output_seq,
             )

@@ -88,3 +88,19 @@ def test_an_mcp_server_left_out_is_named_with_why():
         "[   5] ✗ MCP server tickets unavailable, going on without it:"
         " http://127.0.0.1:9/mcp refused the credential (HTTP 401)"
     ]
+
+
+def test_a_refused_network_request_is_one_line_with_why_and_how_many_more():
+    event = events_pb2.SessionEvent(
+        seq=6,
+        network_request_refused=events_pb2.NetworkRequestRefused(
+            host="example.com",
+            port=443,
+            reason="example.com:443 is refused: not in this environment's allowed_hosts",
+            suppressed=7,
+        ),
+    )
+    assert render(event) == [
+        "[   6] ✗ network request to example.com:443 refused:"
+        " example.com:443 is refused: not in this environment's allowed_hosts (and 7 more refused)"
+    ]

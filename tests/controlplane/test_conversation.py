@@ -12,8 +12,8 @@ import grpc
 import pytest_asyncio
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
-from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.api import SessionKernelServicer
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.journal import EventKind
@@ -516,3 +516,22 @@ async def test_an_idle_runtime_is_stopped_once_and_the_next_message_starts_it_ag
     assert delivered == [sent.turn_id]
     await plane.runtime_started(idle)
     assert not (await session_of(api, idle)).runtime_stopped
+
+
+async def test_an_egress_refusal_is_journaled_as_a_refused_network_request(api, plane):
+    sid = await ready(api, plane)
+    await plane.report(
+        sid,
+        egress_refused=runner_pb2.EgressRefused(
+            host="example.com", port=443, reason="not in this environment's allowed_hosts", suppressed=3
+        ),
+    )
+    events = (await ok(api, "ListSessionEvents", session_id=sid)).events
+    refused = [e for e in events if e.WhichOneof("payload") == "network_request_refused"]
+    assert len(refused) == 1
+    assert refused[0].kind == events_pb2.EVENT_KIND_NETWORK_REQUEST_REFUSED
+    assert refused[0].network_request_refused == events_pb2.NetworkRequestRefused(
+        host="example.com", port=443, reason="not in this environment's allowed_hosts", suppressed=3
+    )
+    # A report only: the session goes on as it was.
+    assert (await session_of(api, sid)).state == session_pb2.SESSION_STATE_READY

@@ -131,6 +131,10 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
     elif kind == "mcp_server_unavailable":
         unavailable = event.mcp_server_unavailable
         lines = [f"✗ MCP server {unavailable.server} unavailable, going on without it: {unavailable.reason}"]
+    elif kind == "network_request_refused":
+        refused = event.network_request_refused
+        more = f" (and {refused.suppressed} more refused)" if refused.suppressed else ""
+        lines = [f"✗ network request to {refused.host}:{refused.port} refused: {refused.reason}{more}"]
     elif kind == "sandbox_reconciled":
         reconciled = event.sandbox_reconciled
         lines = [
