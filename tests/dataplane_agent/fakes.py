@@ -38,6 +38,7 @@ from dataplane_agent.engines.base import (
 )
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess
 from dataplane_agent.runtimes.runtimes import Runtimes, model_env
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
@@ -387,6 +388,7 @@ async def running_agent(
     limits: TurnLimits = TurnLimits(),
     retain_sandboxes: bool = False,
     model: ModelAccess | None = None,
+    egress: EgressProxy | None = None,
 ) -> AsyncIterator[Agent]:
     """An agent's runtimes and command applier on `path`'s state, with `engine` (a fake, or a real
     adapter with a real driver and `model`, a model route) until the block ends."""
@@ -406,6 +408,7 @@ async def running_agent(
         transcripts=transcripts,
         limits=limits,
         retain_sandboxes=retain_sandboxes,
+        egress=egress,
     )
     applier = CommandApplier(db, state, runtimes)
     await runtimes.recover()
