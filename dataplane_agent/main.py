@@ -357,8 +357,11 @@ async def _egress(settings: AgentSettings, outbox: Outbox) -> AsyncIterator[Egre
     async def report(session_id: str, refused: EgressRefused) -> None:
         await outbox.append(session_id, "", refused)
 
+    # Beside the model route's socket: a docker sandbox mounts that directory (not the sockets, which
+    # a restarted agent makes anew), so both reach it at /run/astrabox; the local driver mounts each
+    # socket by itself.
     async with EgressProxy(
-        settings.state_dir / "egress",
+        settings.state_dir / "model-route",
         NoBindings(),
         allowed_networks=networks,
         registries=registries,

@@ -214,7 +214,8 @@ class DockerSandboxDriver:
         # The environment (credentials included) reaches `docker exec` in a private file: not on
         # a command line, not in the container's configuration.
         program = [found.inner_path(program[0]), *program[1:]]
-        inner = model_relay(program) if found.model_route else program
+        relays = found.model_route or found.egress_route
+        inner = model_relay(program, model=found.model_route, egress=found.egress_route) if relays else program
         command = [self._cli() or self._docker_cli, "exec", "-i", "--env-file", str(directory.launcher_env(stem))]
         command += ["--workdir", INNER_WORKSPACE, "--user", self._user(found), found.id, *inner]
         purpose = f"Runs {program[0]} inside the AstraBox sandbox {sandbox.sandbox_id}."
@@ -346,7 +347,7 @@ class DockerSandboxDriver:
         try:
             if self._disk is not None:
                 await asyncio.to_thread(self._attach, directory)
-            await self._recipe.make(docker, name, self._labels(spec), directory, spec.model_socket)
+            await self._recipe.make(docker, name, self._labels(spec), directory, spec.model_socket, spec.egress_socket)
         except aiodocker.DockerError as error:
             if error.status == 409:  # made meanwhile by another create for the session: its directory too
                 found = await inspect(docker, name)

@@ -35,6 +35,7 @@ import structlog
 
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
+    EGRESS_SOCKET_INNER,
     INSTALLATION_LABEL,
     MODEL_SOCKET_INNER,
     SESSION_LABEL,
@@ -81,10 +82,11 @@ class ContainerRecipe:
         labels: Mapping[str, str],
         directory: HostDirectory,
         model_socket: Path | None,
+        egress_socket: Path | None = None,
     ) -> None:
         """Create the container `name` and start it. DockerError if it cannot be created (409: the
         name is taken; 404: the image is missing); SandboxError, and it is removed, if it does not start."""
-        container = await docker.containers.create(self.body(labels, directory, model_socket), name=name)
+        container = await docker.containers.create(self.body(labels, directory, model_socket, egress_socket), name=name)
         try:
             await container.start()
         except aiodocker.DockerError as error:
@@ -93,7 +95,13 @@ class ContainerRecipe:
             raise SandboxError(f"container {name} did not start: {error.message}") from error
         log.debug("sandbox_created", sandbox_id=name, container=container.id[:12])
 
-    def body(self, labels: Mapping[str, str], directory: HostDirectory, model_socket: Path | None) -> dict[str, Any]:
+    def body(
+        self,
+        labels: Mapping[str, str],
+        directory: HostDirectory,
+        model_socket: Path | None,
+        egress_socket: Path | None = None,
+    ) -> dict[str, Any]:
         """The Engine's create request for a sandbox of `directory` labelled `labels`."""
         mounts = [
             _bind(directory.workspace, INNER_WORKSPACE),
@@ -111,6 +119,10 @@ class ContainerRecipe:
                 mounts.append(_bind(socket.parent, str(Path(MODEL_SOCKET_INNER).parent), read_only=True))
             else:
                 mounts.append(_bind(socket, MODEL_SOCKET_INNER, read_only=True))
+        if egress_socket is not None and not _in_routes(Path(egress_socket), model_socket):
+            # Beside the model socket (as the agent serves it) it comes with that directory;
+            # otherwise it is mounted alone (an agent restart then needs a new container for it).
+            mounts.append(_bind(Path(egress_socket), EGRESS_SOCKET_INNER, read_only=True))
         host: dict[str, Any] = {
             "Init": True,
             "NetworkMode": "none",
@@ -155,6 +167,8 @@ class Container:
     directory: HostDirectory | None
     model_route: bool
     created_at: float
+    # Whether the egress proxy's socket is mounted (alone, or in the routes' directory).
+    egress_route: bool = False
     # "uid:gid" the container runs as (what a launcher execs as); empty when a listing did not say.
     user: str = ""
     # Its bind mounts: host path -> path inside.
@@ -208,6 +222,7 @@ async def inspect(docker: aiodocker.Docker, name: str) -> Container | None:
         status=str(state.get("Status", "")),
         directory=_directory_of(mounts),
         model_route=any(m.get("Destination") in _MODEL_TARGETS for m in mounts),
+        egress_route=_egress_mounted(mounts),
         created_at=_timestamp(str(info.get("Created", ""))),
         user=str((info.get("Config") or {}).get("User") or ""),
         mounts=_binds(mounts),
@@ -226,6 +241,7 @@ def listed(info: Mapping[str, Any]) -> Container:
         status=str(info.get("State", "")),
         directory=_directory_of(mounts),
         model_route=any(m.get("Destination") in _MODEL_TARGETS for m in mounts),
+        egress_route=_egress_mounted(mounts),
         created_at=float(info.get("Created") or 0.0),
         mounts=_binds(mounts),
     )
@@ -241,6 +257,27 @@ def _directory_of(mounts: Sequence[Mapping[str, Any]]) -> HostDirectory | None:
         if mount.get("Destination") == INNER_WORKSPACE and mount.get("Source"):
             return HostDirectory(Path(mount["Source"]).parent)
     return None
+
+
+def _in_routes(egress_socket: Path, model_socket: Path | None) -> bool:
+    """Whether the egress socket comes with the model socket's directory mount."""
+    return (
+        model_socket is not None
+        and Path(model_socket).name == Path(MODEL_SOCKET_INNER).name
+        and egress_socket.parent == Path(model_socket).parent
+        and egress_socket.name == Path(EGRESS_SOCKET_INNER).name
+    )
+
+
+def _egress_mounted(mounts: Sequence[Mapping[str, Any]]) -> bool:
+    routes = str(Path(EGRESS_SOCKET_INNER).parent)
+    for mount in mounts:
+        target, source = mount.get("Destination"), str(mount.get("Source") or "")
+        if target == EGRESS_SOCKET_INNER:
+            return True
+        if target == routes and source and (Path(source) / Path(EGRESS_SOCKET_INNER).name).exists():
+            return True
+    return False
 
 
 def _binds(mounts: Sequence[Mapping[str, Any]]) -> dict[str, str]:
