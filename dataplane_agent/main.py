@@ -34,6 +34,7 @@ from dataplane_agent.relay import credential
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.egress.interception import Interception
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
 from dataplane_agent.routes.model import ModelRoute, Upstream
@@ -354,6 +355,11 @@ async def _egress(settings: AgentSettings, outbox: Outbox) -> AsyncIterator[Egre
     except ValueError as error:
         raise AgentError(f"--package-registries: {error}") from None
 
+    try:
+        interception = await asyncio.to_thread(_interception, settings.egress_ca_file)
+    except (OSError, ValueError) as error:
+        raise AgentError(f"--egress-ca-file: cannot use {settings.egress_ca_file}: {error}") from None
+
     async def report(session_id: str, refused: EgressRefused) -> None:
         await outbox.append(session_id, "", refused)
 
@@ -366,8 +372,17 @@ async def _egress(settings: AgentSettings, outbox: Outbox) -> AsyncIterator[Egre
         allowed_networks=networks,
         registries=registries,
         report=report,
+        interception=interception,
     ) as proxy:
         yield proxy
+
+
+def _interception(extra_roots_file: str) -> Interception:
+    """The egress proxy's CA, and the roots it verifies hosts with (the system's, `extra_roots_file`'s)."""
+    from dataplane_agent.routes.egress.interception import Interception
+
+    extra_roots = Path(extra_roots_file).expanduser().read_bytes() if extra_roots_file else b""
+    return Interception(extra_roots)
 
 
 @contextlib.contextmanager

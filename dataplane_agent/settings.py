@@ -169,6 +169,18 @@ class AgentSettings:
             ),
         ),
     )
+    # Extra roots the egress proxy trusts when it speaks TLS to a host itself (routes/egress/interception.py).
+    egress_ca_file: str = field(
+        default="",
+        metadata=option(
+            "--egress-ca-file",
+            env="ASTRABOX_AGENT_EGRESS_CA_FILE",
+            help=(
+                "a PEM bundle of CA certificates the egress proxy trusts, besides the system's, for the hosts"
+                " it adds credentials to over HTTPS, e.g. an internal CA (env %(env)s; default: none)"
+            ),
+        ),
+    )
     # CIDRs of non-public networks agents' HTTP MCP servers may be in (engines/mcp_destinations.py).
     mcp_allowed_networks: str = field(
         default="",

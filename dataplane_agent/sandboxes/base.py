@@ -17,6 +17,10 @@ MODEL_BASE_URL_INNER = f"http://127.0.0.1:{MODEL_PORT}"
 # EGRESS_PORT (the proxy URL a session with network access is given: routes/egress/proxy.py).
 EGRESS_SOCKET_INNER = "/run/astrabox/egress.sock"
 EGRESS_PORT = 41801
+# The trust bundle (system roots and the agent's egress CA) beside the egress socket on the host, and
+# where a sandbox sees it (routes/egress/interception.py).
+EGRESS_CA_NAME = "egress-ca.pem"
+EGRESS_CA_INNER = "/run/astrabox/egress-ca.pem"
 _RELAY_SCRIPT = """\
 command -v socat >/dev/null || { echo "astrabox: socat is not installed in the sandbox; the model route and the egress proxy need it" >&2; exit 127; }
 relay() {

@@ -38,6 +38,8 @@ from pathlib import Path
 import structlog
 
 from dataplane_agent.sandboxes.base import (
+    EGRESS_CA_INNER,
+    EGRESS_CA_NAME,
     EGRESS_SOCKET_INNER,
     MODEL_SOCKET_INNER,
     RUN_MARKER,
@@ -442,6 +444,8 @@ class LocalSandboxDriver:
             args += ["--ro-bind", str(sources["model"] / model_socket.name), MODEL_SOCKET_INNER]
         if egress_socket is not None:
             args += ["--ro-bind", str(sources["egress"] / egress_socket.name), EGRESS_SOCKET_INNER]
+            # The trust bundle naming the agent's egress CA, where the proxy wrote one.
+            args += ["--ro-bind-try", str(sources["egress"] / EGRESS_CA_NAME), EGRESS_CA_INNER]
         # The program's own directory, read-only, mounted last so nothing above hides it.
         if "program" in sources:
             program_dir = Path(executable).resolve().parent

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ssl
 import subprocess
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from astrabox.environments.v1 import environment_pb2 as env_pb
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.mcp_destinations import parse_networks
 from dataplane_agent.routes.egress.bindings import BindingSource, CredentialBinding, NoBindings, Scheme
+from dataplane_agent.routes.egress.interception import Interception
 from dataplane_agent.routes.egress.policy import EgressPolicy
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
@@ -339,3 +341,70 @@ async def test_a_bound_credential_reaches_the_host_and_nothing_else(
     assert repr(binding).find(SECRET) == -1
     assert all(SECRET not in r.SerializeToString().decode("latin-1") for _, r in reports.items)
     assert len(origin.heads) == 1
+
+
+async def _tls_origin(context: ssl.SSLContext, heads: list[str]) -> tuple[asyncio.Server, int]:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+            return
+        heads.append(head.decode("latin-1"))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\nconnection: close\r\n\r\nhello tls!")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=context)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_https_to_a_bound_host_gets_the_credential_and_any_other_https_is_a_blind_tunnel(
+    driver: LocalSandboxDriver, reports: Reports, tmp_path: Path
+) -> None:
+    # The origins' own CA (an Interception serves as a test CA), which the proxy is told to trust
+    # (--egress-ca-file) and the sandbox is not, unless a test hands it the file.
+    origins_ca = Interception()
+    bound_heads: list[str] = []
+    other_heads: list[str] = []
+    bound, bound_port = await _tls_origin(origins_ca.for_host("localhost"), bound_heads)
+    other, other_port = await _tls_origin(origins_ca.for_host("localhost"), other_heads)
+    binding = CredentialBinding("github", (parse(f"localhost:{bound_port}"),), Scheme.BEARER, "", SECRET)
+    try:
+        async with EgressProxy(
+            tmp_path / "egress",
+            StaticBindings({"tls": [binding]}),
+            allowed_networks=parse_networks("127.0.0.0/8"),
+            report=reports,
+            interception=Interception(extra_roots=origins_ca.ca_pem),
+        ) as proxy:
+            proxy.register("tls", _policy(LIMITED, f"localhost:{bound_port}", f"localhost:{other_port}"))
+            sandbox = await _sandbox(driver, proxy, "tls")
+            (sandbox.workspace / "origins-ca.pem").write_bytes(origins_ca.ca_pem)
+            env = proxy.env("tls")
+            to_bound = await _sh(
+                driver,
+                sandbox,
+                _curl(f"https://localhost:{bound_port}/repo", "-H 'Authorization: Bearer from-the-sandbox'")
+                + "; echo; env; cat /run/astrabox/egress-ca.pem",
+                env,
+            )
+            untrusted = await _sh(driver, sandbox, _curl(f"https://localhost:{other_port}/"), env)
+            trusted = await _sh(
+                driver, sandbox, _curl(f"https://localhost:{other_port}/", "--cacert /workspace/origins-ca.pem"), env
+            )
+    finally:
+        bound.close()
+        other.close()
+
+    assert to_bound.stdout.splitlines()[:2] == ["hello tls!", "200"], to_bound.stderr
+    assert f"Authorization: Bearer {SECRET}\r\n" in bound_heads[0]
+    assert "from-the-sandbox" not in bound_heads[0]
+    assert "SSL_CERT_FILE=/run/astrabox/egress-ca.pem" in to_bound.stdout
+    assert "BEGIN CERTIFICATE" in to_bound.stdout  # the bundle is there, and holds no secret
+    assert SECRET not in to_bound.stdout + to_bound.stderr
+    # Not intercepted: the sandbox sees the origin's own certificate, which only its CA vouches for.
+    # (curl's handshake fails: OpenSSL names it "certificate verify failed" or an ASN.1 error.)
+    assert untrusted.returncode == 35 and untrusted.stdout.splitlines()[-1] == "000", untrusted.stderr
+    assert trusted.stdout.splitlines() == ["hello tls!", "200"], trusted.stderr
+    assert len(other_heads) == 1 and "authorization" not in other_heads[0].lower()

@@ -22,8 +22,10 @@ A refusal is answered (403, or 502 when the upstream cannot be reached) with a o
 body saying what was refused, why and how to allow it, and reported as the session's
 EgressRefused output (rate-limited: reports.py).
 
-HTTPS credential injection (TLS interception with a per-agent CA for bound hosts) is not done yet:
-a CONNECT to a bound host is a blind tunnel like any other, so bindings apply to plain HTTP only.
+HTTPS: a CONNECT to a host with a credential binding is intercepted (interception.py: the agent's
+CA, trusted by the sandbox through a bundle beside the socket) so the credential can be added; any
+other CONNECT is a blind tunnel. Without an `Interception` (none given) bindings apply to plain HTTP
+only.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.mcp_destinations import Network, refused_kind
 from dataplane_agent.routes.egress.bindings import BindingSource, CredentialBinding
+from dataplane_agent.routes.egress.interception import Interception, trust_env
 from dataplane_agent.routes.egress.policy import NONE, EgressPolicy
 from dataplane_agent.routes.egress.reports import RefusalReports
 from dataplane_agent.routes.model import _bind_unix
@@ -124,6 +127,7 @@ class EgressProxy:
         registries: Iterable[HostPattern] = (),
         report: Report | None = None,
         limits: ProxyLimits = ProxyLimits(),
+        interception: Interception | None = None,
     ) -> None:
         self._directory = Path(directory)
         self._bindings = bindings
@@ -131,6 +135,7 @@ class EgressProxy:
         self.registries = tuple(registries)
         self._report = report
         self._limits = limits
+        self._interception = interception
         self._tokens = SessionTokens()
         self._policies: dict[str, EgressPolicy] = {}
         self._reports = RefusalReports()
@@ -158,7 +163,10 @@ class EgressProxy:
     def env(self, session_id: str) -> dict[str, str]:
         """What the session's engine and commands need to go through the proxy; nothing for a
         session without network access."""
-        return proxy_env(self._tokens.token(session_id)) if self.policy(session_id).open else {}
+        if not self.policy(session_id).open:
+            return {}
+        trust = trust_env() if self._interception is not None else {}
+        return {**proxy_env(self._tokens.token(session_id)), **trust}
 
     async def start(self) -> None:
         self._directory.mkdir(parents=True, exist_ok=True)
@@ -166,6 +174,8 @@ class EgressProxy:
         self._directory.chmod(0o755)
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
+        if self._interception is not None:
+            await asyncio.to_thread(self._interception.write_bundle, self._directory)
         listener = _bind_unix(self.socket)
         self._server = await asyncio.start_unix_server(self._serve, sock=listener, limit=self._limits.max_head)
         os.chmod(self.socket, 0o666)
@@ -281,6 +291,11 @@ class EgressProxy:
     ) -> None:
         if request.method == "CONNECT":
             host, port = self._authority(request.target, default_port=None)
+            if self._interception is not None and self.policy(session_id).refusal(host, port) is None:
+                bindings = await self._matching(session_id, host, port)
+                if bindings:
+                    await self._intercept(session_id, host, port, bindings, reader, writer)
+                    return
             up_reader, up_writer = await self._open_upstream(session_id, host, port)
             try:
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -306,6 +321,45 @@ class EgressProxy:
             up_writer.write(_upstream_request(request, origin, authority, body, bindings))
             await up_writer.drain()
             log.debug("egress_request", session_id=session_id, host=host, port=port, method=request.method)
+            await self._pipe(reader, writer, up_reader, up_writer, client_sends=False)
+        finally:
+            up_writer.close()
+
+    async def _intercept(
+        self,
+        session_id: str,
+        host: str,
+        port: int,
+        bindings: Sequence[CredentialBinding],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """One HTTPS request to a host with a credential binding: the sandbox's TLS ends here (a leaf
+        of the agent's CA), the proxy's own TLS to the host verifies it, the credential goes in."""
+        assert self._interception is not None
+        up_reader, up_writer = await self._open_upstream(session_id, host, port)
+        try:
+            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            await writer.drain()
+            canonical = canonical_host(host) or host
+            await asyncio.wait_for(writer.start_tls(self._interception.for_host(canonical)), self._limits.head_timeout)
+            request = await asyncio.wait_for(self._read_request(reader), self._limits.head_timeout)
+            if request is None:
+                return
+            if not request.target.startswith("/"):
+                raise Refused(400, "inside a tunnel, send an origin-form request (GET /path)")
+            body = await self._body(request, reader)
+            try:
+                await asyncio.wait_for(
+                    up_writer.start_tls(self._interception.upstream(), server_hostname=canonical),
+                    self._limits.connect_timeout,
+                )
+            except (OSError, TimeoutError) as error:
+                raise Refused(502, f"{host}:{port}'s TLS could not be verified: {error or 'timed out'}") from None
+            authority = host if port == 443 else f"{host}:{port}"
+            up_writer.write(_upstream_request(request, request.target, authority, body, bindings))
+            await up_writer.drain()
+            log.debug("egress_request", session_id=session_id, host=host, port=port, method=request.method, tls=True)
             await self._pipe(reader, writer, up_reader, up_writer, client_sends=False)
         finally:
             up_writer.close()
