@@ -34,6 +34,7 @@ from dataplane_agent.relay import credential
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.routes.egress.bindings import BindingSource
 from dataplane_agent.routes.egress.interception import Interception
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
@@ -85,7 +86,12 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     await _check_cli(driver, _cli(settings), agent_id)
     placements = Placements()
     inventory = inventory_for(driver, agent_id, settings.state_dir / "sandboxes")
-    async with _model(settings) as model, _egress(settings, outbox) as egress:
+    agent_credential = credential.load_or_create(settings.state_dir)
+    # The egress proxy's credential bindings, resolved from the control plane per session.
+    bindings = ResolvedBindings(
+        ControlPlaneLink(settings.controlplane, agent_id, agent_credential, _controlplane_ca(settings))
+    )
+    async with _model(settings) as model, _egress(settings, outbox, bindings) as egress:
         pool = _make_pool(settings, driver, lambda: runtimes.sandbox_template(), inventory, engines, model)
         runtimes = Runtimes(
             agent_id=agent_id,
@@ -124,11 +130,6 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             upload_limits,
             room=measured.room if measured is not None else None,
             network_env=egress.env,
-        )
-        agent_credential = credential.load_or_create(settings.state_dir)
-        # The egress proxy's credential bindings (issue 12 part A takes this BindingSource).
-        bindings = ResolvedBindings(
-            ControlPlaneLink(settings.controlplane, agent_id, agent_credential, _controlplane_ca(settings))
         )
         relay = RelayClient(
             RelayConfig(
@@ -339,11 +340,10 @@ async def _model(settings: AgentSettings) -> AsyncIterator[ModelRoute]:
 
 
 @contextlib.asynccontextmanager
-async def _egress(settings: AgentSettings, outbox: Outbox) -> AsyncIterator[EgressProxy]:
-    """The egress proxy: sandboxes' only way to the network, as their sessions' policies allow.
-    Credentials: none until the credential store's source is wired (NoBindings)."""
+async def _egress(settings: AgentSettings, outbox: Outbox, bindings: BindingSource) -> AsyncIterator[EgressProxy]:
+    """The egress proxy: sandboxes' only way to the network, as their sessions' policies allow, with
+    their credential bindings added on the way out."""
     from dataplane_agent.engines.mcp_destinations import parse_networks
-    from dataplane_agent.routes.egress.bindings import NoBindings
     from dataplane_agent.routes.egress.policy import parse_patterns
 
     try:
@@ -368,7 +368,7 @@ async def _egress(settings: AgentSettings, outbox: Outbox) -> AsyncIterator[Egre
     # socket by itself.
     async with EgressProxy(
         settings.state_dir / "model-route",
-        NoBindings(),
+        bindings,
         allowed_networks=networks,
         registries=registries,
         report=report,
@@ -379,8 +379,6 @@ async def _egress(settings: AgentSettings, outbox: Outbox) -> AsyncIterator[Egre
 
 def _interception(extra_roots_file: str) -> Interception:
     """The egress proxy's CA, and the roots it verifies hosts with (the system's, `extra_roots_file`'s)."""
-    from dataplane_agent.routes.egress.interception import Interception
-
     extra_roots = Path(extra_roots_file).expanduser().read_bytes() if extra_roots_file else b""
     return Interception(extra_roots)
 
