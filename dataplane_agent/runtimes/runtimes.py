@@ -199,6 +199,7 @@ class Runtimes:
             await self._start_failed(session_id, f"could not create the sandbox: {describe(exc)}", receipt)
             if existing is None:
                 self._placements.released(session_id)
+                self._launcher.forget(session_id)
             return
         sandbox_ms = _ms_since(began)
         # What this start reports, committed together with the runtime's record at the end, in one
@@ -228,6 +229,7 @@ class Runtimes:
             if existing is None:
                 self._sessions.pop(session_id, None)
                 self._placements.released(session_id)
+                self._launcher.forget(session_id)
                 await self._destroy_sandbox(sandbox)
             await self._start_failed(session_id, f"could not start the {req.engine} engine: {describe(exc)}", receipt)
             return

@@ -56,3 +56,12 @@ async def test_a_sessions_policy_is_registered_at_start_kept_across_a_restart_an
         done = await agent.command("s-1", destroy_runtime=pb.DestroyRuntime(reason="archived"))
         assert not done.HasField("error")
         assert second.policy("s-1").mode is Mode.NONE and second.env("s-1") == {}
+
+
+async def test_a_session_whose_start_failed_has_no_way_out(tmp_path: Path) -> None:
+    engine, driver = ScriptedEngine(fail_start="no CLI found"), DirectorySandboxDriver(tmp_path / "sandboxes")
+    proxy = EgressProxy(tmp_path / "egress", NoBindings())
+    async with running_agent(tmp_path, engine, driver, egress=proxy) as agent:
+        await agent.command("s-1", **start(environment=_environment(env_pb.NETWORK_MODE_UNRESTRICTED)))
+        assert "runtime_start_failed" in [o.WhichOneof("body") for o in await agent.outputs("s-1")]
+        assert proxy.policy("s-1").mode is Mode.NONE and proxy.env("s-1") == {}
