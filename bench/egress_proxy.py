@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import logging
 import tempfile
 import time
 from pathlib import Path
 
+import structlog
 from _common import percentile
 
 from astrabox.environments.v1 import environment_pb2 as env_pb
@@ -84,6 +86,8 @@ async def main(requests: int) -> None:
 
 
 if __name__ == "__main__":
+    # As the agent runs: no per-request debug line.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=300)
     asyncio.run(main(parser.parse_args().requests))

@@ -282,6 +282,8 @@ async def test_requests_without_the_sessions_token_get_407(origin: Origin, repor
         ("CONNECT localhost:99999 HTTP/1.1\r\n{auth}\r\n\r\n", b"port from 1 to 65535"),
         ("GET http://localhost/%0d%0aX-Evil:%201 HTTP/1.1\r\nX-A: b\rX-Evil: 1\r\n{auth}\r\n\r\n", b"malformed"),
         ("GET http://local host/ HTTP/1.1\r\n{auth}\r\n\r\n", b"malformed request line"),
+        ("GET http://localhost/a\rX-Evil: 1 HTTP/1.1\r\n{auth}\r\n\r\n", b"malformed request line"),
+        ("CONNECT localhost:443\rX-Evil: 1 HTTP/1.1\r\n{auth}\r\n\r\n", b"malformed request line"),
         ("CONNECT " + "a" * 400 + ":443 HTTP/1.1\r\n{auth}\r\n\r\n", b"longer than"),
         ("GET http://localhost/ HTTP/1.1\r\n" + "X: y\r\n" * 150 + "{auth}\r\n\r\n", b"more than 100"),
         ("GET https://localhost/ HTTP/1.1\r\n{auth}\r\n\r\n", b"CONNECT for https"),
