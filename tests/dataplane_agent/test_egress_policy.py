@@ -108,3 +108,23 @@ def test_reports_burst_then_one_per_interval_counting_the_rest() -> None:
     assert reports.take("s") == 5  # the five counted meanwhile ride on this report
     assert reports.take("s") is None
     assert reports.take("other") == 0  # per session
+
+
+async def test_a_forgotten_session_drops_its_cached_secrets(tmp_path) -> None:
+    from dataplane_agent.routes.egress.proxy import EgressProxy
+
+    class Cached:
+        def __init__(self) -> None:
+            self.forgotten: list[str] = []
+
+        async def bindings(self, session_id: str):
+            return ()
+
+        def forget(self, session_id: str) -> None:
+            self.forgotten.append(session_id)
+
+    source = Cached()
+    proxy = EgressProxy(tmp_path / "egress", source)
+    proxy.register("s-1", _policy(env_pb.NETWORK_MODE_UNRESTRICTED))
+    proxy.forget("s-1")
+    assert source.forgotten == ["s-1"] and proxy.env("s-1") == {}

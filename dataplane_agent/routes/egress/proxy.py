@@ -156,6 +156,10 @@ class EgressProxy:
         """The session is gone from this agent: its token is refused from now on."""
         self._policies.pop(session_id, None)
         self._reports.forget(session_id)
+        # Its secrets leave this process's memory too, where the source keeps them.
+        forget = getattr(self._bindings, "forget", None)
+        if callable(forget):
+            forget(session_id)
 
     def policy(self, session_id: str) -> EgressPolicy:
         return self._policies.get(session_id, NONE)
