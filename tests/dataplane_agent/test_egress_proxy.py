@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Sequence
@@ -410,3 +411,51 @@ async def test_https_to_a_bound_host_gets_the_credential_and_any_other_https_is_
     assert untrusted.returncode == 35 and untrusted.stdout.splitlines()[-1] == "000", untrusted.stderr
     assert trusted.stdout.splitlines() == ["hello tls!", "200"], trusted.stderr
     assert len(other_heads) == 1 and "authorization" not in other_heads[0].lower()
+
+
+async def test_request_bodies_stream_through_whole_in_either_framing(
+    driver: LocalSandboxDriver, reports: Reports, tmp_path: Path
+) -> None:
+    received: list[tuple[str, int, str]] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        lower = head.lower()
+        digest = hashlib.sha256()
+        if "transfer-encoding: chunked" in lower:
+            framing = "chunked"
+            while size := int((await reader.readline()).split(b";")[0], 16):
+                digest.update(await reader.readexactly(size))
+                await reader.readexactly(2)
+            await reader.readline()
+        else:
+            framing = "length"
+            length = int(lower.split("content-length: ", 1)[1].split("\r\n", 1)[0])
+            digest.update(await reader.readexactly(length))
+        received.append((framing, len(head), digest.hexdigest()))
+        answer = digest.hexdigest().encode()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s" % (len(answer), answer))
+        await writer.drain()
+        writer.close()
+
+    origin = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = origin.sockets[0].getsockname()[1]
+    try:
+        async with _proxy(tmp_path, reports) as proxy:
+            proxy.register("up", _policy(LIMITED, f"localhost:{port}"))
+            sandbox = await _sandbox(driver, proxy, "up")
+            payload = bytes(range(256)) * 40000  # ~10 MB: curl asks for 100-continue
+            (sandbox.workspace / "payload.bin").write_bytes(payload)
+            env = proxy.env("up")
+            url = f"http://localhost:{port}/upload"
+            by_length = await _sh(driver, sandbox, _curl(url, "--data-binary @payload.bin"), env)
+            chunked = await _sh(
+                driver, sandbox, _curl(url, "-H 'Transfer-Encoding: chunked' --data-binary @payload.bin"), env
+            )
+    finally:
+        origin.close()
+
+    expected = hashlib.sha256(payload).hexdigest()
+    assert by_length.stdout.splitlines() == [expected, "200"], by_length.stderr
+    assert chunked.stdout.splitlines() == [expected, "200"], chunked.stderr
+    assert [framing for framing, _, _ in received] == ["length", "chunked"]

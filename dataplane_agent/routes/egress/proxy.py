@@ -66,7 +66,7 @@ _METHOD = re.compile(r"[A-Z]{1,16}")
 _TARGET = re.compile(r"[\x21-\x7e]{1,4096}")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _REASONS = {400: "Bad Request", 403: "Forbidden", 407: "Proxy Authentication Required", 502: "Bad Gateway"}
-_REASONS |= {503: "Service Unavailable", 413: "Payload Too Large"}
+_REASONS |= {503: "Service Unavailable"}
 
 Report = Callable[[str, pb.EgressRefused], Awaitable[object]]
 
@@ -84,7 +84,6 @@ class ProxyLimits:
     connect_timeout: float = 30.0
     # A tunnel or a response with nothing moving either way for this long is closed.
     idle_timeout: float = 300.0
-    max_body: int = 256 * 1024 * 1024
     connections_per_session: int = 64
     connections: int = 1024
 
@@ -318,12 +317,12 @@ class EgressProxy:
             raise Refused(400, "user information in a proxied URL is not forwarded")
         host, port = self._authority(authority, default_port=80)
         origin = "/" + path if slash else "/" + rest[len(authority) :].lstrip("/")
-        body = await self._body(request, reader)
+        framing = _framing(request)
         bindings = await self._matching(session_id, host, port)
         up_reader, up_writer = await self._open_upstream(session_id, host, port)
         try:
-            up_writer.write(_upstream_request(request, origin, authority, body, bindings))
-            await up_writer.drain()
+            up_writer.write(_upstream_head(request, origin, authority, framing, bindings))
+            await self._send_body(request, framing, reader, writer, up_writer)
             log.debug("egress_request", session_id=session_id, host=host, port=port, method=request.method)
             await self._pipe(reader, writer, up_reader, up_writer, client_sends=False)
         finally:
@@ -352,7 +351,7 @@ class EgressProxy:
                 return
             if not request.target.startswith("/"):
                 raise Refused(400, "inside a tunnel, send an origin-form request (GET /path)")
-            body = await self._body(request, reader)
+            framing = _framing(request)
             try:
                 await asyncio.wait_for(
                     up_writer.start_tls(self._interception.upstream(), server_hostname=canonical),
@@ -361,8 +360,8 @@ class EgressProxy:
             except (OSError, TimeoutError) as error:
                 raise Refused(502, f"{host}:{port}'s TLS could not be verified: {error or 'timed out'}") from None
             authority = host if port == 443 else f"{host}:{port}"
-            up_writer.write(_upstream_request(request, request.target, authority, body, bindings))
-            await up_writer.drain()
+            up_writer.write(_upstream_head(request, request.target, authority, framing, bindings))
+            await self._send_body(request, framing, reader, writer, up_writer)
             log.debug("egress_request", session_id=session_id, host=host, port=port, method=request.method, tls=True)
             await self._pipe(reader, writer, up_reader, up_writer, client_sends=False)
         finally:
@@ -386,37 +385,57 @@ class EgressProxy:
             raise Refused(400, f"{authority[:80]!r} does not name a host")
         return host, port
 
-    async def _body(self, request: _Request, reader: asyncio.StreamReader) -> bytes:
-        if "chunked" in request.get("transfer-encoding").lower():
-            chunks: list[bytes] = []
-            total = 0
+    async def _send_body(
+        self,
+        request: _Request,
+        framing: tuple[str, int],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_writer: asyncio.StreamWriter,
+    ) -> None:
+        """Stream the request's body upstream as it comes (never held whole: a push may be large),
+        in its own framing, checked on the way."""
+        timeout = self._limits.idle_timeout
+        kind, length = framing
+        if kind != "none" and "100-continue" in request.get("expect").lower():
+            # Answered here: the upstream's own 100 is not relayed before the body is sent.
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await writer.drain()
+        if kind == "length":
+            while length > 0:
+                data = await asyncio.wait_for(reader.read(min(length, 65536)), timeout)
+                if not data:
+                    raise asyncio.IncompleteReadError(b"", length)
+                length -= len(data)
+                up_writer.write(data)
+                await up_writer.drain()
+        elif kind == "chunked":
             while True:
-                size_line = await asyncio.wait_for(reader.readline(), self._limits.idle_timeout)
+                size_line = await asyncio.wait_for(reader.readline(), timeout)
                 try:
-                    size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                    size = int(size_line.split(b";")[0].strip(), 16)
                 except ValueError:
                     raise Refused(400, "a malformed chunked body") from None
+                if size < 0:
+                    raise Refused(400, "a malformed chunked body")
+                up_writer.write(b"%x\r\n" % size)
                 if size == 0:
-                    while (await asyncio.wait_for(reader.readline(), self._limits.idle_timeout)) not in (
-                        b"\r\n",
-                        b"\n",
-                        b"",
-                    ):
+                    # Trailers are not forwarded: the chunked body ends here.
+                    while (await asyncio.wait_for(reader.readline(), timeout)) not in (b"\r\n", b"\n", b""):
                         pass
-                    return b"".join(chunks)
-                total += size
-                if total > self._limits.max_body:
-                    raise Refused(413, "the request body is too large for the egress proxy")
-                chunks.append(await asyncio.wait_for(reader.readexactly(size), self._limits.idle_timeout))
-                await asyncio.wait_for(reader.readexactly(2), self._limits.idle_timeout)
-        length = request.get("content-length")
-        if not length:
-            return b""
-        if not length.isdigit():
-            raise Refused(400, "a malformed content-length")
-        if int(length) > self._limits.max_body:
-            raise Refused(413, "the request body is too large for the egress proxy")
-        return await asyncio.wait_for(reader.readexactly(int(length)), self._limits.idle_timeout)
+                    up_writer.write(b"\r\n")
+                    break
+                while size > 0:
+                    data = await asyncio.wait_for(reader.read(min(size, 65536)), timeout)
+                    if not data:
+                        raise asyncio.IncompleteReadError(b"", size)
+                    size -= len(data)
+                    up_writer.write(data)
+                    await up_writer.drain()
+                if await asyncio.wait_for(reader.readexactly(2), timeout) != b"\r\n":
+                    raise Refused(400, "a malformed chunked body")
+                up_writer.write(b"\r\n")
+        await up_writer.drain()
 
     async def _matching(self, session_id: str, host: str, port: int) -> list[CredentialBinding]:
         try:
@@ -524,18 +543,37 @@ class EgressProxy:
             await asyncio.wait_for(writer.drain(), 5)
 
 
-def _upstream_request(
-    request: _Request, origin: str, authority: str, body: bytes, bindings: Sequence[CredentialBinding]
+def _framing(request: _Request) -> tuple[str, int]:
+    """How the request's body is delimited: ("chunked", 0), ("length", n) or ("none", 0)."""
+    if "chunked" in request.get("transfer-encoding").lower():
+        return "chunked", 0
+    length = request.get("content-length")
+    if not length:
+        return "none", 0
+    if not length.isdigit() or len(length) > 15:
+        raise Refused(400, "a malformed content-length")
+    return ("length", int(length)) if int(length) else ("none", 0)
+
+
+def _upstream_head(
+    request: _Request,
+    origin: str,
+    authority: str,
+    framing: tuple[str, int],
+    bindings: Sequence[CredentialBinding],
 ) -> bytes:
     replaced = {name.lower(): (name, value) for name, value in (b.header_line() for b in bindings)}
     lines = [f"{request.method} {origin} HTTP/1.1", f"Host: {authority}"]
     for name, value in request.headers:
         lower = name.lower()
-        if lower in _HOP_BY_HOP or lower.startswith("proxy-") or lower in replaced:
+        if lower in _HOP_BY_HOP or lower == "expect" or lower.startswith("proxy-") or lower in replaced:
             continue
         lines.append(f"{name}: {value}")
     lines += [f"{name}: {value}" for name, value in replaced.values()]
-    if body or request.method in ("POST", "PUT", "PATCH"):
-        lines.append(f"Content-Length: {len(body)}")
+    kind, length = framing
+    if kind == "chunked":
+        lines.append("Transfer-Encoding: chunked")
+    elif kind == "length" or request.method in ("POST", "PUT", "PATCH"):
+        lines.append(f"Content-Length: {length}")
     lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
