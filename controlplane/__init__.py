@@ -17,6 +17,8 @@ database and nothing else. Its map:
     convert.py       domain records to protobuf
     status.py, errors.py  the domain errors and their one mapping to gRPC statuses
     page_tokens.py   signed cursors of paged listings
+    named_definitions.py  what named, versioned definitions (agents, environments) share: names,
+                     references, versions, canonical form and digest, listing cursors
     listing.py       ListSessions' filters: states, label selector, creation time
   sessions
     kernel.py        create, get, list, archive, delete sessions; list and watch their events

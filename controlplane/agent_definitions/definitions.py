@@ -16,7 +16,6 @@ version (so it is idempotent, and its retry after a lost answer succeeds, whatev
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +24,7 @@ import asyncpg
 import structlog
 
 from astrabox.agents.v1 import agent_pb2
-from controlplane import store, validation
+from controlplane import named_definitions, store, validation
 from controlplane.agent_definitions import specs
 from controlplane.agents import Agents
 from controlplane.errors import (
@@ -34,17 +33,12 @@ from controlplane.errors import (
     AgentDefinitionNotFound,
     AgentVersionConflict,
     AgentVersionNotFound,
-    InvalidArgument,
     RequestIdReused,
 )
 from controlplane.page_tokens import PageTokens
 from controlplane.validation import echo
 
 log = structlog.get_logger(__name__)
-
-_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
-_NAME_RULE = "1-64 characters of [a-z0-9-], starting with a letter"
-MAX_VERSION = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,40 +104,16 @@ class ResolvedAgent:
 
 
 def agent_name(value: str) -> str:
-    """A new agent's name: unique in its project, never of the form of an id (a UUID), so that a
-    reference to an agent (`agent_ref`) is either unambiguously."""
-    if not _NAME.fullmatch(value) or _as_id(value) is not None:
-        raise InvalidArgument("name", f"an agent's name is {_NAME_RULE}, and not a UUID; got {echo(value)}")
-    return value
+    """A new agent's name (`named_definitions.new_name`)."""
+    return named_definitions.new_name("agent", value)
 
 
 def agent_ref(value: str, field: str = "agent") -> uuid.UUID | str:
     """What a request names an agent by: its id (a UUID) or its name."""
-    if not value:
-        raise InvalidArgument(field, f"{field} must name the agent: its name or its id")
-    found = _as_id(value)
-    if found is not None:
-        return found
-    if not _NAME.fullmatch(value):
-        raise InvalidArgument(
-            field, f"{field} must be an agent's name ({_NAME_RULE}) or id (a UUID), got {echo(value)}"
-        )
-    return value
+    return named_definitions.ref("agent", value, field)
 
 
-def _as_id(value: str) -> uuid.UUID | None:
-    if len(value) > 64:  # uuid.UUID would take a braced or urn: form, never longer
-        return None
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
-
-
-def _version(field: str, value: int) -> int:
-    if not 0 <= value <= MAX_VERSION:
-        raise InvalidArgument(field, f"{field} must be 0 (the newest) or a version number, got {value}")
-    return value
+_version = named_definitions.version
 
 
 class AgentDefinitions:
@@ -151,7 +121,7 @@ class AgentDefinitions:
         self._pool = pool
         # Where the engines' manifests come from, which definitions are checked against.
         self._agents = agents
-        self._page_tokens = page_tokens
+        self._pages = named_definitions.Pages(page_tokens, "agent")
 
     async def create(
         self, project_id: uuid.UUID, request_id: str, name: str, spec: agent_pb2.AgentSpec
@@ -225,18 +195,11 @@ class AgentDefinitions:
         self, project_id: uuid.UUID, page_size: int, page_token: str, show_archived: bool
     ) -> tuple[list[AgentRecord], str]:
         """A page of the project's agents by name, and the next page's token."""
-        size = validation.page_size(page_size, default=50, maximum=500)
-        scope = f"agents/{project_id}/{'all' if show_archived else 'active'}"
-        after = ""
-        if page_token:
-            validation.FIELDS["page_token"]("page_token", page_token)
-            after_name = self._page_tokens.read(scope, page_token).get("after")
-            if not isinstance(after_name, str):
-                raise validation.page_token_invalid()
-            after = after_name
+        size = named_definitions.page_size(page_size)
+        after = self._pages.after_name(project_id, show_archived, page_token)
         rows = await store.agent_definitions.page(self._pool, project_id, after, show_archived, size + 1)
         agents = [AgentRecord.from_row(r) for r in rows[:size]]
-        next_token = self._page_tokens.issue(scope, {"after": agents[-1].name}) if len(rows) > size else ""
+        next_token = self._pages.next_by_name(project_id, show_archived, agents[-1].name if len(rows) > size else None)
         return agents, next_token
 
     async def update(
@@ -274,21 +237,14 @@ class AgentDefinitions:
     ) -> tuple[list[VersionRecord], str]:
         """A page of the agent's versions, newest first, and the next page's token."""
         key = agent_ref(ref)
-        size = validation.page_size(page_size, default=50, maximum=500)
+        size = named_definitions.page_size(page_size)
         row = await store.agent_definitions.find(self._pool, project_id, key)
         if row is None:
             raise AgentDefinitionNotFound(ref)
-        scope = f"agent-versions/{row['agent_id']}"
-        before = None
-        if page_token:
-            validation.FIELDS["page_token"]("page_token", page_token)
-            cursor = self._page_tokens.read(scope, page_token).get("before")
-            if not isinstance(cursor, int) or isinstance(cursor, bool):
-                raise validation.page_token_invalid()
-            before = cursor
+        before = self._pages.before_version(row["agent_id"], page_token)
         rows = await store.agent_definition_versions.page(self._pool, row["agent_id"], before, size + 1)
         found = [VersionRecord.from_row(r) for r in rows[:size]]
-        next_token = self._page_tokens.issue(scope, {"before": found[-1].version}) if len(rows) > size else ""
+        next_token = self._pages.next_by_version(row["agent_id"], found[-1].version if len(rows) > size else None)
         return found, next_token
 
     async def archive(self, project_id: uuid.UUID, ref: str) -> AgentRecord:

@@ -20,7 +20,6 @@ fields, so that equal definitions have equal digests whatever client wrote them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -32,7 +31,7 @@ from typing import Any
 import jsonschema
 
 from astrabox.agents.v1 import agent_pb2
-from controlplane import validation
+from controlplane import named_definitions, validation
 from controlplane.engines import DEFAULT_ENGINE, EngineManifest
 from controlplane.errors import InvalidArgument, NoAgentAvailable
 from controlplane.validation import echo
@@ -377,14 +376,8 @@ def _built_in(field: str, tool: str, manifest: EngineManifest) -> None:
 
 
 def canonical(spec: agent_pb2.AgentSpec) -> bytes:
-    """The form a spec is stored and compared in: deterministic, without fields this version
-    of the contract does not know."""
-    copy = agent_pb2.AgentSpec()
-    copy.CopyFrom(spec)
-    copy.DiscardUnknownFields()
-    return copy.SerializeToString(deterministic=True)
+    """The form a spec is stored and compared in (`named_definitions.canonical`)."""
+    return named_definitions.canonical(spec)
 
 
-def digest(canonical_form: bytes) -> str:
-    """AgentVersion.spec_digest: the SHA-256 of the canonical form, hex."""
-    return hashlib.sha256(canonical_form).hexdigest()
+digest = named_definitions.digest
