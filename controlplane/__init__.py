@@ -58,8 +58,11 @@ database and nothing else. Its map:
     agent_definitions.py   agent_definitions (a project's named agents)
     agent_definition_versions.py  agent_definition_versions (each one's immutable versions)
     credential_store.py    credential_store (a project's secrets, encrypted under the operator's key)
+    environments.py        environments (a project's named environments)
+    environment_versions.py  environment_versions (each one's immutable versions)
   agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
                    engines' manifests (its own map)
+  environments/    EnvironmentService: a project's versioned environments (its own map)
   credential_store/  CredentialService: a project's secrets encrypted at rest, and RunnerService's
                    ResolveCredentials giving them to the agent a session is placed on (its own map)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
@@ -67,7 +70,7 @@ database and nothing else. Its map:
 
 The owner functions take the connection, so callers keep their transactions and the order of
 their statements (tests/controlplane/test_table_owners.py keeps SQL in its owner). Imports go
-downwards: server → identity, api, agent_definitions, relay, deadlines → kernel, conversation, outputs,
+downwards: server → identity, api, agent_definitions, environments, relay, deadlines → kernel, conversation, outputs,
 verdicts, leases → destructions, turns, tool_grants → agents → journal → store → session, engines.
 Nothing here imports `dataplane_agent`.
 """

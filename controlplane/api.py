@@ -86,6 +86,8 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
                 labels=dict(request.labels),
                 agent=request.agent,
                 agent_version=request.agent_version,
+                environment=request.environment,
+                environment_version=request.environment_version,
             )
         )
         return pb.CreateSessionResponse(session=session_to_proto(record))

@@ -78,6 +78,7 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         destroy_failure=_destroy_failure(record),
         tool_grants=[_tool_grant(grant) for grant in record.tool_grants],
         agent=_agent(record),
+        environment=_environment(record),
         config=session_config.decode(record.config, record.engine, record.permission_mode, record.model),
         usage=usage_to_proto(record.usage),
     )
@@ -99,6 +100,18 @@ def _agent(record: SessionRecord) -> session_pb2.SessionAgent | None:
         return None
     return session_pb2.SessionAgent(
         agent_id=record.agent.agent_id, name=record.agent.name, version=record.agent.version
+    )
+
+
+def _environment(record: SessionRecord) -> session_pb2.SessionEnvironment | None:
+    pinned = record.environment
+    if pinned is None:
+        return None
+    return session_pb2.SessionEnvironment(
+        environment_id=pinned.environment_id,
+        name=pinned.name,
+        version=pinned.version,
+        build_digest=pinned.build_digest,
     )
 
 

@@ -4,6 +4,7 @@
     ├── InvalidArgument        INVALID_ARGUMENT     reason INVALID_ARGUMENT, FIELD_TOO_LONG, MALFORMED_REQUEST,
     │                                                   PAGE_TOKEN_INVALID, PERMISSION_MODE_INVALID,
     │                                                   PATH_OUTSIDE_WORKSPACE, INVALID_AGENT_SPEC,
+    │                                                   INVALID_ENVIRONMENT_SPEC,
     │                                                   LABEL_SELECTOR_INVALID, PAGE_TOKEN_FILTERS_CHANGED
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
     ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
@@ -35,6 +36,12 @@
     ├── AgentDefinitionArchived FAILED_PRECONDITION reason AGENT_ARCHIVED
     ├── AgentVersionConflict   ABORTED              reason AGENT_VERSION_CONFLICT; metadata expected_version,
     │                                                   latest_version
+    ├── EnvironmentNotFound    NOT_FOUND            reason ENVIRONMENT_NOT_FOUND
+    ├── EnvironmentVersionNotFound NOT_FOUND        reason ENVIRONMENT_VERSION_NOT_FOUND
+    ├── EnvironmentExists      ALREADY_EXISTS       reason ENVIRONMENT_ALREADY_EXISTS
+    ├── EnvironmentArchived    FAILED_PRECONDITION  reason ENVIRONMENT_ARCHIVED
+    ├── EnvironmentVersionConflict ABORTED          reason ENVIRONMENT_VERSION_CONFLICT; metadata
+    │                                                   expected_version, latest_version
     ├── SessionBudgetExhausted FAILED_PRECONDITION  reason SESSION_BUDGET_EXHAUSTED; metadata cost_usd, limit_usd
     ├── CredentialNotFound     NOT_FOUND            reason CREDENTIAL_NOT_FOUND
     ├── CredentialsUnavailable FAILED_PRECONDITION  reason CREDENTIALS_UNAVAILABLE (no credentials key)
@@ -337,6 +344,59 @@ class SessionNotOnAgent(KernelError):
     def __init__(self, session_id: str, agent_id: str) -> None:
         super().__init__(
             f"session {session_id} is not placed on agent {agent_id}", {"session_id": session_id, "agent_id": agent_id}
+        )
+
+
+class EnvironmentNotFound(KernelError):
+    """No environment of the caller's project has this name or id (another project's looks the same)."""
+
+    reason = "ENVIRONMENT_NOT_FOUND"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(
+            f"environment {ref} does not exist in this project; `astrabox environments list` shows its environments",
+            {"environment": ref},
+        )
+
+
+class EnvironmentVersionNotFound(KernelError):
+    reason = "ENVIRONMENT_VERSION_NOT_FOUND"
+
+    def __init__(self, name: str, version: int, latest_version: int) -> None:
+        super().__init__(
+            f"environment {name} has no version {version}: its versions are 1 to {latest_version}",
+            {"environment": name, "version": str(version), "latest_version": str(latest_version)},
+        )
+
+
+class EnvironmentExists(KernelError):
+    reason = "ENVIRONMENT_ALREADY_EXISTS"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"an environment named {name} already exists in this project (archived environments keep their"
+            " names); update it (UpdateEnvironment) or choose another name",
+            {"name": name},
+        )
+
+
+class EnvironmentArchived(KernelError):
+    reason = "ENVIRONMENT_ARCHIVED"
+
+    def __init__(self, name: str, doing: str) -> None:
+        super().__init__(f"environment {name} is archived: it {doing}", {"environment": name})
+
+
+class EnvironmentVersionConflict(KernelError):
+    """An update named the version it meant to replace, and another update made a newer one first."""
+
+    reason = "ENVIRONMENT_VERSION_CONFLICT"
+
+    def __init__(self, name: str, expected: int, latest: int) -> None:
+        super().__init__(
+            f"environment {name} is at version {latest}, not {expected}: someone else changed it; read it again"
+            f" (GetEnvironment) and apply your change to version {latest}",
+            {"environment": name, "expected_version": str(expected), "latest_version": str(latest)},
         )
 
 

@@ -25,16 +25,17 @@ from google.protobuf import json_format
 
 from astrabox.agents.v1 import agent_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import quotas, requests, session_config, store, validation
+from controlplane import named_definitions, quotas, requests, session_config, store, validation
 from controlplane.agent_definitions.definitions import AgentDefinitions, ResolvedAgent
 from controlplane.agents import Agents
 from controlplane.engines import DEFAULT_ENGINE
+from controlplane.environments.definitions import EnvironmentDefinitions, PinnedEnvironment
 from controlplane.errors import InvalidArgument, RequestIdReused, SessionNotFound
 from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
 from controlplane.listing import SessionFilter, filters_changed
 from controlplane.live import LiveTail
 from controlplane.page_tokens import PageTokens
-from controlplane.session import SessionRecord, SessionState
+from controlplane.session import SessionEnvironment, SessionRecord, SessionState
 from controlplane.turns import Turns
 
 log = structlog.get_logger(__name__)
@@ -56,15 +57,25 @@ class CreateSession:
     # An agent definition's name or id in the project, and the version to pin (0: the newest).
     agent: str = ""
     agent_version: int = 0
+    # An environment's name or id in the project, and the version to pin (0: the newest); empty: the built-in one.
+    environment: str = ""
+    environment_version: int = 0
 
 
 def _fingerprint(request: CreateSession, config: agent_pb2.AgentSpec) -> str:
     """What a retry of `request` must ask again. With an agent, the request as asked: "the newest
-    version" may be another one by the retry, which then returns the session its first call made."""
+    version" may be another one by the retry, which then returns the session its first call made.
+    The environment likewise, as asked (and only when asked, so that the fingerprints of sessions
+    created without one stay what they were)."""
+    environment = (
+        {"environment": request.environment, "environment_version": request.environment_version}
+        if request.environment
+        else {}
+    )
     if not request.agent:
         mode, model = config.permission_mode, request.model
         return requests.fingerprint(
-            engine=config.engine, permission_mode=mode, model=model, labels=dict(request.labels)
+            engine=config.engine, permission_mode=mode, model=model, labels=dict(request.labels), **environment
         )
     return requests.fingerprint(
         engine=request.engine,
@@ -73,6 +84,7 @@ def _fingerprint(request: CreateSession, config: agent_pb2.AgentSpec) -> str:
         labels=dict(request.labels),
         agent=request.agent,
         agent_version=request.agent_version,
+        **environment,
     )
 
 
@@ -86,9 +98,11 @@ class SessionKernel:
         live: LiveTail,
         page_tokens: PageTokens,
         definitions: AgentDefinitions,
+        environments: EnvironmentDefinitions | None = None,
     ) -> None:
         self._pool = pool
         self._definitions = definitions
+        self._environments = environments or EnvironmentDefinitions(pool, page_tokens)
         self._page_tokens = page_tokens
         self._turns = turns
         self._journal = journal
@@ -102,6 +116,16 @@ class SessionKernel:
             pinned = await self._definitions.resolve(request.project_id, request.agent, request.agent_version)
         elif request.agent_version:
             raise InvalidArgument("agent_version", "agent_version needs an agent: name the agent to pin a version of")
+        environment = None
+        if request.environment:
+            environment = await self._environments.resolve(
+                request.project_id, request.environment, request.environment_version
+            )
+        elif request.environment_version:
+            raise InvalidArgument(
+                "environment_version",
+                "environment_version needs an environment: name the environment to pin a version of",
+            )
         config = session_config.effective(pinned, request.engine, request.permission_mode, request.model)
         manifest = await self._agents.engine_manifest(config.engine or DEFAULT_ENGINE)
         config.engine = manifest.kind
@@ -116,7 +140,7 @@ class SessionKernel:
             # known, returns its session (below) and is never placed, however full the agents are.
             known = await store.sessions.by_request_id(tx.conn, request.project_id, request.request_id)
             if known is None:
-                agent_id = await self._create_in(tx, session_id, request, pinned, config, fingerprint)
+                agent_id = await self._create_in(tx, session_id, request, (pinned, environment), config, fingerprint)
         if known is not None:
             existing = await self._by_request_id(request, fingerprint)
             assert existing is not None
@@ -129,12 +153,13 @@ class SessionKernel:
         tx: JournalTransaction,
         session_id: str,
         request: CreateSession,
-        pinned: ResolvedAgent | None,
+        pins: tuple[ResolvedAgent | None, PinnedEnvironment | None],
         config: agent_pb2.AgentSpec,
         fingerprint: str,
     ) -> str:
         """Place the new session on an agent (claiming a slot there), insert it and queue its start;
         returns the agent."""
+        pinned, environment = pins
         engine, mode, model = config.engine, config.permission_mode, config.model
         placing = time.monotonic()
         agent_id = await self._agents.place(tx.conn, engine, request.project_id)
@@ -160,12 +185,31 @@ class SessionKernel:
             (uuid.UUID(pinned.agent_id), pinned.name, pinned.version) if pinned else None,
             session_config.turn_timeout(config),
         )
+        runtime_environment = None
+        if environment is not None:
+            spec = named_definitions.canonical(environment.spec)
+            await store.sessions.set_environment(
+                tx.conn,
+                session_id,
+                uuid.UUID(environment.environment_id),
+                environment.name,
+                environment.version,
+                environment.build_digest,
+                spec,
+            )
+            runtime_environment = session_config.runtime_environment(
+                SessionEnvironment(
+                    environment.environment_id, environment.name, environment.version, environment.build_digest, spec
+                )
+            )
         command_id = await self._agents.enqueue(
             tx,
             agent_id,
             session_id,
             runner_pb2.Command(
-                start_runtime=runner_pb2.StartRuntime(engine=engine, permission_mode=mode, model=model, config=config)
+                start_runtime=runner_pb2.StartRuntime(
+                    engine=engine, permission_mode=mode, model=model, config=config, environment=runtime_environment
+                )
             ),
         )
         created: dict[str, object] = {
@@ -177,6 +221,13 @@ class SessionKernel:
         }
         if pinned is not None:
             created["agent"] = {"agent_id": pinned.agent_id, "name": pinned.name, "version": pinned.version}
+        if environment is not None:
+            created["environment"] = {
+                "environment_id": environment.environment_id,
+                "name": environment.name,
+                "version": environment.version,
+                "build_digest": environment.build_digest,
+            }
         await tx.append(
             session_id,
             [

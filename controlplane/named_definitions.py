@@ -15,7 +15,7 @@ import uuid
 from google.protobuf.message import Message
 
 from controlplane import validation
-from controlplane.errors import InvalidArgument
+from controlplane.errors import InvalidArgument, RequestIdReused
 from controlplane.page_tokens import PageTokens
 from controlplane.validation import echo
 
@@ -76,6 +76,18 @@ def canonical(spec: Message) -> bytes:
 def digest(canonical_form: bytes) -> str:
     """A version's spec_digest: the SHA-256 of the canonical form, hex."""
     return hashlib.sha256(canonical_form).hexdigest()
+
+
+def same_request(what: str, request_id: str, made: tuple[str, str, str], asked: tuple[str, str]) -> None:
+    """A create's retry: `made` is the (id, name, first version's spec digest) its request id made,
+    `asked` the (name, spec digest) the retry asks for; another name or definition is RequestIdReused."""
+    made_id, made_name, made_digest = made
+    if (made_name, made_digest) != asked:
+        raise RequestIdReused(
+            f"request_id {echo(request_id)} was already used to create {what} {made_name}"
+            " with another name or definition",
+            {"request_id": request_id, f"{what}_id": made_id},
+        )
 
 
 def page_size(value: int) -> int:

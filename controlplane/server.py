@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from astrabox.admin.v1 import admin_service_pb2_grpc
 from astrabox.agents.v1 import agent_service_pb2_grpc
 from astrabox.credentialstore.v1 import credential_service_pb2_grpc
+from astrabox.environments.v1 import environment_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
 from controlplane.agent_definitions.api import AgentServicer
@@ -31,13 +32,15 @@ from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.destructions import DestroyRetries
 from controlplane.edge import Edge
+from controlplane.environments.api import EnvironmentServicer
+from controlplane.environments.definitions import EnvironmentDefinitions
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.health import HealthMonitor
 from controlplane.identity.admin import AdminServicer
 from controlplane.identity.agent_admission import AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
-from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, KERNEL
+from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, KERNEL
 from controlplane.identity.tenancy import Tenancy
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
@@ -64,7 +67,7 @@ log = structlog.get_logger(__name__)
 
 
 RUNNER = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name
-SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, RUNNER)
+SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, RUNNER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,9 @@ _add_agent_service: Callable[[AgentServicer, grpc.aio.Server], None] = (
 )
 _add_credential_service: Callable[[CredentialServicer, grpc.aio.Server], None] = (
     credential_service_pb2_grpc.add_CredentialServiceServicer_to_server
+)
+_add_environment_service: Callable[[EnvironmentServicer, grpc.aio.Server], None] = (
+    environment_service_pb2_grpc.add_EnvironmentServiceServicer_to_server
 )
 _add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
     runner_service_pb2_grpc.add_RunnerServiceServicer_to_server
@@ -143,7 +149,14 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     ),
                     pool,
                 ),
-                Edge(KERNEL, ADMIN, CREDENTIALS, internal=(RUNNER,), self_bounded=(AGENTS,), scope=Tenancy(pool).scope),
+                Edge(
+                    KERNEL,
+                    ADMIN,
+                    CREDENTIALS,
+                    internal=(RUNNER,),
+                    self_bounded=(AGENTS, ENVIRONMENTS),
+                    scope=Tenancy(pool).scope,
+                ),
             ],
             options=[
                 ("grpc.so_reuseport", 0),
@@ -166,7 +179,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         turns = Turns(agents)
         page_tokens = PageTokens.from_cluster_secret(secret)
         definitions = AgentDefinitions(pool, agents, page_tokens)
-        kernel = SessionKernel(pool, journal, agents, turns, live, page_tokens, definitions)
+        environments = EnvironmentDefinitions(pool, page_tokens)
+        kernel = SessionKernel(pool, journal, agents, turns, live, page_tokens, definitions, environments)
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
         replicas = ReplicaLinks(pool, advertised, secret, tls[1] if tls else None)
         router = WorkspaceRouter(replicas)
@@ -203,6 +217,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         _add_credential_service(CredentialServicer(credentials), server)
         _add_admin_service(AdminServicer(pool, admission), server)
         _add_agent_service(AgentServicer(definitions), server)
+        _add_environment_service(EnvironmentServicer(environments), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -140,6 +140,31 @@ class SessionAgent:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionEnvironment:
+    """The environment version a session pins, as CreateSession resolved it: every StartRuntime
+    for the session carries this spec, whatever the environment has become since."""
+
+    environment_id: str
+    name: str
+    version: int
+    build_digest: str
+    # The version's serialized astrabox.environments.v1.EnvironmentSpec.
+    spec: bytes
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> SessionEnvironment | None:
+        if row.get("environment_id") is None:
+            return None
+        return cls(
+            str(row["environment_id"]),
+            row["environment_name"],
+            row["environment_version"],
+            row["environment_build_digest"],
+            bytes(row["environment_spec"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SessionRecord:
     session_id: str
     request_id: str
@@ -181,6 +206,8 @@ class SessionRecord:
     config: bytes = b""
     # What its turns used so far (`controlplane.usage`).
     usage: Usage = field(default_factory=Usage)
+    # The environment version it pins (None: the built-in environment).
+    environment: SessionEnvironment | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -222,5 +249,6 @@ class SessionRecord:
             ),
             agent=SessionAgent.from_row(row),
             config=bytes(row["config"]) if "config" in keys else b"",
+            environment=SessionEnvironment.from_row(row),
             usage=Usage.totals_of(row) if "usage_turns" in keys else Usage(),
         )

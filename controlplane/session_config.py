@@ -1,11 +1,15 @@
-"""A session's configuration: the agent version it pins, with CreateSession's own fields over it.
+"""A session's configuration: the agent version it pins, with CreateSession's own fields over it;
+and the environment version it runs in.
 
 A session started from an agent pins one version of its definition; one
 created without an agent runs the engine's defaults. Either way the session
 stores the *effective* `AgentSpec` (its engine, permission mode and model
 filled in) and every StartRuntime carries it, so a runtime placed again or
 restarted runs exactly what the session started with, whatever the agent
-definition has become since.
+definition has become since. Its environment likewise: the pinned version's spec
+is copied into the session and every StartRuntime carries that copy
+(`runtime_environment`), so a sandbox rebuilt after it was lost, or placed on
+another agent, runs in the same environment version.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from astrabox.agents.v1 import agent_pb2
+from astrabox.environments.v1 import environment_pb2
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.agent_definitions.definitions import ResolvedAgent
+from controlplane.session import SessionEnvironment
 
 
 def effective(pinned: ResolvedAgent | None, engine: str, permission_mode: str, model: str) -> agent_pb2.AgentSpec:
@@ -46,3 +53,16 @@ def decode(stored: bytes, engine: str, permission_mode: str, model: str) -> agen
     spec = agent_pb2.AgentSpec.FromString(stored)
     spec.engine, spec.permission_mode, spec.model = engine, permission_mode, model
     return spec
+
+
+def runtime_environment(pinned: SessionEnvironment | None) -> runner_pb2.RuntimeEnvironment | None:
+    """What a StartRuntime carries of the session's pinned environment (None: the built-in one)."""
+    if pinned is None:
+        return None
+    return runner_pb2.RuntimeEnvironment(
+        environment_id=pinned.environment_id,
+        name=pinned.name,
+        version=pinned.version,
+        spec=environment_pb2.EnvironmentSpec.FromString(pinned.spec),
+        build_digest=pinned.build_digest,
+    )

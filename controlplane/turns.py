@@ -287,6 +287,7 @@ class Turns:
                     config=session_config.decode(
                         session.config, session.engine, session.permission_mode, session.model
                     ),
+                    environment=session_config.runtime_environment(session.environment),
                 )
             ),
         )

@@ -33,10 +33,8 @@ from controlplane.errors import (
     AgentDefinitionNotFound,
     AgentVersionConflict,
     AgentVersionNotFound,
-    RequestIdReused,
 )
 from controlplane.page_tokens import PageTokens
-from controlplane.validation import echo
 
 log = structlog.get_logger(__name__)
 
@@ -148,12 +146,8 @@ class AgentDefinitions:
                     raise AgentDefinitionExists(name)
             first = await store.agent_definition_versions.get(conn, known["agent_id"], 1)
             assert first is not None
-            if known["name"] != name or first["spec_digest"] != digest:
-                raise RequestIdReused(
-                    f"request_id {echo(request_id)} was already used to create agent {known['name']}"
-                    " with another name or definition",
-                    {"request_id": request_id, "agent_id": str(known["agent_id"])},
-                )
+            made = (str(known["agent_id"]), known["name"], first["spec_digest"])
+            named_definitions.same_request("agent", request_id, made, (name, digest))
             return AgentRecord.from_row(known), VersionRecord.from_row(first)
 
     async def get(self, project_id: uuid.UUID, ref: str, version: int = 0) -> tuple[AgentRecord, VersionRecord]:

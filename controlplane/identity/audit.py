@@ -28,6 +28,7 @@ IDENTIFIERS = (
     "project_id",
     "name",
     "agent",
+    "environment",
     "interaction_id",
     "task_id",
     "request_id",

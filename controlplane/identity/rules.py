@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from astrabox.admin.v1 import admin_service_pb2
 from astrabox.agents.v1 import agent_service_pb2
 from astrabox.credentialstore.v1 import credential_service_pb2
+from astrabox.environments.v1 import environment_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.identity.callers import Caller, Role
 
@@ -21,8 +22,9 @@ KERNEL = session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelSe
 ADMIN = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 AGENTS = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 CREDENTIALS = credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name
+ENVIRONMENTS = environment_service_pb2.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 # The services whose every call is authenticated.
-GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS)
+GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +105,21 @@ _CREDENTIAL_RULES = {
     "DeleteCredential": _DRIVE,
 }
 
+# Environments: whoever may start sessions may define where they run (as agent definitions).
+_ENVIRONMENT_RULES = {
+    "GetEnvironment": _VIEW,
+    "ListEnvironments": _VIEW,
+    "ListEnvironmentVersions": _VIEW,
+    "CreateEnvironment": _DRIVE,
+    "UpdateEnvironment": _DRIVE,
+    "ArchiveEnvironment": _DRIVE,
+    "BuildEnvironment": _DRIVE,
+}
+
 RULES: dict[str, Rule] = {
     **{f"/{KERNEL}/{name}": rule for name, rule in _KERNEL_RULES.items()},
     **{f"/{ADMIN}/{name}": rule for name, rule in _ADMIN_RULES.items()},
     **{f"/{AGENTS}/{name}": rule for name, rule in _AGENT_RULES.items()},
     **{f"/{CREDENTIALS}/{name}": rule for name, rule in _CREDENTIAL_RULES.items()},
+    **{f"/{ENVIRONMENTS}/{name}": rule for name, rule in _ENVIRONMENT_RULES.items()},
 }

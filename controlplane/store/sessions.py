@@ -127,6 +127,28 @@ async def set_config(
     )
 
 
+async def set_environment(
+    conn: asyncpg.Connection,
+    session_id: str,
+    environment_id: uuid.UUID,
+    name: str,
+    version: int,
+    build_digest: str,
+    spec: bytes,
+) -> None:
+    """The environment version the new session pins, its spec copied (`controlplane.session_config`)."""
+    await conn.execute(
+        "UPDATE sessions SET environment_id = $2, environment_name = $3, environment_version = $4,"
+        " environment_build_digest = $5, environment_spec = $6 WHERE session_id = $1",
+        session_id,
+        environment_id,
+        name,
+        version,
+        build_digest,
+        spec,
+    )
+
+
 async def lock(conn: asyncpg.Connection, session_id: str) -> asyncpg.Record | None:
     """Lock the session row for the rest of the transaction and return it."""
     return await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)

@@ -189,6 +189,8 @@ def request_for(rpc: str, v: Values) -> Message:
             permission_mode=v.mode(),
             model=v.either(lambda: rng.choice(["", "sonnet", "claude-opus-4-1[1m]"])),
             labels=v.labels(),
+            environment=v.either(lambda: rng.choice(["", "py", "Py", str(uuid.uuid4())])),
+            environment_version=rng.choice([0, 0, 1, 2**31 - 1, -1]),
         )
     if rpc == "GetSession":
         return pb.GetSessionRequest(session_id=v.session_id())

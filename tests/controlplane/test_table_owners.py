@@ -34,6 +34,8 @@ OWNERS = {
     "agent_definitions": "store/agent_definitions.py",
     "agent_definition_versions": "store/agent_definition_versions.py",
     "credential_store": "store/credential_store.py",
+    "environments": "store/environments.py",
+    "environment_versions": "store/environment_versions.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",

@@ -34,7 +34,9 @@ class EnvironmentServiceStub:
     ENVIRONMENT_ARCHIVED, ENVIRONMENT_VERSION_CONFLICT, REQUEST_ID_REUSED,
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
-    names a credential the project does not have), NO_AGENT_AVAILABLE.
+    names a credential the project does not have), NO_AGENT_AVAILABLE,
+    NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
+    builds layers ahead of time).
     """
 
     def __init__(self, channel):
@@ -89,7 +91,9 @@ class EnvironmentServiceServicer:
     ENVIRONMENT_ARCHIVED, ENVIRONMENT_VERSION_CONFLICT, REQUEST_ID_REUSED,
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
-    names a credential the project does not have), NO_AGENT_AVAILABLE.
+    names a credential the project does not have), NO_AGENT_AVAILABLE,
+    NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
+    builds layers ahead of time).
     """
 
     def CreateEnvironment(self, request, context):
@@ -204,7 +208,9 @@ class EnvironmentService:
     ENVIRONMENT_ARCHIVED, ENVIRONMENT_VERSION_CONFLICT, REQUEST_ID_REUSED,
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
-    names a credential the project does not have), NO_AGENT_AVAILABLE.
+    names a credential the project does not have), NO_AGENT_AVAILABLE,
+    NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
+    builds layers ahead of time).
     """
 
     @staticmethod

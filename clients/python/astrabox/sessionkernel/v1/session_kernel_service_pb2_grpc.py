@@ -54,6 +54,11 @@ class SessionKernelServiceStub:
     AGENT_VERSION_NOT_FOUND  (NOT_FOUND) the agent has no such version
     AGENT_ARCHIVED           (FAILED_PRECONDITION) the agent is archived: it starts
     no new session
+    ENVIRONMENT_NOT_FOUND    (NOT_FOUND) CreateSession's environment is not one of
+    the project's environments
+    ENVIRONMENT_VERSION_NOT_FOUND (NOT_FOUND) the environment has no such version
+    ENVIRONMENT_ARCHIVED     (FAILED_PRECONDITION) the environment is archived: it
+    starts no new session
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
@@ -266,6 +271,11 @@ class SessionKernelServiceServicer:
     AGENT_VERSION_NOT_FOUND  (NOT_FOUND) the agent has no such version
     AGENT_ARCHIVED           (FAILED_PRECONDITION) the agent is archived: it starts
     no new session
+    ENVIRONMENT_NOT_FOUND    (NOT_FOUND) CreateSession's environment is not one of
+    the project's environments
+    ENVIRONMENT_VERSION_NOT_FOUND (NOT_FOUND) the environment has no such version
+    ENVIRONMENT_ARCHIVED     (FAILED_PRECONDITION) the environment is archived: it
+    starts no new session
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages
@@ -614,6 +624,11 @@ class SessionKernelService:
     AGENT_VERSION_NOT_FOUND  (NOT_FOUND) the agent has no such version
     AGENT_ARCHIVED           (FAILED_PRECONDITION) the agent is archived: it starts
     no new session
+    ENVIRONMENT_NOT_FOUND    (NOT_FOUND) CreateSession's environment is not one of
+    the project's environments
+    ENVIRONMENT_VERSION_NOT_FOUND (NOT_FOUND) the environment has no such version
+    ENVIRONMENT_ARCHIVED     (FAILED_PRECONDITION) the environment is archived: it
+    starts no new session
     INTERACTION_NOT_PENDING  (FAILED_PRECONDITION) the interaction was already
     answered or closed; only one answer takes effect
     SESSION_NOT_READY        (FAILED_PRECONDITION) the session cannot take messages

@@ -1,0 +1,130 @@
+"""EnvironmentService: protobuf in, `EnvironmentDefinitions` calls within the caller's project,
+protobuf out.
+
+Like AgentService its requests are bounded here and in `specs`, not by the edge's table of fields
+(`controlplane.validation.FIELDS`): a spec's fields have meanings of their own, and a refusal names
+the spec's field by its path. BuildEnvironment is the data-plane agents' (their layers); until they
+build, it answers UNIMPLEMENTED and says so.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from astrabox.environments.v1 import environment_pb2 as epb
+from astrabox.environments.v1 import environment_service_pb2 as pb
+from astrabox.environments.v1 import environment_service_pb2_grpc as pb_grpc
+from controlplane.convert import timestamp
+from controlplane.environments.definitions import EnvironmentDefinitions, EnvironmentRecord, EnvironmentVersionRecord
+from controlplane.errors import KernelError, Unimplemented
+from controlplane.identity import callers
+from controlplane.status import maps_errors, to_status
+
+BUILDS_NOT_SERVED = "NOT_IMPLEMENTED"
+
+
+def environment_to_proto(record: EnvironmentRecord) -> epb.Environment:
+    return epb.Environment(
+        environment_id=record.environment_id,
+        name=record.name,
+        project_id=str(record.project_id),
+        latest_version=record.latest_version,
+        archived=record.archived,
+        create_time=timestamp(record.created_at),
+        update_time=timestamp(record.updated_at),
+    )
+
+
+def version_to_proto(record: EnvironmentVersionRecord) -> epb.EnvironmentVersion:
+    return epb.EnvironmentVersion(
+        environment_id=record.environment_id,
+        version=record.version,
+        spec=record.spec,
+        spec_digest=record.spec_digest,
+        build_digest=record.build_digest,
+        create_time=timestamp(record.created_at),
+    )
+
+
+class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
+    def __init__(self, definitions: EnvironmentDefinitions) -> None:
+        self._definitions = definitions
+
+    @maps_errors
+    async def CreateEnvironment(
+        self, request: pb.CreateEnvironmentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateEnvironmentResponse:
+        environment, version = await self._definitions.create(
+            callers.current().project_id, request.request_id, request.name, request.spec
+        )
+        return pb.CreateEnvironmentResponse(
+            environment=environment_to_proto(environment), version=version_to_proto(version)
+        )
+
+    @maps_errors
+    async def GetEnvironment(
+        self, request: pb.GetEnvironmentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetEnvironmentResponse:
+        environment, version = await self._definitions.get(
+            callers.current().project_id, request.environment, request.version
+        )
+        return pb.GetEnvironmentResponse(
+            environment=environment_to_proto(environment), version=version_to_proto(version)
+        )
+
+    @maps_errors
+    async def ListEnvironments(
+        self, request: pb.ListEnvironmentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListEnvironmentsResponse:
+        found, token = await self._definitions.list_environments(
+            callers.current().project_id, request.page_size, request.page_token, request.show_archived
+        )
+        return pb.ListEnvironmentsResponse(environments=[environment_to_proto(e) for e in found], next_page_token=token)
+
+    @maps_errors
+    async def UpdateEnvironment(
+        self, request: pb.UpdateEnvironmentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdateEnvironmentResponse:
+        updated = await self._definitions.update(
+            callers.current().project_id, request.environment, request.spec, request.expected_version
+        )
+        return pb.UpdateEnvironmentResponse(
+            environment=environment_to_proto(updated.environment),
+            version=version_to_proto(updated.version),
+            created=updated.created,
+        )
+
+    @maps_errors
+    async def ListEnvironmentVersions(
+        self, request: pb.ListEnvironmentVersionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListEnvironmentVersionsResponse:
+        versions, token = await self._definitions.list_versions(
+            callers.current().project_id, request.environment, request.page_size, request.page_token
+        )
+        return pb.ListEnvironmentVersionsResponse(
+            versions=[version_to_proto(v) for v in versions], next_page_token=token
+        )
+
+    @maps_errors
+    async def ArchiveEnvironment(
+        self, request: pb.ArchiveEnvironmentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ArchiveEnvironmentResponse:
+        return pb.ArchiveEnvironmentResponse(
+            environment=environment_to_proto(
+                await self._definitions.archive(callers.current().project_id, request.environment)
+            )
+        )
+
+    async def BuildEnvironment(self, request: pb.BuildEnvironmentRequest, context: grpc.aio.ServicerContext) -> None:
+        """Streams nothing yet: answers UNIMPLEMENTED once the version is known to exist (a wrong name
+        is told as such). Part of the data-plane agents' layers, served when they build."""
+        try:
+            await self._definitions.get(callers.current().project_id, request.environment, request.version)
+            raise Unimplemented(
+                BUILDS_NOT_SERVED,
+                "this control plane does not build environment layers ahead of time yet; a session's first"
+                " start builds its environment's layer",
+                "environment",
+            )
+        except KernelError as error:
+            await context.abort_with_status(to_status(error))
