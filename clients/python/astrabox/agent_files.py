@@ -42,16 +42,14 @@ prints applies again to the same definition.
 from __future__ import annotations
 
 import base64
-import difflib
 import json
 import math
 import os
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import yaml
 from google.protobuf import duration_pb2
@@ -59,6 +57,7 @@ from google.protobuf import duration_pb2
 from astrabox.agents.v1 import agent_pb2
 from astrabox.errors import AgentFileError
 from astrabox.skill_directories import MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_PATH_BYTES, read_skill_directory
+from astrabox.yaml_nodes import Dumper, YamlNodes, documents
 
 __all__ = ["AgentFile", "dump", "load", "parse"]
 
@@ -91,7 +90,6 @@ _POLICIES = {
     "ask": agent_pb2.TOOL_POLICY_ASK,
     "deny": agent_pb2.TOOL_POLICY_DENY,
 }
-_TAG = "tag:yaml.org,2002:"
 _TOP = (
     "name",
     "description",
@@ -133,15 +131,11 @@ def parse(text: str, *, source: str = "<agent file>", base_dir: str | os.PathLik
     are relative to `base_dir`."""
     loader = yaml.SafeLoader(text)
     try:
-        documents = []
-        while loader.check_node():
-            node = loader.get_node()
-            if node is not None and node.tag != _TAG + "null":  # an empty document (a trailing `---`)
-                documents.append(node)
-        if not documents:
+        nodes = documents(loader)
+        if not nodes:
             raise AgentFileError(f"{source}: no agent in it (a document with at least `name:`)")
         reader = _Reader(source, Path(base_dir), loader)
-        agents = [reader.agent(document) for document in documents]
+        agents = [reader.agent(document) for document in nodes]
     except yaml.MarkedYAMLError as error:
         line = error.problem_mark.line + 1 if error.problem_mark else 1
         raise AgentFileError(f"{source}:{line}: not valid YAML: {error.problem}") from error
@@ -162,186 +156,195 @@ class _Reader:
         self._source = source
         self._base_dir = base_dir
         self._loader = loader
+        self._nodes = YamlNodes(source, loader, AgentFileError, "agent")
 
     def agent(self, node: yaml.Node) -> AgentFile:
-        fields = self._mapping(node, "", _TOP, required=("name",))
-        name = self._text(fields["name"], "name")
+        fields = self._nodes.mapping(node, "", _TOP, required=("name",))
+        name = self._nodes.text(fields["name"], "name")
         if not _AGENT_NAME.fullmatch(name):
-            self._fail(
+            self._nodes.fail(
                 fields["name"], "name", f"{name!r} is not 1-64 characters of a-z, 0-9 and -, starting with a letter"
             )
         spec = agent_pb2.AgentSpec()
         for key in ("engine", "model", "permission_mode"):
             if key in fields:
-                setattr(spec, key, self._text(fields[key], key))
+                setattr(spec, key, self._nodes.text(fields[key], key))
         if "description" in fields:
-            spec.description = self._text(fields["description"], "description", most=MAX_DESCRIPTION_BYTES)
+            spec.description = self._nodes.text(fields["description"], "description", most=MAX_DESCRIPTION_BYTES)
         if "system_prompt" in fields:
             self._system_prompt(fields["system_prompt"], spec.system_prompt)
         if "tools" in fields:
             self._tools(fields["tools"], spec.tools)
         if "mcp_servers" in fields:
-            servers = self._sequence(fields["mcp_servers"], "mcp_servers", most=MAX_MCP_SERVERS)
+            servers = self._nodes.sequence(fields["mcp_servers"], "mcp_servers", most=MAX_MCP_SERVERS)
             for i, server in enumerate(servers):
                 self._mcp_server(server, f"mcp_servers[{i}]", spec.mcp_servers.add())
-            self._unique(servers, [s.name for s in spec.mcp_servers], "mcp_servers")
+            self._nodes.unique(servers, [s.name for s in spec.mcp_servers], "mcp_servers")
         if "skills" in fields:
-            skills = self._sequence(fields["skills"], "skills", most=MAX_SKILLS)
+            skills = self._nodes.sequence(fields["skills"], "skills", most=MAX_SKILLS)
             for i, skill in enumerate(skills):
                 self._skill(skill, f"skills[{i}]", spec.skills.add())
-            self._unique(skills, [s.name for s in spec.skills], "skills")
+            self._nodes.unique(skills, [s.name for s in spec.skills], "skills")
         if "limits" in fields:
             self._limits(fields["limits"], spec.limits)
         if "custom_tools" in fields:
-            tools = self._sequence(fields["custom_tools"], "custom_tools", most=MAX_CUSTOM_TOOLS)
+            tools = self._nodes.sequence(fields["custom_tools"], "custom_tools", most=MAX_CUSTOM_TOOLS)
             for i, tool in enumerate(tools):
                 self._custom_tool(tool, f"custom_tools[{i}]", spec.custom_tools.add())
-            self._unique(tools, [t.name for t in spec.custom_tools], "custom_tools")
+            self._nodes.unique(tools, [t.name for t in spec.custom_tools], "custom_tools")
         if (size := spec.ByteSize()) > MAX_SPEC_BYTES:
-            self._fail(node, name, f"the definition is {size} bytes, over the limit of {MAX_SPEC_BYTES} (1 MiB)")
-        return AgentFile(name, spec, self._where(node))
+            self._nodes.fail(node, name, f"the definition is {size} bytes, over the limit of {MAX_SPEC_BYTES} (1 MiB)")
+        return AgentFile(name, spec, self._nodes.where(node))
 
     def _system_prompt(self, node: yaml.Node, prompt: agent_pb2.SystemPrompt) -> None:
-        fields = self._mapping(node, "system_prompt", ("append", "replace"))
+        fields = self._nodes.mapping(node, "system_prompt", ("append", "replace"))
         if len(fields) != 1:
-            self._fail(node, "system_prompt", "give exactly one of append or replace")
+            self._nodes.fail(node, "system_prompt", "give exactly one of append or replace")
         [(key, value)] = fields.items()
-        setattr(prompt, key, self._text(value, f"system_prompt.{key}", most=MAX_SYSTEM_PROMPT_BYTES))
+        setattr(prompt, key, self._nodes.text(value, f"system_prompt.{key}", most=MAX_SYSTEM_PROMPT_BYTES))
 
     def _tools(self, node: yaml.Node, tools: agent_pb2.Tools) -> None:
-        fields = self._mapping(node, "tools", ("enabled", "default", "rules"))
+        fields = self._nodes.mapping(node, "tools", ("enabled", "default", "rules"))
         tools.SetInParent()
         if "enabled" in fields:
-            tools.enabled.extend(self._texts(fields["enabled"], "tools.enabled", most=MAX_ENABLED_TOOLS))
+            tools.enabled.extend(self._nodes.texts(fields["enabled"], "tools.enabled", most=MAX_ENABLED_TOOLS))
         if "default" in fields:
             tools.default_policy = self._policy(fields["default"], "tools.default")
         if "rules" in fields:
-            for i, rule_node in enumerate(self._sequence(fields["rules"], "tools.rules", most=MAX_RULES)):
+            for i, rule_node in enumerate(self._nodes.sequence(fields["rules"], "tools.rules", most=MAX_RULES)):
                 what = f"tools.rules[{i}]"
-                rule = self._mapping(rule_node, what, ("tool", "policy"), required=("tool", "policy"))
+                rule = self._nodes.mapping(rule_node, what, ("tool", "policy"), required=("tool", "policy"))
                 tools.rules.add(
-                    tool=self._text(rule["tool"], f"{what}.tool", most=MAX_TOOL_BYTES, empty=False),
+                    tool=self._nodes.text(rule["tool"], f"{what}.tool", most=MAX_TOOL_BYTES, empty=False),
                     policy=self._policy(rule["policy"], f"{what}.policy"),
                 )
 
     def _mcp_server(self, node: yaml.Node, what: str, server: agent_pb2.McpServer) -> None:
-        fields = self._mapping(node, what, ("name", "stdio", "http", "enabled_tools"), required=("name",))
-        server.name = self._text(fields["name"], f"{what}.name")
+        fields = self._nodes.mapping(node, what, ("name", "stdio", "http", "enabled_tools"), required=("name",))
+        server.name = self._nodes.text(fields["name"], f"{what}.name")
         if not _MCP_NAME.fullmatch(server.name):
-            self._fail(
+            self._nodes.fail(
                 fields["name"],
                 f"{what}.name",
                 f"{server.name!r} is not 1-64 characters of a-z, 0-9, _ and -, starting with a letter",
             )
         if ("stdio" in fields) == ("http" in fields):
-            self._fail(node, what, "must have one of 'stdio' (a program in the sandbox) or 'http' (a URL)")
+            self._nodes.fail(node, what, "must have one of 'stdio' (a program in the sandbox) or 'http' (a URL)")
         if "http" in fields:
-            http = self._mapping(fields["http"], f"{what}.http", ("url", "credential", "header"), required=("url",))
-            server.http.url = self._text(http["url"], f"{what}.http.url", most=MAX_URL_BYTES, empty=False)
+            http = self._nodes.mapping(
+                fields["http"], f"{what}.http", ("url", "credential", "header"), required=("url",)
+            )
+            server.http.url = self._nodes.text(http["url"], f"{what}.http.url", most=MAX_URL_BYTES, empty=False)
             if "credential" in http:
-                server.http.credential = self._text(http["credential"], f"{what}.http.credential")
+                server.http.credential = self._nodes.text(http["credential"], f"{what}.http.credential")
             if "header" in http:
-                server.http.header = self._text(http["header"], f"{what}.http.header")
+                server.http.header = self._nodes.text(http["header"], f"{what}.http.header")
         else:
             self._stdio(fields["stdio"], what, server)
         if "enabled_tools" in fields:
             server.enabled_tools.extend(
-                self._texts(fields["enabled_tools"], f"{what}.enabled_tools", most=MAX_ENABLED_TOOLS)
+                self._nodes.texts(fields["enabled_tools"], f"{what}.enabled_tools", most=MAX_ENABLED_TOOLS)
             )
 
     def _stdio(self, node: yaml.Node, what: str, server: agent_pb2.McpServer) -> None:
-        stdio = self._mapping(node, f"{what}.stdio", ("command", "args", "env"), required=("command",))
-        server.stdio.command = self._text(
+        stdio = self._nodes.mapping(node, f"{what}.stdio", ("command", "args", "env"), required=("command",))
+        server.stdio.command = self._nodes.text(
             stdio["command"], f"{what}.stdio.command", most=MAX_COMMAND_BYTES, empty=False
         )
         if "args" in stdio:
             server.stdio.args.extend(
-                self._texts(stdio["args"], f"{what}.stdio.args", most=MAX_ARGS, each_most=MAX_ARG_BYTES)
+                self._nodes.texts(stdio["args"], f"{what}.stdio.args", most=MAX_ARGS, each_most=MAX_ARG_BYTES)
             )
         if "env" in stdio:
-            env = self._mapping(stdio["env"], f"{what}.stdio.env", None)
+            env = self._nodes.mapping(stdio["env"], f"{what}.stdio.env", None)
             if len(env) > MAX_ENV:
-                self._fail(stdio["env"], f"{what}.stdio.env", f"{len(env)} variables, over the limit of {MAX_ENV}")
+                self._nodes.fail(
+                    stdio["env"], f"{what}.stdio.env", f"{len(env)} variables, over the limit of {MAX_ENV}"
+                )
             for key, value in env.items():
-                server.stdio.env[key] = self._text(value, f"{what}.stdio.env.{key}")
+                server.stdio.env[key] = self._nodes.text(value, f"{what}.stdio.env.{key}")
 
     def _custom_tool(self, node: yaml.Node, what: str, tool: agent_pb2.CustomTool) -> None:
-        fields = self._mapping(node, what, ("name", "description", "input_schema"), required=("name", "input_schema"))
-        tool.name = self._text(fields["name"], f"{what}.name")
+        fields = self._nodes.mapping(
+            node, what, ("name", "description", "input_schema"), required=("name", "input_schema")
+        )
+        tool.name = self._nodes.text(fields["name"], f"{what}.name")
         if not _CUSTOM_TOOL_NAME.fullmatch(tool.name):
-            self._fail(
+            self._nodes.fail(
                 fields["name"],
                 f"{what}.name",
                 f"{tool.name!r} is not 1-64 characters of a-z, 0-9 and _, starting with a letter",
             )
         if "description" in fields:
-            tool.description = self._text(
+            tool.description = self._nodes.text(
                 fields["description"], f"{what}.description", most=MAX_CUSTOM_TOOL_DESCRIPTION_BYTES
             )
         schema_node = fields["input_schema"]
         if not isinstance(schema_node, yaml.MappingNode):
-            self._fail(schema_node, f"{what}.input_schema", "must be a mapping: the JSON Schema of the tool's input")
+            self._nodes.fail(
+                schema_node, f"{what}.input_schema", "must be a mapping: the JSON Schema of the tool's input"
+            )
         schema = self._loader.construct_object(schema_node, deep=True)
         try:
             # Compact, so that applying the same file twice makes one version.
             tool.input_schema_json = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
         except (TypeError, ValueError) as error:
-            self._fail(schema_node, f"{what}.input_schema", f"is not JSON ({error}): quote dates and the like")
+            self._nodes.fail(schema_node, f"{what}.input_schema", f"is not JSON ({error}): quote dates and the like")
         if (size := len(tool.input_schema_json.encode())) > MAX_CUSTOM_TOOL_SCHEMA_BYTES:
-            self._fail(
+            self._nodes.fail(
                 schema_node,
                 f"{what}.input_schema",
                 f"{size} bytes as JSON, over the limit of {MAX_CUSTOM_TOOL_SCHEMA_BYTES}",
             )
 
     def _skill(self, node: yaml.Node, what: str, skill: agent_pb2.Skill) -> None:
-        fields = self._mapping(node, what, ("name", "path", "files"), required=("name",))
-        skill.name = self._text(fields["name"], f"{what}.name")
+        fields = self._nodes.mapping(node, what, ("name", "path", "files"), required=("name",))
+        skill.name = self._nodes.text(fields["name"], f"{what}.name")
         if not _AGENT_NAME.fullmatch(skill.name):
-            self._fail(
+            self._nodes.fail(
                 fields["name"],
                 f"{what}.name",
                 f"{skill.name!r} is not 1-64 characters of a-z, 0-9 and -, starting with a letter",
             )
         if ("path" in fields) == ("files" in fields):
-            self._fail(node, what, "give exactly one of path (a directory) or files")
+            self._nodes.fail(node, what, "give exactly one of path (a directory) or files")
         if "path" in fields:
-            directory = self._base_dir / os.path.expanduser(self._text(fields["path"], f"{what}.path"))
+            directory = self._base_dir / os.path.expanduser(self._nodes.text(fields["path"], f"{what}.path"))
             try:
                 skill.files.extend(read_skill_directory(directory))
             except AgentFileError as error:
-                self._fail(fields["path"], f"{what}.path", str(error))
+                self._nodes.fail(fields["path"], f"{what}.path", str(error))
         else:
-            file_nodes = self._sequence(fields["files"], f"{what}.files", most=MAX_SKILL_FILES)
+            file_nodes = self._nodes.sequence(fields["files"], f"{what}.files", most=MAX_SKILL_FILES)
             for i, file_node in enumerate(file_nodes):
                 self._skill_file(file_node, f"{what}.files[{i}]", skill.files.add())
-            self._unique(file_nodes, [f.path for f in skill.files], f"{what}.files")
+            self._nodes.unique(file_nodes, [f.path for f in skill.files], f"{what}.files")
         if "SKILL.md" not in (f.path for f in skill.files):
-            self._fail(node, what, "a skill needs a SKILL.md")
+            self._nodes.fail(node, what, "a skill needs a SKILL.md")
         if (size := sum(len(f.content) for f in skill.files)) > MAX_SKILL_BYTES:
-            self._fail(node, what, f"its files hold {size} bytes, over the limit of {MAX_SKILL_BYTES} (512 KiB)")
+            self._nodes.fail(node, what, f"its files hold {size} bytes, over the limit of {MAX_SKILL_BYTES} (512 KiB)")
 
     def _skill_file(self, node: yaml.Node, what: str, file: agent_pb2.SkillFile) -> None:
-        fields = self._mapping(node, what, ("path", "content", "content_base64"), required=("path",))
-        file.path = self._text(fields["path"], f"{what}.path", most=MAX_SKILL_PATH_BYTES)
+        fields = self._nodes.mapping(node, what, ("path", "content", "content_base64"), required=("path",))
+        file.path = self._nodes.text(fields["path"], f"{what}.path", most=MAX_SKILL_PATH_BYTES)
         if problem := _bad_skill_path(file.path):
-            self._fail(fields["path"], f"{what}.path", problem)
+            self._nodes.fail(fields["path"], f"{what}.path", problem)
         if ("content" in fields) == ("content_base64" in fields):
-            self._fail(node, what, "give exactly one of content or content_base64")
+            self._nodes.fail(node, what, "give exactly one of content or content_base64")
         if "content" in fields:
-            file.content = self._text(fields["content"], f"{what}.content").encode()
+            file.content = self._nodes.text(fields["content"], f"{what}.content").encode()
         else:
             try:
-                file.content = base64.b64decode(self._text(fields["content_base64"], what), validate=True)
+                file.content = base64.b64decode(self._nodes.text(fields["content_base64"], what), validate=True)
             except ValueError:
-                self._fail(fields["content_base64"], f"{what}.content_base64", "not base64")
+                self._nodes.fail(fields["content_base64"], f"{what}.content_base64", "not base64")
 
     def _limits(self, node: yaml.Node, limits: agent_pb2.Limits) -> None:
         keys = ("max_turns", "max_cost_usd_per_turn", "max_cost_usd_per_session", "turn_timeout")
-        fields = self._mapping(node, "limits", keys)
+        fields = self._nodes.mapping(node, "limits", keys)
         limits.SetInParent()
         if "max_turns" in fields:
-            limits.max_turns = self._count(fields["max_turns"], "limits.max_turns")
+            limits.max_turns = self._nodes.count(fields["max_turns"], "limits.max_turns")
         for key in ("max_cost_usd_per_turn", "max_cost_usd_per_session"):
             if key in fields:
                 setattr(limits, key, self._dollars(fields[key], f"limits.{key}"))
@@ -350,105 +353,30 @@ class _Reader:
 
     # Values
 
-    def _mapping(
-        self, node: yaml.Node, what: str, valid: Sequence[str] | None, required: Sequence[str] = ()
-    ) -> dict[str, yaml.Node]:
-        """The keys of a mapping node and their value nodes (empty values left out); `valid` None
-        takes any key."""
-        if not isinstance(node, yaml.MappingNode):
-            expected = f"a mapping of {', '.join(valid)}" if valid else "a mapping"
-            self._fail(node, what, f"must be {expected}")
-        fields: dict[str, yaml.Node] = {}
-        seen: set[str] = set()
-        for key_node, value in node.value:
-            key = self._text(key_node, what)
-            if valid is not None and key not in valid:
-                close = difflib.get_close_matches(key, valid, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ";"
-                self._fail(key_node, what, f"unknown key {key!r}{hint} valid keys: {', '.join(valid)}")
-            if key in seen:
-                self._fail(key_node, _join(what, key), "given twice")
-            seen.add(key)
-            if value.tag != _TAG + "null":
-                fields[key] = value
-        for key in required:
-            if key not in fields:
-                self._fail(node, what, f"{key!r} is required")
-        return fields
-
-    def _sequence(self, node: yaml.Node, what: str, most: int | None = None) -> list[yaml.Node]:
-        if not isinstance(node, yaml.SequenceNode):
-            self._fail(node, what, "must be a list")
-        if most is not None and len(node.value) > most:
-            self._fail(node, what, f"{len(node.value)} entries, over the limit of {most}")
-        return list(node.value)
-
-    def _scalar(self, node: yaml.Node, what: str, kinds: tuple[str, ...], expected: str) -> Any:
-        if not isinstance(node, yaml.ScalarNode) or node.tag not in {_TAG + k for k in kinds}:
-            quote = " (quote it to make it text)" if isinstance(node, yaml.ScalarNode) and "str" in kinds else ""
-            self._fail(node, what, f"must be {expected}{quote}")
-        return self._loader.construct_object(node)
-
-    def _text(self, node: yaml.Node, what: str, most: int | None = None, empty: bool = True) -> str:
-        text: str = self._scalar(node, what, ("str",), "text")
-        if most is not None and (size := len(text.encode())) > most:
-            self._fail(node, what, f"{size} bytes, over the limit of {most}")
-        if not empty and not text:
-            self._fail(node, what, "must not be empty")
-        return text
-
-    def _texts(self, node: yaml.Node, what: str, most: int, each_most: int | None = None) -> list[str]:
-        return [
-            self._text(item, f"{what}[{i}]", most=each_most) for i, item in enumerate(self._sequence(node, what, most))
-        ]
-
-    def _count(self, node: yaml.Node, what: str) -> int:
-        value: int = self._scalar(node, what, ("int",), "a whole number")
-        if not 0 <= value < 2**31:
-            self._fail(node, what, f"{value} is not between 0 and {2**31 - 1}")
-        return value
-
     def _dollars(self, node: yaml.Node, what: str) -> float:
-        value = float(self._scalar(node, what, ("int", "float"), "a number of dollars"))
+        value = float(self._nodes.scalar(node, what, ("int", "float"), "a number of dollars"))
         if not (math.isfinite(value) and value >= 0):
-            self._fail(node, what, f"{value} is not a finite number of dollars, 0 or more")
+            self._nodes.fail(node, what, f"{value} is not a finite number of dollars, 0 or more")
         return value
 
     def _duration(self, node: yaml.Node, what: str) -> duration_pb2.Duration:
-        value = self._scalar(node, what, ("str", "int", "float"), "a duration such as 90s, 30m or 1h30m")
+        value = self._nodes.scalar(node, what, ("str", "int", "float"), "a duration such as 90s, 30m or 1h30m")
         try:
             seconds = parse_duration(value)
         except ValueError as error:
-            self._fail(node, what, str(error))
+            self._nodes.fail(node, what, str(error))
         if seconds > MAX_DURATION_SECONDS:
-            self._fail(node, what, f"{value} is over the longest duration, {MAX_DURATION_SECONDS} seconds")
+            self._nodes.fail(node, what, f"{value} is over the longest duration, {MAX_DURATION_SECONDS} seconds")
         duration = duration_pb2.Duration()
         whole = int(seconds)
         duration.seconds, duration.nanos = whole, int((seconds - whole) * 1_000_000_000)
         return duration
 
     def _policy(self, node: yaml.Node, what: str) -> agent_pb2.ToolPolicy:
-        name = self._text(node, what)
+        name = self._nodes.text(node, what)
         if name not in _POLICIES:
-            self._fail(node, what, f"unknown policy {name!r}; valid: {', '.join(_POLICIES)}")
+            self._nodes.fail(node, what, f"unknown policy {name!r}; valid: {', '.join(_POLICIES)}")
         return _POLICIES[name]
-
-    def _unique(self, nodes: Sequence[yaml.Node], names: Sequence[str], what: str) -> None:
-        seen: set[str] = set()
-        for node, name in zip(nodes, names, strict=True):
-            if name in seen:
-                self._fail(node, what, f"{name!r} is given twice")
-            seen.add(name)
-
-    def _where(self, node: yaml.Node) -> str:
-        return f"{self._source}:{node.start_mark.line + 1}"
-
-    def _fail(self, node: yaml.Node, what: str, problem: str) -> NoReturn:
-        raise AgentFileError(f"{self._where(node)}: {what or 'agent'}: {problem}")
-
-
-def _join(what: str, key: str) -> str:
-    return f"{what}.{key}" if what else key
 
 
 def parse_duration(value: str | int | float) -> Decimal:
@@ -506,7 +434,7 @@ def dump(name: str, spec: agent_pb2.AgentSpec) -> str:
         document["limits"] = _limits_document(spec.limits)
     if spec.custom_tools:
         document["custom_tools"] = [_custom_tool_document(tool) for tool in spec.custom_tools]
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(document, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _tools_document(tools: agent_pb2.Tools) -> dict[str, Any]:
@@ -566,20 +494,3 @@ def _limits_document(limits: agent_pb2.Limits) -> dict[str, Any]:
     if limits.HasField("turn_timeout"):
         document["turn_timeout"] = format_duration(limits.turn_timeout)
     return document
-
-
-class _Dumper(yaml.SafeDumper):
-    """Writes as a person would: text of several lines as a block (`|`), a list of names on one line."""
-
-
-def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar(_TAG + "str", text, style="|" if "\n" in text else None)
-
-
-def _represent_list(dumper: yaml.SafeDumper, items: list[Any]) -> yaml.SequenceNode:
-    names = all(isinstance(item, str) and "\n" not in item and len(item) <= 64 for item in items)
-    return dumper.represent_sequence(_TAG + "seq", items, flow_style=names)
-
-
-_Dumper.add_representer(str, _represent_text)
-_Dumper.add_representer(list, _represent_list)
