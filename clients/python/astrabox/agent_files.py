@@ -54,10 +54,10 @@ from typing import Any
 import yaml
 from google.protobuf import duration_pb2
 
+from astrabox._yaml_nodes import Dumper, YamlNodes, documents
 from astrabox.agents.v1 import agent_pb2
 from astrabox.errors import AgentFileError
 from astrabox.skill_directories import MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_PATH_BYTES, read_skill_directory
-from astrabox.yaml_nodes import Dumper, YamlNodes, documents
 
 __all__ = ["AgentFile", "dump", "load", "parse"]
 

@@ -1,9 +1,11 @@
 """The `astrabox` command.
 
     astrabox run PROMPT    create a session on a running stack and print its turn live
-                           (--agent NAME[@VERSION]: started from that agent)
+                           (--agent NAME[@VERSION]: started from that agent;
+                           --environment NAME[@VERSION]: run in that environment)
     astrabox session …     list, show, print events of, answer, interrupt or delete sessions
     astrabox agents …      apply agent files (YAML), list, show, version and archive agents
+    astrabox environments …  apply environment files (YAML), list, show, version and archive them
     astrabox whoami        the project, role and key of the credential in use
     astrabox projects …    create and list projects (operator admins)
     astrabox keys …        create, list and revoke a project's API keys (admins)
@@ -36,7 +38,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import grpc
 
-from astrabox import admin_commands, agent_commands, credential_commands, failures
+from astrabox import admin_commands, agent_commands, credential_commands, environment_commands, failures
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
 from astrabox.errors import AgentFileError, LocalStackError
@@ -67,6 +69,7 @@ _CLIENT_COMMANDS = (
     "session",
     *agent_commands.COMMANDS,
     *credential_commands.COMMANDS,
+    *environment_commands.COMMANDS,
     *admin_commands.COMMANDS,
 )
 
@@ -98,15 +101,21 @@ async def run_prompt(
     api_key: str | None = None,
     agent: str = "",
     agent_version: int = 0,
+    environment: str = "",
+    environment_version: int = 0,
 ) -> tuple[int, session_pb2.Session]:
-    """Create a session (from `agent`, at `agent_version`, when given), send `prompt`, print its
-    events until the turn ends.
+    """Create a session (from `agent`, at `agent_version`, in `environment` at `environment_version`,
+    when given), send `prompt`, print its events until the turn ends.
 
     Returns the exit status (0 when the turn completed) and the session."""
     async with AstraBoxClient.connect(target, credentials=credentials, api_key=api_key) as client:
-        created = await client.create_session(agent=agent, agent_version=agent_version)
-        pinned = f" (agent {created.agent.name} v{created.agent.version})" if created.HasField("agent") else ""
-        print(f"session {created.session_id}{pinned}", file=out, flush=True)
+        created = await client.create_session(
+            agent=agent,
+            agent_version=agent_version,
+            environment=environment,
+            environment_version=environment_version,
+        )
+        print(f"session {created.session_id}{_pins(created)}", file=out, flush=True)
         session = client.session(created.session_id)
         async with asyncio.timeout(timeout):
             await session.wait_for_state(["READY"], timeout=timeout)
@@ -118,6 +127,16 @@ async def run_prompt(
                     ok = event.kind == "turn_completed" and not event.proto.turn_completed.is_error
                     return (0 if ok else 1), await session.get()
     raise AssertionError("unreachable")
+
+
+def _pins(session: session_pb2.Session) -> str:
+    """What the session pins, as " (agent reviewer v2, environment python-ci v1)"; empty for none."""
+    pins = [
+        f"{kind} {pin.name} v{pin.version}"
+        for kind, pin in (("agent", session.agent), ("environment", session.environment))
+        if session.HasField(kind)
+    ]
+    return f" ({', '.join(pins)})" if pins else ""
 
 
 def _credentials(tls_ca: str) -> grpc.ChannelCredentials | None:
@@ -139,6 +158,16 @@ def _connect(args: argparse.Namespace) -> AstraBoxClient:
 
 async def _session_command(args: argparse.Namespace) -> int:
     async with _connect(args) as client:
+        if args.action == "create":
+            (agent, agent_version), (environment, environment_version) = args.agent, args.environment
+            created = await client.create_session(
+                agent=agent,
+                agent_version=agent_version,
+                environment=environment,
+                environment_version=environment_version,
+            )
+            print(f"{created.session_id}{_pins(created)}")
+            return 0
         if args.action == "list":
             filters = {
                 "states": [state for states in args.state or () for state in states],
@@ -249,6 +278,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     credentials = _credentials(args.tls_ca)
     api_key = API_KEY.read(args) or default_api_key()
     agent, agent_version = args.agent
+    environment, environment_version = args.environment
     status, _ = asyncio.run(
         run_prompt(
             args.target,
@@ -258,6 +288,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             api_key=api_key,
             agent=agent,
             agent_version=agent_version,
+            environment=environment,
+            environment_version=environment_version,
         )
     )
     return status
@@ -290,6 +322,15 @@ def _cmd_credentials(args: argparse.Namespace) -> int:
     return asyncio.run(_credentials_command(args))
 
 
+async def _environments_command(args: argparse.Namespace) -> int:
+    async with _connect(args) as client:
+        return await environment_commands.run(args, client)
+
+
+def _cmd_environments(args: argparse.Namespace) -> int:
+    return asyncio.run(_environments_command(args))
+
+
 def _connection_options() -> argparse.ArgumentParser:
     """--target, --tls-ca and the API key's flags, shared by every client command."""
     options = argparse.ArgumentParser(add_help=False)
@@ -301,6 +342,16 @@ def _connection_options() -> argparse.ArgumentParser:
 
 def _cmd_session(args: argparse.Namespace) -> int:
     return asyncio.run(_session_command(args))
+
+
+def _environment_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--environment",
+        type=environment_commands.environment_reference,
+        default=("", 0),
+        metavar="NAME[@VERSION]",
+        help="run the session in this environment (default version: its newest; default: the built-in one)",
+    )
 
 
 def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
@@ -331,6 +382,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
         metavar="NAME[@VERSION]",
         help="start the session from this agent (default version: its newest)",
     )
+    _environment_option(run)
     run.set_defaults(func=_cmd_run)
 
     session = sub.add_parser("session", help="inspect sessions", parents=[connection])
@@ -349,6 +401,15 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     listing.add_argument(
         "--since", type=_since, metavar="WHEN", help="only sessions created since: 30m, 2h, 7d, or an ISO 8601 time"
     )
+    create = actions.add_parser("create", help="create a session and print its id")
+    create.add_argument(
+        "--agent",
+        type=agent_commands.agent_reference,
+        default=("", 0),
+        metavar="NAME[@VERSION]",
+        help="start the session from this agent (default version: its newest)",
+    )
+    _environment_option(create)
     for name in ("show", "delete", "archive", "interrupt"):
         actions.add_parser(name).add_argument("session_id")
     send = actions.add_parser("send", help="send a message (queued while a turn runs)")
@@ -374,6 +435,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
 
     agent_commands.add_parsers(sub, connection, _cmd_agents)
     credential_commands.add_parsers(sub, connection, _cmd_credentials)
+    environment_commands.add_parsers(sub, connection, _cmd_environments)
     admin_commands.add_parsers(sub, connection, _cmd_admin)
     return parser
 

@@ -43,6 +43,7 @@ from astrabox.administration import Admin
 from astrabox.agent_definitions import AgentDefinitions
 from astrabox.backoff import Backoff
 from astrabox.credentials import default_api_key
+from astrabox.environment_definitions import EnvironmentDefinitions
 from astrabox.errors import AstraBoxError, SessionStateError
 from astrabox.retries import within_deadline
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
@@ -150,6 +151,8 @@ class AstraBoxClient:
         """AgentService: agent definitions and their versions (`astrabox.agent_definitions`)."""
         self.credentials = Credentials(channel, self._unary)
         """CredentialService: the project's stored secrets (`astrabox.stored_credentials`)."""
+        self.environments = EnvironmentDefinitions(channel, self._unary)
+        """EnvironmentService: environments and their versions (`astrabox.environment_definitions`)."""
         self._reconnect = reconnect
 
     @classmethod
@@ -223,8 +226,9 @@ class AstraBoxClient:
         """Creates a session (idempotent on `request_id`, a new uuid4 by default).
 
         `options` are CreateSessionRequest fields: engine, permission_mode,
-        model, labels, agent (an agent definition's name or id) and
-        agent_version (0: its newest).
+        model, labels, agent (an agent definition's name or id),
+        agent_version (0: its newest), environment (an environment's name or
+        id) and environment_version (0: its newest).
         """
         request = api.CreateSessionRequest(request_id=request_id or _new_id(), **options)
         return await self._session_of(self._stub.CreateSession, request)

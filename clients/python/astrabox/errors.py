@@ -5,6 +5,7 @@ AstraBoxError                the server answered with an error (code, reason, me
 LocalStackError              `astrabox.testing.LocalStack` could not start the stack
  └── ServerNotInstalledError the server distribution (astrabox-server) is not installed
 AgentFileError               an agent file (`astrabox.agent_files`) cannot be read or says something invalid
+EnvironmentFileError         an environment file (`astrabox.environment_files`) likewise
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-__all__ = ["AgentFileError", "AstraBoxError", "LocalStackError", "ServerNotInstalledError", "SessionStateError"]
+__all__ = [
+    "AgentFileError",
+    "AstraBoxError",
+    "EnvironmentFileError",
+    "LocalStackError",
+    "ServerNotInstalledError",
+    "SessionStateError",
+]
 
 
 class AstraBoxError(Exception):
@@ -86,6 +94,11 @@ class ServerNotInstalledError(LocalStackError):
 class AgentFileError(ValueError):
     """An agent file is not one: its message names the file, the line and the key at fault, and what
     would be valid there."""
+
+
+class EnvironmentFileError(ValueError):
+    """An environment file is not one: its message names the file, the line and the key at fault, and
+    what would be valid there."""
 
 
 def _details(error: grpc.RpcError) -> tuple[error_details_pb2.ErrorInfo | None, error_details_pb2.RetryInfo | None]:

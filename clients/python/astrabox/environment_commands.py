@@ -1,0 +1,146 @@
+"""`astrabox environments …`: a project's environments from the command line (EnvironmentService).
+
+    astrabox environments apply FILE...                 create each environment, or give it a new version
+    astrabox environments list [--all]                  the project's environments (--all: archived too)
+    astrabox environments show NAME[@VERSION] [--output yaml|json]
+    astrabox environments versions NAME                 its versions, newest first
+    astrabox environments archive NAME                  it starts no new session
+
+`apply` reads every file first (astrabox.environment_files), so a mistake in any of them applies
+nothing, then prints one line per environment: "created python-ci v1", "python-ci v3 (new
+version)" or "python-ci v3 (unchanged)". `show` prints the environment file of a version, which
+`apply` takes back as it is.
+
+`astrabox run --environment NAME[@VERSION]` and `astrabox session create --environment …` start
+their session in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from astrabox import environment_files
+from astrabox.agent_commands import agent_reference
+from astrabox.client import AstraBoxClient
+from astrabox.environment_definitions import Environment, EnvironmentVersion
+from astrabox.errors import AstraBoxError
+
+__all__ = ["COMMANDS", "add_parsers", "environment_reference", "run"]
+
+COMMANDS = ("environments",)
+"""The subcommands this module adds to `astrabox`."""
+
+
+def environment_reference(text: str) -> tuple[str, int]:
+    """`NAME` or `NAME@VERSION` (a name or an environment's id) as (environment, version); version 0
+    is the newest. Read as agents are (`agent_commands.agent_reference`)."""
+    return agent_reference(text)
+
+
+def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
+    """Adds `astrabox environments` to `sub` (the subparsers of `astrabox`), taking the `connection` options."""
+    environments = sub.add_parser(
+        "environments",
+        help="define where sessions run in YAML files: apply, list, show, versions, archive",
+        parents=[connection],
+    )
+    actions = environments.add_subparsers(dest="action", required=True)
+    apply = actions.add_parser("apply", help="create each file's environments, or give them a new version if changed")
+    apply.add_argument("files", nargs="+", metavar="FILE")
+    listing = actions.add_parser("list", help="the project's environments by name")
+    listing.add_argument("--all", action="store_true", help="archived environments too")
+    show = actions.add_parser("show", help="an environment's definition, as a file `apply` takes back")
+    show.add_argument("reference", type=environment_reference, metavar="NAME[@VERSION]")
+    show.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
+    actions.add_parser("versions", help="an environment's versions, newest first").add_argument("name", metavar="NAME")
+    actions.add_parser("archive", help="start no new session in it").add_argument("name", metavar="NAME")
+    environments.set_defaults(func=func)
+
+
+async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
+    """Carry out the parsed `astrabox environments` command `args` with `client`; the exit status."""
+    actions = {"apply": _apply, "list": _list, "show": _show, "versions": _versions, "archive": _archive}
+    try:
+        await actions[args.action](args, client)
+    except AstraBoxError as error:
+        if error.code == grpc.StatusCode.UNIMPLEMENTED and not error.reason:
+            raise AstraBoxError(
+                error.code,
+                f"the control plane at {args.target} serves no environments (EnvironmentService):"
+                " it is older than this client",
+            ) from error
+        raise
+    return 0
+
+
+async def _apply(args: argparse.Namespace, client: AstraBoxClient) -> None:
+    for environment in [e for path in args.files for e in environment_files.load(path)]:
+        applied = await client.environments.apply(environment.name, environment.spec)
+        number = f"{applied.environment.name} v{applied.version.version}"
+        if applied.new_environment:
+            print(f"created {number}", flush=True)
+        else:
+            print(f"{number} ({'new version' if applied.created else 'unchanged'})", flush=True)
+
+
+async def _list(args: argparse.Namespace, client: AstraBoxClient) -> None:
+    async for environment in client.environments.list(archived=args.all):
+        archived = "  archived" if environment.archived else ""
+        print(
+            f"{environment.name:<24} v{environment.latest_version:<4} updated {_when(environment.update_time)}{archived}"
+        )
+
+
+async def _show(args: argparse.Namespace, client: AstraBoxClient) -> None:
+    name, number = args.reference
+    environment, version = await client.environments.get(name, number)
+    print(_json(environment, version) if args.output == "json" else _yaml(environment, version), end="")
+
+
+async def _versions(args: argparse.Namespace, client: AstraBoxClient) -> None:
+    async for version in client.environments.versions(args.name):
+        print(
+            f"v{version.version:<4} made {_when(version.create_time)}  sha256 {version.spec_digest[:16]}"
+            f"  layer {version.build_digest[:16]}"
+        )
+
+
+async def _archive(args: argparse.Namespace, client: AstraBoxClient) -> None:
+    environment = await client.environments.archive(args.name)
+    print(f"archived {environment.name} (at v{environment.latest_version}; its sessions go on)")
+
+
+def _when(time: datetime) -> str:
+    return time.isoformat(timespec="seconds")
+
+
+def _yaml(environment: Environment, version: EnvironmentVersion) -> str:
+    archived = ", archived" if environment.archived else ""
+    return (
+        f"# environment {environment.name} v{version.version} of {environment.latest_version}{archived};"
+        f" id {environment.environment_id}\n"
+        f"# made {_when(version.create_time)}, sha256 {version.spec_digest}, layer {version.build_digest}\n"
+        + environment_files.dump(environment.name, version.spec)
+    )
+
+
+def _json(environment: Environment, version: EnvironmentVersion) -> str:
+    document = {
+        "environment_id": environment.environment_id,
+        "name": environment.name,
+        "latest_version": environment.latest_version,
+        "archived": environment.archived,
+        "version": version.version,
+        "spec_digest": version.spec_digest,
+        "build_digest": version.build_digest,
+        "create_time": _when(version.create_time),
+        "spec": json_format.MessageToDict(version.spec, preserving_proto_field_name=True),
+    }
+    return json.dumps(document, indent=2) + "\n"
