@@ -111,7 +111,18 @@ def agent_ref(value: str, field: str = "agent") -> uuid.UUID | str:
     return named_definitions.ref("agent", value, field)
 
 
-_version = named_definitions.version
+KIND = named_definitions.Kind(
+    name="agent",
+    id_column="agent_id",
+    log_name="agent_definition",
+    definitions=store.agent_definitions,
+    versions=store.agent_definition_versions,
+    not_found=AgentDefinitionNotFound,
+    version_not_found=AgentVersionNotFound,
+    exists=AgentDefinitionExists,
+    archived=AgentDefinitionArchived,
+    conflict=AgentVersionConflict,
+)
 
 
 class AgentDefinitions:
@@ -119,7 +130,24 @@ class AgentDefinitions:
         self._pool = pool
         # Where the engines' manifests come from, which definitions are checked against.
         self._agents = agents
-        self._pages = named_definitions.Pages(page_tokens, "agent")
+        self._definitions = named_definitions.Definitions(pool, page_tokens, KIND)
+
+    def _storing(
+        self, spec: agent_pb2.AgentSpec
+    ) -> tuple[str, named_definitions.InsertVersion, named_definitions.CheckIn]:
+        """The spec's digest, how a version of it is stored, and its check against the engines the
+        agents declared (made only when a version is about to be stored)."""
+        specs.check_shape(spec)
+        form = specs.canonical(spec)
+        digest = specs.digest(form)
+
+        async def insert(conn: asyncpg.Connection, agent_id: uuid.UUID, number: int) -> asyncpg.Record:
+            return await store.agent_definition_versions.insert(conn, agent_id, number, form, digest)
+
+        async def check(conn: asyncpg.Connection) -> None:
+            specs.check_against(spec, await self._agents.declared_manifests(conn))
+
+        return digest, insert, check
 
     async def create(
         self, project_id: uuid.UUID, request_id: str, name: str, spec: agent_pb2.AgentSpec
@@ -127,45 +155,15 @@ class AgentDefinitions:
         """A new agent with `spec` as its version 1 (or, for a retry, the agent the request made)."""
         validation.client_id("request_id", request_id)
         agent_name(name)
-        specs.check_shape(spec)
-        form = specs.canonical(spec)
-        digest = specs.digest(form)
-        async with self._pool.acquire() as conn, conn.transaction():
-            known = await store.agent_definitions.by_request_id(conn, project_id, request_id)
-            if known is None:
-                specs.check_against(spec, await self._agents.declared_manifests(conn))
-                row = await store.agent_definitions.insert(conn, uuid.uuid4(), project_id, name, request_id)
-                if row is not None:
-                    first = await store.agent_definition_versions.insert(conn, row["agent_id"], 1, form, digest)
-                    agent, version = AgentRecord.from_row(row), VersionRecord.from_row(first)
-                    log.info("agent_definition_created", agent_id=agent.agent_id, name=name, project_id=str(project_id))
-                    return agent, version
-                # A concurrent create took the name, or the request id (a retry running alongside).
-                known = await store.agent_definitions.by_request_id(conn, project_id, request_id)
-                if known is None:
-                    raise AgentDefinitionExists(name)
-            first = await store.agent_definition_versions.get(conn, known["agent_id"], 1)
-            assert first is not None
-            made = (str(known["agent_id"]), known["name"], first["spec_digest"])
-            named_definitions.same_request("agent", request_id, made, (name, digest))
-            return AgentRecord.from_row(known), VersionRecord.from_row(first)
+        row, first = await self._definitions.create(project_id, request_id, name, *self._storing(spec))
+        return AgentRecord.from_row(row), VersionRecord.from_row(first)
 
     async def get(self, project_id: uuid.UUID, ref: str, version: int = 0) -> tuple[AgentRecord, VersionRecord]:
         """The agent and one of its versions (0: the newest); archived agents too."""
-        return await self._read(self._pool, project_id, agent_ref(ref), _version("version", version))
-
-    async def _read(
-        self, db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID, ref: uuid.UUID | str, version: int
-    ) -> tuple[AgentRecord, VersionRecord]:
-        row = await store.agent_definitions.find(db, project_id, ref)
-        if row is None:
-            raise AgentDefinitionNotFound(str(ref))
-        agent = AgentRecord.from_row(row)
-        wanted = version or agent.latest_version
-        found = await store.agent_definition_versions.get(db, row["agent_id"], wanted)
-        if found is None:
-            raise AgentVersionNotFound(agent.name, wanted, agent.latest_version)
-        return agent, VersionRecord.from_row(found)
+        row, found = await self._definitions.read(
+            project_id, agent_ref(ref), named_definitions.version("version", version)
+        )
+        return AgentRecord.from_row(row), VersionRecord.from_row(found)
 
     async def resolve(
         self,
@@ -178,78 +176,39 @@ class AgentDefinitions:
         """The version (0: the newest) of the project's agent `ref` (its name or id) a new session
         starts from. AgentDefinitionNotFound, AgentVersionNotFound, or AgentDefinitionArchived:
         an archived agent starts no session. `fields` name the request's fields in a refusal."""
-        agent, found = await self._read(
-            conn or self._pool, project_id, agent_ref(ref, fields[0]), _version(fields[1], version)
+        row, found = await self._definitions.read(
+            project_id, agent_ref(ref, fields[0]), named_definitions.version(fields[1], version), conn
         )
+        agent, pinned = AgentRecord.from_row(row), VersionRecord.from_row(found)
         if agent.archived:
             raise AgentDefinitionArchived(agent.name, "starts no new session (its versions stay readable)")
-        return ResolvedAgent(agent.agent_id, agent.name, found.version, found.spec, found.spec_digest)
+        return ResolvedAgent(agent.agent_id, agent.name, pinned.version, pinned.spec, pinned.spec_digest)
 
     async def list_agents(
         self, project_id: uuid.UUID, page_size: int, page_token: str, show_archived: bool
     ) -> tuple[list[AgentRecord], str]:
         """A page of the project's agents by name, and the next page's token."""
-        size = named_definitions.page_size(page_size)
-        after = self._pages.after_name(project_id, show_archived, page_token)
-        rows = await store.agent_definitions.page(self._pool, project_id, after, show_archived, size + 1)
-        agents = [AgentRecord.from_row(r) for r in rows[:size]]
-        next_token = self._pages.next_by_name(project_id, show_archived, agents[-1].name if len(rows) > size else None)
-        return agents, next_token
+        rows, token = await self._definitions.page(project_id, page_size, page_token, show_archived)
+        return [AgentRecord.from_row(r) for r in rows], token
 
     async def update(
         self, project_id: uuid.UUID, ref: str, spec: agent_pb2.AgentSpec, expected_version: int = 0
     ) -> Updated:
         """A new version with `spec`, unless it equals the newest; with `expected_version`, only if
         that is still the newest (else AgentVersionConflict)."""
-        key = agent_ref(ref)
-        _version("expected_version", expected_version)
-        specs.check_shape(spec)
-        form = specs.canonical(spec)
-        digest = specs.digest(form)
-        async with self._pool.acquire() as conn, conn.transaction():
-            row = await store.agent_definitions.lock(conn, project_id, key)
-            if row is None:
-                raise AgentDefinitionNotFound(ref)
-            agent = AgentRecord.from_row(row)
-            if agent.archived:
-                raise AgentDefinitionArchived(agent.name, "takes no new version (create another agent)")
-            newest = await store.agent_definition_versions.get(conn, row["agent_id"], agent.latest_version)
-            assert newest is not None
-            if newest["spec_digest"] == digest:
-                return Updated(agent, VersionRecord.from_row(newest), created=False)
-            if expected_version and expected_version != agent.latest_version:
-                raise AgentVersionConflict(agent.name, expected_version, agent.latest_version)
-            specs.check_against(spec, await self._agents.declared_manifests(conn))
-            number = agent.latest_version + 1
-            made = await store.agent_definition_versions.insert(conn, row["agent_id"], number, form, digest)
-            changed = await store.agent_definitions.set_latest(conn, row["agent_id"], number)
-        log.info("agent_definition_updated", agent_id=agent.agent_id, version=number, project_id=str(project_id))
-        return Updated(AgentRecord.from_row(changed), VersionRecord.from_row(made), created=True)
+        agent_ref(ref)
+        named_definitions.version("expected_version", expected_version)
+        digest, insert, check = self._storing(spec)
+        row, newest, created = await self._definitions.update(project_id, ref, digest, expected_version, insert, check)
+        return Updated(AgentRecord.from_row(row), VersionRecord.from_row(newest), created)
 
     async def list_versions(
         self, project_id: uuid.UUID, ref: str, page_size: int, page_token: str
     ) -> tuple[list[VersionRecord], str]:
         """A page of the agent's versions, newest first, and the next page's token."""
-        key = agent_ref(ref)
-        size = named_definitions.page_size(page_size)
-        row = await store.agent_definitions.find(self._pool, project_id, key)
-        if row is None:
-            raise AgentDefinitionNotFound(ref)
-        before = self._pages.before_version(row["agent_id"], page_token)
-        rows = await store.agent_definition_versions.page(self._pool, row["agent_id"], before, size + 1)
-        found = [VersionRecord.from_row(r) for r in rows[:size]]
-        next_token = self._pages.next_by_version(row["agent_id"], found[-1].version if len(rows) > size else None)
-        return found, next_token
+        rows, token = await self._definitions.versions(project_id, ref, page_size, page_token)
+        return [VersionRecord.from_row(r) for r in rows], token
 
     async def archive(self, project_id: uuid.UUID, ref: str) -> AgentRecord:
         """Archive the agent: it starts no new session. Idempotent."""
-        key = agent_ref(ref)
-        async with self._pool.acquire() as conn, conn.transaction():
-            row = await store.agent_definitions.lock(conn, project_id, key)
-            if row is None:
-                raise AgentDefinitionNotFound(ref)
-            if row["archived"]:
-                return AgentRecord.from_row(row)
-            archived = await store.agent_definitions.archive(conn, row["agent_id"])
-        log.info("agent_definition_archived", agent_id=str(row["agent_id"]), project_id=str(project_id))
-        return AgentRecord.from_row(archived)
+        return AgentRecord.from_row(await self._definitions.archive(project_id, ref))

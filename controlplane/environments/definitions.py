@@ -2,8 +2,8 @@
 and archived; and resolved to the version a new session pins.
 
 Every call takes the caller's project and reads and writes only its environments: another
-project's environment answers exactly as one that does not exist. A change is one transaction on
-the environment's locked row, so versions are numbered without gaps and nothing is half-stored.
+project's environment answers exactly as one that does not exist. Their life in the database is
+the agents' (`named_definitions.Definitions`); what is theirs is the spec's checks and digests.
 
 Idempotency, as for agent definitions: CreateEnvironment's request id is unique per project; a
 retry with the same name and an equal definition returns the environment it made (with its first
@@ -105,10 +105,35 @@ def environment_ref(value: str, field: str = "environment") -> uuid.UUID | str:
     return named_definitions.ref(_KIND, value, field)
 
 
+KIND = named_definitions.Kind(
+    name=_KIND,
+    id_column="environment_id",
+    log_name="environment",
+    definitions=store.environments,
+    versions=store.environment_versions,
+    not_found=EnvironmentNotFound,
+    version_not_found=EnvironmentVersionNotFound,
+    exists=EnvironmentExists,
+    archived=EnvironmentArchived,
+    conflict=EnvironmentVersionConflict,
+)
+
+
+def _storing(spec: epb.EnvironmentSpec) -> tuple[str, named_definitions.InsertVersion]:
+    """The checked spec's digest, and how a version of it is stored (with its build digest)."""
+    specs.check(spec)
+    form = specs.canonical(spec)
+    digest, build_digest = named_definitions.digest(form), specs.build_digest(spec)
+
+    async def insert(conn: asyncpg.Connection, environment_id: uuid.UUID, number: int) -> asyncpg.Record:
+        return await store.environment_versions.insert(conn, environment_id, number, form, digest, build_digest)
+
+    return digest, insert
+
+
 class EnvironmentDefinitions:
     def __init__(self, pool: asyncpg.Pool, page_tokens: PageTokens) -> None:
-        self._pool = pool
-        self._pages = named_definitions.Pages(page_tokens, _KIND)
+        self._definitions = named_definitions.Definitions(pool, page_tokens, KIND)
 
     async def create(
         self, project_id: uuid.UUID, request_id: str, name: str, spec: epb.EnvironmentSpec
@@ -116,48 +141,17 @@ class EnvironmentDefinitions:
         """A new environment with `spec` as its version 1 (or, for a retry, the one the request made)."""
         validation.client_id("request_id", request_id)
         named_definitions.new_name(_KIND, name)
-        specs.check(spec)
-        form = specs.canonical(spec)
-        digest = named_definitions.digest(form)
-        async with self._pool.acquire() as conn, conn.transaction():
-            known = await store.environments.by_request_id(conn, project_id, request_id)
-            if known is None:
-                row = await store.environments.insert(conn, uuid.uuid4(), project_id, name, request_id)
-                if row is not None:
-                    first = await store.environment_versions.insert(
-                        conn, row["environment_id"], 1, form, digest, specs.build_digest(spec)
-                    )
-                    log.info("environment_created", environment_id=str(row["environment_id"]), name=name)
-                    return EnvironmentRecord.from_row(row), EnvironmentVersionRecord.from_row(first)
-                # A concurrent create took the name, or the request id (a retry running alongside).
-                known = await store.environments.by_request_id(conn, project_id, request_id)
-                if known is None:
-                    raise EnvironmentExists(name)
-            first = await store.environment_versions.get(conn, known["environment_id"], 1)
-            assert first is not None
-            made = (str(known["environment_id"]), known["name"], first["spec_digest"])
-            named_definitions.same_request(_KIND, request_id, made, (name, digest))
-            return EnvironmentRecord.from_row(known), EnvironmentVersionRecord.from_row(first)
+        row, first = await self._definitions.create(project_id, request_id, name, *_storing(spec))
+        return EnvironmentRecord.from_row(row), EnvironmentVersionRecord.from_row(first)
 
     async def get(
         self, project_id: uuid.UUID, ref: str, version: int = 0
     ) -> tuple[EnvironmentRecord, EnvironmentVersionRecord]:
         """The environment and one of its versions (0: the newest); archived environments too."""
-        return await self._read(project_id, environment_ref(ref), named_definitions.version("version", version))
-
-    async def _read(
-        self, project_id: uuid.UUID, ref: uuid.UUID | str, version: int, conn: asyncpg.Connection | None = None
-    ) -> tuple[EnvironmentRecord, EnvironmentVersionRecord]:
-        db = conn or self._pool
-        row = await store.environments.find(db, project_id, ref)
-        if row is None:
-            raise EnvironmentNotFound(str(ref))
-        environment = EnvironmentRecord.from_row(row)
-        wanted = version or environment.latest_version
-        found = await store.environment_versions.get(db, row["environment_id"], wanted)
-        if found is None:
-            raise EnvironmentVersionNotFound(environment.name, wanted, environment.latest_version)
-        return environment, EnvironmentVersionRecord.from_row(found)
+        row, found = await self._definitions.read(
+            project_id, environment_ref(ref), named_definitions.version("version", version)
+        )
+        return EnvironmentRecord.from_row(row), EnvironmentVersionRecord.from_row(found)
 
     async def resolve(
         self, project_id: uuid.UUID, ref: str, version: int = 0, conn: asyncpg.Connection | None = None
@@ -166,84 +160,41 @@ class EnvironmentDefinitions:
         session pins, named by CreateSession's fields `environment` and `environment_version`.
         EnvironmentNotFound, EnvironmentVersionNotFound, or EnvironmentArchived: an archived
         environment starts no session."""
-        environment, found = await self._read(
-            project_id,
-            environment_ref(ref),
-            named_definitions.version("environment_version", version),
-            conn,
+        row, found = await self._definitions.read(
+            project_id, environment_ref(ref), named_definitions.version("environment_version", version), conn
         )
+        environment, pinned = EnvironmentRecord.from_row(row), EnvironmentVersionRecord.from_row(found)
         if environment.archived:
             raise EnvironmentArchived(environment.name, "starts no new session (its versions stay readable)")
         return PinnedEnvironment(
-            environment.environment_id, environment.name, found.version, found.build_digest, found.spec
+            environment.environment_id, environment.name, pinned.version, pinned.build_digest, pinned.spec
         )
 
     async def list_environments(
         self, project_id: uuid.UUID, page_size: int, page_token: str, show_archived: bool
     ) -> tuple[list[EnvironmentRecord], str]:
         """A page of the project's environments by name, and the next page's token."""
-        size = named_definitions.page_size(page_size)
-        after = self._pages.after_name(project_id, show_archived, page_token)
-        rows = await store.environments.page(self._pool, project_id, after, show_archived, size + 1)
-        found = [EnvironmentRecord.from_row(r) for r in rows[:size]]
-        last = found[-1].name if len(rows) > size else None
-        return found, self._pages.next_by_name(project_id, show_archived, last)
+        rows, token = await self._definitions.page(project_id, page_size, page_token, show_archived)
+        return [EnvironmentRecord.from_row(r) for r in rows], token
 
     async def update(
         self, project_id: uuid.UUID, ref: str, spec: epb.EnvironmentSpec, expected_version: int = 0
     ) -> Updated:
         """A new version with `spec`, unless it equals the newest; with `expected_version`, only if
         that is still the newest (else EnvironmentVersionConflict)."""
-        key = environment_ref(ref)
+        environment_ref(ref)
         named_definitions.version("expected_version", expected_version)
-        specs.check(spec)
-        form = specs.canonical(spec)
-        digest = named_definitions.digest(form)
-        async with self._pool.acquire() as conn, conn.transaction():
-            row = await store.environments.find(conn, project_id, key, lock=True)
-            if row is None:
-                raise EnvironmentNotFound(ref)
-            environment = EnvironmentRecord.from_row(row)
-            if environment.archived:
-                raise EnvironmentArchived(environment.name, "takes no new version (create another environment)")
-            newest = await store.environment_versions.get(conn, row["environment_id"], environment.latest_version)
-            assert newest is not None
-            if newest["spec_digest"] == digest:
-                return Updated(environment, EnvironmentVersionRecord.from_row(newest), created=False)
-            if expected_version and expected_version != environment.latest_version:
-                raise EnvironmentVersionConflict(environment.name, expected_version, environment.latest_version)
-            number = environment.latest_version + 1
-            made = await store.environment_versions.insert(
-                conn, row["environment_id"], number, form, digest, specs.build_digest(spec)
-            )
-            changed = await store.environments.set_latest(conn, row["environment_id"], number)
-        log.info("environment_updated", environment_id=environment.environment_id, version=number)
-        return Updated(EnvironmentRecord.from_row(changed), EnvironmentVersionRecord.from_row(made), created=True)
+        digest, insert = _storing(spec)
+        row, newest, created = await self._definitions.update(project_id, ref, digest, expected_version, insert)
+        return Updated(EnvironmentRecord.from_row(row), EnvironmentVersionRecord.from_row(newest), created)
 
     async def list_versions(
         self, project_id: uuid.UUID, ref: str, page_size: int, page_token: str
     ) -> tuple[list[EnvironmentVersionRecord], str]:
         """A page of the environment's versions, newest first, and the next page's token."""
-        key = environment_ref(ref)
-        size = named_definitions.page_size(page_size)
-        row = await store.environments.find(self._pool, project_id, key)
-        if row is None:
-            raise EnvironmentNotFound(ref)
-        before = self._pages.before_version(row["environment_id"], page_token)
-        rows = await store.environment_versions.page(self._pool, row["environment_id"], before, size + 1)
-        found = [EnvironmentVersionRecord.from_row(r) for r in rows[:size]]
-        last = found[-1].version if len(rows) > size else None
-        return found, self._pages.next_by_version(row["environment_id"], last)
+        rows, token = await self._definitions.versions(project_id, ref, page_size, page_token)
+        return [EnvironmentVersionRecord.from_row(r) for r in rows], token
 
     async def archive(self, project_id: uuid.UUID, ref: str) -> EnvironmentRecord:
         """Archive the environment: it starts no new session; its sessions go on. Idempotent."""
-        key = environment_ref(ref)
-        async with self._pool.acquire() as conn, conn.transaction():
-            row = await store.environments.find(conn, project_id, key, lock=True)
-            if row is None:
-                raise EnvironmentNotFound(ref)
-            if row["archived"]:
-                return EnvironmentRecord.from_row(row)
-            archived = await store.environments.archive(conn, row["environment_id"])
-        log.info("environment_archived", environment_id=str(row["environment_id"]))
-        return EnvironmentRecord.from_row(archived)
+        return EnvironmentRecord.from_row(await self._definitions.archive(project_id, ref))

@@ -41,15 +41,13 @@ async def by_request_id(
 
 
 async def find(
-    db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID, ref: uuid.UUID | str
+    db: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID, ref: uuid.UUID | str, lock: bool = False
 ) -> asyncpg.Record | None:
-    """The project's agent with this id (a UUID) or name."""
-    return await db.fetchrow(f"SELECT * FROM agent_definitions WHERE {_named(ref)}", project_id, ref)
-
-
-async def lock(conn: asyncpg.Connection, project_id: uuid.UUID, ref: uuid.UUID | str) -> asyncpg.Record | None:
-    """`find`, locking the row until the transaction ends: its changes take turns."""
-    return await conn.fetchrow(f"SELECT * FROM agent_definitions WHERE {_named(ref)} FOR UPDATE", project_id, ref)
+    """The project's agent with this id (a UUID) or name; `lock`: locked until the transaction
+    ends, so that its changes take turns."""
+    return await db.fetchrow(
+        f"SELECT * FROM agent_definitions WHERE {_named(ref)}{' FOR UPDATE' if lock else ''}", project_id, ref
+    )
 
 
 async def page(
