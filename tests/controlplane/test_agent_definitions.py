@@ -91,10 +91,10 @@ class Refusal:
 
 
 class Agents:
-    """AgentService as one API key calls it."""
+    """AgentService (or another service of `stub`'s, EnvironmentService) as one API key calls it."""
 
-    def __init__(self, channel: grpc.aio.Channel, key: str) -> None:
-        self._stub = pb_grpc.AgentServiceStub(channel)
+    def __init__(self, channel: grpc.aio.Channel, key: str, stub=pb_grpc.AgentServiceStub) -> None:
+        self._stub = stub(channel)
         self._metadata = (("authorization", f"Bearer {key}"),)
 
     def __getattr__(self, rpc: str):

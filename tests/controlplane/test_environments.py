@@ -22,6 +22,7 @@ from astrabox.environments.v1 import environment_service_pb2_grpc as pb_grpc
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from controlplane.status import error_info
+from tests.controlplane.test_agent_definitions import Agents, Refusal
 
 
 def python_env(pip: tuple[str, ...] = ("requests==2.32.3",), token: str = "1") -> epb.EnvironmentSpec:
@@ -46,44 +47,11 @@ def python_env(pip: tuple[str, ...] = ("requests==2.32.3",), token: str = "1") -
     )
 
 
-@dataclass(frozen=True)
-class Refusal:
-    code: grpc.StatusCode
-    reason: str
-    field: str
-    message: str
-    metadata: dict[str, str]
-
-
-class Environments:
-    """EnvironmentService as one API key calls it."""
-
-    def __init__(self, channel: grpc.aio.Channel, key: str) -> None:
-        self._stub = pb_grpc.EnvironmentServiceStub(channel)
-        self.metadata = (("authorization", f"Bearer {key}"),)
-
-    def __getattr__(self, rpc: str):
-        method = getattr(self._stub, rpc)
-
-        async def call(request):
-            return await method(request, metadata=self.metadata, timeout=30)
-
-        return call
-
-    async def refused(self, rpc: str, request) -> Refusal:
-        with pytest.raises(grpc.aio.AioRpcError) as failed:
-            await getattr(self, rpc)(request)
-        info = error_info(failed.value)
-        assert info is not None, failed.value
-        metadata = dict(info.metadata)
-        return Refusal(failed.value.code(), info.reason, metadata.get("field", ""), failed.value.details(), metadata)
-
-
 @dataclass
 class Callers:
-    developer: Environments
-    viewer: Environments
-    other: Environments  # a developer of another project
+    developer: Agents
+    viewer: Agents
+    other: Agents  # a developer of another project
 
 
 @pytest_asyncio.fixture
@@ -107,11 +75,8 @@ async def callers(running: RunningControlPlane) -> AsyncIterator[Callers]:
         viewer = await operator.admin.create_api_key("view", role="viewer")
         theirs = await operator.admin.create_api_key("theirs", role="developer", project_id=other.project_id)
     async with grpc.aio.insecure_channel(running.address) as channel:
-        yield Callers(
-            Environments(channel, developer.secret),
-            Environments(channel, viewer.secret),
-            Environments(channel, theirs.secret),
-        )
+        stub = pb_grpc.EnvironmentServiceStub
+        yield Callers(*(Agents(channel, key.secret, stub) for key in (developer, viewer, theirs)))
 
 
 async def stored(running: RunningControlPlane) -> tuple[int, int]:
@@ -378,7 +343,7 @@ async def test_building_ahead_is_not_served_yet_and_says_so(running, callers) ->
     async def build(name: str) -> Refusal:
         with pytest.raises(grpc.aio.AioRpcError) as failed:
             async for _ in callers.developer._stub.BuildEnvironment(
-                pb.BuildEnvironmentRequest(environment=name), metadata=callers.developer.metadata, timeout=30
+                pb.BuildEnvironmentRequest(environment=name), metadata=callers.developer._metadata, timeout=30
             ):
                 pass
         info = error_info(failed.value)

@@ -18,15 +18,13 @@ back as it is.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
 
 from astrabox import agent_files
+from astrabox._definition_commands import applied, as_json, when
 from astrabox.agent_definitions import AgentDefinition, AgentVersion
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
@@ -81,18 +79,14 @@ async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
 
 async def _apply(args: argparse.Namespace, client: AstraBoxClient) -> None:
     for agent in [agent for path in args.files for agent in agent_files.load(path)]:
-        applied = await client.agents.apply(agent.name, agent.spec)
-        number = f"{applied.agent.name} v{applied.version.version}"
-        if applied.new_agent:
-            print(f"created {number}", flush=True)
-        else:
-            print(f"{number} ({'new version' if applied.created else 'unchanged'})", flush=True)
+        done = await client.agents.apply(agent.name, agent.spec)
+        print(applied(done.agent.name, done.version.version, done.new_agent, done.created), flush=True)
 
 
 async def _list(args: argparse.Namespace, client: AstraBoxClient) -> None:
     async for agent in client.agents.list(archived=args.all):
         archived = "  archived" if agent.archived else ""
-        print(f"{agent.name:<24} v{agent.latest_version:<4} updated {_when(agent.update_time)}{archived}")
+        print(f"{agent.name:<24} v{agent.latest_version:<4} updated {when(agent.update_time)}{archived}")
 
 
 async def _show(args: argparse.Namespace, client: AstraBoxClient) -> None:
@@ -102,7 +96,7 @@ async def _show(args: argparse.Namespace, client: AstraBoxClient) -> None:
 
 async def _versions(args: argparse.Namespace, client: AstraBoxClient) -> None:
     async for version in client.agents.versions(args.name):
-        print(f"v{version.version:<4} made {_when(version.create_time)}  sha256 {version.spec_digest[:16]}")
+        print(f"v{version.version:<4} made {when(version.create_time)}  sha256 {version.spec_digest[:16]}")
 
 
 async def _archive(args: argparse.Namespace, client: AstraBoxClient) -> None:
@@ -110,29 +104,23 @@ async def _archive(args: argparse.Namespace, client: AstraBoxClient) -> None:
     print(f"archived {agent.name} (at v{agent.latest_version}; its sessions go on)")
 
 
-def _when(time: datetime) -> str:
-    return time.isoformat(timespec="seconds")
-
-
 def _yaml(agent: AgentDefinition, version: AgentVersion) -> str:
     """The agent file of `version`, its identity in comments (which `apply` passes over)."""
     archived = ", archived" if agent.archived else ""
     return (
         f"# agent {agent.name} v{version.version} of {agent.latest_version}{archived}; id {agent.agent_id}\n"
-        f"# made {_when(version.create_time)}, sha256 {version.spec_digest}\n"
+        f"# made {when(version.create_time)}, sha256 {version.spec_digest}\n"
         + agent_files.dump(agent.name, version.spec)
     )
 
 
 def _json(agent: AgentDefinition, version: AgentVersion) -> str:
-    document = {
+    identity = {
         "agent_id": agent.agent_id,
         "name": agent.name,
         "latest_version": agent.latest_version,
         "archived": agent.archived,
         "version": version.version,
         "spec_digest": version.spec_digest,
-        "create_time": _when(version.create_time),
-        "spec": json_format.MessageToDict(version.spec, preserving_proto_field_name=True),
     }
-    return json.dumps(document, indent=2) + "\n"
+    return as_json(identity, version.create_time, version.spec)

@@ -26,11 +26,11 @@ from typing import NamedTuple
 
 import grpc
 
+from astrabox._definition_calls import apply, pages
 from astrabox.administration import Unary
 from astrabox.agents.v1 import agent_pb2
 from astrabox.agents.v1 import agent_service_pb2 as api
 from astrabox.agents.v1 import agent_service_pb2_grpc as api_grpc
-from astrabox.errors import AstraBoxError
 
 __all__ = ["AgentDefinition", "AgentDefinitions", "AgentVersion", "Applied"]
 
@@ -128,14 +128,14 @@ class AgentDefinitions:
 
     async def list(self, *, archived: bool = False, page_size: int = 0) -> AsyncIterator[AgentDefinition]:
         """Every agent of the project by name (archived ones too with `archived`), page after page."""
-        token = ""
-        while True:
+
+        async def read(token: str) -> api.ListAgentsResponse:
             request = api.ListAgentsRequest(page_size=page_size, page_token=token, show_archived=archived)
             page: api.ListAgentsResponse = await self._unary(self._stub.ListAgents, request)
-            for agent in page.agents:
-                yield AgentDefinition.from_proto(agent)
-            if not (token := page.next_page_token):
-                return
+            return page
+
+        async for item in pages(read, lambda page: page.agents):
+            yield AgentDefinition.from_proto(item)
 
     async def update(self, agent: str, spec: agent_pb2.AgentSpec, *, expected_version: int = 0) -> Applied:
         """Gives the agent the definition `spec` (whole, not a patch): a new version, unless it equals
@@ -154,29 +154,23 @@ class AgentDefinitions:
         """Makes the agent `name` be `spec`: creates it if the project has none of that name, else
         updates it (no new version when the definition is unchanged). Safe against a concurrent
         apply: an agent created in between (ALREADY_EXISTS) is updated instead."""
-        try:
-            return await self.update(name, spec)
-        except AstraBoxError as error:
-            if error.reason != "AGENT_NOT_FOUND":
-                raise
-        try:
-            agent, version = await self.create(name, spec)
-        except AstraBoxError as error:
-            if error.reason != "AGENT_ALREADY_EXISTS":
-                raise
-            return await self.update(name, spec)
-        return Applied(agent, version, True)
+
+        async def create() -> Applied:
+            made, version = await self.create(name, spec)
+            return Applied(made, version, True)
+
+        return await apply("AGENT", lambda: self.update(name, spec), create)
 
     async def versions(self, agent: str, *, page_size: int = 0) -> AsyncIterator[AgentVersion]:
         """Every version of the agent, newest first, page after page."""
-        token = ""
-        while True:
+
+        async def read(token: str) -> api.ListAgentVersionsResponse:
             request = api.ListAgentVersionsRequest(agent=agent, page_size=page_size, page_token=token)
             page: api.ListAgentVersionsResponse = await self._unary(self._stub.ListAgentVersions, request)
-            for version in page.versions:
-                yield AgentVersion.from_proto(version)
-            if not (token := page.next_page_token):
-                return
+            return page
+
+        async for item in pages(read, lambda page: page.versions):
+            yield AgentVersion.from_proto(item)
 
     async def archive(self, agent: str) -> AgentDefinition:
         """Archives the agent: it starts no new session; running sessions go on, its versions stay readable."""

@@ -18,15 +18,13 @@ their session in it.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
 
 from astrabox import environment_files
+from astrabox._definition_commands import applied, as_json, when
 from astrabox.agent_commands import agent_reference
 from astrabox.client import AstraBoxClient
 from astrabox.environment_definitions import Environment, EnvironmentVersion
@@ -82,19 +80,15 @@ async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
 
 async def _apply(args: argparse.Namespace, client: AstraBoxClient) -> None:
     for environment in [e for path in args.files for e in environment_files.load(path)]:
-        applied = await client.environments.apply(environment.name, environment.spec)
-        number = f"{applied.environment.name} v{applied.version.version}"
-        if applied.new_environment:
-            print(f"created {number}", flush=True)
-        else:
-            print(f"{number} ({'new version' if applied.created else 'unchanged'})", flush=True)
+        done = await client.environments.apply(environment.name, environment.spec)
+        print(applied(done.environment.name, done.version.version, done.new_environment, done.created), flush=True)
 
 
 async def _list(args: argparse.Namespace, client: AstraBoxClient) -> None:
     async for environment in client.environments.list(archived=args.all):
         archived = "  archived" if environment.archived else ""
         print(
-            f"{environment.name:<24} v{environment.latest_version:<4} updated {_when(environment.update_time)}{archived}"
+            f"{environment.name:<24} v{environment.latest_version:<4} updated {when(environment.update_time)}{archived}"
         )
 
 
@@ -107,7 +101,7 @@ async def _show(args: argparse.Namespace, client: AstraBoxClient) -> None:
 async def _versions(args: argparse.Namespace, client: AstraBoxClient) -> None:
     async for version in client.environments.versions(args.name):
         print(
-            f"v{version.version:<4} made {_when(version.create_time)}  sha256 {version.spec_digest[:16]}"
+            f"v{version.version:<4} made {when(version.create_time)}  sha256 {version.spec_digest[:16]}"
             f"  layer {version.build_digest[:16]}"
         )
 
@@ -117,22 +111,18 @@ async def _archive(args: argparse.Namespace, client: AstraBoxClient) -> None:
     print(f"archived {environment.name} (at v{environment.latest_version}; its sessions go on)")
 
 
-def _when(time: datetime) -> str:
-    return time.isoformat(timespec="seconds")
-
-
 def _yaml(environment: Environment, version: EnvironmentVersion) -> str:
     archived = ", archived" if environment.archived else ""
     return (
         f"# environment {environment.name} v{version.version} of {environment.latest_version}{archived};"
         f" id {environment.environment_id}\n"
-        f"# made {_when(version.create_time)}, sha256 {version.spec_digest}, layer {version.build_digest}\n"
+        f"# made {when(version.create_time)}, sha256 {version.spec_digest}, layer {version.build_digest}\n"
         + environment_files.dump(environment.name, version.spec)
     )
 
 
 def _json(environment: Environment, version: EnvironmentVersion) -> str:
-    document = {
+    identity = {
         "environment_id": environment.environment_id,
         "name": environment.name,
         "latest_version": environment.latest_version,
@@ -140,7 +130,5 @@ def _json(environment: Environment, version: EnvironmentVersion) -> str:
         "version": version.version,
         "spec_digest": version.spec_digest,
         "build_digest": version.build_digest,
-        "create_time": _when(version.create_time),
-        "spec": json_format.MessageToDict(version.spec, preserving_proto_field_name=True),
     }
-    return json.dumps(document, indent=2) + "\n"
+    return as_json(identity, version.create_time, version.spec)

@@ -26,11 +26,11 @@ from typing import NamedTuple
 
 import grpc
 
+from astrabox._definition_calls import apply, pages
 from astrabox.administration import Unary
 from astrabox.environments.v1 import environment_pb2
 from astrabox.environments.v1 import environment_service_pb2 as api
 from astrabox.environments.v1 import environment_service_pb2_grpc as api_grpc
-from astrabox.errors import AstraBoxError
 
 __all__ = ["Environment", "EnvironmentApplied", "EnvironmentDefinitions", "EnvironmentVersion"]
 
@@ -126,14 +126,14 @@ class EnvironmentDefinitions:
 
     async def list(self, *, archived: bool = False, page_size: int = 0) -> AsyncIterator[Environment]:
         """Every environment of the project by name (archived ones too with `archived`)."""
-        token = ""
-        while True:
+
+        async def read(token: str) -> api.ListEnvironmentsResponse:
             request = api.ListEnvironmentsRequest(page_size=page_size, page_token=token, show_archived=archived)
             page: api.ListEnvironmentsResponse = await self._unary(self._stub.ListEnvironments, request)
-            for environment in page.environments:
-                yield Environment.from_proto(environment)
-            if not (token := page.next_page_token):
-                return
+            return page
+
+        async for item in pages(read, lambda page: page.environments):
+            yield Environment.from_proto(item)
 
     async def update(
         self, environment: str, spec: environment_pb2.EnvironmentSpec, *, expected_version: int = 0
@@ -152,29 +152,23 @@ class EnvironmentDefinitions:
     async def apply(self, name: str, spec: environment_pb2.EnvironmentSpec) -> EnvironmentApplied:
         """Makes the environment `name` be `spec`: creates it if the project has none of that name,
         else updates it (no new version when unchanged); a concurrent create is updated instead."""
-        try:
-            return await self.update(name, spec)
-        except AstraBoxError as error:
-            if error.reason != "ENVIRONMENT_NOT_FOUND":
-                raise
-        try:
-            environment, version = await self.create(name, spec)
-        except AstraBoxError as error:
-            if error.reason != "ENVIRONMENT_ALREADY_EXISTS":
-                raise
-            return await self.update(name, spec)
-        return EnvironmentApplied(environment, version, True)
+
+        async def create() -> EnvironmentApplied:
+            made, version = await self.create(name, spec)
+            return EnvironmentApplied(made, version, True)
+
+        return await apply("ENVIRONMENT", lambda: self.update(name, spec), create)
 
     async def versions(self, environment: str, *, page_size: int = 0) -> AsyncIterator[EnvironmentVersion]:
         """Every version of the environment, newest first."""
-        token = ""
-        while True:
+
+        async def read(token: str) -> api.ListEnvironmentVersionsResponse:
             request = api.ListEnvironmentVersionsRequest(environment=environment, page_size=page_size, page_token=token)
             page: api.ListEnvironmentVersionsResponse = await self._unary(self._stub.ListEnvironmentVersions, request)
-            for version in page.versions:
-                yield EnvironmentVersion.from_proto(version)
-            if not (token := page.next_page_token):
-                return
+            return page
+
+        async for item in pages(read, lambda page: page.versions):
+            yield EnvironmentVersion.from_proto(item)
 
     async def archive(self, environment: str) -> Environment:
         """Archives the environment: it starts no new session; running sessions go on."""
