@@ -9,12 +9,26 @@ an unknown or repeated key, a value of the wrong type, a count or size over a li
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import yaml
 
-__all__ = ["TAG", "Dumper", "YamlNodes", "documents"]
+__all__ = ["TAG", "Dumper", "YamlNodes", "documents", "parse_file", "read_file"]
+
+
+class Named(Protocol):
+    """What a file defines: a name, unique in the file, and where it was written ("FILE:LINE")."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+
+Definition = TypeVar("Definition", bound=Named)
 
 TAG = "tag:yaml.org,2002:"
 
@@ -26,6 +40,47 @@ def documents(loader: yaml.SafeLoader) -> list[yaml.Node]:
         node = loader.get_node()
         if node is not None and node.tag != TAG + "null":
             found.append(node)
+    return found
+
+
+def read_file(path: Path, error: type[ValueError]) -> str:
+    """The UTF-8 text of the file at `path`; `error` says why there is none."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as failure:
+        raise error(f"{path}: cannot read it: {failure.strerror}") from failure
+    except UnicodeDecodeError as failure:
+        raise error(f"{path}: not UTF-8 text") from failure
+
+
+def parse_file(
+    text: str,
+    source: str,
+    error: type[ValueError],
+    kind: str,
+    reader: Callable[[yaml.SafeLoader], Callable[[yaml.Node], Definition]],
+) -> list[Definition]:
+    """The definitions of a file's `text`, one per YAML document, each read by what `reader` makes
+    of the file's loader; none, invalid YAML or a name defined twice is `error` (`kind`: "agent")."""
+    loader = yaml.SafeLoader(text)
+    try:
+        nodes = documents(loader)
+        if not nodes:
+            raise error(f"{source}: no {kind} in it (a document with at least `name:`)")
+        read = reader(loader)
+        found = [read(node) for node in nodes]
+    except yaml.MarkedYAMLError as failure:
+        line = failure.problem_mark.line + 1 if failure.problem_mark else 1
+        raise error(f"{source}:{line}: not valid YAML: {failure.problem}") from failure
+    finally:
+        loader.dispose()
+    seen: dict[str, str] = {}
+    for definition in found:
+        if definition.name in seen:
+            raise error(
+                f"{definition.source}: name: {definition.name!r} is defined twice (first at {seen[definition.name]})"
+            )
+        seen[definition.name] = definition.source
     return found
 
 

@@ -54,7 +54,7 @@ from typing import Any
 import yaml
 from google.protobuf import duration_pb2
 
-from astrabox._yaml_nodes import Dumper, YamlNodes, documents
+from astrabox._yaml_nodes import Dumper, YamlNodes, parse_file, read_file
 from astrabox.agents.v1 import agent_pb2
 from astrabox.errors import AgentFileError
 from astrabox.skill_directories import MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_PATH_BYTES, read_skill_directory
@@ -117,36 +117,16 @@ class AgentFile:
 def load(path: str | os.PathLike[str]) -> list[AgentFile]:
     """The agents of the file at `path`, in order; its skill directories are relative to the file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise AgentFileError(f"{path}: cannot read it: {error.strerror}") from error
-    except UnicodeDecodeError as error:
-        raise AgentFileError(f"{path}: not UTF-8 text") from error
+    text = read_file(path, AgentFileError)
     return parse(text, source=str(path), base_dir=path.parent)
 
 
 def parse(text: str, *, source: str = "<agent file>", base_dir: str | os.PathLike[str] = ".") -> list[AgentFile]:
     """The agents of `text` (an agent file's content), named `source` in errors; skill directories
     are relative to `base_dir`."""
-    loader = yaml.SafeLoader(text)
-    try:
-        nodes = documents(loader)
-        if not nodes:
-            raise AgentFileError(f"{source}: no agent in it (a document with at least `name:`)")
-        reader = _Reader(source, Path(base_dir), loader)
-        agents = [reader.agent(document) for document in nodes]
-    except yaml.MarkedYAMLError as error:
-        line = error.problem_mark.line + 1 if error.problem_mark else 1
-        raise AgentFileError(f"{source}:{line}: not valid YAML: {error.problem}") from error
-    finally:
-        loader.dispose()
-    seen: dict[str, str] = {}
-    for agent in agents:
-        if agent.name in seen:
-            raise AgentFileError(f"{agent.source}: name: {agent.name!r} is defined twice (first at {seen[agent.name]})")
-        seen[agent.name] = agent.source
-    return agents
+    return parse_file(
+        text, source, AgentFileError, "agent", lambda loader: _Reader(source, Path(base_dir), loader).agent
+    )
 
 
 class _Reader:

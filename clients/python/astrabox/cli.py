@@ -344,7 +344,15 @@ def _cmd_session(args: argparse.Namespace) -> int:
     return asyncio.run(_session_command(args))
 
 
-def _environment_option(parser: argparse.ArgumentParser) -> None:
+def _pin_options(parser: argparse.ArgumentParser) -> None:
+    """--agent and --environment of the commands that create a session."""
+    parser.add_argument(
+        "--agent",
+        type=agent_commands.agent_reference,
+        default=("", 0),
+        metavar="NAME[@VERSION]",
+        help="start the session from this agent (default version: its newest)",
+    )
     parser.add_argument(
         "--environment",
         type=environment_commands.environment_reference,
@@ -375,14 +383,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     run = sub.add_parser("run", help="run one prompt in a new session and print it live", parents=[connection])
     run.add_argument("prompt")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
-    run.add_argument(
-        "--agent",
-        type=agent_commands.agent_reference,
-        default=("", 0),
-        metavar="NAME[@VERSION]",
-        help="start the session from this agent (default version: its newest)",
-    )
-    _environment_option(run)
+    _pin_options(run)
     run.set_defaults(func=_cmd_run)
 
     session = sub.add_parser("session", help="inspect sessions", parents=[connection])
@@ -402,14 +403,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
         "--since", type=_since, metavar="WHEN", help="only sessions created since: 30m, 2h, 7d, or an ISO 8601 time"
     )
     create = actions.add_parser("create", help="create a session and print its id")
-    create.add_argument(
-        "--agent",
-        type=agent_commands.agent_reference,
-        default=("", 0),
-        metavar="NAME[@VERSION]",
-        help="start the session from this agent (default version: its newest)",
-    )
-    _environment_option(create)
+    _pin_options(create)
     for name in ("show", "delete", "archive", "interrupt"):
         actions.add_parser(name).add_argument("session_id")
     send = actions.add_parser("send", help="send a message (queued while a turn runs)")

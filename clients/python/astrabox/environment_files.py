@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from astrabox._yaml_nodes import Dumper, YamlNodes, documents
+from astrabox._yaml_nodes import Dumper, YamlNodes, parse_file, read_file
 from astrabox.environments.v1 import environment_pb2 as epb
 from astrabox.errors import EnvironmentFileError
 
@@ -80,37 +80,19 @@ class EnvironmentFile:
 def load(path: str | os.PathLike[str]) -> list[EnvironmentFile]:
     """The environments of the file at `path`, in order."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise EnvironmentFileError(f"{path}: cannot read it: {error.strerror}") from error
-    except UnicodeDecodeError as error:
-        raise EnvironmentFileError(f"{path}: not UTF-8 text") from error
+    text = read_file(path, EnvironmentFileError)
     return parse(text, source=str(path))
 
 
 def parse(text: str, *, source: str = "<environment file>") -> list[EnvironmentFile]:
     """The environments of `text` (an environment file's content), named `source` in errors."""
-    loader = yaml.SafeLoader(text)
-    try:
-        nodes = documents(loader)
-        if not nodes:
-            raise EnvironmentFileError(f"{source}: no environment in it (a document with at least `name:`)")
-        reader = _Reader(YamlNodes(source, loader, EnvironmentFileError, "environment"))
-        environments = [reader.environment(node) for node in nodes]
-    except yaml.MarkedYAMLError as error:
-        line = error.problem_mark.line + 1 if error.problem_mark else 1
-        raise EnvironmentFileError(f"{source}:{line}: not valid YAML: {error.problem}") from error
-    finally:
-        loader.dispose()
-    seen: dict[str, str] = {}
-    for environment in environments:
-        if environment.name in seen:
-            raise EnvironmentFileError(
-                f"{environment.source}: name: {environment.name!r} is defined twice (first at {seen[environment.name]})"
-            )
-        seen[environment.name] = environment.source
-    return environments
+    return parse_file(
+        text,
+        source,
+        EnvironmentFileError,
+        "environment",
+        lambda loader: _Reader(YamlNodes(source, loader, EnvironmentFileError, "environment")).environment,
+    )
 
 
 class _Reader:
