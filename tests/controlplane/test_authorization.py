@@ -18,6 +18,7 @@ from astrabox.admin.v1 import admin_service_pb2
 from astrabox.agents.v1 import agent_service_pb2
 from astrabox.client import AstraBoxClient
 from astrabox.credentialstore.v1 import credential_service_pb2
+from astrabox.environments.v1 import environment_service_pb2
 from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.identity import keys
@@ -31,6 +32,7 @@ SERVICES: list[ServiceDescriptor] = [
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
     agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"],
     credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"],
+    environment_service_pb2.DESCRIPTOR.services_by_name["EnvironmentService"],
 ]
 METHODS = [(service, method) for service in SERVICES for method in service.methods]
 

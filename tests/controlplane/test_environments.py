@@ -14,6 +14,7 @@ import grpc
 import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from astrabox.client import AstraBoxClient
 from astrabox.environments.v1 import environment_pb2 as epb
@@ -356,8 +357,11 @@ async def test_building_ahead_is_not_served_yet_and_says_so(running, callers) ->
     assert (await build("nobody")).reason == "ENVIRONMENT_NOT_FOUND"
 
 
-async def test_the_service_is_healthy(running) -> None:
+async def test_the_service_is_healthy_and_listed_by_reflection(running) -> None:
     name = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
     async with grpc.aio.insecure_channel(running.address) as channel:
         health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=name))
-    assert health.status == health_pb2.HealthCheckResponse.SERVING
+        reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+        answers = reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        listed = {service.name async for answer in answers for service in answer.list_services_response.service}
+    assert health.status == health_pb2.HealthCheckResponse.SERVING and name in listed
