@@ -24,6 +24,7 @@ from astrabox.environments.v1 import environment_pb2 as epb
 from controlplane import named_definitions, store, validation
 from controlplane.environments import specs
 from controlplane.errors import (
+    CredentialNotFound,
     EnvironmentArchived,
     EnvironmentExists,
     EnvironmentNotFound,
@@ -119,8 +120,11 @@ KIND = named_definitions.Kind(
 )
 
 
-def _storing(spec: epb.EnvironmentSpec) -> tuple[str, named_definitions.InsertVersion]:
-    """The checked spec's digest, and how a version of it is stored (with its build digest)."""
+def _storing(
+    project_id: uuid.UUID, spec: epb.EnvironmentSpec
+) -> tuple[str, named_definitions.InsertVersion, named_definitions.CheckIn]:
+    """The checked spec's digest, how a version of it is stored (with its build digest), and the
+    check that every credential it binds is one of the project's (made when a version is stored)."""
     specs.check(spec)
     form = specs.canonical(spec)
     digest, build_digest = named_definitions.digest(form), specs.build_digest(spec)
@@ -128,7 +132,24 @@ def _storing(spec: epb.EnvironmentSpec) -> tuple[str, named_definitions.InsertVe
     async def insert(conn: asyncpg.Connection, environment_id: uuid.UUID, number: int) -> asyncpg.Record:
         return await store.environment_versions.insert(conn, environment_id, number, form, digest, build_digest)
 
-    return digest, insert
+    async def check(conn: asyncpg.Connection) -> None:
+        await _credentials_exist(conn, project_id, spec)
+
+    return digest, insert, check
+
+
+async def _credentials_exist(conn: asyncpg.Connection, project_id: uuid.UUID, spec: epb.EnvironmentSpec) -> None:
+    """CredentialNotFound, naming the binding's field, for the first binding of a credential the
+    project does not have (a typo found at apply, not at a session's first request)."""
+    names = [binding.credential for binding in spec.credentials]
+    if not names:
+        return
+    known = {row["name"] for row in await store.credential_store.named(conn, project_id, names)}
+    for index, name in enumerate(names):
+        if name not in known:
+            missing = CredentialNotFound(name)
+            missing.metadata["field"] = f"spec.credentials[{index}].credential"
+            raise missing
 
 
 class EnvironmentDefinitions:
@@ -141,7 +162,7 @@ class EnvironmentDefinitions:
         """A new environment with `spec` as its version 1 (or, for a retry, the one the request made)."""
         validation.client_id("request_id", request_id)
         named_definitions.new_name(_KIND, name)
-        row, first = await self._definitions.create(project_id, request_id, name, *_storing(spec))
+        row, first = await self._definitions.create(project_id, request_id, name, *_storing(project_id, spec))
         return EnvironmentRecord.from_row(row), EnvironmentVersionRecord.from_row(first)
 
     async def get(
@@ -184,8 +205,8 @@ class EnvironmentDefinitions:
         that is still the newest (else EnvironmentVersionConflict)."""
         environment_ref(ref)
         named_definitions.version("expected_version", expected_version)
-        digest, insert = _storing(spec)
-        row, newest, created = await self._definitions.update(project_id, ref, digest, expected_version, insert)
+        digest, insert, check = _storing(project_id, spec)
+        row, newest, created = await self._definitions.update(project_id, ref, digest, expected_version, insert, check)
         return Updated(EnvironmentRecord.from_row(row), EnvironmentVersionRecord.from_row(newest), created)
 
     async def list_versions(

@@ -4,18 +4,58 @@ runs them, `astrabox session create --environment`, and `client.environments`.""
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from astrabox import environment_files
 from astrabox.cli import build_parser
+from astrabox.client import AstraBoxClient
 from astrabox.environments.v1 import environment_pb2 as epb
 from astrabox.errors import EnvironmentFileError
-from tests.clients.test_agent_definitions import astrabox, client, running
+from controlplane.agents import AgentHello, Agents
+from controlplane.engines import EngineManifest
+from controlplane.server import RunningControlPlane, serve
+from controlplane.settings import ControlPlaneSettings
+from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
+from dataplane_agent.relay.client import engine_manifest_proto
+from tests.clients.test_agent_definitions import astrabox
 
-__all__ = ["client", "running"]  # the fixtures, shared with the agents' tests
+CREDENTIAL_KEY = base64.b64encode(b"K" * 32).decode()
+
+
+@pytest_asyncio.fixture
+async def running(database_url: str, bootstrap_key_file: str) -> AsyncIterator[RunningControlPlane]:
+    """A control plane with a credentials key, where a host has declared Claude Code, and the
+    project holds the credentials PYTHON_CI binds."""
+    settings = ControlPlaneSettings(
+        database_url=database_url,
+        listen="127.0.0.1:0",
+        bootstrap_key_file=bootstrap_key_file,
+        credential_key=CREDENTIAL_KEY,
+    )
+    async with serve(settings) as control_plane:
+        manifest = EngineManifest.from_proto(engine_manifest_proto(CLAUDE_CODE))
+        hello = AgentHello(
+            agent_id="host-1", instance_id="t", drivers=["local"], engines=[manifest], capacity=4, sessions={}
+        )
+        await Agents(control_plane.pool, timedelta(seconds=30)).register(hello)
+        async with AstraBoxClient.connect(control_plane.address) as operator:
+            for name in ("github-token", "api-key"):
+                await operator.credentials.put(name, "s3cr3t")
+        yield control_plane
+
+
+@pytest_asyncio.fixture
+async def client(running: RunningControlPlane) -> AsyncIterator[AstraBoxClient]:
+    async with AstraBoxClient.connect(running.address) as connected:
+        yield connected
+
 
 PYTHON_CI = """\
 name: python-ci

@@ -4,6 +4,7 @@ control plane on a real PostgreSQL, with real API keys."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -24,6 +25,8 @@ from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from controlplane.status import error_info
 from tests.controlplane.test_agent_definitions import Agents, Refusal
+
+CREDENTIAL_KEY = base64.b64encode(b"K" * 32).decode()
 
 
 def python_env(pip: tuple[str, ...] = ("requests==2.32.3",), token: str = "1") -> epb.EnvironmentSpec:
@@ -63,6 +66,7 @@ async def running(database_url: str, bootstrap_key_file: str) -> AsyncIterator[R
         bootstrap_key_file=bootstrap_key_file,
         lease_ttl=timedelta(minutes=10),
         credentials_ttl=timedelta(0),
+        credential_key=CREDENTIAL_KEY,
     )
     async with serve(settings) as control_plane:
         yield control_plane
@@ -75,6 +79,8 @@ async def callers(running: RunningControlPlane) -> AsyncIterator[Callers]:
         developer = await operator.admin.create_api_key("dev", role="developer")
         viewer = await operator.admin.create_api_key("view", role="viewer")
         theirs = await operator.admin.create_api_key("theirs", role="developer", project_id=other.project_id)
+        for name in ("github-token", "internal.key"):  # what python_env() binds, in the developer's project
+            await operator.credentials.put(name, "s3cr3t")
     async with grpc.aio.insecure_channel(running.address) as channel:
         stub = pb_grpc.EnvironmentServiceStub
         yield Callers(*(Agents(channel, key.secret, stub) for key in (developer, viewer, theirs)))
@@ -365,3 +371,24 @@ async def test_the_service_is_healthy_and_listed_by_reflection(running) -> None:
         answers = reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
         listed = {service.name async for answer in answers for service in answer.list_services_response.service}
     assert health.status == health_pb2.HealthCheckResponse.SERVING and name in listed
+
+
+async def test_a_binding_of_a_credential_the_project_lacks_is_refused_naming_it(running, callers) -> None:
+    spec = python_env()
+    spec.credentials[1].credential = "typo.key"
+    refused = await callers.developer.refused(
+        "CreateEnvironment", pb.CreateEnvironmentRequest(request_id="c", name="py", spec=spec)
+    )
+    assert (refused.code, refused.reason) == (grpc.StatusCode.NOT_FOUND, "CREDENTIAL_NOT_FOUND")
+    assert refused.field == "spec.credentials[1].credential" and "typo.key" in refused.message
+    assert await stored(running) == (0, 0)
+    # Another project's credentials are not theirs to bind.
+    theirs = await callers.other.refused(
+        "CreateEnvironment", pb.CreateEnvironmentRequest(request_id="c", name="py", spec=python_env())
+    )
+    assert (theirs.reason, theirs.field) == ("CREDENTIAL_NOT_FOUND", "spec.credentials[0].credential")
+    await callers.developer.CreateEnvironment(pb.CreateEnvironmentRequest(request_id="ok", name="py"))
+    again = await callers.developer.refused(
+        "UpdateEnvironment", pb.UpdateEnvironmentRequest(environment="py", spec=spec)
+    )
+    assert again.reason == "CREDENTIAL_NOT_FOUND" and await stored(running) == (1, 1)

@@ -36,7 +36,11 @@ class EnvironmentServiceStub:
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
     NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
-    builds layers ahead of time).
+    builds layers ahead of time), and those every service shares (see
+    SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
+    cannot be reached; retry, the request ids make a repeat take effect once),
+    DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
+    the reference of the logged entry).
     """
 
     def __init__(self, channel):
@@ -93,7 +97,11 @@ class EnvironmentServiceServicer:
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
     NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
-    builds layers ahead of time).
+    builds layers ahead of time), and those every service shares (see
+    SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
+    cannot be reached; retry, the request ids make a repeat take effect once),
+    DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
+    the reference of the logged entry).
     """
 
     def CreateEnvironment(self, request, context):
@@ -210,7 +218,11 @@ class EnvironmentService:
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
     NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
-    builds layers ahead of time).
+    builds layers ahead of time), and those every service shares (see
+    SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
+    cannot be reached; retry, the request ids make a repeat take effect once),
+    DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
+    the reference of the logged entry).
     """
 
     @staticmethod
