@@ -4,7 +4,8 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
 
     main.py          composition root: wires everything below, runs until stopped
     settings.py      every setting: flag, environment variable, default
-    state.py         the agent's durable store (SQLite): held sessions, queued inputs, outbox rows
+    state.py         the agent's durable store (SQLite; writes group-committed): held sessions, queued inputs,
+                     outbox rows
     errors.py        AgentError, CommandRefused
     health.py        the agent's health in <state dir>/health.json: stream, outbox depth, driver usable
     credentials.py   named secrets the agent sends for a session (HTTP MCP servers'): 0600 files, by name

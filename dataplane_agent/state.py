@@ -12,7 +12,9 @@ so that a restarted agent can settle what the previous process left open. The ou
 record that it was applied commit in one transaction.
 
 WAL with synchronous=FULL: a committed transaction survives SIGKILL and power
-loss.
+loss. Writes that queue up while a transaction commits are committed together in
+the next one (`Database.write`: group commit, one fsync for many outputs); each
+caller still learns its write is durable only once it is.
 
 The state directory holds every session's output, so it is kept private
 (`keep_private`: 0700) and so are the database and its WAL and shared-memory
@@ -27,6 +29,7 @@ import json
 import os
 import sqlite3
 import stat
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,14 +131,31 @@ _ADDED_COLUMNS = (
 )
 
 
+# The most writes one group transaction takes (`Database.write`).
+GROUP_LIMIT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class _QueuedWrite:
+    fn: Callable[[sqlite3.Connection], Any]
+    done: asyncio.Future[Any]
+
+
 class Database:
-    """One SQLite connection used from one dedicated worker thread."""
+    """One SQLite connection used from one dedicated worker thread; writes are group-committed."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-db")
         self._conn: sqlite3.Connection | None = None
         self._commit_listeners: list[Callable[[], None]] = []
+        # Writes waiting for their group transaction, and whether a group job is in the executor and
+        # has not taken them yet (`write`, `_commit_group`).
+        self._queue_lock = threading.Lock()
+        self._queue: list[_QueuedWrite] = []
+        self._group_queued = False
+        # Write transactions committed (each of one or more writes).
+        self.commits = 0
 
     @classmethod
     async def open(cls, path: Path) -> Database:
@@ -172,23 +192,71 @@ class Database:
         return await self._submit(lambda: fn(self._connection()))
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` in one IMMEDIATE transaction; commit, or roll back if it raises."""
+        """Run `fn` in a write transaction; return once that transaction committed, or raise what `fn`
+        raised (its changes rolled back, nobody else's).
 
-        def transaction() -> T:
+        Group commit: writes queued while an earlier transaction was committing share one
+        transaction (and one fsync), each inside its own savepoint. A group is whatever is queued
+        when the worker thread takes it, at most `GROUP_LIMIT` writes: no write waits for others
+        to arrive, so an idle agent commits each write alone at once and a busy one commits many
+        per fsync. Writes run in the order they were called, and a read called after a write
+        returned sees it. The commit listeners run once per committed group."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        with self._queue_lock:
+            self._queue.append(_QueuedWrite(fn, done))
+            submit = not self._group_queued
+            self._group_queued = True
+        if submit:
+            self._executor.submit(self._commit_group, loop)
+        result: T = await done
+        return result
+
+    def _commit_group(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the worker thread: one transaction for the writes queued now (at most `GROUP_LIMIT`)."""
+        with self._queue_lock:
+            group, self._queue = self._queue[:GROUP_LIMIT], self._queue[GROUP_LIMIT:]
+            if self._queue:
+                self._executor.submit(self._commit_group, loop)  # the rest: the next group, at once
+            else:
+                self._group_queued = False
+        outcomes: list[tuple[bool, Any]] = []
+        try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                result = fn(conn)
+                for write in group:
+                    conn.execute("SAVEPOINT write")
+                    try:
+                        outcomes.append((True, write.fn(conn)))
+                    except BaseException as error:
+                        conn.execute("ROLLBACK TO write")
+                        outcomes.append((False, error))
+                    conn.execute("RELEASE write")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-            return result
+            self.commits += 1
+        except BaseException as error:
+            # No transaction (database closed) or it could not commit: none of the group is stored.
+            outcomes = [(False, error)] * len(group)
+        try:
+            loop.call_soon_threadsafe(self._settle, group, outcomes)
+        except RuntimeError:
+            pass  # the event loop is closed: nobody waits any more
 
-        result = await self._submit(transaction)
-        for listener in self._commit_listeners:
-            listener()
-        return result
+    def _settle(self, group: list[_QueuedWrite], outcomes: list[tuple[bool, Any]]) -> None:
+        for write, (ok, value) in zip(group, outcomes, strict=True):
+            if write.done.done():
+                continue  # the caller was cancelled; its write stands (or not) all the same
+            if ok:
+                write.done.set_result(value)
+            else:
+                write.done.set_exception(value)
+        if any(ok for ok, _ in outcomes):
+            for listener in self._commit_listeners:
+                listener()
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
