@@ -177,6 +177,8 @@ def event_to_proto(event: StoredEvent) -> events_pb2.SessionEvent:
         kind=_KINDS[event.kind],
         actor=str(event.payload.get("actor", "")),
     )
+    if event.produce_time is not None:
+        message.produce_time.FromDatetime(event.produce_time)
     target = getattr(message, event.kind.value)  # the oneof field is named after the kind
     if event.kind is EventKind.ENGINE_MESSAGE:
         target.type_name = event.payload["type_name"]

@@ -69,6 +69,8 @@ class NewEvent:
     payload: Mapping[str, Any] = field(default_factory=dict)
     turn_id: str = ""
     output_seq: int | None = None
+    # When the agent produced the output this event journals; None for the control plane's own.
+    produce_time: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,7 @@ class StoredEvent:
     turn_id: str
     payload: Mapping[str, Any]
     output_seq: int | None = None
+    produce_time: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> StoredEvent:
@@ -91,6 +94,7 @@ class StoredEvent:
             turn_id=row["turn_id"] or "",
             payload=row["payload"],
             output_seq=row["output_seq"],
+            produce_time=row["produce_time"],
         )
 
 
@@ -108,7 +112,7 @@ class JournalTransaction:
             return []
         caller = callers.bound()
         actor = {"actor": caller.who} if caller is not None else {}
-        rows = [(e.kind.value, e.turn_id or None, {**e.payload, **actor}, e.output_seq) for e in events]
+        rows = [(e.kind.value, e.turn_id or None, {**e.payload, **actor}, e.output_seq, e.produce_time) for e in events]
         last = await store.events.append(self.conn, session_id, rows)
         if last is None:
             raise LookupError(f"session {session_id} does not exist")

@@ -11,11 +11,13 @@ already settled cannot overwrite newer state.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -146,10 +148,19 @@ class _Applier:
         self._session_id = session_id
         self._ended = ended
         self._pending: list[NewEvent] = []
+        # When the agent produced each output applied (by output_seq), for the events journaling it.
+        self._produce_times: dict[int, datetime] = {}
 
     async def flush(self) -> list[int]:
         events, self._pending = self._pending, []
+        events = [self._with_produce_time(event) for event in events]
         return await self._tx.append(self._session_id, events)
+
+    def _with_produce_time(self, event: NewEvent) -> NewEvent:
+        if event.output_seq is None or event.produce_time is not None:
+            return event
+        produced = self._produce_times.get(event.output_seq)
+        return event if produced is None else dataclasses.replace(event, produce_time=produced)
 
     async def _journal_now(self, event: NewEvent) -> int:
         self._pending.append(event)
@@ -159,6 +170,9 @@ class _Applier:
         return dict(await store.sessions.lock_existing(self._tx.conn, self._session_id))
 
     async def apply(self, output: runner_pb2.Output) -> None:
+        produced = _produce_time(output)
+        if produced is not None:
+            self._produce_times[output.output_seq] = produced
         body = output.WhichOneof("body")
         handler = getattr(self, f"_on_{body}", None)
         if handler is None:
@@ -514,3 +528,15 @@ def _is_session_id(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _produce_time(output: runner_pb2.Output) -> datetime | None:
+    """The output's produce_time as the agent stamped it; None when unset or beyond what a timestamp
+    can hold (an agent's output is not refused for its clock)."""
+    if not output.HasField("produce_time"):
+        return None
+    try:
+        produced = output.produce_time.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError):
+        return None
+    return produced if datetime(1, 1, 2, tzinfo=UTC) <= produced else None

@@ -8,12 +8,14 @@ numbers and inserting the events are one operation.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-# An event as a row: kind, turn_id (None for none), payload, output_seq.
-EventRow = tuple[str, str | None, dict[str, Any], int | None]
+# An event as a row: kind, turn_id (None for none), payload, output_seq, produce_time (when the agent
+# produced the output it journals; None for an event the control plane makes).
+EventRow = tuple[str, str | None, dict[str, Any], int | None, datetime | None]
 
 
 async def append(conn: asyncpg.Connection, session_id: str, rows: Sequence[EventRow]) -> int | None:
@@ -28,7 +30,8 @@ async def append(conn: asyncpg.Connection, session_id: str, rows: Sequence[Event
         return None
     first = last - len(rows) + 1
     await conn.executemany(
-        "INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq) VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7)",
         [(session_id, first + i, *row) for i, row in enumerate(rows)],
     )
     return last

@@ -1,7 +1,7 @@
 """A session's journal events, with the engine's messages as typed views.
 
 `SessionHandle.watch` and `Turn.events` yield `Event`s: the event's place in
-the journal (`seq`, `turn_id`, `time`), what kind it is (`kind`, the name of
+the journal (`seq`, `turn_id`, `time`; `produce_time`: when the agent produced it), what kind it is (`kind`, the name of
 its payload: "engine_message", "turn_completed", "interaction_requested", …),
 for an engine message its typed view (`message`, see `astrabox.messages`), and
 the protobuf event itself (`proto`) for everything else.
@@ -46,6 +46,9 @@ class Event:
     """The engine's message as a typed view, when `kind` is "engine_message"; None otherwise."""
     proto: events_pb2.SessionEvent = field(repr=False, compare=False)
     """The event as the server sent it."""
+    produce_time: datetime | None = None
+    """When the data-plane agent produced it (UTC, the agent's clock); None for an event the control
+    plane made itself. `time - produce_time` is how long it took from the agent to the journal."""
 
     @classmethod
     def from_proto(cls, event: events_pb2.SessionEvent) -> Event:
@@ -55,7 +58,8 @@ class Event:
         if kind == "engine_message":
             message = parse_message(event.engine_message.type_name, event.engine_message.payload_json)
         time = event.time.ToDatetime(tzinfo=UTC) if event.HasField("time") else datetime.fromtimestamp(0, UTC)
-        return cls(event.seq, event.session_id, event.turn_id, kind, time, message, event)
+        produced = event.produce_time.ToDatetime(tzinfo=UTC) if event.HasField("produce_time") else None
+        return cls(event.seq, event.session_id, event.turn_id, kind, time, message, event, produced)
 
     @property
     def payload(self) -> ProtoMessage | None:
