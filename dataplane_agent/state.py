@@ -230,13 +230,16 @@ class Database:
                     try:
                         outcomes.append((True, write.fn(conn)))
                     except BaseException as error:
+                        if not conn.in_transaction:
+                            raise  # SQLite ended the whole transaction (disk full, I/O error): none is stored
                         conn.execute("ROLLBACK TO write")
                         outcomes.append((False, error))
                     conn.execute("RELEASE write")
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
             self.commits += 1
         except BaseException as error:
             # No transaction (database closed) or it could not commit: none of the group is stored.

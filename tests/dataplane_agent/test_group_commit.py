@@ -104,6 +104,34 @@ async def test_a_write_that_fails_in_a_group_is_rolled_back_alone(tmp_path: Path
         await db.close()
 
 
+async def test_a_group_whose_transaction_sqlite_ended_fails_as_a_whole(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "agent.db")
+    outbox = Outbox(db)
+    try:
+        gate = Gate()
+        holding = asyncio.create_task(db.write(gate.write))
+        await gate.wait_entered()
+
+        def ends_the_transaction(c: sqlite3.Connection) -> None:
+            c.execute("ROLLBACK")  # as SQLite itself does on a full disk or an I/O error
+            raise sqlite3.OperationalError("database or disk is full")
+
+        first = asyncio.create_task(outbox.append("s-1", "t-1", _message(1)))
+        failing = asyncio.create_task(db.write(ends_the_transaction))
+        await asyncio.sleep(0)
+        gate.open()
+        await holding
+        # Output 1 shared the lost transaction: its producer is not told it is stored.
+        for task in (first, failing):
+            with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+                await task
+        assert _stored(tmp_path / "agent.db") == []
+        # The database goes on: the next output takes the number 1 never committed.
+        assert await outbox.append("s-1", "t-1", _message(2)) == 1
+    finally:
+        await db.close()
+
+
 class _NoCommands:
     def submit(self, command: pb.Command, reply: Callable[[pb.CommandAck], None]) -> None:
         raise AssertionError("no command is sent in this test")
