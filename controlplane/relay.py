@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -46,6 +46,8 @@ WRITE_QUEUE_SIZE = 256
 # Messages read off a stream and not yet processed. Bounded: beyond it the reader waits and gRPC
 # flow control holds the agent back.
 INBOX_SIZE = 16
+# The most outputs of queued batches committed in one transaction (`_AgentStream._process`).
+MERGED_OUTPUTS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,11 +247,21 @@ class _AgentStream:
                 self._inbox.put_nowait(request)
 
     async def _process(self) -> None:
+        following: runner_pb2.ConnectRequest | None = None
         while True:
-            request = await self._inbox.get()
+            request, following = following or await self._inbox.get(), None
             kind = request.WhichOneof("message")
             if kind == "output_batch":
-                await self._on_outputs(request.output_batch)
+                # Batches that queued up while the last commit ran go in one transaction (an agent
+                # that is behind sends many small ones); whatever came after them waits its turn.
+                outputs = list(request.output_batch.outputs)
+                while len(outputs) < MERGED_OUTPUTS and not self._inbox.empty():
+                    following = self._inbox.get_nowait()
+                    if following.WhichOneof("message") != "output_batch":
+                        break
+                    outputs.extend(following.output_batch.outputs)
+                    following = None
+                await self._on_outputs(outputs)
             elif kind == "command_ack":
                 ack = request.command_ack
                 await self._verdicts.record(
@@ -302,8 +314,8 @@ class _AgentStream:
             with contextlib.suppress(asyncio.QueueFull):  # a writer that far behind tells the agent it lives
                 self._outgoing.put_nowait(runner_pb2.ConnectResponse(heartbeat_ack=ack))
 
-    async def _on_outputs(self, batch: runner_pb2.OutputBatch) -> None:
-        result = await self._committer.commit(self._agent_id, batch.outputs)
+    async def _on_outputs(self, outputs: Sequence[runner_pb2.Output]) -> None:
+        result = await self._committer.commit(self._agent_id, outputs)
         committed = [runner_pb2.SessionCursor(session_id=s, output_seq=n) for s, n in sorted(result.committed.items())]
         await self._outgoing.put(runner_pb2.ConnectResponse(output_ack=runner_pb2.OutputAck(committed=committed)))
         for session_id, gap in result.refused.items():
