@@ -257,6 +257,10 @@ async def offered_rate(b: Bench, client: AstraBoxClient, raw: RawStreams, rate: 
     # Relay: AstraBox's path, agent outbox -> relay -> journal -> WatchSessionEvents.
     sent: dict[str, float] = {}
     latencies: list[float] = []
+    # Where the time goes, from the journaled produce_time (a tree that journals it): agent ->
+    # journal commit (the event's time) and journal commit -> watcher.
+    to_journal: list[float] = []
+    to_watcher: list[float] = []
     done = asyncio.Event()
 
     async def watch(session_id: str) -> None:
@@ -266,6 +270,10 @@ async def offered_rate(b: Bench, client: AstraBoxClient, raw: RawStreams, rate: 
                 continue
             tag = json.loads(event.engine_message.payload_json)["message_id"]
             latencies.append(received - sent.pop(tag))
+            if "produce_time" in event.DESCRIPTOR.fields_by_name and event.HasField("produce_time"):
+                committed = event.time.ToNanoseconds() / 1e9
+                to_journal.append(committed - event.produce_time.ToNanoseconds() / 1e9)
+                to_watcher.append(received - committed)
             if len(latencies) == per_session * len(sessions):
                 done.set()
 
@@ -294,6 +302,8 @@ async def offered_rate(b: Bench, client: AstraBoxClient, raw: RawStreams, rate: 
         task.cancel()
     await asyncio.gather(*watchers, sampler, return_exceptions=True)
     result["relay"] = latencies[len(latencies) // 10 :]
+    result["agent -> journal"] = to_journal[len(to_journal) // 10 :]
+    result["journal -> watcher"] = to_watcher[len(to_watcher) // 10 :]
     result["relay produced/s"] = [per_session * len(sessions) / produced_s]
     result["outbox peak"] = [outbox_peak]
 
@@ -374,6 +384,12 @@ async def latency(b: Bench) -> list[str]:
             f" {percentile(relay, 50):8.2f} / {percentile(relay, 99):8.2f}   raw gRPC"
             f" {percentile(base, 50):6.2f} / {percentile(base, 99):6.2f}   outbox peak {f['outbox peak'][0]:.0f} rows"
         )
+        if f["agent -> journal"]:
+            split = "   ".join(
+                f"{part} {percentile([v * 1000 for v in f[part]], 50):.2f} / {percentile([v * 1000 for v in f[part]], 99):.2f}"
+                for part in ("agent -> journal", "journal -> watcher")
+            )
+            lines.append(f"{'':>38}of which: {split}")
     lines.append(f"  agent append rate, {args.latency_sessions} sessions producing at once: {rate:9.0f} outputs/s")
     return lines
 
