@@ -208,7 +208,13 @@ class Database:
             submit = not self._group_queued
             self._group_queued = True
         if submit:
-            self._executor.submit(self._commit_group, loop)
+            try:
+                self._executor.submit(self._commit_group, loop)
+            except RuntimeError as error:  # shut down: closed
+                with self._queue_lock:
+                    self._queue.clear()
+                    self._group_queued = False
+                raise StateError("the agent state database is closed") from error
         result: T = await done
         return result
 

@@ -16,6 +16,7 @@ import pytest
 from astrabox.backoff import Backoff
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
+from dataplane_agent.errors import StateError
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState, Database
@@ -194,3 +195,11 @@ async def test_no_output_is_sent_before_its_group_committed(tmp_path: Path) -> N
             assert cp.journal["s-1"][1].engine_message.payload_json == '{"n": 2}'
     finally:
         await db.close()
+
+
+async def test_a_write_after_close_fails_and_does_not_hang(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "agent.db")
+    await db.close()
+    for _ in range(2):
+        with pytest.raises(StateError, match="closed"):
+            await asyncio.wait_for(Outbox(db).append("s-1", "t-1", _message(1)), 10)
