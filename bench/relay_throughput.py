@@ -17,7 +17,17 @@ so they exist and are placed on this agent. Then, per round, in rotating order:
 
 Outputs go round-robin to --sessions sessions. Prints the median outputs/s of
 the rounds per mode, the relay/baseline ratio and this process's peak RSS.
-Timings are printed, never asserted.
+
+Then the latency phase, per --latency-rates offered rate: --latency-sessions
+sessions each store their outputs one after another on a fixed schedule (the
+rate in all) for --latency-seconds while a client watches each session; the
+latency is from the producer's clock just before the agent stores an output to
+the watcher's receipt of its event, p50/p99 (the first 10% left out). The same
+outputs, serialized, on the same schedule, over one raw server-streaming gRPC
+call per session in this process are the baseline. Where the tree journals
+produce_time, the latency is split at the journal commit (the event's time).
+Last, the append rate of the same number of sessions storing as fast as they
+can, each awaiting its own append. Timings are printed, never asserted.
 """
 
 from __future__ import annotations
