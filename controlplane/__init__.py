@@ -30,6 +30,8 @@ database and nothing else. Its map:
     session.py       the session's records and states
     journal.py       the journal transaction: events appended, watchers woken after the commit
     live.py          the live tail: this replica's watchers, and LISTEN/NOTIFY from the others
+    deltas.py        live deltas (text as it is written) from agent streams to this replica's watchers:
+                     per-watcher bounded queues that merge, ordered after the events before them
     deadlines.py     the sweep: lapsed leases, overdue interrupts and startups, idle runtimes
   agents
     relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats

@@ -19,7 +19,8 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.conversation import Answer, Conversation, SendMessage
-from controlplane.convert import event_to_proto, session_to_proto, state_from_proto
+from controlplane.convert import delta_to_proto, event_to_proto, session_to_proto, state_from_proto
+from controlplane.deltas import LiveDelta
 from controlplane.errors import InvalidArgument, KernelError
 from controlplane.identity import callers
 from controlplane.kernel import CreateSession, SessionKernel
@@ -128,8 +129,11 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         # comes for a while (`AstraBoxClient.watch` counts how long it has failed to resume from there).
         await context.send_initial_metadata(((WATCH_ADMITTED, "admitted"),))
         try:
-            async for event in self._kernel.watch(request.session_id, request.after_seq):
-                yield pb.WatchSessionEventsResponse(event=event_to_proto(event))
+            async for item in self._kernel.watch(request.session_id, request.after_seq, request.include_deltas):
+                if isinstance(item, LiveDelta):
+                    yield pb.WatchSessionEventsResponse(delta=delta_to_proto(item))
+                else:
+                    yield pb.WatchSessionEventsResponse(event=event_to_proto(item))
         except KernelError as error:
             await context.abort_with_status(to_status(error))
 

@@ -9,7 +9,9 @@ from typing import cast
 from google.protobuf import json_format, timestamp_pb2
 
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as kernel_pb2
 from controlplane import session_config
+from controlplane.deltas import LiveDelta
 from controlplane.engines import EngineManifest
 from controlplane.journal import EventKind, StoredEvent
 from controlplane.session import (
@@ -165,6 +167,23 @@ def interaction_to_proto(record: InteractionRecord) -> session_pb2.Interaction:
         tool_use_id=record.tool_use_id,
         questions=questions,
         requested_seq=record.requested_seq,
+    )
+
+
+_DELTA_KINDS = {
+    "text": kernel_pb2.SESSION_DELTA_KIND_TEXT,
+    "tool_input": kernel_pb2.SESSION_DELTA_KIND_TOOL_INPUT,
+    "thinking": kernel_pb2.SESSION_DELTA_KIND_THINKING,
+}
+
+
+def delta_to_proto(delta: LiveDelta) -> kernel_pb2.SessionDelta:
+    return kernel_pb2.SessionDelta(
+        turn_id=delta.turn_id,
+        message_id=delta.message_id,
+        index=delta.index,
+        kind=_DELTA_KINDS[delta.kind],
+        text=delta.text,
     )
 
 

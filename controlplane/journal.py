@@ -147,6 +147,11 @@ class Journal:
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
         return [StoredEvent.from_row(r) for r in await store.events.read(self._pool, session_id, after_seq, limit)]
 
+    async def last_output_seq(self, session_id: str, through_seq: int) -> int:
+        """Where a watcher that has been sent every event through `through_seq` stands among the
+        agent's outputs (what live deltas are ordered by: controlplane.deltas)."""
+        return await store.events.last_output_seq(self._pool, session_id, through_seq)
+
     async def session(self, session_id: str) -> SessionRecord | None:
         """The session with its pending interaction, open tasks and queue."""
         return await store.sessions.view(self._pool, session_id)

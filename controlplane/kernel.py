@@ -12,6 +12,7 @@ about the fleet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 import uuid
@@ -28,6 +29,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import named_definitions, quotas, requests, session_config, store, validation
 from controlplane.agent_definitions.definitions import AgentDefinitions, ResolvedAgent
 from controlplane.agents import Agents
+from controlplane.deltas import DeltaHub, DeltaOrder, DeltaQueue, LiveDelta
 from controlplane.engines import DEFAULT_ENGINE
 from controlplane.environments.definitions import EnvironmentDefinitions, PinnedEnvironment
 from controlplane.errors import InvalidArgument, RequestIdReused, SessionNotFound
@@ -99,8 +101,10 @@ class SessionKernel:
         page_tokens: PageTokens,
         definitions: AgentDefinitions,
         environments: EnvironmentDefinitions | None = None,
+        deltas: DeltaHub | None = None,
     ) -> None:
         self._pool = pool
+        self._deltas = deltas or DeltaHub()
         self._definitions = definitions
         self._environments = environments or EnvironmentDefinitions(pool, page_tokens)
         self._page_tokens = page_tokens
@@ -358,20 +362,44 @@ class SessionKernel:
         next_token = self._page_tokens.issue(scope, {"after": events[size - 1].seq}) if len(events) > size else ""
         return events[:size], next_token
 
-    async def watch(self, session_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
-        """Replay stored events after `after_seq`, then follow live ones, forever."""
+    async def watch(
+        self, session_id: str, after_seq: int, include_deltas: bool = False
+    ) -> AsyncIterator[StoredEvent | LiveDelta]:
+        """Replay stored events after `after_seq`, then follow live ones, forever; with
+        `include_deltas`, also the live deltas written from now on (controlplane.deltas)."""
         session_id = validation.session_id(session_id)
         if after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
-        await self.get_session(session_id)
+        record = await self.get_session(session_id)
         cursor = after_seq
-        with self._live.subscribe(session_id) as subscription:
+        with contextlib.ExitStack() as stack:
+            subscription = stack.enter_context(self._live.subscribe(session_id))
+            queue, order, checked = None, None, time.monotonic()
+            if include_deltas:
+                queue = stack.enter_context(self._deltas.follow(session_id, subscription.notify))
+                order = DeltaOrder(record.agent_id, await self._journal.last_output_seq(session_id, after_seq))
             while True:
                 events = await self._journal.read(session_id, cursor, WATCH_BATCH)
                 for event in events:
+                    if queue is not None and order is not None:
+                        for delta in order.ready(queue):
+                            yield delta
+                        order.sent(event)
                     yield event
                     cursor = event.seq
+                if queue is not None and order is not None:
+                    head = queue.peek()
+                    if head is not None and head.agent_id != order.agent_id and time.monotonic() - checked > 2:
+                        # Moved to another agent? At most every 2 s: a foreign agent's deltas cost no query each.
+                        checked = time.monotonic()
+                        order.agent_id = (await self.get_session(session_id)).agent_id
+                    for delta in order.ready(queue):
+                        yield delta
                 if len(events) < WATCH_BATCH:
                     await subscription.wait(WATCH_POLL_SECONDS)
                 else:
                     await asyncio.sleep(0)
+
+    def delta_queues(self, session_id: str) -> list[DeltaQueue]:
+        """The delta queues of the session's watchers on this replica (for tests and diagnostics)."""
+        return self._deltas.queues(session_id)

@@ -27,6 +27,7 @@ from google.protobuf import timestamp_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane.agents import AgentHello, Agents, Lease, agent_key
+from controlplane.deltas import DeltaHub
 from controlplane.engines import ManifestInvalid, declared_manifests
 from controlplane.errors import KernelError
 from controlplane.identity.agent_admission import AgentAdmission
@@ -73,7 +74,9 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         live: LiveTail,
         settings: RelaySettings,
         router: WorkspaceRouter,
+        deltas: DeltaHub | None = None,
     ) -> None:
+        self._deltas = deltas or DeltaHub()
         self._agents = agents
         self._leases = leases
         self._committer = committer
@@ -114,6 +117,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             self._live,
             self._router,
             bound,
+            self._deltas,
         )
         try:
             async with (
@@ -176,8 +180,10 @@ class _AgentStream:
         live: LiveTail,
         router: WorkspaceRouter,
         log: structlog.BoundLogger,
+        deltas: DeltaHub,
     ) -> None:
         self._agent_id = agent_id
+        self._deltas = deltas
         self._router = router
         self._lease = lease
         self._agents = agents
@@ -233,9 +239,14 @@ class _AgentStream:
             # Whatever the agent sends shows it alive: on a loaded loop its heartbeat may still be
             # queued behind outputs it sent earlier.
             self._heard_at = time.monotonic()
-            if request.WhichOneof("message") == "heartbeat":
+            kind = request.WhichOneof("message")
+            if kind == "heartbeat":
                 self._heartbeat = request.heartbeat
                 self._heard.set()
+                continue
+            if kind == "deltas":
+                # Live only: to this replica's watchers at once, never queued behind commits.
+                self._deltas.publish(self._agent_id, request.deltas)
                 continue
             if self._inbox.full():
                 self._held_back = True

@@ -30,6 +30,7 @@ from controlplane.credential_store.credentials import CredentialStore
 from controlplane.credential_store.resolve import CredentialResolver
 from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
+from controlplane.deltas import DeltaHub
 from controlplane.destructions import DestroyRetries
 from controlplane.edge import Edge
 from controlplane.environments.api import EnvironmentServicer
@@ -180,7 +181,10 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         page_tokens = PageTokens.from_cluster_secret(secret)
         definitions = AgentDefinitions(pool, agents, page_tokens)
         environments = EnvironmentDefinitions(pool, page_tokens)
-        kernel = SessionKernel(pool, journal, agents, turns, live, page_tokens, definitions, environments)
+        deltas = DeltaHub()  # live deltas: from this replica's agent streams to its watchers
+        kernel = SessionKernel(
+            pool, journal, agents, turns, live, page_tokens, definitions, environments, deltas=deltas
+        )
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
         replicas = ReplicaLinks(pool, advertised, secret, tls[1] if tls else None)
         router = WorkspaceRouter(replicas)
@@ -210,6 +214,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             live,
             RelaySettings(admission, settings.heartbeat_interval),
             router,
+            deltas,
         )
         credentials = CredentialStore(pool, keys, page_tokens)
         resolver = CredentialResolver(pool, admission, credentials)

@@ -192,6 +192,8 @@ FIELDS: dict[str, Check] = {
     "states": _repeated(16, _range(0, 2**31 - 1)),
     "label_selector": _string(4096),
     "after_seq": _range(0, 2**63 - 1),
+    # WatchSessionEvents: also live deltas (a bool).
+    "include_deltas": _range(0, 1),
     "text": _string(MAX_TEXT_BYTES),
     "interaction_id": _string(256, printable=True),
     "task_id": _string(256, printable=True),

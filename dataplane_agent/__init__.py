@@ -14,6 +14,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
       client.py        dial, Hello/Welcome, send outputs, acknowledge, heartbeat, redial
       credential.py    the agent's own credential, made once (0600) and presented in every Hello
       outbox.py        outputs stored until the control plane commits them
+      deltas.py        live deltas (text as it is written) waiting for the stream: bounded, merged, not durable
       commands.py      commands from the control plane, applied once each (receipts)
     runtimes/        a session's runtime: its sandbox plus its engine
       runtimes.py      start, stop, destroy, recover; hands inputs and answers to `turns`
@@ -49,8 +50,9 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
                      its MCP servers (mcp_servers.py: stdio ones in the sandbox; http_mcp.py: HTTP ones
                      reached from the agent, their credentials never in the sandbox, only at public
                      addresses or networks the operator allows: mcp_destinations.py) and skills,
-                     installed into the sandbox (skills.py), and the client's custom tools, an
-                     in-process MCP server (custom_tools.py)
+                     installed into the sandbox (skills.py), the client's custom tools, an
+                     in-process MCP server (custom_tools.py), and the SDK's partial messages as
+                     deltas (partial.py)
     sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks
     offline_model/   the built-in offline model, an Anthropic-compatible endpoint on loopback
 

@@ -33,6 +33,7 @@ from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool
 from dataplane_agent.relay import credential
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
+from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.routes.egress.bindings import BindingSource
 from dataplane_agent.routes.egress.interception import Interception
@@ -93,6 +94,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     )
     async with _model(settings) as model, _egress(settings, outbox, bindings) as egress:
         pool = _make_pool(settings, driver, lambda: runtimes.sandbox_template(), inventory, engines, model)
+        deltas = LiveDeltas()
         runtimes = Runtimes(
             agent_id=agent_id,
             db=db,
@@ -106,6 +108,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             pool=pool,
             retain_sandboxes=settings.retain_sandboxes,
             egress=egress,
+            deltas=deltas,
         )
         reconciler = Reconciler(
             state=state,
@@ -148,6 +151,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             commands=applier,
             on_welcome=reconciler.on_welcome,
             workspace=workspace,
+            deltas=deltas,
         )
         await runtimes.recover()
         await reconciler.start()

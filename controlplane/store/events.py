@@ -48,3 +48,14 @@ async def read(
         limit,
     )
     return rows
+
+
+async def last_output_seq(db: asyncpg.Connection | asyncpg.Pool, session_id: str, through_seq: int) -> int:
+    """The output_seq of the session's newest agent output at or before `through_seq` (0: none)."""
+    value = await db.fetchval(
+        "SELECT output_seq FROM events WHERE session_id = $1 AND seq <= $2 AND output_seq IS NOT NULL"
+        " ORDER BY seq DESC LIMIT 1",
+        session_id,
+        through_seq,
+    )
+    return int(value or 0)

@@ -28,15 +28,29 @@ class PermissionModeRefused(EngineError):
 
 
 @dataclass(frozen=True, slots=True)
+class EngineDelta:
+    """A piece of a message the engine is still writing: live only, never stored.
+
+    `kind` is "text", "tool_input" or "thinking"; `index` the content block's."""
+
+    message_id: str
+    index: int
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class EngineOutput:
     """One message the engine's SDK produced, verbatim.
 
     `payload` holds every field of the SDK message (JSON-serialisable); it is
-    data, the one dict that travels between modules.
+    data, the one dict that travels between modules. An output with `delta`
+    set is a partial message: it goes to live watchers, never to the outbox.
     """
 
     type_name: str
     payload: dict[str, Any]
+    delta: EngineDelta | None = None
 
     @property
     def ends_turn(self) -> bool:

@@ -50,6 +50,7 @@ from claude_agent_sdk import (
     PermissionResultAllow,
     PermissionResultDeny,
     ResultMessage,
+    StreamEvent,
     SystemMessage,
     ToolPermissionContext,
 )
@@ -66,6 +67,7 @@ from dataplane_agent.engines.base import (
 )
 from dataplane_agent.engines.claude_options import PRESET_PROMPT, with_agent_config
 from dataplane_agent.engines.http_mcp import HttpMcpConnector
+from dataplane_agent.engines.partial import PartialMessages
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.engines.skills import install_skills
 from dataplane_agent.sandboxes.base import ENGINE_MARKER, Sandbox, SandboxDriver, SandboxError
@@ -226,6 +228,8 @@ class ClaudeCodeAdapter:
             # The SDK switches the CLI's permission prompts to its control channel when this is set.
             can_use_tool=gate,
             stderr=stderr_tail.append,
+            # Text as it is written, for live watchers (engines/partial.py); complete messages still follow.
+            include_partial_messages=True,
         )
         # The session's agent: its system prompt, tools and their policies, MCP servers, skills, limits.
         http = await self._http_mcp.connect(config.agent_config)
@@ -443,6 +447,8 @@ class ClaudeCodeSession:
             await self.send(text, permission_mode)
             async with contextlib.aclosing(self.outputs()) as outputs:
                 async for output in outputs:
+                    if output.delta is not None:
+                        continue  # a convenience for whole messages
                     if output.ends_turn:
                         # Settled before the last yield: a caller may stop iterating at the Result.
                         self._turn = None
@@ -489,7 +495,14 @@ class ClaudeCodeSession:
     async def _read(self) -> None:
         end = _End()
         try:
+            partial = PartialMessages()
             async for message in self._client.receive_messages():
+                if isinstance(message, StreamEvent):
+                    # In the same queue as the complete messages: a delta keeps its place among them.
+                    delta = partial.delta(message.event, message.parent_tool_use_id)
+                    if delta is not None:
+                        await self._queue.put(EngineOutput(type_name="StreamEvent", payload={}, delta=delta))
+                    continue
                 self._note_session_id(message)
                 await self._queue.put(EngineOutput(type_name=type(message).__name__, payload=message_payload(message)))
             if not self._closed:

@@ -32,6 +32,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
 from dataplane_agent.engines import EngineManifest
 from dataplane_agent.errors import RelayError, StreamRejected
+from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState
 
@@ -98,6 +99,8 @@ class _Stream:
     heartbeat_due: bool = False
     # Set when there is something to write.
     writable: asyncio.Event = field(default_factory=asyncio.Event)
+    # Live deltas, written only when nothing else waits (relay/deltas.py).
+    deltas: LiveDeltas | None = None
 
     def send(self, message: pb.ConnectRequest) -> None:
         # Unbounded by type, bounded in practice: outputs by the window, acks by commands received.
@@ -118,6 +121,9 @@ class _Stream:
                 return pb.ConnectRequest(heartbeat=beat)
             if not self.out.empty():
                 return self.out.get_nowait()
+            batch = self.deltas.take() if self.deltas is not None else None
+            if batch is not None:
+                return pb.ConnectRequest(deltas=batch)
             self.writable.clear()
             await self.writable.wait()
 
@@ -145,6 +151,7 @@ class RelayClient:
         commands: CommandSink,
         on_welcome: WelcomeListener | None = None,
         workspace: WorkspaceSink | None = None,
+        deltas: LiveDeltas | None = None,
     ) -> None:
         self._config = config
         self._state = state
@@ -152,6 +159,7 @@ class RelayClient:
         self._commands = commands
         self._on_welcome = on_welcome
         self._workspace = workspace
+        self._deltas = deltas
         self._stream: _Stream | None = None
         self._wake = asyncio.Event()
         outbox.on_append(self._wake.set)
@@ -214,6 +222,9 @@ class RelayClient:
             try:
                 stream = await self._handshake(call)
                 self._stream = stream
+                if self._deltas is not None:
+                    stream.deltas = self._deltas
+                    self._deltas.open(stream.writable.set)
                 self._wake.set()
                 async with asyncio.TaskGroup() as tasks:
                     tasks.create_task(self._receive(stream))
@@ -222,6 +233,8 @@ class RelayClient:
                     tasks.create_task(self._heartbeat(stream))
             finally:
                 self._stream = None
+                if self._deltas is not None:
+                    self._deltas.close()
                 call.cancel()
 
     async def _handshake(self, call: grpc.aio.StreamStreamCall) -> _Stream:

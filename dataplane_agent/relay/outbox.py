@@ -42,6 +42,8 @@ class Outbox:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        # The newest output_seq appended per session by this process: what a live delta follows.
+        self._appended: dict[str, int] = {}
 
     def on_append(self, listener: Callable[[], None]) -> None:
         """Call `listener` on the event loop after any commit that may have appended."""
@@ -71,6 +73,14 @@ class Outbox:
             " ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq",
             (session_id, seq),
         )
+        self._appended[session_id] = seq
+        return seq
+
+    async def appended(self, session_id: str) -> int:
+        """The newest output_seq appended for the session (read once from the store after a restart)."""
+        seq = self._appended.get(session_id)
+        if seq is None:
+            seq = self._appended[session_id] = await self.last_seq(session_id)
         return seq
 
     async def pending(

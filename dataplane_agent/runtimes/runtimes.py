@@ -40,6 +40,7 @@ from dataplane_agent.engines.agent_config import AgentConfig
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
+from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess, model_env
@@ -93,8 +94,10 @@ class Runtimes:
         pool: SandboxPool | None = None,
         retain_sandboxes: bool = False,
         egress: EgressProxy | None = None,
+        deltas: LiveDeltas | None = None,
     ) -> None:
         self._db = db
+        self._deltas = deltas
         self._retain = retain_sandboxes
         self._state = state
         self._outbox = outbox
@@ -578,6 +581,7 @@ class Runtimes:
             start_engine=lambda: self._restart_engine(session_id),
             limits=self._limits,
             engine_session_id=engine_session_id,
+            deltas=self._deltas,
         )
         return turns
 

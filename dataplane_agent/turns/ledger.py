@@ -20,6 +20,7 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineSession
+from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.state import AgentState, Database, in_order
@@ -56,6 +57,8 @@ class TurnContext:
     # Owns the engine readers, input pumps and interrupt deadlines.
     tasks: asyncio.TaskGroup
     limits: TurnLimits
+    # Where the engine's partial messages go (live only); None: nowhere.
+    deltas: LiveDeltas | None = None
 
 
 @dataclass(eq=False)

@@ -24,7 +24,7 @@ import sqlite3
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engines.base import EngineOutput, EngineSession, ToolDecision, ToolRequest
+from dataplane_agent.engines.base import EngineDelta, EngineOutput, EngineSession, ToolDecision, ToolRequest
 from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.turns.engine_calls import bounded, describe
 from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED
@@ -37,6 +37,8 @@ INTERRUPTED_BY_ENGINE = "the engine stopped the turn"
 
 # Between turns these never open one: status notices, not conversation.
 _NOTICE_TYPES = frozenset({"RateLimitEvent"})
+
+_DELTA_KINDS = {"text": pb.DELTA_KIND_TEXT, "tool_input": pb.DELTA_KIND_TOOL_INPUT, "thinking": pb.DELTA_KIND_THINKING}
 
 
 def is_session_level(output: EngineOutput) -> bool:
@@ -98,6 +100,9 @@ class OutputRouter:
 
     async def _route(self, engine: EngineSession, output: EngineOutput) -> None:
         ctx, ledger = self._ctx, self._ledger
+        if output.delta is not None:
+            await self._send_delta(engine, output.delta)
+            return
         async with ledger.lock:
             if ledger.engine is not engine:
                 self._log.info("late_output_dropped", type_name=output.type_name)  # the engine was closed on purpose
@@ -135,6 +140,27 @@ class OutputRouter:
         async with ledger.lock:
             ledger.finish(ending)
         self._log.info("turn_finished", turn_id=turn_id, interrupted=ending.interrupting, by_engine=ending.by_engine)
+
+    async def _send_delta(self, engine: EngineSession, delta: EngineDelta) -> None:
+        """A partial message goes to live watchers only: no outbox row, no turn opened for it."""
+        ctx, ledger = self._ctx, self._ledger
+        if ctx.deltas is None or ledger.engine is not engine:
+            return
+        turn = ledger.current
+        kind = _DELTA_KINDS.get(delta.kind)
+        if kind is None:
+            return
+        ctx.deltas.publish(
+            pb.Delta(
+                session_id=ctx.session_id,
+                turn_id=turn.turn_id if turn is not None and not turn.ended else "",
+                message_id=delta.message_id,
+                index=delta.index,
+                kind=kind,
+                text=delta.text,
+                after_output_seq=await ctx.outbox.appended(ctx.session_id),
+            )
+        )
 
     async def _engine_ended(self, engine: EngineSession, lost: str, aborted: str) -> None:
         ledger = self._ledger

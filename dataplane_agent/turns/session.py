@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from dataplane_agent.engines.base import EngineSession, ToolDecision, ToolRequest
+from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.state import AgentState, Database, Receipt
@@ -75,12 +76,13 @@ class SessionTurns:
         start_engine: EngineStarter,
         limits: TurnLimits = TurnLimits(),
         engine_session_id: str = "",
+        deltas: LiveDeltas | None = None,
     ) -> None:
         self.session_id = session_id
         self._limits = limits
         self._state = state
         self._interactions = Interactions(session_id, db=db, state=state, outbox=outbox)
-        context = TurnContext(session_id, db, state, outbox, self._interactions, tasks, limits)
+        context = TurnContext(session_id, db, state, outbox, self._interactions, tasks, limits, deltas)
         self._ledger = TurnLedger(context, engine_session_id)
         self._inputs = TurnInputs(context, self._ledger, start_engine=start_engine, interrupt=self.interrupt)
         self._interrupts = Interrupts(context, self._ledger, self._inputs)

@@ -13,6 +13,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class DeltaKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DELTA_KIND_UNSPECIFIED: _ClassVar[DeltaKind]
+    DELTA_KIND_TEXT: _ClassVar[DeltaKind]
+    DELTA_KIND_TOOL_INPUT: _ClassVar[DeltaKind]
+    DELTA_KIND_THINKING: _ClassVar[DeltaKind]
+
 class DestroyVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DESTROY_VERDICT_UNSPECIFIED: _ClassVar[DestroyVerdict]
@@ -20,6 +27,10 @@ class DestroyVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DESTROY_VERDICT_UNCONFIRMED: _ClassVar[DestroyVerdict]
     DESTROY_VERDICT_REFUSED: _ClassVar[DestroyVerdict]
     DESTROY_VERDICT_RETAINED: _ClassVar[DestroyVerdict]
+DELTA_KIND_UNSPECIFIED: DeltaKind
+DELTA_KIND_TEXT: DeltaKind
+DELTA_KIND_TOOL_INPUT: DeltaKind
+DELTA_KIND_THINKING: DeltaKind
 DESTROY_VERDICT_UNSPECIFIED: DestroyVerdict
 DESTROY_VERDICT_CONFIRMED: DestroyVerdict
 DESTROY_VERDICT_UNCONFIRMED: DestroyVerdict
@@ -27,18 +38,20 @@ DESTROY_VERDICT_REFUSED: DestroyVerdict
 DESTROY_VERDICT_RETAINED: DestroyVerdict
 
 class ConnectRequest(_message.Message):
-    __slots__ = ("hello", "output_batch", "command_ack", "heartbeat", "workspace_reply")
+    __slots__ = ("hello", "output_batch", "command_ack", "heartbeat", "workspace_reply", "deltas")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_BATCH_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ACK_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_REPLY_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     output_batch: OutputBatch
     command_ack: CommandAck
     heartbeat: Heartbeat
     workspace_reply: WorkspaceReply
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., output_batch: _Optional[_Union[OutputBatch, _Mapping]] = ..., command_ack: _Optional[_Union[CommandAck, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., workspace_reply: _Optional[_Union[WorkspaceReply, _Mapping]] = ...) -> None: ...
+    deltas: DeltaBatch
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., output_batch: _Optional[_Union[OutputBatch, _Mapping]] = ..., command_ack: _Optional[_Union[CommandAck, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., workspace_reply: _Optional[_Union[WorkspaceReply, _Mapping]] = ..., deltas: _Optional[_Union[DeltaBatch, _Mapping]] = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
     __slots__ = ("welcome", "output_ack", "command", "heartbeat_ack", "workspace_request")
@@ -127,6 +140,30 @@ class Lease(_message.Message):
     generation: int
     expire_time: _timestamp_pb2.Timestamp
     def __init__(self, generation: _Optional[int] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DeltaBatch(_message.Message):
+    __slots__ = ("deltas",)
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
+    deltas: _containers.RepeatedCompositeFieldContainer[Delta]
+    def __init__(self, deltas: _Optional[_Iterable[_Union[Delta, _Mapping]]] = ...) -> None: ...
+
+class Delta(_message.Message):
+    __slots__ = ("session_id", "turn_id", "message_id", "index", "kind", "text", "after_output_seq")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    turn_id: str
+    message_id: str
+    index: int
+    kind: DeltaKind
+    text: str
+    after_output_seq: int
+    def __init__(self, session_id: _Optional[str] = ..., turn_id: _Optional[str] = ..., message_id: _Optional[str] = ..., index: _Optional[int] = ..., kind: _Optional[_Union[DeltaKind, str]] = ..., text: _Optional[str] = ..., after_output_seq: _Optional[int] = ...) -> None: ...
 
 class OutputBatch(_message.Message):
     __slots__ = ("outputs",)

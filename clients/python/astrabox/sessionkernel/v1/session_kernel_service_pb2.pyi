@@ -4,12 +4,24 @@ from astrabox.sessionkernel.v1 import events_pb2 as _events_pb2
 from astrabox.sessionkernel.v1 import session_pb2 as _session_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class SessionDeltaKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_DELTA_KIND_UNSPECIFIED: _ClassVar[SessionDeltaKind]
+    SESSION_DELTA_KIND_TEXT: _ClassVar[SessionDeltaKind]
+    SESSION_DELTA_KIND_TOOL_INPUT: _ClassVar[SessionDeltaKind]
+    SESSION_DELTA_KIND_THINKING: _ClassVar[SessionDeltaKind]
+SESSION_DELTA_KIND_UNSPECIFIED: SessionDeltaKind
+SESSION_DELTA_KIND_TEXT: SessionDeltaKind
+SESSION_DELTA_KIND_TOOL_INPUT: SessionDeltaKind
+SESSION_DELTA_KIND_THINKING: SessionDeltaKind
 
 class CreateSessionRequest(_message.Message):
     __slots__ = ("request_id", "engine", "permission_mode", "model", "labels", "agent", "agent_version", "environment", "environment_version")
@@ -105,18 +117,36 @@ class SendMessageResponse(_message.Message):
     def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class WatchSessionEventsRequest(_message.Message):
-    __slots__ = ("session_id", "after_seq")
+    __slots__ = ("session_id", "after_seq", "include_deltas")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DELTAS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     after_seq: int
-    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+    include_deltas: bool
+    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., include_deltas: _Optional[bool] = ...) -> None: ...
 
 class WatchSessionEventsResponse(_message.Message):
-    __slots__ = ("event",)
+    __slots__ = ("event", "delta")
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
     event: _events_pb2.SessionEvent
-    def __init__(self, event: _Optional[_Union[_events_pb2.SessionEvent, _Mapping]] = ...) -> None: ...
+    delta: SessionDelta
+    def __init__(self, event: _Optional[_Union[_events_pb2.SessionEvent, _Mapping]] = ..., delta: _Optional[_Union[SessionDelta, _Mapping]] = ...) -> None: ...
+
+class SessionDelta(_message.Message):
+    __slots__ = ("turn_id", "message_id", "index", "kind", "text")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    message_id: str
+    index: int
+    kind: SessionDeltaKind
+    text: str
+    def __init__(self, turn_id: _Optional[str] = ..., message_id: _Optional[str] = ..., index: _Optional[int] = ..., kind: _Optional[_Union[SessionDeltaKind, str]] = ..., text: _Optional[str] = ...) -> None: ...
 
 class ListSessionEventsRequest(_message.Message):
     __slots__ = ("session_id", "after_seq", "page_size", "page_token")
