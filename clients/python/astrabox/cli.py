@@ -42,7 +42,8 @@ from astrabox import admin_commands, agent_commands, credential_commands, enviro
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
 from astrabox.errors import AgentFileError, LocalStackError
-from astrabox.render import render
+from astrabox.events import Delta
+from astrabox.render import LiveText, render
 from astrabox.secret_settings import SecretSettingError
 from astrabox.sessionkernel.v1 import session_pb2
 
@@ -120,9 +121,12 @@ async def run_prompt(
         async with asyncio.timeout(timeout):
             await session.wait_for_state(["READY"], timeout=timeout)
             turn = await session.send(prompt)
-            async for event in session.watch():
-                for line in render(event):
-                    print(line, file=out, flush=True)
+            live = LiveText(out)  # the answer's text as it is written
+            async for event in session.watch(deltas=True):
+                if isinstance(event, Delta):
+                    live.delta(event)
+                    continue
+                live.event(event)
                 if event.turn_id == turn.turn_id and event.ends_turn:
                     ok = event.kind == "turn_completed" and not event.proto.turn_completed.is_error
                     return (0 if ok else 1), await session.get()
@@ -188,9 +192,17 @@ async def _session_command(args: argparse.Namespace) -> int:
         elif args.action == "show":
             print(await client.get_session(args.session_id))
         elif args.action == "events":
-            async for event in client.watch(args.session_id) if args.follow else client.iter_events(args.session_id):
-                for line in render(event):
-                    print(line, flush=True)
+            if args.follow:
+                live = LiveText(sys.stdout)  # text as it is written, then the events
+                async for item in client.session(args.session_id).watch(deltas=True):
+                    if isinstance(item, Delta):
+                        live.delta(item)
+                    else:
+                        live.event(item)
+            else:
+                async for event in client.iter_events(args.session_id):
+                    for line in render(event):
+                        print(line, flush=True)
         elif args.action == "delete":
             session = await client.delete_session(args.session_id)
             print(f"deleted {session.session_id}")

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Generator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast, overload
 
 import grpc
 
@@ -45,6 +45,7 @@ from astrabox.backoff import Backoff
 from astrabox.credentials import default_api_key
 from astrabox.environment_definitions import EnvironmentDefinitions
 from astrabox.errors import AstraBoxError, SessionStateError
+from astrabox.events import Delta
 from astrabox.retries import within_deadline
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
@@ -487,10 +488,34 @@ class AstraBoxClient:
             if not (token := page.next_page_token):
                 return
 
+    @overload
+    def watch(
+        self,
+        session_id: str,
+        after_seq: int = 0,
+        *,
+        give_up_after: float | None = WATCH_GIVE_UP_AFTER,
+        deltas: Literal[False] = False,
+    ) -> AsyncGenerator[SessionEvent, None]: ...
+
+    @overload
+    def watch(
+        self, session_id: str, after_seq: int = 0, *, give_up_after: float | None = WATCH_GIVE_UP_AFTER, deltas: bool
+    ) -> AsyncGenerator[SessionEvent | Delta, None]: ...
+
     async def watch(
-        self, session_id: str, after_seq: int = 0, *, give_up_after: float | None = WATCH_GIVE_UP_AFTER
-    ) -> AsyncGenerator[SessionEvent, None]:
+        self,
+        session_id: str,
+        after_seq: int = 0,
+        *,
+        give_up_after: float | None = WATCH_GIVE_UP_AFTER,
+        deltas: bool = False,
+    ) -> AsyncGenerator[SessionEvent | Delta, None]:
         """Every event after `after_seq`, stored then live, each seq exactly once.
+
+        With `deltas`, also `Delta`s (text as the engine writes it) of messages
+        not yet complete, interleaved with the events; live only: after a
+        resumption only those written since.
 
         Runs until the caller stops iterating. A stream that fails with
         UNAVAILABLE (server or database restarting, connection lost), ABORTED,
@@ -506,13 +531,16 @@ class AstraBoxClient:
         failures = 0
         failing_since: float | None = None
         while True:
-            request = api.WatchSessionEventsRequest(session_id=session_id, after_seq=last)
+            request = api.WatchSessionEventsRequest(session_id=session_id, after_seq=last, include_deltas=deltas)
             call = self._stub.WatchSessionEvents(request, metadata=self._metadata)
             error: AstraBoxError | None = None
             try:
                 if WATCH_ADMITTED in dict(await call.initial_metadata() or ()):
                     failing_since = None
                 async for response in call:
+                    if response.HasField("delta"):
+                        yield Delta.from_proto(response.delta)
+                        continue
                     event = response.event
                     if event.seq <= last:
                         continue  # already delivered

@@ -22,8 +22,9 @@ from google.protobuf.message import Message as ProtoMessage
 
 from astrabox.messages import Message, parse_message
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 
-__all__ = ["TURN_END_KINDS", "Event"]
+__all__ = ["TURN_END_KINDS", "Delta", "Event"]
 
 TURN_END_KINDS = frozenset({"turn_completed", "turn_failed", "turn_interrupted"})
 """The kinds of event that end a turn: it completed (possibly with an error result), failed or was interrupted."""
@@ -84,3 +85,33 @@ def _kind_name(kind: int) -> str:
     except ValueError:
         return "unknown"
     return name.removeprefix("EVENT_KIND_").lower()
+
+
+_DELTA_KINDS = {
+    api.SESSION_DELTA_KIND_TEXT: "text",
+    api.SESSION_DELTA_KIND_TOOL_INPUT: "tool_input",
+    api.SESSION_DELTA_KIND_THINKING: "thinking",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """A piece of a message the engine is still writing (`watch(..., deltas=True)`).
+
+    Live only: it has no seq and is never stored; the complete message follows
+    as an "engine_message" event, whose blocks are the concatenated pieces.
+    Under load adjacent pieces arrive merged, and pieces may be missing (the
+    complete message never is)."""
+
+    turn_id: str
+    message_id: str
+    """The model's id of the message (the complete AssistantMessage's `message_id`)."""
+    index: int
+    """The content block the piece belongs to."""
+    kind: str
+    """"text", "tool_input" (a tool call's input JSON) or "thinking"."""
+    text: str
+
+    @classmethod
+    def from_proto(cls, delta: api.SessionDelta) -> Delta:
+        return cls(delta.turn_id, delta.message_id, delta.index, _DELTA_KINDS.get(delta.kind, "unknown"), delta.text)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import TextIO
 
-from astrabox.events import Event
+from astrabox.events import Delta, Event
 from astrabox.messages import (
     AssistantMessage,
     InitMessage,
@@ -19,7 +20,7 @@ from astrabox.messages import (
 )
 from astrabox.sessionkernel.v1 import events_pb2
 
-__all__ = ["render"]
+__all__ = ["LiveText", "render"]
 
 _PREVIEW_LINES = 6
 
@@ -152,3 +153,49 @@ def _used(done: events_pb2.TurnCompleted) -> str:
         return ""
     read = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
     return f" · {read:,} in / {usage.output_tokens:,} out tokens · ${usage.cost_usd:.4f}"
+
+
+# Where a streamed line's text starts: under the text of a rendered line ("[seq] ◆ ").
+_LIVE_PREFIX = " " * len("[   1] ") + "◆ "
+
+
+class LiveText:
+    """Renders a watch with deltas: text printed as it is written, then each complete message
+    without the text already shown (a newline ends the streamed line instead)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._open: tuple[str, int] | None = None
+        # The text shown so far, by message id.
+        self._shown: dict[str, str] = {}
+
+    def delta(self, delta: Delta) -> None:
+        if delta.kind != "text" or not delta.text:
+            return
+        block = (delta.message_id, delta.index)
+        if self._open != block:
+            self._end_line()
+            self._out.write(_LIVE_PREFIX)
+            self._open = block
+        self._out.write(delta.text)
+        self._out.flush()
+        self._shown[delta.message_id] = self._shown.get(delta.message_id, "") + delta.text
+
+    def event(self, event: Event) -> None:
+        self._end_line()
+        shown = ""
+        if isinstance(event.message, AssistantMessage):
+            shown = self._shown.pop(str(event.message.payload.get("message_id") or ""), "")
+        streamed = {
+            block.text.strip() for block in getattr(event.message, "content", ()) if isinstance(block, TextBlock)
+        }
+        streamed = {text for text in streamed if text and text in shown}
+        for line in render(event):
+            if line.split("] ", 1)[-1].removeprefix("◆ ") in streamed:
+                continue
+            print(line, file=self._out, flush=True)
+
+    def _end_line(self) -> None:
+        if self._open is not None:
+            self._out.write("\n")
+            self._open = None

@@ -25,12 +25,12 @@ import tarfile
 from collections.abc import AsyncGenerator, Collection, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import grpc
 
 from astrabox.errors import AstraBoxError
-from astrabox.events import Event
+from astrabox.events import Delta, Event
 from astrabox.messages import ResultMessage, Usage
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 from astrabox.sessionkernel.v1 import session_pb2
@@ -187,12 +187,19 @@ class SessionHandle:
         )
         return Turn(self, accepted.turn_id, accepted.seq)
 
-    async def watch(self, after_seq: int = 0) -> AsyncGenerator[Event, None]:
+    @overload
+    def watch(self, after_seq: int = 0, *, deltas: Literal[False] = False) -> AsyncGenerator[Event, None]: ...
+
+    @overload
+    def watch(self, after_seq: int = 0, *, deltas: bool) -> AsyncGenerator[Event | Delta, None]: ...
+
+    async def watch(self, after_seq: int = 0, *, deltas: bool = False) -> AsyncGenerator[Event | Delta, None]:
         """Every event after `after_seq`, stored then live, each exactly once, until the caller stops;
-        see `AstraBoxClient.watch` (it resumes by itself after a lost connection)."""
-        async with aclosing(self._client.watch(self._id, after_seq=after_seq)) as watched:
-            async for event in watched:
-                yield Event.from_proto(event)
+        with `deltas`, also the `Delta`s of messages being written. See `AstraBoxClient.watch` (it
+        resumes by itself after a lost connection)."""
+        async with aclosing(self._client.watch(self._id, after_seq=after_seq, deltas=deltas)) as watched:
+            async for item in watched:
+                yield item if isinstance(item, Delta) else Event.from_proto(item)
 
     async def events(self, after_seq: int = 0) -> AsyncGenerator[Event, None]:
         """Every event stored now after `after_seq`; then it ends."""
