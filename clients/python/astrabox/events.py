@@ -114,4 +114,5 @@ class Delta:
 
     @classmethod
     def from_proto(cls, delta: api.SessionDelta) -> Delta:
+        """The delta a WatchSessionEvents response carries."""
         return cls(delta.turn_id, delta.message_id, delta.index, _DELTA_KINDS.get(delta.kind, "unknown"), delta.text)
