@@ -170,6 +170,7 @@ class LiveText:
         self._shown: dict[str, str] = {}
 
     def delta(self, delta: Delta) -> None:
+        """Prints a text delta at once; other kinds are not printed."""
         if delta.kind != "text" or not delta.text:
             return
         block = (delta.message_id, delta.index)
@@ -182,6 +183,7 @@ class LiveText:
         self._shown[delta.message_id] = self._shown.get(delta.message_id, "") + delta.text
 
     def event(self, event: Event) -> None:
+        """Prints a complete event, leaving out the text its deltas already showed."""
         self._end_line()
         shown = ""
         if isinstance(event.message, AssistantMessage):
