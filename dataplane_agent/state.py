@@ -116,6 +116,10 @@ CREATE TABLE IF NOT EXISTS retained_sandboxes (
     reason       TEXT NOT NULL,
     retained_at  REAL NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS layer_uses (
+    build_digest TEXT PRIMARY KEY,
+    last_used    REAL NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agent_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -436,6 +440,22 @@ class AgentState:
 
     async def lease_generation(self) -> int:
         return int(await self.meta("lease_generation") or 0)
+
+    # -- environment layers: their last use, for the sweep (environments.layers) --
+
+    async def layer_used(self, build_digest: str, at: float) -> None:
+        await self._db.write(
+            lambda c: c.execute(
+                "INSERT OR REPLACE INTO layer_uses (build_digest, last_used) VALUES (?, ?)", (build_digest, at)
+            )
+        )
+
+    async def layer_uses(self) -> dict[str, float]:
+        rows = await self._db.read(lambda c: c.execute("SELECT build_digest, last_used FROM layer_uses").fetchall())
+        return {str(digest): float(at) for digest, at in rows}
+
+    async def forget_layer(self, build_digest: str) -> None:
+        await self._db.write(lambda c: c.execute("DELETE FROM layer_uses WHERE build_digest = ?", (build_digest,)))
 
     async def meta(self, key: str) -> str | None:
         row = await self._db.read(lambda c: c.execute("SELECT value FROM agent_meta WHERE key = ?", (key,)).fetchone())

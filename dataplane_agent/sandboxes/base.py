@@ -120,6 +120,11 @@ class SandboxSpec:
     # The agent's egress proxy on the host (a unix socket alone in its directory), which the sandbox
     # sees at EGRESS_SOCKET_INNER; None: no way out at all, whatever the session's policy.
     egress_socket: Path | None = None
+    # The session's environment (dataplane_agent.environments): its layer, a directory the local
+    # driver mounts read-only at /opt/astrabox/env (None: none); and its variables, which every
+    # program sees under AstraBox's own (`env` and the launcher's win).
+    layer: Path | None = None
+    variables: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ from dataplane_agent.sandboxes.base import (
 from dataplane_agent.sandboxes.disk import WorkspaceDisk, detach
 from dataplane_agent.sandboxes.files import write_accounts, write_private
 from dataplane_agent.sandboxes.host_user import HostUser
+from dataplane_agent.sandboxes.layer_mount import INNER_LAYER, layer_env
 from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
 
 log = structlog.get_logger(__name__)
@@ -125,6 +126,9 @@ class LocalSandboxDriver:
         self._spec_env: dict[str, dict[str, str]] = {}
         self._model_sockets: dict[str, Path] = {}
         self._egress_sockets: dict[str, Path] = {}
+        # Each sandbox's environment: its layer (mounted read-only) and variables.
+        self._layers: dict[str, Path] = {}
+        self._variables: dict[str, dict[str, str]] = {}
 
     async def probe(self) -> None:
         self._isolation = None
@@ -227,6 +231,11 @@ class LocalSandboxDriver:
         except OSError as error:
             raise SandboxError(f"cannot create the directory of sandbox {sandbox_id}: {error.strerror}") from error
         self._spec_env[sandbox_id] = dict(spec.env)
+        self._variables[sandbox_id] = dict(spec.variables)
+        if spec.layer is not None:
+            self._layers[sandbox_id] = spec.layer
+        else:
+            self._layers.pop(sandbox_id, None)
         if spec.model_socket is not None:
             self._model_sockets[sandbox_id] = spec.model_socket
         else:
@@ -272,10 +281,21 @@ class LocalSandboxDriver:
         if not directory.is_dir():
             raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist (its directory is gone)")
         isolation = await self.isolation()
-        merged = {"PATH": DEFAULT_PATH, **self._spec_env.get(sandbox.sandbox_id, {}), **env, "HOME": INNER_HOME}
+        layer = self._layers.get(sandbox.sandbox_id)
+        merged = {
+            **self._variables.get(sandbox.sandbox_id, {}),
+            "PATH": DEFAULT_PATH,
+            **self._spec_env.get(sandbox.sandbox_id, {}),
+            **env,
+            "HOME": INNER_HOME,
+        }
+        if layer is not None:
+            merged.update(layer_env(merged["PATH"]))
         model_socket = self._model_sockets.get(sandbox.sandbox_id)
         egress_socket = self._egress_sockets.get(sandbox.sandbox_id)
         sources = self._sources(directory, program[0], model_socket, egress_socket)
+        if layer is not None:  # only the agent writes it: staged by its path (see host_user)
+            sources["layer"] = layer
         staged = {name: Path(isolation.host_user.staged(name)) for name in sources} if isolation.host_user else sources
         options = [*self._bwrap_args(isolation, staged, program[0], model_socket, egress_socket), "--clearenv"]
         for name, value in merged.items():
@@ -346,6 +366,8 @@ class LocalSandboxDriver:
         self._spec_env.pop(sandbox.sandbox_id, None)
         self._model_sockets.pop(sandbox.sandbox_id, None)
         self._egress_sockets.pop(sandbox.sandbox_id, None)
+        self._layers.pop(sandbox.sandbox_id, None)
+        self._variables.pop(sandbox.sandbox_id, None)
         if not directory.exists():
             return DestroyVerdict.CONFIRMED
         try:
@@ -385,6 +407,8 @@ class LocalSandboxDriver:
         self._spec_env.pop(sandbox.sandbox_id, None)
         self._model_sockets.pop(sandbox.sandbox_id, None)
         self._egress_sockets.pop(sandbox.sandbox_id, None)
+        self._layers.pop(sandbox.sandbox_id, None)
+        self._variables.pop(sandbox.sandbox_id, None)
         return await self.create(spec)
 
     def _directory(self, sandbox: Sandbox) -> Path:
@@ -446,6 +470,8 @@ class LocalSandboxDriver:
             args += ["--ro-bind", str(sources["egress"] / egress_socket.name), EGRESS_SOCKET_INNER]
             # The trust bundle naming the agent's egress CA, where the proxy wrote one.
             args += ["--ro-bind-try", str(sources["egress"] / EGRESS_CA_NAME), EGRESS_CA_INNER]
+        if "layer" in sources:
+            args += ["--ro-bind", str(sources["layer"]), INNER_LAYER]
         # The program's own directory, read-only, mounted last so nothing above hides it.
         if "program" in sources:
             program_dir = Path(executable).resolve().parent
