@@ -25,6 +25,8 @@ from astrabox.runner.v1.runner_service_pb2 import EgressRefused
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
 from dataplane_agent.credentials import DirectoryCredentials
 from dataplane_agent.engines.base import EngineAdapter, EngineError
+from dataplane_agent.environments.layers import LayerStore
+from dataplane_agent.environments.local_layers import LocalLayers
 from dataplane_agent.errors import AgentError
 from dataplane_agent.health import FILE_NAME as HEALTH_FILE_NAME
 from dataplane_agent.health import HealthFile
@@ -56,6 +58,7 @@ from serverkit import logs
 log = structlog.get_logger(__name__)
 
 _PROBE_TIMEOUT = 60.0
+_LAYER_SWEEP_SECONDS = 3600.0
 
 
 async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = None) -> None:
@@ -92,6 +95,9 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     bindings = ResolvedBindings(
         ControlPlaneLink(settings.controlplane, agent_id, agent_credential, _controlplane_ca(settings))
     )
+    layers = _make_layers(settings, driver, state, agent_id)
+    if layers is not None:
+        await layers.start()
     async with _model(settings) as model, _egress(settings, outbox, bindings) as egress:
         pool = _make_pool(settings, driver, lambda: runtimes.sandbox_template(), inventory, engines, model)
         deltas = LiveDeltas()
@@ -109,6 +115,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             retain_sandboxes=settings.retain_sandboxes,
             egress=egress,
             deltas=deltas,
+            layers=layers,
         )
         reconciler = Reconciler(
             state=state,
@@ -164,6 +171,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             loops.append(tasks.create_task(reconciler.run()))
             if pool is not None:
                 loops.append(tasks.create_task(pool.run()))
+            if layers is not None:
+                loops.append(tasks.create_task(layers.sweep_every(_LAYER_SWEEP_SECONDS, runtimes.layers_in_use)))
             if measured is not None:
                 loops.append(tasks.create_task(measured.watch(runtimes.running, runtimes.stop_over_limit)))
             loops.append(tasks.create_task(relay.run()))
@@ -221,6 +230,15 @@ async def _check_cli(driver: SandboxDriver, cli: Path, agent_id: str) -> None:
             f"the Claude Code CLI {cli} did not answer --version inside a {driver.name} sandbox within "
             f"{CHECK_TIMEOUT:.0f}s"
         ) from None
+
+
+def _make_layers(settings: AgentSettings, driver: SandboxDriver, state: AgentState, agent_id: str) -> LayerStore | None:
+    """The driver's environment layers; None where the driver builds none (a session whose
+    environment has packages then fails to start, saying so)."""
+    if settings.driver != "local":
+        return None
+    retention = settings.layer_retention_days * 86400
+    return LayerStore(LocalLayers(settings.state_dir / "layers", driver, agent_id), state, retention=retention)
 
 
 def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | None) -> SandboxDriver:

@@ -284,6 +284,17 @@ class AgentSettings:
             help="how often a measured disk limit is checked (env %(env)s; default %(default)s)",
         ),
     )
+    # Environment layers (dataplane_agent.environments) no held session uses are removed after this long unused.
+    layer_retention_days: float = field(
+        default=7.0,
+        metadata=option(
+            "--layer-retention-days",
+            env="ASTRABOX_LAYER_RETENTION_DAYS",
+            type=float,
+            help="days an environment layer no session uses is kept before it is removed (env %(env)s; "
+            "default %(default)s)",
+        ),
+    )
     # What one workspace upload may unpack to.
     upload_max_bytes: int = field(
         default=DEFAULT_MAX_BYTES,

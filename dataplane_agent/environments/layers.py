@@ -10,6 +10,7 @@ that nothing used for the retention period."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -131,6 +132,15 @@ class LayerStore:
                 log.info("layer_built", build_digest=digest, seconds=round(time.monotonic() - began, 1))
             await self.uses.layer_used(digest, self.clock())
             return layer
+
+    async def sweep_every(self, interval: float, in_use: Callable[[], Awaitable[Collection[str]]]) -> None:
+        """Sweep every `interval` seconds until cancelled; a failed sweep is logged and retried."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.sweep(await in_use())
+            except Exception as exc:  # the next round tries again
+                log.warning("layer_sweep_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def sweep(self, in_use: Collection[str]) -> list[str]:
         """Remove the layers that no held session uses (`in_use`) and nothing used for the

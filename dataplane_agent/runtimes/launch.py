@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -22,6 +23,8 @@ import structlog
 from astrabox.agents.v1 import agent_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineSession
+from dataplane_agent.environments.layers import BuildRequest, LayerStore
+from dataplane_agent.environments.steps import LayerBuildError
 from dataplane_agent.pool.warm_pool import Claimed
 from dataplane_agent.routes.egress.policy import EgressPolicy
 from dataplane_agent.routes.egress.proxy import EgressProxy
@@ -57,6 +60,14 @@ class RuntimeTimeouts:
     server_info: float = 30.0
 
 
+@dataclass(frozen=True, slots=True)
+class SessionEnvironment:
+    """What a session's environment asks of its sandbox: the layer it mounts and its variables."""
+
+    layer: Path | None = None
+    variables: Mapping[str, str] = field(default_factory=dict)
+
+
 class Launcher:
     """Sandboxes and engines for the sessions of one agent."""
 
@@ -72,7 +83,9 @@ class Launcher:
         close_engine: float,
         background: Callable[[Coroutine[Any, Any, None]], object],
         egress: EgressProxy | None = None,
+        layers: LayerStore | None = None,
     ) -> None:
+        self._layers = layers
         self._agent_id = agent_id
         self._driver = driver
         self._adapters = dict(engines)
@@ -90,7 +103,7 @@ class Launcher:
     def available(self) -> str:
         return ", ".join(sorted(self._adapters)) or "none"
 
-    def spec(self, session_id: str) -> SandboxSpec:
+    def spec(self, session_id: str, environment: SessionEnvironment | None = None) -> SandboxSpec:
         """What the session's sandbox is made from (the warm pool's template, with its own id)."""
         return SandboxSpec(
             session_id=session_id,
@@ -98,7 +111,25 @@ class Launcher:
             model_socket=self._model.socket,
             egress_socket=self._egress.socket if self._egress is not None else None,
             labels={SESSION_LABEL: session_id, AGENT_LABEL: self._agent_id},
+            layer=environment.layer if environment else None,
+            variables=environment.variables if environment else {},
         )
+
+    async def environment(self, runtime_environment: bytes) -> SessionEnvironment | None:
+        """The session's environment (a serialized RuntimeEnvironment; empty: the built-in one), its
+        layer built first if this host has none (LayerBuildError: it could not be)."""
+        if not runtime_environment:
+            return None
+        environment = pb.RuntimeEnvironment.FromString(runtime_environment)
+        request = BuildRequest.from_spec(environment.build_digest, environment.spec)
+        layer = None
+        if not request.empty:
+            if self._layers is None:
+                raise LayerBuildError(
+                    "check", f"the {self._driver.name} sandbox driver of this agent does not build environment layers"
+                )
+            layer = (await self._layers.ensure(request)).path
+        return SessionEnvironment(layer=layer, variables=dict(environment.spec.variables))
 
     def engine_env(self, session_id: str) -> Mapping[str, str]:
         egress = self._egress.env(session_id) if self._egress is not None else {}
@@ -115,10 +146,13 @@ class Launcher:
         agent = agent_pb2.AgentSpec.FromString(config) if config else None
         self._egress.register(session_id, EgressPolicy.from_proto(spec, agent, self._egress.registries))
 
-    async def sandbox(self, session_id: str, *, fresh: bool) -> tuple[Sandbox, Claimed | None]:
-        """A warm one for a session new here, else one created (or re-opened) by the driver."""
-        spec = self.spec(session_id)
-        if fresh and self._pool is not None:
+    async def sandbox(
+        self, session_id: str, *, fresh: bool, environment: SessionEnvironment | None = None
+    ) -> tuple[Sandbox, Claimed | None]:
+        """A warm one for a session new here, else one created (or re-opened) by the driver. The
+        pool's sandboxes are the built-in environment's: a session with its own gets a fresh one."""
+        spec = self.spec(session_id, environment)
+        if fresh and self._pool is not None and environment is None:
             claimed = await self._pool.claim(spec)
             if claimed is not None:
                 return claimed.sandbox, claimed

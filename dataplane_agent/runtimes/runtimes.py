@@ -38,6 +38,8 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.agent_config import AgentConfig
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
+from dataplane_agent.environments.layers import LayerStore
+from dataplane_agent.environments.steps import LayerBuildError
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.relay.deltas import LiveDeltas
@@ -95,6 +97,7 @@ class Runtimes:
         retain_sandboxes: bool = False,
         egress: EgressProxy | None = None,
         deltas: LiveDeltas | None = None,
+        layers: LayerStore | None = None,
     ) -> None:
         self._db = db
         self._deltas = deltas
@@ -117,6 +120,7 @@ class Runtimes:
             close_engine=limits.close_engine,
             background=self._background,
             egress=egress,
+            layers=layers,
         )
         self._guards = KeyedLocks()
         # Sessions whose rebuild by the reconciler failed: it does not try again (an input does).
@@ -193,11 +197,23 @@ class Runtimes:
             await self._start_failed(session_id, f"{NO_MANIFEST_REASON} ({req.engine})", receipt)
             return
         resume = req.resume_engine_session_id or (existing.engine_session_id if existing else "")
-        environment = req.environment.SerializeToString() if req.HasField("environment") else b""
-        self._launcher.register_egress(session_id, environment, req.config.SerializeToString())
+        pinned = req.environment.SerializeToString() if req.HasField("environment") else b""
+        self._launcher.register_egress(session_id, pinned, req.config.SerializeToString())
         began = time.monotonic()
         try:
-            sandbox, claimed = await self._launcher.sandbox(session_id, fresh=existing is None)
+            environment = await self._launcher.environment(pinned)
+        except LayerBuildError as exc:  # the package manager's own words, for the session's owner
+            await self._start_failed(session_id, f"the environment could not be built: {exc}", receipt)
+            if existing is None:
+                self._placements.released(session_id)
+                self._launcher.forget(session_id)
+            return
+        if environment is not None:
+            await self._outbox.append(
+                session_id, "", pb.StartupPhase(phase="environment", duration_ms=_ms_since(began))
+            )
+        try:
+            sandbox, claimed = await self._launcher.sandbox(session_id, fresh=existing is None, environment=environment)
         except Exception as exc:  # every failure becomes a readable RuntimeStartFailed
             await self._start_failed(session_id, f"could not create the sandbox: {describe(exc)}", receipt)
             if existing is None:
@@ -252,7 +268,7 @@ class Runtimes:
                 # Kept as sent, so that every later start of the session's engine applies it too.
                 config=req.config.SerializeToString(),
                 tool_grants=pb.SetToolGrants(grants=req.tool_grants).SerializeToString(),
-                environment=environment,
+                environment=pinned,
             )
             reports.append(pb.StartupPhase(phase="ready", duration_ms=_ms_since(began)))
 
@@ -458,6 +474,14 @@ class Runtimes:
             self._rebuild_failed.add(session_id)
             raise
 
+    async def layers_in_use(self) -> set[str]:
+        """The build digests of the environments of every session held (their layers are kept)."""
+        digests = set()
+        for record in await self._state.sessions():
+            if record.environment:
+                digests.add(pb.RuntimeEnvironment.FromString(record.environment).build_digest)
+        return digests
+
     def sandbox_template(self) -> SandboxSpec:
         """The spec every new session's sandbox is made from, for the warm pool."""
         return self._launcher.spec(TEMPLATE_SESSION_ID)
@@ -524,7 +548,9 @@ class Runtimes:
             log.warning("runtime_lost", session_id=session_id, reason=lost)
         self._launcher.register_egress(session_id, record.environment, record.config)
         began = time.monotonic()
-        sandbox = await self._launcher.create(self._launcher.spec(session_id))
+        # The same environment version as at the start, its layer built again if it is gone.
+        environment = await self._launcher.environment(record.environment)
+        sandbox = await self._launcher.create(self._launcher.spec(session_id, environment))
         sandbox_ms = _ms_since(began)
         config = EngineConfig(
             permission_mode=record.permission_mode,

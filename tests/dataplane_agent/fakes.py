@@ -36,6 +36,7 @@ from dataplane_agent.engines.base import (
     ToolDecision,
     ToolRequest,
 )
+from dataplane_agent.environments.layers import LayerStore
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.routes.egress.proxy import EgressProxy
@@ -389,6 +390,7 @@ async def running_agent(
     retain_sandboxes: bool = False,
     model: ModelAccess | None = None,
     egress: EgressProxy | None = None,
+    layers: LayerStore | None = None,
 ) -> AsyncIterator[Agent]:
     """An agent's runtimes and command applier on `path`'s state, with `engine` (a fake, or a real
     adapter with a real driver and `model`, a model route) until the block ends."""
@@ -409,6 +411,7 @@ async def running_agent(
         limits=limits,
         retain_sandboxes=retain_sandboxes,
         egress=egress,
+        layers=layers,
     )
     applier = CommandApplier(db, state, runtimes)
     await runtimes.recover()
