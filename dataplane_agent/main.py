@@ -25,7 +25,7 @@ from astrabox.runner.v1.runner_service_pb2 import EgressRefused
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
 from dataplane_agent.credentials import DirectoryCredentials
 from dataplane_agent.engines.base import EngineAdapter, EngineError
-from dataplane_agent.environments.layers import LayerStore
+from dataplane_agent.environments.layers import LayerBuilder, LayerStore
 from dataplane_agent.environments.local_layers import LocalLayers
 from dataplane_agent.errors import AgentError
 from dataplane_agent.health import FILE_NAME as HEALTH_FILE_NAME
@@ -235,10 +235,16 @@ async def _check_cli(driver: SandboxDriver, cli: Path, agent_id: str) -> None:
 def _make_layers(settings: AgentSettings, driver: SandboxDriver, state: AgentState, agent_id: str) -> LayerStore | None:
     """The driver's environment layers; None where the driver builds none (a session whose
     environment has packages then fails to start, saying so)."""
-    if settings.driver != "local":
-        return None
     retention = settings.layer_retention_days * 86400
-    return LayerStore(LocalLayers(settings.state_dir / "layers", driver, agent_id), state, retention=retention)
+    if settings.driver == "docker":
+        from dataplane_agent.environments.docker_layers import DockerLayers
+
+        builder: LayerBuilder = DockerLayers(settings.state_dir / "layers", settings.image)
+    elif settings.driver == "local":
+        builder = LocalLayers(settings.state_dir / "layers", driver, agent_id)
+    else:
+        return None
+    return LayerStore(builder, state, retention=retention)
 
 
 def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | None) -> SandboxDriver:

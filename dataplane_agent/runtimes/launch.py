@@ -65,6 +65,7 @@ class SessionEnvironment:
     """What a session's environment asks of its sandbox: the layer it mounts and its variables."""
 
     layer: Path | None = None
+    image: str = ""
     variables: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -112,6 +113,7 @@ class Launcher:
             egress_socket=self._egress.socket if self._egress is not None else None,
             labels={SESSION_LABEL: session_id, AGENT_LABEL: self._agent_id},
             layer=environment.layer if environment else None,
+            image=environment.image if environment else "",
             variables=environment.variables if environment else {},
         )
 
@@ -122,14 +124,15 @@ class Launcher:
             return None
         environment = pb.RuntimeEnvironment.FromString(runtime_environment)
         request = BuildRequest.from_spec(environment.build_digest, environment.spec)
-        layer = None
-        if not request.empty:
-            if self._layers is None:
-                raise LayerBuildError(
-                    "check", f"the {self._driver.name} sandbox driver of this agent does not build environment layers"
-                )
-            layer = (await self._layers.ensure(request)).path
-        return SessionEnvironment(layer=layer, variables=dict(environment.spec.variables))
+        variables = dict(environment.spec.variables)
+        if request.empty:
+            return SessionEnvironment(variables=variables)
+        if self._layers is None:
+            raise LayerBuildError(
+                "check", f"the {self._driver.name} sandbox driver of this agent does not build environment layers"
+            )
+        layer = await self._layers.ensure(request)
+        return SessionEnvironment(layer=layer.path, image=layer.image, variables=variables)
 
     def engine_env(self, session_id: str) -> Mapping[str, str]:
         egress = self._egress.env(session_id) if self._egress is not None else {}

@@ -121,9 +121,12 @@ class SandboxSpec:
     # sees at EGRESS_SOCKET_INNER; None: no way out at all, whatever the session's policy.
     egress_socket: Path | None = None
     # The session's environment (dataplane_agent.environments): its layer, a directory the local
-    # driver mounts read-only at /opt/astrabox/env (None: none); and its variables, which every
+    # driver mounts read-only at /opt/astrabox/env (None: none), or the image below; and its variables, which every
     # program sees under AstraBox's own (`env` and the launcher's win).
     layer: Path | None = None
+    # The docker driver's image for it (a derived image with the layer at /opt/astrabox/env); "":
+    # the driver's own.
+    image: str = ""
     variables: Mapping[str, str] = field(default_factory=dict)
 
 

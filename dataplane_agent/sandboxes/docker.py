@@ -18,6 +18,7 @@ record, which listing and destruction read over the labels.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -58,6 +59,7 @@ from dataplane_agent.sandboxes.docker_container import (
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
+from dataplane_agent.sandboxes.layer_mount import layer_env
 from dataplane_agent.settings import DEFAULT_IMAGE
 
 __all__ = ["ContainerLimits", "DockerSandboxDriver"]
@@ -159,7 +161,7 @@ class DockerSandboxDriver:
                     await docker.containers.container(found.id).start()
                     log.info("sandbox_restarted", sandbox_id=name, was=found.status)
                 directory = found.directory or HostDirectory(self._root / name)
-                await asyncio.to_thread(directory.write_env, spec.env)
+                await asyncio.to_thread(directory.write_env, _sandbox_env(spec))
         return self._sandbox(name, spec.session_id, directory)
 
     async def rebind(self, sandbox: Sandbox, spec: SandboxSpec) -> Sandbox:
@@ -181,7 +183,7 @@ class DockerSandboxDriver:
         # The binding first: a crash before the rename leaves a container that lists as the
         # session's (the reconciler settles it), never a session's name on a pool binding.
         try:
-            await asyncio.to_thread(directory.bind, labels, spec.env)
+            await asyncio.to_thread(directory.bind, labels, _sandbox_env(spec))
         except OSError:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} does not exist") from None
         async with self._engine.client("rebind the sandbox") as docker:
@@ -343,11 +345,12 @@ class DockerSandboxDriver:
     async def _make(self, docker: aiodocker.Docker, name: str, spec: SandboxSpec) -> HostDirectory:
         """Make and start the container `name` for `spec`; the directory it mounts."""
         directory = HostDirectory(self._root / name)
-        await asyncio.to_thread(directory.prepare, self._uid, self._gid, spec.env)
+        await asyncio.to_thread(directory.prepare, self._uid, self._gid, _sandbox_env(spec))
         try:
             if self._disk is not None:
                 await asyncio.to_thread(self._attach, directory)
-            await self._recipe.make(docker, name, self._labels(spec), directory, spec.model_socket, spec.egress_socket)
+            recipe = dataclasses.replace(self._recipe, image=spec.image) if spec.image else self._recipe
+            await recipe.make(docker, name, self._labels(spec), directory, spec.model_socket, spec.egress_socket)
         except aiodocker.DockerError as error:
             if error.status == 409:  # made meanwhile by another create for the session: its directory too
                 found = await inspect(docker, name)
@@ -357,7 +360,9 @@ class DockerSandboxDriver:
                 return directory
             await asyncio.to_thread(_discard, directory)
             if error.status == 404:
-                raise SandboxError(f"image {self._image} is missing: run `astrabox image build`") from None
+                raise SandboxError(
+                    f"image {spec.image or self._image} is missing: run `astrabox image build`"
+                ) from None
             raise
         except SandboxError:
             await asyncio.to_thread(_discard, directory)
@@ -422,3 +427,10 @@ def _discard(directory: HostDirectory) -> None:
     """Remove a sandbox's directory, its workspace image unmounted first."""
     detach(directory.workspace)
     shutil.rmtree(directory.path, ignore_errors=True)
+
+
+def _sandbox_env(spec: SandboxSpec) -> dict[str, str]:
+    """What every program of the sandbox sees beyond a launcher's own: the environment's variables,
+    under its layer's paths (its image's), under AstraBox's own."""
+    layer = layer_env(DEFAULT_PATH) if spec.image else {}
+    return {**spec.variables, **layer, **spec.env}
