@@ -35,6 +35,7 @@ from dataplane_agent.sandboxes.base import (
     DestroyVerdict,
     Sandbox,
     SandboxDriver,
+    SandboxLimits,
     SandboxSpec,
 )
 from dataplane_agent.turns.engine_calls import bounded, close_quietly, describe
@@ -67,6 +68,7 @@ class SessionEnvironment:
     layer: Path | None = None
     image: str = ""
     variables: Mapping[str, str] = field(default_factory=dict)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
 
 
 class Launcher:
@@ -114,6 +116,7 @@ class Launcher:
             labels={SESSION_LABEL: session_id, AGENT_LABEL: self._agent_id},
             layer=environment.layer if environment else None,
             image=environment.image if environment else "",
+            limits=environment.limits if environment else SandboxLimits(),
             variables=environment.variables if environment else {},
         )
 
@@ -125,14 +128,18 @@ class Launcher:
         environment = pb.RuntimeEnvironment.FromString(runtime_environment)
         request = BuildRequest.from_spec(environment.build_digest, environment.spec)
         variables = dict(environment.spec.variables)
+        asked = environment.spec.limits
+        limits = SandboxLimits(
+            cpus=asked.cpu_millis / 1000, memory_mb=asked.memory_bytes // (1024 * 1024), pids=int(asked.pids)
+        )
         if request.empty:
-            return SessionEnvironment(variables=variables)
+            return SessionEnvironment(variables=variables, limits=limits)
         if self._layers is None:
             raise LayerBuildError(
                 "check", f"the {self._driver.name} sandbox driver of this agent does not build environment layers"
             )
         layer = await self._layers.ensure(request)
-        return SessionEnvironment(layer=layer.path, image=layer.image, variables=variables)
+        return SessionEnvironment(layer=layer.path, image=layer.image, variables=variables, limits=limits)
 
     def engine_env(self, session_id: str) -> Mapping[str, str]:
         egress = self._egress.env(session_id) if self._egress is not None else {}

@@ -106,6 +106,15 @@ class DestroyVerdict(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """An environment's resource limits of one sandbox, over the driver's own; 0: the driver's."""
+
+    cpus: float = 0.0
+    memory_mb: int = 0
+    pids: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxSpec:
     """What a session asks of its sandbox."""
 
@@ -128,6 +137,8 @@ class SandboxSpec:
     # the driver's own.
     image: str = ""
     variables: Mapping[str, str] = field(default_factory=dict)
+    # Its limits, where the driver can hold them (local: a cgroup's; docker: the container's).
+    limits: SandboxLimits = SandboxLimits()
 
 
 @dataclass(frozen=True, slots=True)

@@ -349,7 +349,16 @@ class DockerSandboxDriver:
         try:
             if self._disk is not None:
                 await asyncio.to_thread(self._attach, directory)
-            recipe = dataclasses.replace(self._recipe, image=spec.image) if spec.image else self._recipe
+            recipe = dataclasses.replace(
+                self._recipe,
+                image=spec.image or self._recipe.image,
+                limits=dataclasses.replace(
+                    self._recipe.limits,
+                    cpus=spec.limits.cpus or self._recipe.limits.cpus,
+                    memory_mb=spec.limits.memory_mb or self._recipe.limits.memory_mb,
+                    pids=spec.limits.pids or self._recipe.limits.pids,
+                ),
+            )
             await recipe.make(docker, name, self._labels(spec), directory, spec.model_socket, spec.egress_socket)
         except aiodocker.DockerError as error:
             if error.status == 409:  # made meanwhile by another create for the session: its directory too

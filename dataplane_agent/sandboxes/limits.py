@@ -145,15 +145,17 @@ class SandboxCgroups:
         )
         return (cls(hierarchies, tag) if hierarchies else None), missing
 
-    def shell(self, sandbox_id: str) -> list[str]:
+    def shell(self, sandbox_id: str, limits: LocalLimits | None = None) -> list[str]:
         """Launcher lines that put the launcher (and so the whole sandbox) in each of the sandbox's
         cgroups, creating them with their limits if need be; a launcher that cannot join refuses
-        to run."""
+        to run. `limits`: the sandbox's own (an environment's) instead of the driver's, for the
+        controllers the driver found."""
         lines = []
         for hierarchy in self._hierarchies:
             steps = ['mkdir -p "$group"']
             for write in hierarchy.writes:
-                echo = f'echo {write.value} > "$group/{write.file}"'
+                value = _value(write, limits) if limits is not None else write.value
+                echo = f'echo {value} > "$group/{write.file}"'
                 steps.append(f"{{ {echo} || :; }}" if write.may_fail else echo)
             steps += ['echo $$ > "$group/cgroup.procs"', "joined=1", "break"]
             what = "/".join(hierarchy.controllers)
@@ -292,6 +294,21 @@ def _writes(controller: str, limits: LocalLimits, v1: bool, group: Path) -> tupl
     if (group / "memory.swappiness").exists():
         return [_Write("memory.limit_in_bytes", size), _Write("memory.swappiness", "0", may_fail=not _host_swaps())], ""
     return [_Write("memory.limit_in_bytes", size)], _swap_gap("the kernel does not account swap per cgroup")
+
+
+def _value(write: _Write, limits: LocalLimits) -> str:
+    """What `write` (made for the driver's limits) writes for `limits`."""
+    quota = max(1000, round(limits.cpus * _CPU_PERIOD_US))
+    size = str(limits.memory_mb * _MIB)
+    values = {
+        "pids.max": str(limits.pids),
+        "cpu.max": f"{quota} {_CPU_PERIOD_US}",
+        "cpu.cfs_quota_us": str(quota),
+        "memory.max": size,
+        "memory.limit_in_bytes": size,
+        "memory.memsw.limit_in_bytes": size,
+    }
+    return values.get(write.file, write.value)
 
 
 def _swap_gap(why: str) -> str:

@@ -46,6 +46,7 @@ from dataplane_agent.sandboxes.base import (
     DestroyVerdict,
     Sandbox,
     SandboxError,
+    SandboxLimits,
     SandboxSpec,
     model_relay,
 )
@@ -129,6 +130,7 @@ class LocalSandboxDriver:
         # Each sandbox's environment: its layer (mounted read-only) and variables.
         self._layers: dict[str, Path] = {}
         self._variables: dict[str, dict[str, str]] = {}
+        self._own_limits: dict[str, LocalLimits] = {}
 
     async def probe(self) -> None:
         self._isolation = None
@@ -232,6 +234,15 @@ class LocalSandboxDriver:
             raise SandboxError(f"cannot create the directory of sandbox {sandbox_id}: {error.strerror}") from error
         self._spec_env[sandbox_id] = dict(spec.env)
         self._variables[sandbox_id] = dict(spec.variables)
+        if spec.limits != SandboxLimits():
+            self._own_limits[sandbox_id] = dataclasses.replace(
+                self._limits,
+                cpus=spec.limits.cpus or self._limits.cpus,
+                memory_mb=spec.limits.memory_mb or self._limits.memory_mb,
+                pids=spec.limits.pids or self._limits.pids,
+            )
+        else:
+            self._own_limits.pop(sandbox_id, None)
         if spec.layer is not None:
             self._layers[sandbox_id] = spec.layer
         else:
@@ -314,7 +325,8 @@ class LocalSandboxDriver:
         opens = ""
         if isolation.host_user is not None:
             opens, command = isolation.host_user.command(sources, command)
-        cgroup = isolation.cgroups.shell(sandbox.sandbox_id) if isolation.cgroups else []
+        own_limits = self._own_limits.get(sandbox.sandbox_id)
+        cgroup = isolation.cgroups.shell(sandbox.sandbox_id, own_limits) if isolation.cgroups else []
         script = "\n".join(
             [
                 "#!/bin/sh",
@@ -368,6 +380,7 @@ class LocalSandboxDriver:
         self._egress_sockets.pop(sandbox.sandbox_id, None)
         self._layers.pop(sandbox.sandbox_id, None)
         self._variables.pop(sandbox.sandbox_id, None)
+        self._own_limits.pop(sandbox.sandbox_id, None)
         if not directory.exists():
             return DestroyVerdict.CONFIRMED
         try:
@@ -409,6 +422,7 @@ class LocalSandboxDriver:
         self._egress_sockets.pop(sandbox.sandbox_id, None)
         self._layers.pop(sandbox.sandbox_id, None)
         self._variables.pop(sandbox.sandbox_id, None)
+        self._own_limits.pop(sandbox.sandbox_id, None)
         return await self.create(spec)
 
     def _directory(self, sandbox: Sandbox) -> Path:

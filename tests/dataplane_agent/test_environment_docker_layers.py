@@ -19,7 +19,7 @@ from dataplane_agent.engines.claude_code import BUNDLED_CLI
 from dataplane_agent.environments.docker_layers import DIGEST_LABEL, DockerLayers, image_tag
 from dataplane_agent.environments.layers import BuildRequest, LayerStore
 from dataplane_agent.environments.steps import LayerBuildError
-from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, SandboxSpec
+from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, SandboxLimits, SandboxSpec
 from dataplane_agent.sandboxes.docker import DockerSandboxDriver
 from dataplane_agent.settings import DEFAULT_IMAGE
 from dataplane_agent.state import AgentState, Database
@@ -122,3 +122,24 @@ async def test_the_sweep_removes_an_unused_image_and_keeps_a_used_one(store: Lay
     assert unused.build_digest in removed and used.build_digest not in removed
     assert await _image_labels(unused.image) is None
     assert await _image_labels(used.image) is not None
+
+
+async def test_an_environments_limits_replace_the_drivers_for_its_container(
+    containers: Containers, sandbox_root: Path
+) -> None:
+    driver = DockerSandboxDriver(sandbox_root, installation=containers.installation, agent_id="agent-1")
+    labels = {SESSION_LABEL: "s1", AGENT_LABEL: "agent-1"}
+    limits = SandboxLimits(cpus=0.25, memory_mb=300, pids=99)
+    tight = await driver.create(SandboxSpec(session_id="s1", agent_id="agent-1", labels=labels, limits=limits))
+    roomy = await driver.create(
+        SandboxSpec(session_id="s2", agent_id="agent-1", labels={**labels, SESSION_LABEL: "s2"})
+    )
+    async with aiodocker.Docker() as docker:
+        tight_host = (await docker.containers.container(tight.sandbox_id).show())["HostConfig"]
+        roomy_host = (await docker.containers.container(roomy.sandbox_id).show())["HostConfig"]
+    assert (tight_host["PidsLimit"], tight_host["Memory"], tight_host["NanoCpus"]) == (
+        99,
+        300 * 1024 * 1024,
+        250_000_000,
+    )
+    assert roomy_host["PidsLimit"] == 512 and roomy_host["Memory"] == 2048 * 1024 * 1024

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxSpec
+from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxLimits, SandboxSpec
 from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.settings import AgentSettings
@@ -264,3 +264,21 @@ async def test_groups_it_can_make_but_not_join_are_left_out_and_sandboxes_still_
     assert "tasks are not limited" in warning["missing"]["pids"]
     assert not (await driver.isolation()).pids_limited
     assert await driver.destroy(sandbox) is DestroyVerdict.CONFIRMED
+
+
+async def test_an_environments_limits_replace_the_drivers_for_its_sandbox_only(sandbox_root: Path, bwrap: str) -> None:
+    _require("pids", LocalLimits(), sandbox_root)
+    driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, limits=LocalLimits(pids=1024, memory_mb=2048))
+    tight = await driver.create(
+        SandboxSpec(session_id="tight", agent_id="agent-1", limits=SandboxLimits(pids=24, memory_mb=300))
+    )
+    roomy = await driver.create(SandboxSpec(session_id="roomy", agent_id="agent-1"))
+    forks = "i=0; while [ $i -lt 60 ]; do sleep 5 & i=$((i+1)); done 2>&1; kill $(jobs -p) 2>/dev/null; echo done"
+    tight_run, roomy_run = await _sh(driver, tight, forks), await _sh(driver, roomy, forks)
+    assert "fork" in (tight_run.stdout + tight_run.stderr).lower()  # sh: Cannot fork
+    assert roomy_run.stdout.strip() == "done" and "fork" not in roomy_run.stderr.lower()
+    tight_files, roomy_files = dict(_files(_groups(tight))), dict(_files(_groups(roomy)))
+    assert (tight_files["pids.max"], roomy_files["pids.max"]) == ("24", "1024")
+    memory = tight_files.get("memory.max") or tight_files.get("memory.limit_in_bytes")
+    if memory is not None:
+        assert int(memory) == 300 * 1024 * 1024
