@@ -25,6 +25,7 @@ from astrabox.runner.v1.runner_service_pb2 import EgressRefused
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
 from dataplane_agent.credentials import DirectoryCredentials
 from dataplane_agent.engines.base import EngineAdapter, EngineError
+from dataplane_agent.environments.build_command import LayerBuilds
 from dataplane_agent.environments.layers import LayerBuilder, LayerStore
 from dataplane_agent.environments.local_layers import LocalLayers
 from dataplane_agent.errors import AgentError
@@ -127,7 +128,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             pool=pool,
             settings=ReconcileSettings(interval=settings.reconcile_interval),
         )
-        applier = CommandApplier(db, state, runtimes)
+        builds = LayerBuilds(layers, agent_id, lambda progress: relay.send_progress(progress))
+        applier = CommandApplier(db, state, runtimes, builds)
 
         async def sandbox_of(session_id: str) -> Sandbox | None:
             record = await state.session(session_id)

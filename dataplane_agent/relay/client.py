@@ -28,6 +28,7 @@ import grpc
 import structlog
 
 from astrabox.backoff import Backoff
+from astrabox.environments.v1 import environment_pb2 as env_pb
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
 from dataplane_agent.engines import EngineManifest
@@ -191,6 +192,12 @@ class RelayClient:
             log.info("command_ack_deferred", command_id=ack.command_id)
             return
         stream.send(pb.ConnectRequest(command_ack=ack))
+
+    def send_progress(self, progress: env_pb.BuildProgress) -> None:
+        """A layer build's step, on the current stream; dropped when there is none (progress only)."""
+        stream = self._stream
+        if stream is not None:
+            stream.send(pb.ConnectRequest(build_progress=progress))
 
     async def _workspace_reply(self, reply: pb.WorkspaceReply) -> None:
         stream = self._stream

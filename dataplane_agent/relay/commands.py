@@ -40,6 +40,7 @@ from google.rpc import status_pb2
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import ToolDecision, ToolResult
+from dataplane_agent.environments.build_command import LayerBuilds
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.state import AgentState, Database, Receipt
@@ -82,7 +83,10 @@ class RuntimeOps(Protocol):
 class CommandApplier:
     """Applies commands idempotently and reports their acknowledgements."""
 
-    def __init__(self, db: Database, state: AgentState, runtimes: RuntimeOps) -> None:
+    def __init__(
+        self, db: Database, state: AgentState, runtimes: RuntimeOps, builds: LayerBuilds | None = None
+    ) -> None:
+        self._builds = builds
         self._db = db
         self._state = state
         self._runtimes = runtimes
@@ -146,7 +150,9 @@ class CommandApplier:
         """Apply one command unless already applied; return its acknowledgement, or None for a
         copy from a replaced stream (stale lease), which the control plane sends again."""
         bound = log.bind(command_id=command.command_id, command_seq=command.command_seq, session_id=command.session_id)
-        async with self._session_locks.hold(command.session_id):
+        # A layer build is about no session: builds of different layers go on side by side.
+        key = f"layer:{command.build_layer.build_digest}" if command.HasField("build_layer") else command.session_id
+        async with self._session_locks.hold(key):
             outcome = await self._state.applied(command.command_id)
             if outcome is not None:
                 bound.info("command_already_applied")
@@ -209,6 +215,9 @@ class CommandApplier:
             await self._runtimes.stop_runtime(command.session_id, command.stop_runtime, receipt)
         elif kind == "set_tool_grants":
             await self._runtimes.set_tool_grants(command.session_id, command.set_tool_grants, receipt)
+        elif kind == "build_layer" and self._builds is not None:
+            await self._builds.build(command.build_layer)
+            await self._db.write(receipt)
         else:
             raise CommandRefused(grpc.StatusCode.UNIMPLEMENTED, f"this agent does not know command kind {kind!r}")
         return pb.DESTROY_VERDICT_UNSPECIFIED

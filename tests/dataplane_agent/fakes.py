@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from astrabox.environments.v1 import environment_pb2 as env_pb
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import (
     EngineAdapter,
@@ -36,6 +37,7 @@ from dataplane_agent.engines.base import (
     ToolDecision,
     ToolRequest,
 )
+from dataplane_agent.environments.build_command import LayerBuilds
 from dataplane_agent.environments.layers import LayerStore
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
@@ -391,6 +393,7 @@ async def running_agent(
     model: ModelAccess | None = None,
     egress: EgressProxy | None = None,
     layers: LayerStore | None = None,
+    progress: list[env_pb.BuildProgress] | None = None,
 ) -> AsyncIterator[Agent]:
     """An agent's runtimes and command applier on `path`'s state, with `engine` (a fake, or a real
     adapter with a real driver and `model`, a model route) until the block ends."""
@@ -413,7 +416,8 @@ async def running_agent(
         egress=egress,
         layers=layers,
     )
-    applier = CommandApplier(db, state, runtimes)
+    builds = LayerBuilds(layers, "agent-1", (progress if progress is not None else []).append)
+    applier = CommandApplier(db, state, runtimes, builds)
     await runtimes.recover()
     loops = [asyncio.create_task(runtimes.run()), asyncio.create_task(applier.run())]
     await runtimes.wait_running()

@@ -104,3 +104,46 @@ async def test_a_failed_build_fails_the_start_with_the_package_managers_message(
             assert not any((tmp_path / "layers").glob("[0-9a-f]*"))
     finally:
         await db.close()
+
+
+NIL_SESSION = "00000000-0000-0000-0000-000000000000"
+
+
+async def test_build_layer_builds_ahead_reports_progress_and_acknowledges_the_outcome(
+    tmp_path: Path, sandbox_root: Path, bwrap: str
+) -> None:
+    layers, db = await _store(tmp_path, LocalSandboxDriver(sandbox_root, bwrap=bwrap))
+    good = env_pb.EnvironmentSpec(packages=env_pb.Packages(pip=["six"]))
+    bad = env_pb.EnvironmentSpec(packages=env_pb.Packages(pip=["astrabox-no-such-package-zz"]))
+    progress: list[env_pb.BuildProgress] = []
+    engine, driver = ScriptedEngine(result_turn()), DirectorySandboxDriver(tmp_path / "sandboxes")
+    try:
+        async with running_agent(tmp_path / "agent", engine, driver, layers=layers, progress=progress) as agent:
+            layer = _environment(good)
+            build = pb.BuildLayer(spec=good, build_digest=layer.build_digest)
+            ack = await agent.command(NIL_SESSION, build_layer=build)
+            assert not ack.HasField("error")
+            assert (tmp_path / "layers" / layer.build_digest / "python" / "six.py").is_file()
+            states = [p.state for p in progress]
+            assert states[0] == env_pb.BUILD_STATE_BUILDING and states[-1] == env_pb.BUILD_STATE_READY
+            assert {p.phase for p in progress} >= {"pip", "install", "commit", "ready"}
+            assert all(p.agent_id == "agent-1" and p.build_digest == layer.build_digest for p in progress)
+
+            # Ready already: acknowledged at once, no second build, READY reported.
+            progress.clear()
+            assert not (await agent.command(NIL_SESSION, build_layer=build)).HasField("error")
+            assert [p.state for p in progress] == [env_pb.BUILD_STATE_READY] and layers.builds == 1
+
+            # A session of the environment starts on the layer the command built.
+            assert not (await agent.command("s-1", **start(environment=layer))).HasField("error")
+            assert "runtime_started" in kinds(await agent.outputs("s-1")) and layers.builds == 1
+
+            progress.clear()
+            failing = pb.BuildLayer(spec=bad, build_digest=_environment(bad).build_digest)
+            ack = await agent.command(NIL_SESSION, build_layer=failing)
+            assert ack.error.code == 9  # FAILED_PRECONDITION
+            assert "No matching distribution found for astrabox-no-such-package-zz" in ack.error.message
+            assert progress[-1].state == env_pb.BUILD_STATE_FAILED
+            assert "No matching distribution found" in progress[-1].error
+    finally:
+        await db.close()

@@ -38,20 +38,22 @@ DESTROY_VERDICT_REFUSED: DestroyVerdict
 DESTROY_VERDICT_RETAINED: DestroyVerdict
 
 class ConnectRequest(_message.Message):
-    __slots__ = ("hello", "output_batch", "command_ack", "heartbeat", "workspace_reply", "deltas")
+    __slots__ = ("hello", "output_batch", "command_ack", "heartbeat", "workspace_reply", "deltas", "build_progress")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_BATCH_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ACK_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_REPLY_FIELD_NUMBER: _ClassVar[int]
     DELTAS_FIELD_NUMBER: _ClassVar[int]
+    BUILD_PROGRESS_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     output_batch: OutputBatch
     command_ack: CommandAck
     heartbeat: Heartbeat
     workspace_reply: WorkspaceReply
     deltas: DeltaBatch
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., output_batch: _Optional[_Union[OutputBatch, _Mapping]] = ..., command_ack: _Optional[_Union[CommandAck, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., workspace_reply: _Optional[_Union[WorkspaceReply, _Mapping]] = ..., deltas: _Optional[_Union[DeltaBatch, _Mapping]] = ...) -> None: ...
+    build_progress: _environment_pb2.BuildProgress
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., output_batch: _Optional[_Union[OutputBatch, _Mapping]] = ..., command_ack: _Optional[_Union[CommandAck, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., workspace_reply: _Optional[_Union[WorkspaceReply, _Mapping]] = ..., deltas: _Optional[_Union[DeltaBatch, _Mapping]] = ..., build_progress: _Optional[_Union[_environment_pb2.BuildProgress, _Mapping]] = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
     __slots__ = ("welcome", "output_ack", "command", "heartbeat_ack", "workspace_request")
@@ -356,7 +358,7 @@ class OutputAck(_message.Message):
     def __init__(self, committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., error_session_id: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task", "stop_runtime", "set_tool_grants")
+    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task", "stop_runtime", "set_tool_grants", "build_layer")
     COMMAND_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_GENERATION_FIELD_NUMBER: _ClassVar[int]
@@ -370,6 +372,7 @@ class Command(_message.Message):
     STOP_TASK_FIELD_NUMBER: _ClassVar[int]
     STOP_RUNTIME_FIELD_NUMBER: _ClassVar[int]
     SET_TOOL_GRANTS_FIELD_NUMBER: _ClassVar[int]
+    BUILD_LAYER_FIELD_NUMBER: _ClassVar[int]
     command_seq: int
     command_id: str
     lease_generation: int
@@ -383,7 +386,16 @@ class Command(_message.Message):
     stop_task: StopTask
     stop_runtime: StopRuntime
     set_tool_grants: SetToolGrants
-    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ..., stop_runtime: _Optional[_Union[StopRuntime, _Mapping]] = ..., set_tool_grants: _Optional[_Union[SetToolGrants, _Mapping]] = ...) -> None: ...
+    build_layer: BuildLayer
+    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ..., stop_runtime: _Optional[_Union[StopRuntime, _Mapping]] = ..., set_tool_grants: _Optional[_Union[SetToolGrants, _Mapping]] = ..., build_layer: _Optional[_Union[BuildLayer, _Mapping]] = ...) -> None: ...
+
+class BuildLayer(_message.Message):
+    __slots__ = ("spec", "build_digest")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    BUILD_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    spec: _environment_pb2.EnvironmentSpec
+    build_digest: str
+    def __init__(self, spec: _Optional[_Union[_environment_pb2.EnvironmentSpec, _Mapping]] = ..., build_digest: _Optional[str] = ...) -> None: ...
 
 class AnswerInteraction(_message.Message):
     __slots__ = ("interaction_id", "allow", "deny", "tool_result")
