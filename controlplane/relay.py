@@ -29,6 +29,7 @@ from astrabox.runner.v1 import runner_service_pb2_grpc as runner_grpc
 from controlplane.agents import AgentHello, Agents, Lease, agent_key
 from controlplane.deltas import DeltaHub
 from controlplane.engines import ManifestInvalid, declared_manifests
+from controlplane.environments.builds import BuildProgressHub
 from controlplane.errors import KernelError
 from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.leases import LeaseKeeper, LeaseStoreUnavailable
@@ -75,8 +76,10 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         settings: RelaySettings,
         router: WorkspaceRouter,
         deltas: DeltaHub | None = None,
+        builds: BuildProgressHub | None = None,
     ) -> None:
         self._deltas = deltas or DeltaHub()
+        self._builds = builds if builds is not None else BuildProgressHub()
         self._agents = agents
         self._leases = leases
         self._committer = committer
@@ -118,6 +121,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             self._router,
             bound,
             self._deltas,
+            self._builds,
         )
         try:
             async with (
@@ -181,7 +185,9 @@ class _AgentStream:
         router: WorkspaceRouter,
         log: structlog.BoundLogger,
         deltas: DeltaHub,
+        builds: BuildProgressHub,
     ) -> None:
+        self._builds = builds
         self._agent_id = agent_id
         self._deltas = deltas
         self._router = router
@@ -284,6 +290,8 @@ class _AgentStream:
             elif kind == "workspace_reply":
                 # Waits (bounded) for a slow client: gRPC flow control then slows the agent.
                 await self._router.deliver(request.workspace_reply)
+            elif kind == "build_progress":
+                self._builds.publish(self._agent_id, request.build_progress)
             else:
                 self._log.warning("relay_unexpected_message", kind=kind)
 

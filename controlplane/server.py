@@ -34,6 +34,7 @@ from controlplane.deltas import DeltaHub
 from controlplane.destructions import DestroyRetries
 from controlplane.edge import Edge
 from controlplane.environments.api import EnvironmentServicer
+from controlplane.environments.builds import BuildProgressHub
 from controlplane.environments.definitions import EnvironmentDefinitions
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.health import HealthMonitor
@@ -202,6 +203,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         workspace = WorkspaceFiles(kernel, router, Quotas(pool))
         _add_session_kernel_service(SessionKernelServicer(kernel, conversation, workspace), server)
         leases = LeaseKeeper(settings.database_url, settings.lease_ttl)
+        build_progress = BuildProgressHub()
         relay = RunnerServicer(
             agents,
             leases,
@@ -215,6 +217,9 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             RelaySettings(admission, settings.heartbeat_interval),
             router,
             deltas,
+            # BuildEnvironment's progress (controlplane.environments.builds), served with the
+            # EnvironmentService: EnvironmentBuilds(pool, journal, agents, build_progress).
+            build_progress,
         )
         credentials = CredentialStore(pool, keys, page_tokens)
         resolver = CredentialResolver(pool, admission, credentials)

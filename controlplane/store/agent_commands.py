@@ -68,3 +68,11 @@ async def prune_done(db: asyncpg.Connection | asyncpg.Pool, older_than: timedelt
         limit,
     )
     return deleted
+
+
+async def outcome(db: asyncpg.Connection | asyncpg.Pool, command_id: str) -> str | None:
+    """The agent's verdict on the command: "" done, else its error; None while unacknowledged."""
+    row = await db.fetchrow("SELECT acked_at, error FROM agent_commands WHERE command_id = $1", command_id)
+    if row is None or row["acked_at"] is None:
+        return None
+    return str(row["error"] or "")

@@ -214,3 +214,9 @@ async def expire(conn: asyncpg.Connection, agent_id: str) -> None:
     await conn.execute(
         "UPDATE agents SET generation = generation + 1, lease_expires_at = now() WHERE agent_id = $1", agent_id
     )
+
+
+async def live_agents(db: asyncpg.Connection | asyncpg.Pool) -> list[str]:
+    """The agents whose lease has not expired, by id."""
+    rows = await db.fetch("SELECT agent_id FROM agents WHERE lease_expires_at > now() ORDER BY agent_id")
+    return [str(row["agent_id"]) for row in rows]

@@ -35,6 +35,7 @@ class EnvironmentServiceStub:
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
+    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected),
     NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
     builds layers ahead of time), and those every service shares (see
     SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
@@ -96,6 +97,7 @@ class EnvironmentServiceServicer:
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
+    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected),
     NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
     builds layers ahead of time), and those every service shares (see
     SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
@@ -217,6 +219,7 @@ class EnvironmentService:
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
+    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected),
     NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
     builds layers ahead of time), and those every service shares (see
     SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
