@@ -81,6 +81,19 @@ async def test_sessions_of_an_environment_use_its_packages_and_share_one_build(
             record = await agent.state.session("s-2")
             assert pb.RuntimeEnvironment.FromString(record.environment) == environment
             assert await agent.runtimes.layers_in_use() == {environment.build_digest}
+
+        # A new agent process on the same state (a new driver, which knows nothing of the sandbox):
+        # the next message starts the engine again, in a sandbox with the same environment.
+        again = LocalSandboxDriver(sandbox_root, bwrap=bwrap)
+        async with running_agent(
+            tmp_path / "agent", ClaudeCodeAdapter(), again, model=model_route, layers=layers
+        ) as agent:
+            await agent.command("s-2", **deliver("t-2", run, "bypassPermissions"))
+            outputs = await agent.wait_for("s-2", "ResultMessage", 2, timeout=TURN_TIMEOUT)
+            [result] = [o for o in outputs if o.turn_id == "t-2" and o.engine_message.type_name == "ResultMessage"]
+            text = str(json.loads(result.engine_message.payload_json)["result"])
+            assert "tree v" in text and "six" in text and "ship=Nautilus" in text, text
+            assert layers.builds == 1
     finally:
         await db.close()
 
