@@ -25,13 +25,12 @@ import aiodocker
 from dataplane_agent.environments.downloads import download
 from dataplane_agent.environments.layers import DIGEST, BuildRequest, Layer, Progress
 from dataplane_agent.environments.steps import LayerBuildError, tail
-from dataplane_agent.sandboxes.base import SandboxError
+from dataplane_agent.sandboxes.base import LAYER_BUILD_LABEL, SandboxError
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 from dataplane_agent.sandboxes.layer_mount import INNER_LAYER, layer_env
 
 REPOSITORY = "astrabox/env"
 DIGEST_LABEL = "astrabox.build_digest"
-BUILD_LABEL = "astrabox.layer_build"
 _BUILD_TIMEOUT = 900.0
 
 
@@ -96,7 +95,7 @@ class DockerLayers:
     async def clean(self) -> None:
         await asyncio.to_thread(shutil.rmtree, self._root / ".staging", True)
         async with self._engine.client("remove unfinished environment builds") as docker:
-            for container in await docker.containers.list(all=True, filters={"label": [BUILD_LABEL]}):
+            for container in await docker.containers.list(all=True, filters={"label": [LAYER_BUILD_LABEL]}):
                 with contextlib.suppress(aiodocker.DockerError):
                     await container.delete(force=True)
 
@@ -119,7 +118,7 @@ class DockerLayers:
         """The base image's dpkg database (its `status` file), for apt to resolve against."""
         async with self._engine.client("read the base image's package database") as docker:
             container = await docker.containers.create(
-                {"Image": self._base, "Cmd": ["true"], "Labels": {BUILD_LABEL: "status"}}
+                {"Image": self._base, "Cmd": ["true"], "Labels": {LAYER_BUILD_LABEL: "status"}}
             )
             try:
                 archive = await container.get_archive("/var/lib/dpkg/status")
@@ -143,7 +142,7 @@ class DockerLayers:
                 f"ASTRABOX_SETUP={request.setup_script}",
                 f"ASTRABOX_LAYER={INNER_LAYER}",
             ],
-            "Labels": {BUILD_LABEL: request.build_digest},
+            "Labels": {LAYER_BUILD_LABEL: request.build_digest},
             "HostConfig": {
                 "NetworkMode": "none",
                 "Mounts": [{"Type": "bind", "Source": str(downloads), "Target": "/downloads", "ReadOnly": True}],

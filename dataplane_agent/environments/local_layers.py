@@ -20,10 +20,9 @@ from pathlib import Path
 from dataplane_agent.environments.downloads import download
 from dataplane_agent.environments.layers import DIGEST, BuildRequest, Layer, Progress
 from dataplane_agent.environments.steps import LayerBuildError, run_step
-from dataplane_agent.sandboxes.base import AGENT_LABEL, Sandbox, SandboxDriver, SandboxSpec
+from dataplane_agent.sandboxes.base import AGENT_LABEL, LAYER_BUILD_LABEL, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.sandboxes.layer_mount import layer_env
 
-BUILD_LABEL = "astrabox.layer_build"
 _STAGING = ".staging"
 
 
@@ -105,7 +104,7 @@ class LocalLayers:
         spec = SandboxSpec(
             session_id=f"layer-{request.build_digest[:20]}-{secrets.token_hex(3)}",
             agent_id=self._agent_id,
-            labels={AGENT_LABEL: self._agent_id, BUILD_LABEL: request.build_digest},
+            labels={AGENT_LABEL: self._agent_id, LAYER_BUILD_LABEL: request.build_digest},
         )
         sandbox = await self._driver.create(spec)
         try:

@@ -50,6 +50,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
+    LAYER_BUILD_LABEL,
     POOL_LABEL,
     DestroyVerdict,
     ListedSandbox,
@@ -60,6 +61,9 @@ from dataplane_agent.sandboxes.base import (
 from dataplane_agent.state import AgentState, SessionRecord
 
 log = structlog.get_logger(__name__)
+
+# When this agent process started: a layer-build sandbox older than that is a crashed build's.
+_STARTED = time.time()
 
 ADOPTED = "adopted"
 DESTROYED = "destroyed"
@@ -422,6 +426,12 @@ class Reconciler:
 
     async def _settle_unrecorded(self, item: ListedSandbox, recorded: Collection[str], done: Pass) -> None:
         sandbox = item.sandbox
+        if item.labels.get(LAYER_BUILD_LABEL):
+            # A layer's build (environments): its own end removes it; one made before this process
+            # started is what a crash left, removed without a report (it is no session's).
+            if item.created_at < _STARTED:
+                await self._destroy(item, "an environment build an earlier agent process left", done, report=False)
+            return
         if pool_key(item):
             if self._pool is not None and self._pool.owns(item):
                 return

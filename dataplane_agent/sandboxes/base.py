@@ -91,6 +91,8 @@ AGENT_LABEL = "astrabox.agent_id"
 INSTALLATION_LABEL = "astrabox.installation"
 # Set on a warm-pool sandbox: the key of the template it was made from.
 POOL_LABEL = "astrabox.pool"
+# Set on a sandbox (or container) building an environment's layer: the build digest.
+LAYER_BUILD_LABEL = "astrabox.layer_build"
 
 
 class SandboxError(Exception):

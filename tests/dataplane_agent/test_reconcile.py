@@ -11,9 +11,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.runtimes import reconcile
 from dataplane_agent.runtimes.reconcile import (
     LocalDirectoryInventory,
     Placements,
@@ -21,7 +24,14 @@ from dataplane_agent.runtimes.reconcile import (
     ReconcileSettings,
 )
 from dataplane_agent.runtimes.runtimes import Runtimes
-from dataplane_agent.sandboxes.base import POOL_LABEL, DestroyVerdict, ListedSandbox, SandboxDriver, SandboxSpec
+from dataplane_agent.sandboxes.base import (
+    LAYER_BUILD_LABEL,
+    POOL_LABEL,
+    DestroyVerdict,
+    ListedSandbox,
+    SandboxDriver,
+    SandboxSpec,
+)
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.state import AgentState, Database
 from dataplane_agent.turns.transcripts import TranscriptStore
@@ -334,3 +344,23 @@ async def test_an_idle_sessions_vanished_sandbox_is_rebuilt_without_waiting_for_
         assert "runtime_lost" not in kinds(
             [o for o in await node.outbox.pending({}, limit=1000) if o.session_id == "s-busy"]
         )
+
+
+async def test_a_layer_builds_sandbox_is_left_to_its_build_and_a_crashed_ones_removed_unreported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "sandboxes"
+    driver = LocalSandboxDriver(root)
+    building = SandboxSpec(session_id="layer-0123abcd-aa", agent_id=AGENT, labels={LAYER_BUILD_LABEL: "0123abcd" * 8})
+    await driver.create(building)
+    async with agent_process(tmp_path, driver) as node:
+        node.welcome()
+        # Made during this process's life: a build under way, never an orphan session's sandbox.
+        monkeypatch.setattr(reconcile, "_STARTED", 0.0)
+        assert (await node.reconciler.reconcile()).destroyed == []
+        assert local_dirs(root) == ["local-layer-0123abcd-aa"]
+        # Made before it: what a crashed build left, removed, and reported for no session.
+        monkeypatch.setattr(reconcile, "_STARTED", time.time() + 60)
+        assert (await node.reconciler.reconcile()).destroyed == ["local-layer-0123abcd-aa"]
+        assert local_dirs(root) == []
+        assert await node.outbox.pending({}, limit=100) == []
