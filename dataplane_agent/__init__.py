@@ -53,9 +53,13 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
                      installed into the sandbox (skills.py), the client's custom tools, an
                      in-process MCP server (custom_tools.py), and the SDK's partial messages as
                      deltas (partial.py)
+    environments/    environment layers: packages fetched on the host (no package code runs), installed
+                     in a sandbox without network, one build per digest (a prefix directory the local
+                     driver mounts, a derived image for docker), failures in the manager's own words,
+                     unused ones swept; BuildLayer commands (build_command.py)
     sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks
     offline_model/   the built-in offline model, an Anthropic-compatible endpoint on loopback
 
-Imports go downwards: main → relay, runtimes → turns, workspace, pool, routes → engines,
+Imports go downwards: main → relay, runtimes → turns, workspace, pool, routes, environments → engines,
 sandboxes → state, errors, credentials. Nothing here imports `controlplane` (see the import contracts).
 """

@@ -162,7 +162,11 @@ class LayerStore:
                 # A start that took it meanwhile recorded its use under this lock: keep it.
                 if now - (await self.uses.layer_uses()).get(digest, now) < self.retention:
                     continue
-                await self.builder.remove(digest)
+                try:
+                    await self.builder.remove(digest)
+                except Exception as exc:  # e.g. Docker keeps an image a retained container uses
+                    log.warning("layer_not_removed", build_digest=digest, error=f"{type(exc).__name__}: {exc}")
+                    continue
                 await self.uses.forget_layer(digest)
             removed.append(digest)
             log.info("layer_removed", build_digest=digest, unused_days=round((now - last) / 86400, 1))
