@@ -70,6 +70,16 @@ class SessionEnvironment:
     variables: Mapping[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
 
+    @property
+    def layered(self) -> bool:
+        """It has a layer (a directory or an image) its sandboxes mount."""
+        return self.layer is not None or bool(self.image)
+
+    @property
+    def plain(self) -> bool:
+        """Its sandboxes are the built-in environment's (a warm pool's serve it)."""
+        return not self.layered and not self.variables and self.limits == SandboxLimits()
+
 
 class Launcher:
     """Sandboxes and engines for the sessions of one agent."""
@@ -126,14 +136,17 @@ class Launcher:
         if not runtime_environment:
             return None
         environment = pb.RuntimeEnvironment.FromString(runtime_environment)
-        request = BuildRequest.from_spec(environment.build_digest, environment.spec)
-        variables = dict(environment.spec.variables)
-        asked = environment.spec.limits
+        spec = environment.spec
+        variables = dict(spec.variables)
         limits = SandboxLimits(
-            cpus=asked.cpu_millis / 1000, memory_mb=asked.memory_bytes // (1024 * 1024), pids=int(asked.pids)
+            cpus=spec.limits.cpu_millis / 1000,
+            memory_mb=spec.limits.memory_bytes // (1024 * 1024),
+            pids=int(spec.limits.pids),
         )
-        if request.empty:
-            return SessionEnvironment(variables=variables, limits=limits)
+        packages = spec.packages
+        if not (packages.apt or packages.pip or packages.npm or spec.setup_script):
+            return SessionEnvironment(variables=variables, limits=limits)  # nothing to build: no layer
+        request = BuildRequest.from_spec(environment.build_digest, spec)
         if self._layers is None:
             raise LayerBuildError(
                 "check", f"the {self._driver.name} sandbox driver of this agent does not build environment layers"
@@ -162,7 +175,7 @@ class Launcher:
         """A warm one for a session new here, else one created (or re-opened) by the driver. The
         pool's sandboxes are the built-in environment's: a session with its own gets a fresh one."""
         spec = self.spec(session_id, environment)
-        if fresh and self._pool is not None and environment is None:
+        if fresh and self._pool is not None and (environment is None or environment.plain):
             claimed = await self._pool.claim(spec)
             if claimed is not None:
                 return claimed.sandbox, claimed

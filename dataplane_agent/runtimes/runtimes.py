@@ -208,7 +208,7 @@ class Runtimes:
                 self._placements.released(session_id)
                 self._launcher.forget(session_id)
             return
-        if environment is not None:
+        if environment is not None and environment.layered:
             await self._outbox.append(
                 session_id, "", pb.StartupPhase(phase="environment", duration_ms=_ms_since(began))
             )
