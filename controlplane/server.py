@@ -34,7 +34,7 @@ from controlplane.deltas import DeltaHub
 from controlplane.destructions import DestroyRetries
 from controlplane.edge import Edge
 from controlplane.environments.api import EnvironmentServicer
-from controlplane.environments.builds import BuildProgressHub
+from controlplane.environments.builds import BuildProgressHub, EnvironmentBuilds
 from controlplane.environments.definitions import EnvironmentDefinitions
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.health import HealthMonitor
@@ -217,9 +217,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             RelaySettings(admission, settings.heartbeat_interval),
             router,
             deltas,
-            # BuildEnvironment's progress (controlplane.environments.builds), served with the
-            # EnvironmentService: EnvironmentBuilds(pool, journal, agents, build_progress).
-            build_progress,
+            build_progress,  # BuildEnvironment's progress, from the agents' streams (environments.builds)
         )
         credentials = CredentialStore(pool, keys, page_tokens)
         resolver = CredentialResolver(pool, admission, credentials)
@@ -227,7 +225,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         _add_credential_service(CredentialServicer(credentials), server)
         _add_admin_service(AdminServicer(pool, admission), server)
         _add_agent_service(AgentServicer(definitions), server)
-        _add_environment_service(EnvironmentServicer(environments), server)
+        builds = EnvironmentBuilds(pool, journal, agents, build_progress)
+        _add_environment_service(EnvironmentServicer(environments, builds), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -3,8 +3,8 @@ protobuf out.
 
 Like AgentService its requests are bounded here and in `specs`, not by the edge's table of fields
 (`controlplane.validation.FIELDS`): a spec's fields have meanings of their own, and a refusal names
-the spec's field by its path. BuildEnvironment is the data-plane agents' (their layers); until they
-build, it answers UNIMPLEMENTED and says so.
+the spec's field by its path. BuildEnvironment queues the version's layer build on the agents and
+streams their progress (`builds`); a control plane made without builds answers UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from astrabox.environments.v1 import environment_pb2 as epb
 from astrabox.environments.v1 import environment_service_pb2 as pb
 from astrabox.environments.v1 import environment_service_pb2_grpc as pb_grpc
 from controlplane.convert import timestamp
+from controlplane.environments.builds import EnvironmentBuilds
 from controlplane.environments.definitions import EnvironmentDefinitions, EnvironmentRecord, EnvironmentVersionRecord
 from controlplane.errors import KernelError, Unimplemented
 from controlplane.identity import callers
@@ -47,7 +48,8 @@ def version_to_proto(record: EnvironmentVersionRecord) -> epb.EnvironmentVersion
 
 
 class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
-    def __init__(self, definitions: EnvironmentDefinitions) -> None:
+    def __init__(self, definitions: EnvironmentDefinitions, builds: EnvironmentBuilds | None = None) -> None:
+        self._builds = builds
         self._definitions = definitions
 
     @maps_errors
@@ -116,15 +118,20 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         )
 
     async def BuildEnvironment(self, request: pb.BuildEnvironmentRequest, context: grpc.aio.ServicerContext) -> None:
-        """Streams nothing yet: answers UNIMPLEMENTED once the version is known to exist (a wrong name
-        is told as such). Part of the data-plane agents' layers, served when they build."""
+        """The version's layer built on every live agent (or the one named), each agent's progress
+        streamed until it is READY or FAILED; cancelling the call cancels no build."""
         try:
-            await self._definitions.get(callers.current().project_id, request.environment, request.version)
-            raise Unimplemented(
-                BUILDS_NOT_SERVED,
-                "this control plane does not build environment layers ahead of time yet; a session's first"
-                " start builds its environment's layer",
-                "environment",
-            )
+            _, version = await self._definitions.get(callers.current().project_id, request.environment, request.version)
+            if self._builds is None:
+                raise Unimplemented(
+                    BUILDS_NOT_SERVED,
+                    "this control plane does not build environment layers ahead of time; a session's first"
+                    " start builds its environment's layer",
+                    "environment",
+                )
+            agents = await self._builds.targets(request.agent_id)
         except KernelError as error:
             await context.abort_with_status(to_status(error))
+            return
+        async for progress in self._builds.build(version.spec, version.build_digest, agents):
+            await context.write(pb.BuildEnvironmentResponse(progress=progress))

@@ -344,7 +344,7 @@ async def test_a_viewer_reads_environments_but_cannot_change_them(running, calle
     assert await stored(running) == (1, 1)
 
 
-async def test_building_ahead_is_not_served_yet_and_says_so(running, callers) -> None:
+async def test_building_ahead_needs_a_connected_agent_and_says_so(running, callers) -> None:
     await callers.developer.CreateEnvironment(pb.CreateEnvironmentRequest(request_id="r", name="py"))
 
     async def build(name: str) -> Refusal:
@@ -357,9 +357,9 @@ async def test_building_ahead_is_not_served_yet_and_says_so(running, callers) ->
         assert info is not None
         return Refusal(failed.value.code(), info.reason, "", failed.value.details(), dict(info.metadata))
 
-    unserved = await build("py")
-    assert (unserved.code, unserved.reason) == (grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED")
-    assert "first start builds" in unserved.message
+    nowhere = await build("py")
+    assert nowhere.reason == "NO_AGENT_AVAILABLE"
+    assert "no data-plane agent is connected" in nowhere.message
     assert (await build("nobody")).reason == "ENVIRONMENT_NOT_FOUND"
 
 

@@ -35,9 +35,8 @@ class EnvironmentServiceStub:
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
-    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected),
-    NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
-    builds layers ahead of time), and those every service shares (see
+    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected), and
+    those every service shares (see
     SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
     cannot be reached; retry, the request ids make a repeat take effect once),
     DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
@@ -97,9 +96,8 @@ class EnvironmentServiceServicer:
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
-    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected),
-    NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
-    builds layers ahead of time), and those every service shares (see
+    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected), and
+    those every service shares (see
     SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
     cannot be reached; retry, the request ids make a repeat take effect once),
     DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
@@ -219,9 +217,8 @@ class EnvironmentService:
     INVALID_ENVIRONMENT_SPEC (with the offending field's path in the
     metadata, e.g. "spec.packages.pip[2]"), CREDENTIAL_NOT_FOUND (a binding
     names a credential the project does not have), NO_AGENT_AVAILABLE,
-    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected),
-    NOT_IMPLEMENTED (UNIMPLEMENTED: BuildEnvironment, until this control plane
-    builds layers ahead of time), and those every service shares (see
+    AGENT_NOT_CONNECTED (BuildEnvironment's agent_id is not connected), and
+    those every service shares (see
     SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the database
     cannot be reached; retry, the request ids make a repeat take effect once),
     DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
