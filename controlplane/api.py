@@ -89,6 +89,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
                 agent_version=request.agent_version,
                 environment=request.environment,
                 environment_version=request.environment_version,
+                git_source=request.git_source if request.HasField("git_source") else None,
             )
         )
         return pb.CreateSessionResponse(session=session_to_proto(record))

@@ -8,6 +8,7 @@ from typing import cast
 
 from google.protobuf import json_format, timestamp_pb2
 
+from astrabox.environments.v1 import environment_pb2
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as kernel_pb2
 from controlplane import session_config
@@ -83,6 +84,7 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         environment=_environment(record),
         config=session_config.decode(record.config, record.engine, record.permission_mode, record.model),
         usage=usage_to_proto(record.usage),
+        git_source=environment_pb2.GitSource.FromString(record.git_source) if record.git_source else None,
     )
 
 

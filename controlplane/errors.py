@@ -5,7 +5,8 @@
     │                                                   PAGE_TOKEN_INVALID, PERMISSION_MODE_INVALID,
     │                                                   PATH_OUTSIDE_WORKSPACE, INVALID_AGENT_SPEC,
     │                                                   INVALID_ENVIRONMENT_SPEC,
-    │                                                   LABEL_SELECTOR_INVALID, PAGE_TOKEN_FILTERS_CHANGED
+    │                                                   LABEL_SELECTOR_INVALID, PAGE_TOKEN_FILTERS_CHANGED,
+    │                                                   INVALID_GIT_SOURCE
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
     ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
     ├── TaskNotFound           NOT_FOUND            reason TASK_NOT_FOUND

@@ -25,8 +25,9 @@ import structlog
 from google.protobuf import json_format
 
 from astrabox.agents.v1 import agent_pb2
+from astrabox.environments.v1 import environment_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import named_definitions, quotas, requests, session_config, store, validation
+from controlplane import git_sources, named_definitions, quotas, requests, session_config, store, validation
 from controlplane.agent_definitions.definitions import AgentDefinitions, ResolvedAgent
 from controlplane.agents import Agents
 from controlplane.deltas import DeltaHub, DeltaOrder, DeltaQueue, LiveDelta
@@ -62,22 +63,26 @@ class CreateSession:
     # An environment's name or id in the project, and the version to pin (0: the newest); empty: the built-in one.
     environment: str = ""
     environment_version: int = 0
+    # The git repository to clone into the workspace before the first turn (None: none).
+    git_source: environment_pb2.GitSource | None = None
 
 
 def _fingerprint(request: CreateSession, config: agent_pb2.AgentSpec) -> str:
     """What a retry of `request` must ask again. With an agent, the request as asked: "the newest
     version" may be another one by the retry, which then returns the session its first call made.
     The environment likewise, as asked (and only when asked, so that the fingerprints of sessions
-    created without one stay what they were)."""
-    environment = (
+    created without one stay what they were), and the git source when there is one."""
+    asked: dict[str, object] = (
         {"environment": request.environment, "environment_version": request.environment_version}
         if request.environment
         else {}
     )
+    if request.git_source:
+        asked["git_source"] = json_format.MessageToDict(request.git_source)
     if not request.agent:
         mode, model = config.permission_mode, request.model
         return requests.fingerprint(
-            engine=config.engine, permission_mode=mode, model=model, labels=dict(request.labels), **environment
+            engine=config.engine, permission_mode=mode, model=model, labels=dict(request.labels), **asked
         )
     return requests.fingerprint(
         engine=request.engine,
@@ -86,7 +91,7 @@ def _fingerprint(request: CreateSession, config: agent_pb2.AgentSpec) -> str:
         labels=dict(request.labels),
         agent=request.agent,
         agent_version=request.agent_version,
-        **environment,
+        **asked,
     )
 
 
@@ -115,6 +120,8 @@ class SessionKernel:
 
     async def create_session(self, request: CreateSession) -> SessionRecord:
         validation.client_id("request_id", request.request_id)
+        if request.git_source is not None:
+            request = dataclasses.replace(request, git_source=git_sources.checked(request.git_source))
         pinned = None
         if request.agent:
             pinned = await self._definitions.resolve(request.project_id, request.agent, request.agent_version)
@@ -206,13 +213,20 @@ class SessionKernel:
                     environment.environment_id, environment.name, environment.version, environment.build_digest, spec
                 )
             )
+        if request.git_source is not None:
+            await store.sessions.set_git_source(tx.conn, session_id, request.git_source.SerializeToString())
         command_id = await self._agents.enqueue(
             tx,
             agent_id,
             session_id,
             runner_pb2.Command(
                 start_runtime=runner_pb2.StartRuntime(
-                    engine=engine, permission_mode=mode, model=model, config=config, environment=runtime_environment
+                    engine=engine,
+                    permission_mode=mode,
+                    model=model,
+                    config=config,
+                    environment=runtime_environment,
+                    git_source=request.git_source,
                 )
             ),
         )
@@ -223,6 +237,8 @@ class SessionKernel:
             "request_id": request.request_id,
             "config": json_format.MessageToDict(config),
         }
+        if request.git_source is not None:
+            created["git_source"] = json_format.MessageToDict(request.git_source)
         if pinned is not None:
             created["agent"] = {"agent_id": pinned.agent_id, "name": pinned.name, "version": pinned.version}
         if environment is not None:

@@ -204,6 +204,8 @@ class SessionRecord:
     # serialized astrabox.agents.v1.AgentSpec (`controlplane.session_config`).
     agent: SessionAgent | None = None
     config: bytes = b""
+    # The git repository it started with: a serialized GitSource, empty for none.
+    git_source: bytes = b""
     # What its turns used so far (`controlplane.usage`).
     usage: Usage = field(default_factory=Usage)
     # The environment version it pins (None: the built-in environment).
@@ -250,5 +252,6 @@ class SessionRecord:
             agent=SessionAgent.from_row(row),
             config=bytes(row["config"]) if "config" in keys else b"",
             environment=SessionEnvironment.from_row(row),
+            git_source=bytes(row["git_source"] or b"") if "git_source" in keys else b"",
             usage=Usage.totals_of(row) if "usage_turns" in keys else Usage(),
         )

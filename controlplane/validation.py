@@ -219,6 +219,10 @@ FIELDS: dict[str, Check] = {
     "agent_version": _range(0, 2**31 - 1),
     "environment": _string(128, printable=True),
     "environment_version": _range(0, 2**31 - 1),
+    # CreateSessionRequest.git_source (their meaning is checked in controlplane.git_sources).
+    "url": _string(2048, printable=True),
+    "ref": _string(256, printable=True),
+    "directory": _string(1024, printable=True),
     "role": _range(0, 3),
     # A google.protobuf.Timestamp (expire_time): 0001-01-01 to 9999-12-31, as the type allows.
     "seconds": _range(-62135596800, 253402300799),

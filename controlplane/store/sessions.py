@@ -149,6 +149,11 @@ async def set_environment(
     )
 
 
+async def set_git_source(conn: asyncpg.Connection, session_id: str, git_source: bytes) -> None:
+    """The git repository the new session starts with (a serialized GitSource)."""
+    await conn.execute("UPDATE sessions SET git_source = $2 WHERE session_id = $1", session_id, git_source)
+
+
 async def lock(conn: asyncpg.Connection, session_id: str) -> asyncpg.Record | None:
     """Lock the session row for the rest of the transaction and return it."""
     return await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)

@@ -25,6 +25,7 @@ import pytest_asyncio
 from google.protobuf import timestamp_pb2
 from google.protobuf.message import Message
 
+from astrabox.environments.v1 import environment_pb2
 from astrabox.runner.v1 import runner_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
@@ -175,6 +176,16 @@ class Values:
             entries["big"] = self.huge()
         return entries
 
+    def git_source(self) -> environment_pb2.GitSource:
+        urls = ["http://127.0.0.1:8080/r.git", "ext::sh -c x", "file:///etc", "http://u:p@h/r", "https://", "ftp://h/r"]
+        refs = ["", "main", "v1.0", "-oops", "a..b", "refs/heads/x", "a b", "0" * 40]
+        dirs = ["", "src", "a/../..", "/abs", "./x//y", "\x00"]
+        return environment_pb2.GitSource(
+            url=self.either(lambda: self.rng.choice(urls)),
+            ref=self.either(lambda: self.rng.choice(refs)),
+            directory=self.either(lambda: self.rng.choice(dirs)),
+        )
+
     def chunk(self) -> bytes:
         size = self.rng.choice([0, 10, 4096, MB, MB + 1, 2 * MB])
         return bytes(self.remember(b"\x00" * size))
@@ -191,6 +202,7 @@ def request_for(rpc: str, v: Values) -> Message:
             labels=v.labels(),
             environment=v.either(lambda: rng.choice(["", "py", "Py", str(uuid.uuid4())])),
             environment_version=rng.choice([0, 0, 1, 2**31 - 1, -1]),
+            git_source=rng.choice([None, v.git_source()]),
         )
     if rpc == "GetSession":
         return pb.GetSessionRequest(session_id=v.session_id())

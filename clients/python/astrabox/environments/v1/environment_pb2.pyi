@@ -165,3 +165,13 @@ class BuildProgress(_message.Message):
     error: str
     time: _timestamp_pb2.Timestamp
     def __init__(self, agent_id: _Optional[str] = ..., build_digest: _Optional[str] = ..., state: _Optional[_Union[BuildState, str]] = ..., phase: _Optional[str] = ..., message: _Optional[str] = ..., percent: _Optional[int] = ..., error: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GitSource(_message.Message):
+    __slots__ = ("url", "ref", "directory")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    ref: str
+    directory: str
+    def __init__(self, url: _Optional[str] = ..., ref: _Optional[str] = ..., directory: _Optional[str] = ...) -> None: ...

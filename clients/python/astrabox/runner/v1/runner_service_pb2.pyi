@@ -449,7 +449,7 @@ class StopTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class StartRuntime(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config", "tool_grants", "environment")
+    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config", "tool_grants", "environment", "git_source")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -459,6 +459,7 @@ class StartRuntime(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     TOOL_GRANTS_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    GIT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
@@ -468,7 +469,8 @@ class StartRuntime(_message.Message):
     config: _agent_pb2.AgentSpec
     tool_grants: _containers.RepeatedCompositeFieldContainer[ToolGrant]
     environment: RuntimeEnvironment
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ..., environment: _Optional[_Union[RuntimeEnvironment, _Mapping]] = ...) -> None: ...
+    git_source: _environment_pb2.GitSource
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ..., environment: _Optional[_Union[RuntimeEnvironment, _Mapping]] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ...) -> None: ...
 
 class RuntimeEnvironment(_message.Message):
     __slots__ = ("environment_id", "name", "version", "spec", "build_digest")

@@ -45,6 +45,8 @@ class SessionKernelServiceStub:
     a listing with other filters
     LABEL_SELECTOR_INVALID   (INVALID_ARGUMENT) ListSessions' label selector is not
     one; the message says which requirement and why
+    INVALID_GIT_SOURCE       (INVALID_ARGUMENT) CreateSession's git_source: its url,
+    ref or directory (metadata "field"); the message says why
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
@@ -262,6 +264,8 @@ class SessionKernelServiceServicer:
     a listing with other filters
     LABEL_SELECTOR_INVALID   (INVALID_ARGUMENT) ListSessions' label selector is not
     one; the message says which requirement and why
+    INVALID_GIT_SOURCE       (INVALID_ARGUMENT) CreateSession's git_source: its url,
+    ref or directory (metadata "field"); the message says why
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
@@ -615,6 +619,8 @@ class SessionKernelService:
     a listing with other filters
     LABEL_SELECTOR_INVALID   (INVALID_ARGUMENT) ListSessions' label selector is not
     one; the message says which requirement and why
+    INVALID_GIT_SOURCE       (INVALID_ARGUMENT) CreateSession's git_source: its url,
+    ref or directory (metadata "field"); the message says why
     SESSION_NOT_FOUND        (NOT_FOUND) no such session, or it was deleted
     INTERACTION_NOT_FOUND    (NOT_FOUND) the session has no such interaction
     TASK_NOT_FOUND           (NOT_FOUND) the session has no such open background task
