@@ -44,6 +44,7 @@ from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
 from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit
+from dataplane_agent.runtimes.launch import RuntimeTimeouts
 from dataplane_agent.runtimes.reconcile import Inventory, Placements, Reconciler, ReconcileSettings, inventory_for
 from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError, SandboxSpec
@@ -117,6 +118,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             egress=egress,
             deltas=deltas,
             layers=layers,
+            timeouts=RuntimeTimeouts(git_clone=settings.git_clone_timeout),
         )
         reconciler = Reconciler(
             state=state,

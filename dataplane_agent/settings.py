@@ -403,6 +403,17 @@ class AgentSettings:
             "sandbox then holds an idle CLI, ~160 MB (env %(env)s; default on)",
         ),
     )
+    # Seconds a session's git repository may take to clone at its start (runtimes/repository.py).
+    git_clone_timeout: float = field(
+        default=300.0,
+        metadata=option(
+            "--git-clone-timeout",
+            env="ASTRABOX_GIT_CLONE_TIMEOUT",
+            type=float,
+            help="seconds a session's git repository may take to clone before its start fails"
+            " (env %(env)s; default %(default)s)",
+        ),
+    )
     # Seconds between the reconciler's passes (it also runs after every Welcome).
     reconcile_interval: float = field(
         default=60.0,

@@ -4,7 +4,8 @@
 adapters, the model route and the warm pool: the sandbox spec of a session;
 a sandbox claimed from the pool (with the engine the pool started in it) or
 made by the driver; that engine adopted by the session, or a fresh one
-started; the engine's server info; a sandbox destroyed after a failed start.
+started; the engine's server info; the session's git repository cloned
+(`repository`); a sandbox destroyed after a failed start.
 It records nothing: `runtimes.Runtimes` decides what is committed and
 reported, and when.
 """
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 import structlog
 
 from astrabox.agents.v1 import agent_pb2
+from astrabox.environments.v1 import environment_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineSession
 from dataplane_agent.environments.layers import BuildRequest, LayerStore
@@ -29,6 +31,7 @@ from dataplane_agent.pool.warm_pool import Claimed
 from dataplane_agent.routes.egress.policy import EgressPolicy
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess
+from dataplane_agent.runtimes import repository
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
     SESSION_LABEL,
@@ -59,6 +62,8 @@ class RuntimeTimeouts:
     start_engine: float = 120.0
     destroy_sandbox: float = 60.0
     server_info: float = 30.0
+    # A session's git repository cloned into its workspace (--git-clone-timeout).
+    git_clone: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +173,12 @@ class Launcher:
         spec = runtime_environment.spec if runtime_environment and runtime_environment.HasField("spec") else None
         agent = agent_pb2.AgentSpec.FromString(config) if config else None
         self._egress.register(session_id, EgressPolicy.from_proto(spec, agent, self._egress.registries))
+
+    async def repository(self, session_id: str, sandbox: Sandbox, source: environment_pb2.GitSource) -> bool:
+        """Clone the session's git repository into the workspace, with the engine's environment (its
+        way out through the egress proxy); False when it is there already. CloneFailed: git's error."""
+        env = self.engine_env(session_id)
+        return await repository.clone(self._driver, sandbox, source, env, self._timeouts.git_clone)
 
     async def sandbox(
         self, session_id: str, *, fresh: bool, environment: SessionEnvironment | None = None

@@ -49,6 +49,7 @@ from dataplane_agent.routes.model import ModelAccess, model_env
 from dataplane_agent.runtimes.disk_limit import OverLimit
 from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
 from dataplane_agent.runtimes.reconcile import DESTROYED, RETAINED, Placements
+from dataplane_agent.runtimes.repository import CloneFailed
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord, in_order
 from dataplane_agent.turns.session import (
@@ -227,8 +228,22 @@ class Runtimes:
         reports: list[pb.StartupPhase | pb.EngineInfo | pb.McpServerUnavailable] = [
             pb.StartupPhase(phase="sandbox_claimed" if claimed else "sandbox_created", duration_ms=sandbox_ms)
         ]
-        if claimed is None or claimed.engine is None:
+        if claimed is None or claimed.engine is None or req.HasField("git_source"):
             await self._outbox.append(session_id, "", reports.pop())
+        if req.HasField("git_source"):
+            cloning = time.monotonic()
+            try:
+                if await self._launcher.repository(session_id, sandbox, req.git_source):
+                    reports.append(pb.StartupPhase(phase="repository", duration_ms=_ms_since(cloning)))
+            except Exception as exc:  # git's own message (CloneFailed), or why git could not run
+                if claimed is not None and claimed.engine is not None:
+                    self._background(close_quietly(claimed.engine, self._limits.close_engine))
+                if existing is None:
+                    self._placements.released(session_id)
+                    await self._destroy_sandbox(sandbox)
+                reason = str(exc) if isinstance(exc, CloneFailed) else f"could not clone: {describe(exc)}"
+                await self._start_failed(session_id, reason, receipt)
+                return
         if req.transcript:
             await self._transcripts.save(session_id, req.transcript)
         turns = self._turns(session_id, resume)
