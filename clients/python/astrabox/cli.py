@@ -2,7 +2,8 @@
 
     astrabox run PROMPT    create a session on a running stack and print its turn live
                            (--agent NAME[@VERSION]: started from that agent;
-                           --environment NAME[@VERSION]: run in that environment)
+                           --environment NAME[@VERSION]: run in that environment;
+                           --repo URL[@REF] [--repo-dir DIR], --upload DIR: starting files)
     astrabox session …     list, show, print events of, answer, interrupt or delete sessions
     astrabox agents …      apply agent files (YAML), list, show, version and archive agents
     astrabox environments …  apply environment files (YAML), list, show, version and archive them
@@ -38,7 +39,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import grpc
 
-from astrabox import admin_commands, agent_commands, credential_commands, environment_commands, failures
+from astrabox import admin_commands, agent_commands, credential_commands, environment_commands, failures, starting_files
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
 from astrabox.errors import AgentFileError, LocalStackError
@@ -104,9 +105,10 @@ async def run_prompt(
     agent_version: int = 0,
     environment: str = "",
     environment_version: int = 0,
+    files: starting_files.StartingFiles = starting_files.NONE,
 ) -> tuple[int, session_pb2.Session]:
     """Create a session (from `agent`, at `agent_version`, in `environment` at `environment_version`,
-    when given), send `prompt`, print its events until the turn ends.
+    when given; with `files` in its workspace), send `prompt`, print its events until the turn ends.
 
     Returns the exit status (0 when the turn completed) and the session."""
     async with AstraBoxClient.connect(target, credentials=credentials, api_key=api_key) as client:
@@ -115,11 +117,14 @@ async def run_prompt(
             agent_version=agent_version,
             environment=environment,
             environment_version=environment_version,
+            git_source=files.git_source,
         )
         print(f"session {created.session_id}{_pins(created)}", file=out, flush=True)
         session = client.session(created.session_id)
         async with asyncio.timeout(timeout):
             await session.wait_for_state(["READY"], timeout=timeout)
+            if files.upload:
+                await session.upload_directory(files.upload)
             turn = await session.send(prompt)
             live = LiveText(out)  # the answer's text as it is written
             async for event in session.watch(deltas=True):
@@ -302,6 +307,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             agent_version=agent_version,
             environment=environment,
             environment_version=environment_version,
+            files=starting_files.StartingFiles.from_args(args),
         )
     )
     return status
@@ -396,6 +402,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     run.add_argument("prompt")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
     _pin_options(run)
+    starting_files.add_arguments(run)
     run.set_defaults(func=_cmd_run)
 
     session = sub.add_parser("session", help="inspect sessions", parents=[connection])

@@ -229,7 +229,9 @@ class AstraBoxClient:
         `options` are CreateSessionRequest fields: engine, permission_mode,
         model, labels, agent (an agent definition's name or id),
         agent_version (0: its newest), environment (an environment's name or
-        id) and environment_version (0: its newest).
+        id), environment_version (0: its newest) and git_source (a GitSource,
+        or a dict of url, ref, directory: a git repository cloned into the
+        workspace before the first turn; None for none).
         """
         request = api.CreateSessionRequest(request_id=request_id or _new_id(), **options)
         return await self._session_of(self._stub.CreateSession, request)
