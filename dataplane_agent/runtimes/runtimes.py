@@ -240,6 +240,7 @@ class Runtimes:
                     self._background(close_quietly(claimed.engine, self._limits.close_engine))
                 if existing is None:
                     self._placements.released(session_id)
+                    self._launcher.forget(session_id)
                     await self._destroy_sandbox(sandbox)
                 reason = str(exc) if isinstance(exc, CloneFailed) else f"could not clone: {describe(exc)}"
                 await self._start_failed(session_id, reason, receipt)

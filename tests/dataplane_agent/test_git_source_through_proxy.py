@@ -9,18 +9,15 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from astrabox.environments.v1 import environment_pb2 as env_pb
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.mcp_destinations import parse_networks
 from dataplane_agent.routes.egress.bindings import NoBindings
+from dataplane_agent.routes.egress.policy import Mode
+from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from tests.dataplane_agent.fakes import ScriptedEngine, result_turn, running_agent, start
 from tests.support.git_server import make_repository, serve
-
-# The egress proxy (dataplane_agent/routes/egress/proxy.py) is the sandbox's only way to the server.
-EgressProxy = pytest.importorskip("dataplane_agent.routes.egress.proxy").EgressProxy
 
 
 def _limited_to(port: int) -> pb.RuntimeEnvironment:
@@ -97,6 +94,8 @@ async def test_a_missing_ref_or_a_server_not_allowed_fails_the_start_with_the_re
             missing = (await agent.wait_for("s-ref", "runtime_start_failed"))[-1].runtime_start_failed.reason
             refused = (await agent.wait_for("s-host", "runtime_start_failed"))[-1].runtime_start_failed.reason
             assert await agent.state.sessions() == []
+            # A session whose start failed keeps no way out.
+            assert proxy.policy("s-ref").mode is Mode.NONE and proxy.env("s-ref") == {}
     assert missing == f"git could not clone {url} at nope: fatal: couldn't find remote ref nope"
     assert refused.startswith(f"git could not clone {url}: ")
     assert f"localhost:{served.port} is refused: not in this environment's allowed_hosts" in refused
