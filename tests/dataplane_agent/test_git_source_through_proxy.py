@@ -12,12 +12,16 @@ from pathlib import Path
 from astrabox.environments.v1 import environment_pb2 as env_pb
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.mcp_destinations import parse_networks
-from dataplane_agent.routes.egress.bindings import NoBindings
+from dataplane_agent.routes.egress.bindings import CredentialBinding, NoBindings, Scheme
 from dataplane_agent.routes.egress.policy import Mode
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
+from serverkit.host_patterns import parse
 from tests.dataplane_agent.fakes import ScriptedEngine, result_turn, running_agent, start
+from tests.dataplane_agent.test_egress_proxy import StaticBindings
 from tests.support.git_server import make_repository, serve
+
+SECRET = "git-host-token-5b1f0c7e9a"
 
 
 def _limited_to(port: int) -> pb.RuntimeEnvironment:
@@ -100,3 +104,32 @@ async def test_a_missing_ref_or_a_server_not_allowed_fails_the_start_with_the_re
     assert refused.startswith(f"git could not clone {url}: ")
     assert f"localhost:{served.port} is refused: not in this environment's allowed_hosts" in refused
     assert engine.sessions == []
+
+
+async def test_the_credential_bound_to_the_git_host_is_added_on_the_way_out_and_kept_out_of_the_sandbox(
+    tmp_path: Path, sandbox_root: Path, bwrap: str
+) -> None:
+    repository = make_repository(tmp_path / "served")
+    engine = ScriptedEngine(result_turn())
+    driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap)
+    with serve(tmp_path / "served") as served:
+        url = f"http://localhost:{served.port}/{repository.name}"
+        binding = CredentialBinding("git", (parse(f"localhost:{served.port}"),), Scheme.BEARER, "", SECRET)
+        async with (
+            EgressProxy(
+                tmp_path / "egress",
+                StaticBindings({"s-1": [binding]}),
+                allowed_networks=parse_networks("127.0.0.0/8"),
+            ) as proxy,
+            running_agent(tmp_path / "agent", engine, driver, egress=proxy) as agent,
+        ):
+            source = env_pb.GitSource(url=url, ref="v1")
+            await agent.command("s-1", **start(git_source=source, environment=_limited_to(served.port)))
+            outputs = await agent.wait_for("s-1", "runtime_started")
+            [record] = await agent.state.sessions()
+            workspace = record.sandbox.workspace
+            assert _head(workspace) == repository.first
+            kept = [p.read_bytes() for p in workspace.rglob("*") if p.is_file()]
+    assert served.authorizations and set(served.authorizations) == {f"Bearer {SECRET}"}
+    assert all(SECRET.encode() not in content for content in kept)  # not in .git/config, nor anywhere
+    assert all(SECRET.encode() not in o.SerializeToString() for o in outputs)

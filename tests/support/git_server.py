@@ -3,8 +3,8 @@
 `make_repository` writes a bare repository with a known history: `main` at the second commit, the
 tag `v1` at the first, the branch `feature` one commit past the first, and a commit on no branch
 (`detached`) only reachable by its id. `serve` serves a directory of bare repositories with
-http.server after `git update-server-info`, and records the request lines it saw (the test can
-tell the clone went to this server).
+http.server after `git update-server-info`, and records the request lines and Authorization
+headers it saw (the test can tell the clone went to this server, with which credential).
 """
 
 from __future__ import annotations
@@ -78,20 +78,23 @@ def make_repository(root: Path, name: str = "project.git") -> Repository:
 class Served:
     port: int
     requests: list[str] = field(default_factory=list)
+    # Each request's Authorization header ("" without one).
+    authorizations: list[str] = field(default_factory=list)
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    seen: list[str]
+    served: Served
 
     def log_message(self, format: str, *args: object) -> None:
-        self.seen.append(self.requestline)
+        self.served.requests.append(self.requestline)
+        self.served.authorizations.append(self.headers.get("Authorization", ""))
 
 
 @contextlib.contextmanager
 def serve(root: Path) -> Iterator[Served]:
     """`root` served on 127.0.0.1 (a free port) until the block ends."""
     served = Served(port=0)
-    handler = functools.partial(type("Handler", (_Handler,), {"seen": served.requests}), directory=str(root))
+    handler = functools.partial(type("Handler", (_Handler,), {"served": served}), directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     served.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
