@@ -20,6 +20,7 @@ database and nothing else. Its map:
     named_definitions.py  what named, versioned definitions (agents, environments) share: names,
                      references, versions, canonical form and digest, listing cursors
     listing.py       ListSessions' filters: states, label selector, creation time
+    git_sources.py   what a session's git repository (CreateSession's git_source) may be
   sessions
     kernel.py        create, get, list, archive, delete sessions; list and watch their events
     conversation.py  messages, interrupts, answers to interactions, permission modes, task stops

@@ -22,6 +22,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
       reconcile.py     after a restart and periodically: the sandboxes on the host vs the sessions held
                        (at start, what an earlier agent process left running in them ended first)
       disk_limit.py    a workspace disk limit enforced by measurement where no image can
+      repository.py    a session's git repository cloned into its workspace before the first turn
     turns/           one session's engine and the turns that run on it
       session.py       SessionTurns: the parts below, put together
       ledger.py        the running turn and the attached engine
