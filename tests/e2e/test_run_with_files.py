@@ -12,7 +12,7 @@ import pytest
 from astrabox.client import AstraBoxClient
 from tests.e2e.test_run_with_agent import astrabox
 from tests.support.git_server import make_repository, serve
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StartStack
 
 pytestmark = pytest.mark.e2e
 
@@ -50,3 +50,35 @@ async def test_a_clone_that_fails_fails_the_session_with_gits_message(
     assert session.failure_reason.startswith(f"git could not clone {url} at v1: ")
     assert "fatal: unable to access" in session.failure_reason
     assert served.requests == []
+
+
+async def test_run_starts_with_the_repository_at_its_ref_through_the_proxy(stacks: StartStack, tmp_path: Path) -> None:
+    """The issue's "done when": a repository served by the test over git's HTTP protocol, reached
+    through the egress proxy of an environment LIMITED to it, checked out at a tag before the turn."""
+    repository = make_repository(tmp_path / "served")
+    stack = stacks(args=("--egress-allowed-networks", "127.0.0.0/8"))
+    with serve(tmp_path / "served") as served:
+        (tmp_path / "git.yaml").write_text(
+            f'name: git-only\nnetwork:\n  mode: limited\n  allowed_hosts: ["localhost:{served.port}"]\n'
+        )
+        applied = astrabox(stack, "environments", "apply", "git.yaml", cwd=tmp_path)
+        assert applied.returncode == 0, applied.stderr
+        url = f"http://localhost:{served.port}/{repository.name}"
+        done = astrabox(
+            stack,
+            "run",
+            "--environment",
+            "git-only",
+            "--repo",
+            f"{url}@v1",
+            "--repo-dir",
+            "app",
+            "run: git -C app rev-parse HEAD && cat app/README.md",
+        )
+    assert done.returncode == 0, done.stderr
+    assert repository.first in done.stdout and "first" in done.stdout
+    assert "● repository (" in done.stdout  # the startup phase, with its time
+    async with AstraBoxClient.connect(stack.address) as client:
+        [session] = (await client.list_sessions()).sessions
+    assert (session.environment.name, session.git_source.ref, session.git_source.directory) == ("git-only", "v1", "app")
+    assert any(line.startswith("GET /project.git/info/refs") for line in served.requests)
