@@ -31,7 +31,7 @@ from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings, SettingsError
 from controlplane.status import error_info
 from dataplane_agent.credentials import CredentialUnavailable
-from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
+from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings, binding
 from tests.support import auth
 
 SECRET = "ghp_s3cr3t-token-for-the-git-host"
@@ -317,3 +317,13 @@ async def test_the_agent_source_refused_says_why_without_a_secret(control_plane:
                 await source.close()
             assert SECRET not in str(refused.value)
             assert "UNAUTHENTICATED" in str(refused.value) or "PERMISSION_DENIED" in str(refused.value)
+
+
+def test_a_binding_written_without_a_scheme_is_sent_as_bearer() -> None:
+    """An environment file's binding without `scheme:` (the README's default) carries UNSPECIFIED,
+    which the proto says is BEARER: the proxy adds it so rather than refusing the host."""
+    resolved = runner_pb.ResolvedCredential(name="api-token", hosts=["localhost:8080"], secret=SECRET)
+
+    found = binding(resolved)
+
+    assert found.header_line() == ("Authorization", f"Bearer {SECRET}")

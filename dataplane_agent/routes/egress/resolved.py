@@ -35,6 +35,8 @@ DEFAULT_TTL_SECONDS = 60.0
 CALL_TIMEOUT_SECONDS = 10.0
 
 _SCHEMES = {
+    # The proto's "treated as BEARER": what a binding written without a scheme carries.
+    environment_pb2.CREDENTIAL_SCHEME_UNSPECIFIED: Scheme.BEARER,
     environment_pb2.CREDENTIAL_SCHEME_BEARER: Scheme.BEARER,
     environment_pb2.CREDENTIAL_SCHEME_BASIC: Scheme.BASIC,
     environment_pb2.CREDENTIAL_SCHEME_HEADER: Scheme.HEADER,
