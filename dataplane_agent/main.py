@@ -95,7 +95,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     agent_credential = credential.load_or_create(settings.state_dir)
     # The egress proxy's credential bindings, resolved from the control plane per session.
     bindings = ResolvedBindings(
-        ControlPlaneLink(settings.controlplane, agent_id, agent_credential, _controlplane_ca(settings))
+        ControlPlaneLink(settings.controlplane, agent_id, agent_credential, _controlplane_ca(settings)),
+        ttl=settings.egress_credentials_ttl,
     )
     layers = _make_layers(settings, driver, state, agent_id)
     if layers is not None:

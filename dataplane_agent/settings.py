@@ -169,6 +169,21 @@ class AgentSettings:
             ),
         ),
     )
+    # How long the egress proxy keeps a session's resolved credentials (routes/egress/resolved.py): a
+    # credential replaced or deleted in the control plane takes effect within this time.
+    egress_credentials_ttl: float = field(
+        default=60.0,
+        metadata=option(
+            "--egress-credentials-ttl",
+            env="ASTRABOX_AGENT_EGRESS_CREDENTIALS_TTL",
+            type=_positive_seconds,
+            help=(
+                "seconds the egress proxy keeps a session's credentials before asking the control plane"
+                " again; a credential replaced or deleted takes effect within it (env %(env)s;"
+                " default: %(default)s)"
+            ),
+        ),
+    )
     # Extra roots the egress proxy trusts when it speaks TLS to a host itself (routes/egress/interception.py).
     egress_ca_file: str = field(
         default="",
