@@ -185,8 +185,10 @@ async def _session_command(args: argparse.Namespace) -> int:
                 "agent": args.agent,
             }
             async for session in client.iter_sessions(**filters):
-                definition = (
-                    f"  agent {session.agent.name} v{session.agent.version}" if session.HasField("agent") else ""
+                definition = "".join(
+                    f"  {kind} {pin.name} v{pin.version}"
+                    for kind, pin in (("agent", session.agent), ("environment", session.environment))
+                    if session.HasField(kind)
                 )
                 print(
                     f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} host {session.agent_id}"
