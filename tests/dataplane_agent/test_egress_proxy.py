@@ -22,6 +22,7 @@ import pytest
 
 from astrabox.environments.v1 import environment_pb2 as env_pb
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.credentials import CredentialUnavailable
 from dataplane_agent.engines.mcp_destinations import parse_networks
 from dataplane_agent.routes.egress.bindings import BindingSource, CredentialBinding, NoBindings, Scheme
 from dataplane_agent.routes.egress.interception import Interception
@@ -459,3 +460,32 @@ async def test_request_bodies_stream_through_whole_in_either_framing(
     assert by_length.stdout.splitlines() == [expected, "200"], by_length.stderr
     assert chunked.stdout.splitlines() == [expected, "200"], chunked.stderr
     assert [framing for framing, _, _ in received] == ["length", "chunked"]
+
+
+class UnavailableBindings:
+    """The control plane cannot be asked (down, or the agent's credential refused)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def bindings(self, session_id: str) -> Sequence[CredentialBinding]:
+        self.calls += 1
+        raise CredentialUnavailable("the control plane did not give session's credentials: UNAVAILABLE")
+
+
+async def test_a_refused_host_is_refused_and_reported_even_when_credentials_cannot_be_had(
+    origin: Origin, reports: Reports, tmp_path: Path
+) -> None:
+    """The policy decides before credentials are asked for: a host the environment does not allow
+    is refused as such (and journaled) whether or not the control plane answers, and costs no call."""
+    unavailable = UnavailableBindings()
+    async with _proxy(tmp_path, reports, bindings=unavailable) as proxy:
+        proxy.register("s1", _policy(LIMITED, "example.com"))
+        answer = await _raw(
+            proxy, f"GET http://localhost:{origin.port}/ HTTP/1.1\r\n{_auth(proxy, 's1')}\r\n\r\n".encode()
+        )
+
+    assert answer.startswith(b"HTTP/1.1 403 "), answer[:200]
+    assert b"not in this environment's allowed_hosts" in answer
+    assert [(r.host, r.port) for _, r in reports.items] == [("localhost", origin.port)]
+    assert unavailable.calls == 0 and origin.heads == []

@@ -318,9 +318,11 @@ class EgressProxy:
         host, port = self._authority(authority, default_port=80)
         origin = "/" + path if slash else "/" + rest[len(authority) :].lstrip("/")
         framing = _framing(request)
-        bindings = await self._matching(session_id, host, port)
+        # The policy first (in _open_upstream): a host it refuses is refused as such and reported,
+        # whether or not the control plane can give the session's credentials, and costs no call.
         up_reader, up_writer = await self._open_upstream(session_id, host, port)
         try:
+            bindings = await self._matching(session_id, host, port)
             up_writer.write(_upstream_head(request, origin, authority, framing, bindings))
             await self._send_body(request, framing, reader, writer, up_writer)
             log.debug("egress_request", session_id=session_id, host=host, port=port, method=request.method)
