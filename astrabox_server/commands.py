@@ -5,6 +5,7 @@
     astrabox controlplane  the control-plane process
     astrabox agent         the data-plane agent process
     astrabox image build   build the docker driver's sandbox image offline (debootstrap)
+    astrabox db status|migrate  the control plane's schema: migrations applied and pending, applying them
 
 `astrabox --help` imports this module to list them, so it stays cheap: each
 command imports what it runs when it runs.
@@ -47,7 +48,7 @@ class ServerCommand:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The server's errors whose message says what failed and what to do about it."""
-    from controlplane.database import DatabaseUnreachable
+    from controlplane.database import DatabaseUnreachable, SchemaMismatch
     from controlplane.embedded_postgres import EmbeddedPostgresError
     from controlplane.settings import SettingsError
     from dataplane_agent.engines.base import EngineError
@@ -62,6 +63,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         EngineError,
         ImageBuildError,
         SandboxError,
+        SchemaMismatch,
         SettingsError,
     )
 
@@ -119,6 +121,12 @@ def _image(argv: Sequence[str]) -> int:
     return 0
 
 
+def _db(argv: Sequence[str]) -> int:
+    from astrabox_server.schema import main
+
+    return main(argv)
+
+
 def _progress(line: str) -> None:
     print(line, flush=True)
 
@@ -130,3 +138,4 @@ CONTROLPLANE = ServerCommand(
 )
 AGENT = ServerCommand("agent", "run a data-plane agent (see `astrabox agent --help`)", _agent)
 IMAGE = ServerCommand("image", "the docker driver's sandbox image (`astrabox image build`)", _image)
+DB = ServerCommand("db", "the control plane's database schema (`astrabox db status`, `astrabox db migrate`)", _db)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import dataclass
 from importlib import resources
 
 import asyncpg
@@ -65,35 +67,134 @@ async def create_pool(dsn: str, *, min_size: int = 2, max_size: int = 10) -> asy
         raise DatabaseUnreachable(f"{type(error).__name__}: {error}") from error
 
 
-def _migrations() -> list[tuple[int, str, str]]:
+class SchemaMismatch(Exception):
+    """The database's schema and this control plane's migrations disagree: an applied migration was
+    edited since, or the database is newer than this control plane understands. Nothing was applied;
+    the message names the file or the versions and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered SQL file of `controlplane/migrations`, with the SHA-256 of its text."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaStatus:
+    """What `astrabox db status` shows: the migrations applied (name, checksum, when) and pending."""
+
+    applied: list[asyncpg.Record]
+    pending: list[Migration]
+
+
+def migrations() -> list[Migration]:
+    """This control plane's migrations, in order."""
     found = []
     for entry in resources.files("controlplane.migrations").iterdir():
         if entry.name.endswith(".sql"):
             version = int(entry.name.split("_", 1)[0])
-            found.append((version, entry.name, entry.read_text()))
-    return sorted(found)
+            found.append(Migration(version, entry.name, entry.read_text()))
+    return sorted(found, key=lambda migration: migration.version)
+
+
+# The migrator's bookkeeping, created (and given its checksum column) by the migrator itself: a
+# row per applied file, with the SHA-256 of the text that was applied. Rows recorded before
+# checksums existed get the checksum of the file as it is when a replica first starts after that.
+_BOOKKEEPING = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    " version integer PRIMARY KEY, name text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now());"
+    " ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text"
+)
+
+
+async def _verified(conn: asyncpg.Connection, known: list[Migration]) -> dict[int, asyncpg.Record]:
+    """The applied migrations by version, once checked against `known`. SchemaMismatch when one was
+    edited after it was applied, or when the database has one this control plane does not know."""
+    applied = {
+        row["version"]: row
+        for row in await conn.fetch(
+            "SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version"
+        )
+    }
+    by_version = {migration.version: migration for migration in known}
+    highest = max(by_version, default=0)
+    unknown = sorted(version for version in applied if version not in by_version)
+    if unknown:
+        newest = applied[unknown[-1]]
+        if unknown[-1] > highest:
+            raise SchemaMismatch(
+                f"the database's schema is at {unknown[-1]:04d} ({newest['name']}), newer than this control plane "
+                f"({highest:04d}) understands: upgrade the control plane (or restore the database it ran with)"
+            )
+        raise SchemaMismatch(
+            f"the database has migration {newest['name']}, which this control plane does not have: "
+            "run the control plane version that applied it"
+        )
+    for version, row in applied.items():
+        migration = by_version[version]
+        if row["checksum"] is not None and row["checksum"] != migration.checksum:
+            raise SchemaMismatch(
+                f"migration {migration.name} was edited after it was applied (its SHA-256 {migration.checksum[:12]}… "
+                f"differs from the applied {row['checksum'][:12]}…): restore the file as applied and put the "
+                "change in a new migration"
+            )
+    return applied
+
+
+async def _locked(conn: asyncpg.Connection) -> None:
+    await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK_KEY)
+    await conn.execute(_BOOKKEEPING)
+
+
+async def status(pool: asyncpg.Pool) -> SchemaStatus:
+    """The applied and pending migrations, the applied ones' checksums verified (SchemaMismatch)."""
+    known = migrations()
+    async with pool.acquire() as conn:
+        await _locked(conn)
+        try:
+            applied = await _verified(conn, known)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK_KEY)
+    return SchemaStatus(list(applied.values()), [m for m in known if m.version not in applied])
 
 
 async def migrate(pool: asyncpg.Pool) -> list[str]:
-    """Apply every migration not yet applied, each in its own transaction."""
+    """Apply every migration not yet applied, each in its own transaction, recording its checksum.
+    Every applied one is verified first: SchemaMismatch, with nothing applied, when one was edited
+    since or the database has one this control plane does not know (a newer schema)."""
+    known = migrations()
     applied_now = []
     async with pool.acquire() as conn:
-        await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK_KEY)
+        await _locked(conn)
         try:
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
-            for version, name, sql in _migrations():
-                if version in done:
+            applied = await _verified(conn, known)
+            for migration in known:
+                if migration.version in applied:
+                    if applied[migration.version]["checksum"] is None:  # recorded before checksums
+                        await conn.execute(
+                            "UPDATE schema_migrations SET checksum = $2 WHERE version = $1",
+                            migration.version,
+                            migration.checksum,
+                        )
                     continue
                 async with conn.transaction():
-                    await conn.execute(sql)
-                    await conn.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name)
-                applied_now.append(name)
-                log.info("migration_applied", migration=name)
+                    await conn.execute(migration.sql)
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                        migration.version,
+                        migration.name,
+                        migration.checksum,
+                    )
+                applied_now.append(migration.name)
+                log.info("migration_applied", migration=migration.name)
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK_KEY)
     return applied_now

@@ -9,7 +9,7 @@ import sys
 import structlog
 
 from astrabox.secret_settings import warn_on_command_line
-from controlplane.database import DatabaseUnreachable
+from controlplane.database import DatabaseUnreachable, SchemaMismatch
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings, SettingsError
 from serverkit import logs
@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         asyncio.run(run_until_signalled(settings))
     except SettingsError as error:
+        sys.exit(f"astrabox controlplane: {error}")
+    except SchemaMismatch as error:  # nothing was migrated, nothing served
+        log.error("schema_mismatch", error=str(error))
         sys.exit(f"astrabox controlplane: {error}")
     except DatabaseUnreachable as error:
         # The URL goes to the log, where its password is masked, so the operator sees which database.

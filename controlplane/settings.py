@@ -259,11 +259,32 @@ class ControlPlaneSettings:
             raise SettingsError(str(error)) from None
         _key_files_private(args, os.environ if environ is None else environ)
         if not values["database_url"] and "database_url" not in overrides:
-            raise SettingsError(
-                f"needs {DATABASE_URL.what}: set {DATABASE_URL.env} or give {DATABASE_URL.file_flag} "
-                "(`astrabox up` embeds a PostgreSQL)"
-            )
+            raise SettingsError(_NO_DATABASE_URL)
         return cls(**{**values, **overrides})
+
+
+_NO_DATABASE_URL = (
+    f"needs {DATABASE_URL.what}: set {DATABASE_URL.env} or give {DATABASE_URL.file_flag} "
+    "(`astrabox up` embeds a PostgreSQL)"
+)
+
+
+def add_database_url(parser: argparse.ArgumentParser) -> None:
+    """The control plane's database flags, for the commands that need its database and nothing else
+    (`astrabox db`): the same flags, variables and files as `astrabox controlplane`."""
+    DATABASE_URL.add_to(parser)
+
+
+def database_url(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> str:
+    """The database URL from what `add_database_url` parsed, else the environment, read as the
+    control plane reads it. SettingsError when it is given nowhere, twice, or its file is unreadable."""
+    try:
+        url = DATABASE_URL.read(args, environ)
+    except SecretSettingError as error:
+        raise SettingsError(str(error)) from None
+    if not url:
+        raise SettingsError(_NO_DATABASE_URL)
+    return url
 
 
 def _key_files_private(args: argparse.Namespace, environ: Mapping[str, str]) -> None:

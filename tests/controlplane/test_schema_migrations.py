@@ -1,0 +1,130 @@
+"""The schema's migrations are checksummed and a replica refuses a database it does not understand:
+an applied migration edited since, or a schema newer than its own, stops it before anything is applied
+or served. `astrabox db status` / `astrabox db migrate` show and apply them (real PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from astrabox_server.commands import DB
+from controlplane import database
+from controlplane.database import SchemaMismatch, create_pool, migrate
+from controlplane.server import serve
+from controlplane.settings import ControlPlaneSettings
+
+LATEST = database.migrations()[-1]
+
+
+@pytest_asyncio.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(database_url, min_size=1, max_size=2)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def test_each_applied_migration_is_recorded_with_its_checksum(pool: asyncpg.Pool) -> None:
+    applied = await migrate(pool)
+    assert applied == [m.name for m in database.migrations()]
+    rows = await pool.fetch("SELECT name, checksum FROM schema_migrations ORDER BY version")
+    assert {r["name"]: r["checksum"] for r in rows} == {m.name: m.checksum for m in database.migrations()}
+    assert await migrate(pool) == []  # nothing twice
+
+
+async def test_an_edited_applied_migration_stops_the_start_naming_the_file(
+    database_url: str, pool: asyncpg.Pool, bootstrap_key_file: str
+) -> None:
+    await migrate(pool)
+    edited = database.migrations()[3]
+    # What the database recorded no longer matches the file: the file was edited after it was applied.
+    await pool.execute("UPDATE schema_migrations SET checksum = $2 WHERE version = $1", edited.version, "0" * 64)
+    with pytest.raises(SchemaMismatch, match=re.escape(edited.name) + " was edited after it was applied"):
+        await migrate(pool)
+    settings = ControlPlaneSettings(
+        database_url=database_url, listen="127.0.0.1:0", bootstrap_key_file=bootstrap_key_file
+    )
+    with pytest.raises(SchemaMismatch, match=re.escape(edited.name)):
+        async with serve(settings):
+            pytest.fail("the control plane served a database whose applied migration was edited")
+
+
+async def test_a_newer_schema_is_refused_before_anything_is_applied(database_url: str, pool: asyncpg.Pool) -> None:
+    # A database some newer control plane has started on, with a migration this one does not know
+    # (and, here, before any other: a refusal must apply none of this replica's own).
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now(), checksum text)"
+        )
+        await conn.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+            LATEST.version + 4,
+            "9999_from_the_future.sql",
+        )
+    expected = (
+        f"the database's schema is at {LATEST.version + 4:04d} (9999_from_the_future.sql), newer than this "
+        f"control plane ({LATEST.version:04d}) understands: upgrade the control plane"
+    )
+    with pytest.raises(SchemaMismatch, match=re.escape(expected)):
+        await migrate(pool)
+    assert await pool.fetchval("SELECT to_regclass('sessions')") is None  # never a partial run
+    # The process says so and stops, FAILED at start.
+    env = {**os.environ, "ASTRABOX_DATABASE_URL": database_url, "ASTRABOX_LISTEN": "127.0.0.1:0"}
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "controlplane"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0
+    assert expected in done.stderr
+
+
+async def test_rows_recorded_before_checksums_get_theirs_on_first_start(pool: asyncpg.Pool) -> None:
+    await migrate(pool)
+    await pool.execute("UPDATE schema_migrations SET checksum = NULL")
+    assert await migrate(pool) == []
+    rows = await pool.fetch("SELECT version, checksum FROM schema_migrations ORDER BY version")
+    assert [r["checksum"] for r in rows] == [m.checksum for m in database.migrations()]
+
+
+def _db(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert DB.main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+async def test_db_status_and_migrate_on_a_fresh_and_an_up_to_date_database(
+    database_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASTRABOX_DATABASE_URL", database_url)
+    every = database.migrations()
+    fresh = await asyncio.to_thread(_db, capsys, "status")
+    assert fresh.splitlines()[0] == f"applied: 0, pending: {len(every)}"
+    assert f"  pending  {every[0].name}  {every[0].checksum[:12]}" in fresh
+    assert "run `astrabox db migrate`" in fresh
+
+    migrated = await asyncio.to_thread(_db, capsys, "migrate")
+    assert migrated == "".join(f"applied {m.name}\n" for m in every) + f"{len(every)} migration(s) applied\n"
+
+    current = await asyncio.to_thread(_db, capsys, "status")
+    assert current.splitlines()[0] == f"applied: {len(every)}, pending: 0"
+    assert f"  applied  {LATEST.name}  {LATEST.checksum[:12]}" in current
+    assert current.splitlines()[-1] == "up to date"
+    assert await asyncio.to_thread(_db, capsys, "migrate") == "nothing to apply: the schema is up to date\n"
+
+
+async def test_db_status_stops_on_an_edited_migration(
+    database_url: str, pool: asyncpg.Pool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await migrate(pool)
+    await pool.execute("UPDATE schema_migrations SET checksum = $1 WHERE version = $2", "f" * 64, LATEST.version)
+    monkeypatch.setenv("ASTRABOX_DATABASE_URL", database_url)
+    with pytest.raises(SystemExit, match=f"astrabox db: migration {re.escape(LATEST.name)} was edited"):
+        await asyncio.to_thread(DB.main, ["status"])
