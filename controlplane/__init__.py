@@ -34,6 +34,7 @@ database and nothing else. Its map:
     deltas.py        live deltas (text as it is written) from agent streams to this replica's watchers:
                      per-watcher bounded queues that merge, ordered after the events before them
     deadlines.py     the sweep: lapsed leases, overdue interrupts and startups, idle runtimes
+    retention.py     ... and released sessions forgotten with all of theirs after --session-retention
   agents
     relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats
     outputs.py       an agent's outputs journaled exactly once, with their projection changes

@@ -18,6 +18,9 @@ A periodic sweep settles what outlived its deadline:
   once its backoff has passed, until abandoned (`controlplane.destructions`);
 - acknowledged commands older than `command_retention` are deleted, a bounded
   batch per pass;
+- sessions archived or deleted longer than `session_retention` ago, their
+  sandbox gone, are forgotten with everything of theirs, a bounded batch per
+  pass (`controlplane.retention`);
 - a session idle for `idle_stop_after` (no turn, no queued message, no open
   background task, no event since) has its runtime stopped (StopRuntime):
   the agent closes the engine and stops the sandbox, keeping its files, and
@@ -35,7 +38,7 @@ import asyncpg
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from controlplane import database, store
+from controlplane import database, retention, store
 from controlplane.agents import Agents
 from controlplane.journal import EventKind, Journal, NewEvent
 from controlplane.session import SessionState
@@ -59,6 +62,7 @@ class DeadlineSweeper:
         idle_stop_after: timedelta = timedelta(0),
         delivery_deadline: timedelta = timedelta(seconds=240),
         command_retention: timedelta = timedelta(days=1),
+        session_retention: timedelta = timedelta(0),
     ) -> None:
         self._pool = pool
         self._journal = journal
@@ -69,6 +73,7 @@ class DeadlineSweeper:
         self._idle_stop_after = idle_stop_after
         self._delivery_deadline = delivery_deadline
         self._command_retention = command_retention
+        self._session_retention = session_retention
 
     async def run(self, interval: float) -> None:
         """Sweep every `interval` seconds until cancelled."""
@@ -101,6 +106,7 @@ class DeadlineSweeper:
         pruned = await store.agent_commands.prune_done(self._pool, self._command_retention, SWEEP_BATCH)
         if pruned:
             log.info("commands_pruned", count=pruned)
+        await retention.forget_released(self._pool, self._session_retention)
         return len(lost) + len(interrupts) + len(startups) + len(undelivered) + len(over_time) + retried + stopped
 
     async def _stop_idle(self) -> int:

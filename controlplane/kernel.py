@@ -338,6 +338,7 @@ class SessionKernel:
         await self._turns.fail_all_queued(tx, session_id, reason)
         await self._turns.runtime_gone(tx, session_id, reason)
         kind = EventKind.SESSION_DELETED if final is SessionState.DELETED else EventKind.SESSION_ARCHIVED
+        now = datetime.now().astimezone()
         await tx.append(session_id, [NewEvent(kind, {"request_id": request_id})])
         await store.sessions.update(
             tx.conn,
@@ -345,7 +346,9 @@ class SessionKernel:
             state=final,
             runtime_available=False,
             current_turn_id=None,
-            **({"deleted_at": datetime.now().astimezone()} if final is SessionState.DELETED else {}),
+            **({"deleted_at": now} if final is SessionState.DELETED else {}),
+            # Retention counts from the first release: deleting an archived session does not extend it.
+            **({"released_at": now} if session.state is not SessionState.ARCHIVED else {}),
         )
         if session.agent_id and session.state is not SessionState.ARCHIVED:
             await self._agents.enqueue(

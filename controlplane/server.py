@@ -199,6 +199,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             idle_stop_after=settings.idle_stop_after,
             delivery_deadline=settings.delivery_deadline,
             command_retention=settings.command_retention,
+            session_retention=settings.session_retention,
         )
         workspace = WorkspaceFiles(kernel, router, Quotas(pool))
         _add_session_kernel_service(SessionKernelServicer(kernel, conversation, workspace), server)

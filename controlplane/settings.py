@@ -160,6 +160,14 @@ class ControlPlaneSettings:
     command_retention: timedelta = _seconds(
         "--command-retention", 86400, "seconds an acknowledged agent command is kept"
     )
+    # An archived or deleted session, its sandbox gone, is forgotten with its journal and everything
+    # else of it this long after it was released (controlplane.retention). Zero: kept forever.
+    session_retention: timedelta = _seconds(
+        "--session-retention",
+        30 * 86400,
+        "seconds an archived or deleted session (journal, turns, transcript...) is kept before it is "
+        "deleted; 0: forever",
+    )
     # A session idle this long (no turn, no queued message, no open background task) has its
     # runtime stopped: engine closed, sandbox stopped, files kept; the next message starts it
     # again. Zero: never.

@@ -3,6 +3,7 @@ then for a retention period (the sweep prunes them)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import asyncpg
@@ -76,3 +77,13 @@ async def outcome(db: asyncpg.Connection | asyncpg.Pool, command_id: str) -> str
     if row is None or row["acked_at"] is None:
         return None
     return str(row["error"] or "")
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows (acknowledged ones only: the sweep takes no session with one pending) (retention: `controlplane.retention`); how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM agent_commands WHERE session_id = ANY($1::uuid[]) AND acked_at IS NOT NULL RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
 
 from controlplane.session import BackgroundTaskState
@@ -47,3 +49,13 @@ async def lose_open(conn: asyncpg.Connection, session_id: str) -> list[asyncpg.R
         BackgroundTaskState.OPEN.value,
     )
     return rows
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows (retention: `controlplane.retention`); how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM background_tasks WHERE session_id = ANY($1::uuid[]) RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted

@@ -7,6 +7,7 @@ dies leaves leases that lapse at their `expires_at` and count no more.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 
 import asyncpg
@@ -52,3 +53,13 @@ async def renew(db: asyncpg.Connection | asyncpg.Pool, lease_id: uuid.UUID, ttl:
 
 async def delete(db: asyncpg.Connection | asyncpg.Pool, lease_id: uuid.UUID) -> None:
     await db.execute("DELETE FROM command_leases WHERE lease_id = $1", lease_id)
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows (retention: `controlplane.retention`); how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM command_leases WHERE session_id = ANY($1::uuid[]) RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted

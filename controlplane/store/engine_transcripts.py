@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -30,3 +31,13 @@ async def find(conn: asyncpg.Connection, session_id: str) -> Transcript | None:
         "SELECT engine_session_id, content FROM engine_transcripts WHERE session_id = $1", session_id
     )
     return Transcript(row["engine_session_id"], bytes(row["content"])) if row else None
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows (retention: `controlplane.retention`); how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM engine_transcripts WHERE session_id = ANY($1::uuid[]) RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted

@@ -59,3 +59,12 @@ async def last_output_seq(db: asyncpg.Connection | asyncpg.Pool, session_id: str
         through_seq,
     )
     return int(value or 0)
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows (their journal) (retention: `controlplane.retention`); how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM events WHERE session_id = ANY($1::uuid[]) RETURNING 1) SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted

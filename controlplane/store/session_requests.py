@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
 
 
@@ -23,3 +25,13 @@ async def fingerprint_of(conn: asyncpg.Connection, session_id: str, request_id: 
         "SELECT fingerprint FROM session_requests WHERE session_id = $1 AND request_id = $2", session_id, request_id
     )
     return fingerprint
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows (retention: `controlplane.retention`); how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM session_requests WHERE session_id = ANY($1::uuid[]) RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted

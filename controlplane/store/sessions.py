@@ -33,6 +33,7 @@ _PROJECTION_COLUMNS = frozenset(
         "committed_output_seq",
         "permission_mode",
         "deleted_at",
+        "released_at",
         "sandbox_id",
         "slash_commands",
         "interrupt_deadline",
@@ -461,3 +462,29 @@ async def turns_over_time(db: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg
         " AND t.dispatched_at < now() - s.turn_timeout ORDER BY t.dispatched_at LIMIT 100"
     )
     return rows
+
+
+async def lock_forgettable(conn: asyncpg.Connection, released_before: timedelta, limit: int) -> list[str]:
+    """Lock up to `limit` sessions retention may forget, oldest first: released (archived or deleted)
+    longer than `released_before` ago, their sandbox destroyed or kept by its agent (no sandbox
+    named, so no destruction pending or abandoned), and no command for them unacknowledged. Rows
+    another replica has locked are skipped: replicas sweeping at once take different sessions."""
+    rows = await conn.fetch(
+        "SELECT s.session_id::text AS session_id FROM sessions s"
+        " WHERE s.state IN ('deleted', 'archived') AND s.sandbox_id IS NULL"
+        "  AND s.released_at < now() - $1::interval"
+        "  AND NOT EXISTS (SELECT 1 FROM agent_commands c WHERE c.session_id = s.session_id AND c.acked_at IS NULL)"
+        " ORDER BY s.released_at LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
+        released_before,
+        limit,
+    )
+    return [row["session_id"] for row in rows]
+
+
+async def forget(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows, once every row referring to them is gone; how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM sessions WHERE session_id = ANY($1::uuid[]) RETURNING 1) SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
@@ -55,3 +56,13 @@ async def revoke(conn: asyncpg.Connection, session_id: str, grant_id: uuid.UUID)
         return False
     await conn.execute("UPDATE tool_grants SET revoked_at = now() WHERE grant_id = $1", grant_id)
     return True
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows (retention: `controlplane.retention`); how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM tool_grants WHERE session_id = ANY($1::uuid[]) RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted

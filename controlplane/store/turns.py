@@ -5,7 +5,7 @@ It is also the idempotency record of SendMessage (a client_message_id opens one 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 
 import asyncpg
@@ -126,3 +126,12 @@ async def settled_among(conn: asyncpg.Connection, session_id: str, turn_ids: Col
         list(turn_ids),
     )
     return {row["turn_id"] for row in rows}
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' rows (retention: `controlplane.retention`); how many."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM turns WHERE session_id = ANY($1::uuid[]) RETURNING 1) SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted
