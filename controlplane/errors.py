@@ -27,6 +27,7 @@
     ├── DatabaseConflict       ABORTED              reason DATABASE_CONFLICT (nothing was done; re-read, retry)
     ├── RoleInsufficient       PERMISSION_DENIED    reason ROLE_INSUFFICIENT
     ├── AgentIdBound           PERMISSION_DENIED    reason AGENT_ID_BOUND
+    ├── AgentVersionUnsupported FAILED_PRECONDITION reason AGENT_VERSION_UNSUPPORTED; metadata agent_version
     ├── ProjectNotFound        NOT_FOUND            reason PROJECT_NOT_FOUND
     ├── ProjectExists          ALREADY_EXISTS       reason PROJECT_EXISTS
     ├── KeyNotFound            NOT_FOUND            reason KEY_NOT_FOUND
@@ -206,6 +207,13 @@ class AgentIdBound(KernelError):
             f"agent {agent_id} is enrolled with another credential: this Hello cannot use its id",
             {"agent_id": agent_id},
         )
+
+
+class AgentVersionUnsupported(KernelError):
+    reason = "AGENT_VERSION_UNSUPPORTED"
+
+    def __init__(self, why: str, agent_version: str) -> None:
+        super().__init__(why, {"agent_version": agent_version[:40]})
 
 
 class AgentNotFound(KernelError):

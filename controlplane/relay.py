@@ -30,7 +30,7 @@ from controlplane.agents import AgentHello, Agents, Lease, agent_key
 from controlplane.deltas import DeltaHub
 from controlplane.engines import ManifestInvalid, declared_manifests
 from controlplane.environments.builds import BuildProgressHub
-from controlplane.errors import KernelError
+from controlplane.errors import AgentVersionUnsupported, KernelError
 from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.leases import LeaseKeeper, LeaseStoreUnavailable
 from controlplane.live import LiveTail
@@ -38,6 +38,7 @@ from controlplane.outputs import OutputCommitter
 from controlplane.status import rpc_status_for, to_status
 from controlplane.verdicts import CommandVerdicts
 from controlplane.workspace import WorkspaceRouter
+from serverkit import versions
 
 log = structlog.get_logger(__name__)
 
@@ -154,6 +155,10 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             )
         except KernelError as refusal:
             await context.abort_with_status(to_status(refusal))
+        # After admission: only an agent that proved itself learns which versions this control plane takes.
+        if refused := versions.compatibility(hello.agent_version):
+            log.warning("agent_version_refused", agent_id=hello.agent_id, agent_version=hello.agent_version[:40])
+            await context.abort_with_status(to_status(AgentVersionUnsupported(refused, hello.agent_version)))
         try:
             manifests = declared_manifests(hello)
         except ManifestInvalid as error:

@@ -29,6 +29,7 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.ToolGrantNotFound: grpc.StatusCode.NOT_FOUND,
     errors.InteractionNotPending: grpc.StatusCode.FAILED_PRECONDITION,
     errors.SessionNotReady: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.AgentVersionUnsupported: grpc.StatusCode.FAILED_PRECONDITION,
     errors.RequestIdReused: grpc.StatusCode.ALREADY_EXISTS,
     errors.NoAgentAvailable: grpc.StatusCode.UNAVAILABLE,
     errors.CapacityExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -36,6 +36,7 @@ from dataplane_agent.errors import RelayError, StreamRejected
 from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState
+from serverkit import versions
 
 log = structlog.get_logger(__name__)
 
@@ -257,6 +258,7 @@ class RelayClient:
             sessions=await self._held_cursors(),
             instance_id=cfg.instance_id,
             engine_manifests=[engine_manifest_proto(m) for m in cfg.engines],
+            agent_version=versions.VERSION,
         )
         async with asyncio.timeout(cfg.connect_timeout):
             try:

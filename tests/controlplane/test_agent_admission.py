@@ -18,6 +18,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings, SettingsError
 from controlplane.status import error_info
+from serverkit import versions
 
 TOKEN = "enrol-" + "x" * 26
 
@@ -38,7 +39,9 @@ async def running(database_url: str, bootstrap_key_file: str) -> AsyncIterator[R
 class AgentStream:
     """A Connect stream as an agent holds it: Hello, then heartbeats until told to stop."""
 
-    def __init__(self, address: str, agent_id: str, credential: str, token: str = TOKEN) -> None:
+    def __init__(
+        self, address: str, agent_id: str, credential: str, token: str = TOKEN, agent_version: str = versions.VERSION
+    ) -> None:
         self._channel = grpc.aio.insecure_channel(address)
         self._outgoing: asyncio.Queue[runner_pb2.ConnectRequest | None] = asyncio.Queue()
         hello = runner_pb2.Hello(
@@ -47,6 +50,7 @@ class AgentStream:
             enrollment_token=token,
             instance_id=secrets.token_hex(4),
             capacity=1,
+            agent_version=agent_version,
         )
         self._outgoing.put_nowait(runner_pb2.ConnectRequest(hello=hello))
         self.call = self._channel.stream_stream(

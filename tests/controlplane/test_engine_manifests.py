@@ -19,6 +19,7 @@ from controlplane.errors import InvalidArgument, NoAgentAvailable
 from controlplane.kernel import CreateSession
 from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings
+from serverkit import versions
 from tests.controlplane.conftest import CLAUDE_CODE
 
 OTHER = EngineManifest(
@@ -159,6 +160,7 @@ async def test_a_hello_with_a_manifest_requests_cannot_be_validated_against_is_r
                 agent_id="bad-manifest",
                 agent_credential=secrets.token_urlsafe(32),
                 instance_id="i1",
+                agent_version=versions.VERSION,
                 engines=["x"],
                 engine_manifests=manifests,
             ),
@@ -176,6 +178,7 @@ async def test_the_manifests_of_a_hello_are_what_its_sessions_are_validated_agai
                 agent_id="agent-h",
                 agent_credential=secrets.token_urlsafe(32),
                 instance_id="i1",
+                agent_version=versions.VERSION,
                 engines=["other", "claude_code"],
                 capacity=2,
                 engine_manifests=[manifest_proto(OTHER)],

@@ -37,6 +37,7 @@ from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from controlplane.status import ERROR_DOMAIN, code_for, error_info
 from controlplane.validation import FIELD_TOO_LONG, PAGE_TOKEN_INVALID
+from serverkit import versions
 from tests.support import auth
 
 PROTO = Path(__file__).resolve().parents[2] / "proto/astrabox/sessionkernel/v1/session_kernel_service.proto"
@@ -488,7 +489,9 @@ async def test_an_agent_stream_that_turns_to_garbage_is_refused_as_malformed(con
     INVALID_ARGUMENT, not with OK or UNKNOWN."""
     running, _ = control_plane
     hello = runner_service_pb2.ConnectRequest(
-        hello=runner_service_pb2.Hello(agent_id="garbage-agent", agent_credential="c" * 43, instance_id="i1")
+        hello=runner_service_pb2.Hello(
+            agent_id="garbage-agent", agent_credential="c" * 43, instance_id="i1", agent_version=versions.VERSION
+        )
     )
     connect = "/astrabox.runner.v1.RunnerService/Connect"
     async with grpc.aio.insecure_channel(running.address) as channel:

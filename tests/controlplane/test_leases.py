@@ -24,6 +24,7 @@ from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings
 from dataplane_agent.engines.claude_code import MANIFEST as AGENT_CLAUDE_CODE
 from dataplane_agent.relay.client import engine_manifest_proto
+from serverkit import versions
 from tests.controlplane.conftest import CLAUDE_CODE
 
 HELLO = AgentHello("agent-1", "i1", ["local"], [CLAUDE_CODE], 4, {})
@@ -137,6 +138,7 @@ class _Agent:
             engines=["claude_code"],
             engine_manifests=[engine_manifest_proto(AGENT_CLAUDE_CODE)],
             capacity=4,
+            agent_version=versions.VERSION,
         )
         self.send(runner_pb2.ConnectRequest(hello=hello))
         self.call = self._channel.stream_stream(

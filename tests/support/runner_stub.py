@@ -32,6 +32,7 @@ import grpc
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay.client import engine_manifest_proto
+from serverkit import versions
 
 
 class RunnerStub:
@@ -84,6 +85,7 @@ class RunnerStub:
             engines=[CLAUDE_CODE.kind],
             engine_manifests=[engine_manifest_proto(CLAUDE_CODE)],
             capacity=10_000,
+            agent_version=versions.VERSION,
         )
 
     async def _requests(self):  # type: ignore[no-untyped-def]

@@ -139,7 +139,10 @@ class RunnerServiceServicer:
     """
 
     def Connect(self, request_iterator, context):
-        """The agent's bidirectional stream.
+        """The agent's bidirectional stream. A Hello whose agent_version the control
+        plane does not run with (another major version, or older than the oldest
+        it supports) closes the stream with FAILED_PRECONDITION, reason
+        AGENT_VERSION_UNSUPPORTED, and a message saying which versions it takes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
