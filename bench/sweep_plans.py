@@ -1,6 +1,6 @@
 """The deadline sweep's queries on a populated database: their plans and times.
 
-Fills a throwaway PostgreSQL with `--sessions` sessions (most released long ago, a few released
+Fills a throwaway PostgreSQL with `--sessions` sessions (most released long ago, over 0-60 days, a few released
 with a sandbox still named, the rest live on `--agents` agents) and `--commands` acknowledged agent
 commands, then runs every query one sweep pass makes under EXPLAIN ANALYZE (the prune in a
 transaction rolled back) and prints each plan's top line, whether it scans a whole table, and its
@@ -53,13 +53,15 @@ async def populate(conn: asyncpg.Connection, sessions: int, commands: int, agent
     await conn.execute(
         """
         INSERT INTO sessions (session_id, project_id, request_id, request_fingerprint, engine, permission_mode,
-                              model, labels, state, runtime_available, agent_id, last_seq, sandbox_id, deleted_at)
+                              model, labels, state, runtime_available, agent_id, last_seq, sandbox_id, deleted_at,
+                              released_at)
         SELECT gen_random_uuid(), $1, 'r' || i, 'f', 'claude_code', 'default', '', '{}'::jsonb,
                CASE WHEN i % 100 < 95 THEN (CASE WHEN i % 2 = 0 THEN 'deleted' ELSE 'archived' END)
                     WHEN i % 100 = 95 THEN 'running' WHEN i % 100 = 96 THEN 'creating' ELSE 'ready' END,
                i % 100 >= 95, 'agent-' || (i % $3), 1,
                CASE WHEN i % 1000 = 0 OR i % 100 >= 95 THEN 'sb-' || i END,
-               CASE WHEN i % 100 < 95 AND i % 2 = 0 THEN now() END
+               CASE WHEN i % 100 < 95 AND i % 2 = 0 THEN now() END,
+               CASE WHEN i % 100 < 95 THEN now() - ((i % 60) || ' days')::interval END
         FROM generate_series(1, $2) AS i
         """,
         project,
@@ -101,6 +103,7 @@ async def main(args: argparse.Namespace) -> None:
                 "undelivered_since": lambda: store.turns.undelivered_since(db, timedelta(minutes=4)),  # type: ignore[arg-type]
                 "turns_over_time": lambda: store.sessions.turns_over_time(db),  # type: ignore[arg-type]
                 "prune_done": lambda: store.agent_commands.prune_done(db, timedelta(days=1), 500),  # type: ignore[arg-type]
+                "lock_forgettable": lambda: store.sessions.lock_forgettable(db, timedelta(days=30), 100),  # type: ignore[arg-type]
             }
             print(f"{'query':<20} {'whole-table scan':<18} {'ms':>8}  plan")
             for name, run in queries.items():

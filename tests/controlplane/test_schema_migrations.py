@@ -9,7 +9,10 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import AsyncIterator
+from importlib import import_module
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -128,3 +131,11 @@ async def test_db_status_stops_on_an_edited_migration(
     monkeypatch.setenv("ASTRABOX_DATABASE_URL", database_url)
     with pytest.raises(SystemExit, match=f"astrabox db: migration {re.escape(LATEST.name)} was edited"):
         await asyncio.to_thread(DB.main, ["status"])
+
+
+def test_astrabox_db_is_a_declared_server_command() -> None:
+    """`astrabox db` reaches the server's command through the `astrabox.commands` entry points."""
+    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["entry-points"]
+    module, _, name = declared["astrabox.commands"]["db"].partition(":")
+    command = getattr(import_module(module), name)
+    assert command is DB and command.name == "db"
