@@ -115,13 +115,16 @@ _BOOKKEEPING = (
 )
 
 
-async def _verified(conn: asyncpg.Connection, known: list[Migration]) -> dict[int, asyncpg.Record]:
+async def _verified(
+    conn: asyncpg.Connection, known: list[Migration], has_checksums: bool = True
+) -> dict[int, asyncpg.Record]:
     """The applied migrations by version, once checked against `known`. SchemaMismatch when one was
     edited after it was applied, or when the database has one this control plane does not know."""
+    checksum = "checksum" if has_checksums else "NULL::text AS checksum"
     applied = {
         row["version"]: row
         for row in await conn.fetch(
-            "SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version"
+            f"SELECT version, name, {checksum}, applied_at FROM schema_migrations ORDER BY version"
         )
     }
     by_version = {migration.version: migration for migration in known}
@@ -155,14 +158,19 @@ async def _locked(conn: asyncpg.Connection) -> None:
 
 
 async def status(pool: asyncpg.Pool) -> SchemaStatus:
-    """The applied and pending migrations, the applied ones' checksums verified (SchemaMismatch)."""
+    """The applied and pending migrations, the applied ones' checksums verified (SchemaMismatch).
+    It changes nothing: on a database never migrated, or migrated before checksums, it says so."""
     known = migrations()
-    async with pool.acquire() as conn:
-        await _locked(conn)
-        try:
-            applied = await _verified(conn, known)
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK_KEY)
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        if await conn.fetchval("SELECT to_regclass('schema_migrations')") is None:
+            applied = {}
+        else:
+            await conn.execute("SELECT pg_advisory_xact_lock_shared($1)", _MIGRATION_LOCK_KEY)  # not mid-migration
+            has_checksums = await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns"
+                " WHERE table_name = 'schema_migrations' AND column_name = 'checksum')"
+            )
+            applied = await _verified(conn, known, has_checksums)
     return SchemaStatus(list(applied.values()), [m for m in known if m.version not in applied])
 
 
