@@ -100,17 +100,25 @@ async def test_rows_recorded_before_checksums_get_theirs_on_first_start(pool: as
     assert [r["checksum"] for r in rows] == [m.checksum for m in database.migrations()]
 
 
-def _db(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    assert DB.main(list(argv)) == 0
-    return capsys.readouterr().out
+async def astrabox_db(database_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`astrabox db ...` in a process of its own, as the `astrabox` command runs it (the entry point
+    `db`, checked below), with the database URL in the environment."""
+    env = {**os.environ, "ASTRABOX_DATABASE_URL": database_url}
+    script = "import sys; from astrabox_server.commands import DB; sys.exit(DB.main(sys.argv[1:]))"
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", script, *argv], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
-async def test_db_status_and_migrate_on_a_fresh_and_an_up_to_date_database(
-    database_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ASTRABOX_DATABASE_URL", database_url)
+async def _db(database_url: str, *argv: str) -> str:
+    done = await astrabox_db(database_url, *argv)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_db_status_and_migrate_on_a_fresh_and_an_up_to_date_database(database_url: str) -> None:
     every = database.migrations()
-    fresh = await asyncio.to_thread(_db, capsys, "status")
+    fresh = await _db(database_url, "status")
     assert fresh.splitlines()[0] == f"applied: 0, pending: {len(every)}"
     assert f"  pending  {every[0].name}  {every[0].checksum[:12]}" in fresh
     assert "run `astrabox db migrate`" in fresh
@@ -120,24 +128,22 @@ async def test_db_status_and_migrate_on_a_fresh_and_an_up_to_date_database(
     finally:
         await conn.close()
 
-    migrated = await asyncio.to_thread(_db, capsys, "migrate")
+    migrated = await _db(database_url, "migrate")
     assert migrated == "".join(f"applied {m.name}\n" for m in every) + f"{len(every)} migration(s) applied\n"
 
-    current = await asyncio.to_thread(_db, capsys, "status")
+    current = await _db(database_url, "status")
     assert current.splitlines()[0] == f"applied: {len(every)}, pending: 0"
     assert f"  applied  {LATEST.name}  {LATEST.checksum[:12]}" in current
     assert current.splitlines()[-1] == "up to date"
-    assert await asyncio.to_thread(_db, capsys, "migrate") == "nothing to apply: the schema is up to date\n"
+    assert await _db(database_url, "migrate") == "nothing to apply: the schema is up to date\n"
 
 
-async def test_db_status_stops_on_an_edited_migration(
-    database_url: str, pool: asyncpg.Pool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_db_status_stops_on_an_edited_migration(database_url: str, pool: asyncpg.Pool) -> None:
     await migrate(pool)
     await pool.execute("UPDATE schema_migrations SET checksum = $1 WHERE version = $2", "f" * 64, LATEST.version)
-    monkeypatch.setenv("ASTRABOX_DATABASE_URL", database_url)
-    with pytest.raises(SystemExit, match=f"astrabox db: migration {re.escape(LATEST.name)} was edited"):
-        await asyncio.to_thread(DB.main, ["status"])
+    done = await astrabox_db(database_url, "status")
+    assert done.returncode == 1 and done.stdout == ""
+    assert f"astrabox db: migration {LATEST.name} was edited after it was applied" in done.stderr
 
 
 def test_astrabox_db_is_a_declared_server_command() -> None:
