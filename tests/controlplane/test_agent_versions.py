@@ -4,14 +4,25 @@ a message saying what to upgrade, and enrols nothing for it. Real control plane,
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import types
+from pathlib import Path
 
 import grpc
 import pytest
+from structlog.testing import capture_logs
 
+from astrabox.backoff import Backoff
 from controlplane.server import RunningControlPlane
+from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
+from dataplane_agent.relay import client as relay_client
+from dataplane_agent.relay.client import RelayClient, RelayConfig
+from dataplane_agent.relay.commands import CommandApplier
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.state import AgentState, Database
 from serverkit import versions
-from tests.controlplane.test_agent_admission import AgentStream, running
+from tests.controlplane.test_agent_admission import TOKEN, AgentStream, running
 
 __all__ = ["running"]  # the fixture, used by name
 
@@ -49,6 +60,42 @@ async def test_an_agent_of_this_release_is_welcomed(running: RunningControlPlane
         await agent.close()
     assert not isinstance(first, tuple), first
     assert first.WhichOneof("message") == "welcome"
+
+
+async def test_an_old_agent_logs_why_it_is_refused_and_keeps_trying(
+    running: RunningControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real agent's relay, of a release this control plane no longer takes."""
+    monkeypatch.setattr(relay_client, "versions", types.SimpleNamespace(VERSION="0.0.1"))
+    db = await Database.open(tmp_path / "agent.db")
+    state = AgentState(db)
+    config = RelayConfig(
+        target=running.address,
+        agent_id="agent-old",
+        enrollment_token=TOKEN,
+        instance_id="i-1",
+        credential=secrets.token_urlsafe(32),
+        drivers=("local",),
+        engines=(CLAUDE_CODE,),
+        capacity=1,
+        backoff=Backoff(initial=0.05, maximum=0.2),
+    )
+    # No command reaches a refused agent: it needs no runtimes.
+    relay = RelayClient(config, state=state, outbox=Outbox(db), commands=CommandApplier(db, state, None))  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        task = asyncio.create_task(relay.run())
+        try:
+            async with asyncio.timeout(30):
+                while len([e for e in logs if e["event"] == "relay_stream_failed"]) < 2:
+                    await asyncio.sleep(0.05)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await db.close()
+    failed = next(e for e in logs if e["event"] == "relay_stream_failed")
+    assert failed["error"].startswith("FAILED_PRECONDITION: agent version 0.0.1 is too old: this control plane")
+    assert "upgrade the agent" in failed["error"]
+    assert relay.streams_opened == 0
 
 
 def test_the_rule() -> None:

@@ -21,6 +21,7 @@ from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState, Database
+from serverkit import versions
 
 # -- the control plane's side, as a test double ----------------------------------------------
 
@@ -253,6 +254,7 @@ async def test_after_welcome_exactly_the_outputs_after_the_committed_cursor_are_
         assert cp.hellos[0].sessions == [pb.SessionCursor(session_id="s-1", output_seq=10)]
         assert (cp.hellos[0].agent_id, cp.hellos[0].enrollment_token) == ("agent-1", "tok")
         assert list(cp.hellos[0].drivers) == ["local"] and cp.hellos[0].capacity == 4
+        assert cp.hellos[0].agent_version == versions.VERSION
         assert cp.received == [("s-1", n) for n in range(5, 11)]
         assert cp.journal["s-1"][4].engine_message.payload_json == '{"n": 5}'
         await _wait_for(lambda: _pending(agent.outbox), [])
