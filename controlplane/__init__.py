@@ -7,7 +7,7 @@ database and nothing else. Its map:
     main.py          the process: flags, logging, run until signalled
     health.py        the gRPC health kept true: NOT_SERVING while PostgreSQL cannot be reached
     settings.py      every setting: flag, environment variable, default
-    database.py      the connection pool and the migrations (owns `schema_migrations`)
+    database.py      the connection pool and the checksummed migrations (owns `schema_migrations`)
     embedded_postgres.py  a PostgreSQL of its own for `astrabox up` and the tests
     migrations/      the schema, one numbered SQL file per change
   the client's side
