@@ -41,15 +41,16 @@ def compatibility(agent_version: str, own: str = VERSION, minimum: str = MINIMUM
     takes = f"this control plane ({own}) takes agents {minimum} or newer of major version {own.split('.', 1)[0]}"
     if not agent_version:
         return f"the agent sent no version (it predates {minimum}): {takes}; upgrade the agent"
+    shown = agent_version[:40]  # the agent's text goes back to it and into the log: bounded
     found, mine, oldest = parse(agent_version), parse(own), parse(minimum)
     assert mine is not None and oldest is not None, "the server's own versions are MAJOR.MINOR.PATCH"
     if found is None:
-        return f"agent version {agent_version[:40]!r} is not MAJOR.MINOR.PATCH: {takes}"
+        return f"agent version {shown!r} is not MAJOR.MINOR.PATCH: {takes}"
     if found[0] != mine[0]:
         newer = found[0] > mine[0]
-        return f"agent version {agent_version} is of another major version: {takes}; upgrade the " + (
+        return f"agent version {shown} is of another major version: {takes}; upgrade the " + (
             "control plane first" if newer else "agent"
         )
     if found < oldest:
-        return f"agent version {agent_version} is too old: {takes}; upgrade the agent"
+        return f"agent version {shown} is too old: {takes}; upgrade the agent"
     return None

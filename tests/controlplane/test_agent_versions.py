@@ -104,3 +104,5 @@ def test_the_rule() -> None:
     assert "too old" in (versions.compatibility("1.1.9", own="1.9.2", minimum="1.2.0") or "")
     assert "upgrade the control plane first" in (versions.compatibility("2.0.0", own="1.9.2", minimum="1.2.0") or "")
     assert "upgrade the agent" in (versions.compatibility("0.9.0", own="1.9.2", minimum="0.1.0") or "")
+    # What the agent sent is echoed bounded, however long.
+    assert len(versions.compatibility("2.0.0+" + "x" * 10_000, own="1.9.2", minimum="1.2.0") or "") < 300
