@@ -15,7 +15,7 @@ import pytest
 from tests.support.processes import Process
 
 ASTRABOX = str(Path(sys.executable).with_name("astrabox"))
-SERVER_COMMANDS = ("up", "demo", "controlplane", "agent", "image")
+SERVER_COMMANDS = ("up", "demo", "controlplane", "agent", "image", "db")
 
 
 def test_help_lists_the_server_commands_beside_the_clients() -> None:
@@ -23,7 +23,20 @@ def test_help_lists_the_server_commands_beside_the_clients() -> None:
     assert result.returncode == 0, result.stderr
     listed = [m.group(1) for line in result.stdout.splitlines() if (m := re.match(r" {4}(\w+)", line))]
     assert sorted(listed) == sorted(
-        [*SERVER_COMMANDS, "run", "session", "agents", "whoami", "projects", "keys", "audit", "hosts", "quotas"]
+        [
+            *SERVER_COMMANDS,
+            "run",
+            "session",
+            "agents",
+            "credentials",
+            "environments",
+            "whoami",
+            "projects",
+            "keys",
+            "audit",
+            "hosts",
+            "quotas",
+        ]
     )
     assert "astrabox-server distribution" not in result.stdout  # the hint for a client-only install
 
