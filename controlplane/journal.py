@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -104,6 +104,8 @@ class JournalTransaction:
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
         self.wakes: dict[str, int] = {}
+        # Run once the transaction has committed (metrics count what happened, not what was tried).
+        self.committed: list[Callable[[], None]] = []
 
     async def append(self, session_id: str, events: Sequence[NewEvent]) -> list[int]:
         """Journal `events` in order; returns their seqs. Events a client's call causes carry who made
@@ -143,6 +145,8 @@ class Journal:
                 yield tx
         for key, position in tx.wakes.items():
             self._live.publish(key, position)
+        for committed in tx.committed:
+            committed()
 
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
         return [StoredEvent.from_row(r) for r in await store.events.read(self._pool, session_id, after_seq, limit)]

@@ -24,6 +24,8 @@ async def run_until_signalled(settings: ControlPlaneSettings) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with serve(settings) as running:
         print(f"controlplane listening on {running.address}", flush=True)
+        if running.metrics_address:
+            print(f"controlplane metrics on http://{running.metrics_address}/metrics", flush=True)
         await stop.wait()
         log.info("controlplane_stopping")
 

@@ -34,6 +34,7 @@ from controlplane.errors import AgentVersionUnsupported, KernelError
 from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.leases import LeaseKeeper, LeaseStoreUnavailable
 from controlplane.live import LiveTail
+from controlplane.metrics import ControlPlaneMetrics
 from controlplane.outputs import OutputCommitter
 from controlplane.status import rpc_status_for, to_status
 from controlplane.verdicts import CommandVerdicts
@@ -78,9 +79,11 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         router: WorkspaceRouter,
         deltas: DeltaHub | None = None,
         builds: BuildProgressHub | None = None,
+        metrics: ControlPlaneMetrics | None = None,
     ) -> None:
         self._deltas = deltas or DeltaHub()
         self._builds = builds if builds is not None else BuildProgressHub()
+        self._metrics = metrics or ControlPlaneMetrics()
         self._agents = agents
         self._leases = leases
         self._committer = committer
@@ -123,7 +126,10 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             bound,
             self._deltas,
             self._builds,
+            self._metrics,
         )
+        self._metrics.relay_streams_opened.inc()
+        self._metrics.agents_connected.inc()
         try:
             async with (
                 self._leases.hold(hello.agent_id, lease.generation),
@@ -133,6 +139,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         finally:
             # The lease runs its course: an agent that reconnects within it
             # (a restart, a network blip) keeps its sessions' runtimes.
+            self._metrics.agents_connected.dec()
             bound.info("agent_disconnected")
 
     async def _read_hello(
@@ -191,10 +198,12 @@ class _AgentStream:
         log: structlog.BoundLogger,
         deltas: DeltaHub,
         builds: BuildProgressHub,
+        metrics: ControlPlaneMetrics | None = None,
     ) -> None:
         self._builds = builds
         self._agent_id = agent_id
         self._deltas = deltas
+        self._metrics = metrics or ControlPlaneMetrics()
         self._router = router
         self._lease = lease
         self._agents = agents
@@ -339,7 +348,9 @@ class _AgentStream:
                 self._outgoing.put_nowait(runner_pb2.ConnectResponse(heartbeat_ack=ack))
 
     async def _on_outputs(self, outputs: Sequence[runner_pb2.Output]) -> None:
+        began = time.perf_counter()
         result = await self._committer.commit(self._agent_id, outputs)
+        self._observe_commit(outputs, time.perf_counter() - began)
         committed = [runner_pb2.SessionCursor(session_id=s, output_seq=n) for s, n in sorted(result.committed.items())]
         await self._outgoing.put(runner_pb2.ConnectResponse(output_ack=runner_pb2.OutputAck(committed=committed)))
         for session_id, gap in result.refused.items():
@@ -353,6 +364,14 @@ class _AgentStream:
                     )
                 )
             )
+
+    def _observe_commit(self, outputs: Sequence[runner_pb2.Output], seconds: float) -> None:
+        self._metrics.journal_commit.observe(seconds)
+        self._metrics.journal_batch.observe(len(outputs))
+        now = time.time()
+        for output in outputs:
+            if output.HasField("produce_time"):
+                self._metrics.ack_lag.observe(max(0.0, now - output.produce_time.ToNanoseconds() / 1e9))
 
     async def _pump_commands(self) -> None:
         sent_through = 0

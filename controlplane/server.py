@@ -49,6 +49,7 @@ from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
 from controlplane.leases import LeaseKeeper
 from controlplane.live import LiveTail
+from controlplane.metrics import ControlPlaneMetrics, RpcMetrics
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
 from controlplane.quotas import Quotas
@@ -64,6 +65,7 @@ from controlplane.settings import (
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
+from serverkit import metrics_http
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +82,9 @@ class RunningControlPlane:
     kernel: SessionKernel
     # Where other replicas reach this one.
     advertise_address: str
+    # Where /metrics is served ("" when --metrics-listen is off), and what it serves.
+    metrics_address: str
+    metrics: ControlPlaneMetrics
 
 
 class RunnerService:
@@ -133,6 +138,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             f"--heartbeat-interval ({settings.heartbeat_interval.total_seconds():g} s) must be shorter than "
             f"--lease-ttl ({settings.lease_ttl.total_seconds():g} s), or every lease lapses between heartbeats"
         )
+    metrics = ControlPlaneMetrics()
     pool = await create_pool(settings.database_url)
     try:
         await migrate(pool)
@@ -143,6 +149,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             # by field; RunnerService's callers (agents, other replicas) authenticate on their own and get
             # the decoding and error mapping only.
             interceptors=[
+                RpcMetrics(metrics),  # outermost: it counts the status the caller sees
                 Authenticator(
                     Credentials(
                         pool,
@@ -178,7 +185,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         admission = AgentAdmission(pool, settings.enrollment_token)
         journal = Journal(pool, live)
         agents = Agents(pool, settings.lease_ttl)
-        turns = Turns(agents)
+        turns = Turns(agents, metrics)
         page_tokens = PageTokens.from_cluster_secret(secret)
         definitions = AgentDefinitions(pool, agents, page_tokens)
         environments = EnvironmentDefinitions(pool, page_tokens)
@@ -219,6 +226,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             router,
             deltas,
             build_progress,  # BuildEnvironment's progress, from the agents' streams (environments.builds)
+            metrics,
         )
         credentials = CredentialStore(pool, keys, page_tokens)
         resolver = CredentialResolver(pool, admission, credentials)
@@ -241,12 +249,20 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         )
         await monitor.check()  # SERVING now, unless the database went away since the migrations
         address = f"{host}:{bound}"
+        metrics.watch_sessions(pool, asyncio.get_running_loop())
+        try:
+            endpoint = (
+                metrics_http.serve(settings.metrics_listen, metrics.registry) if settings.metrics_listen else None
+            )
+        except metrics_http.MetricsListenError as error:
+            raise SettingsError(str(error)) from None
         log.info(
             "controlplane_listening",
             address=address,
             advertise_address=advertised,
             tls=tls is not None,
             credential_key_id=keys.key_id if keys else None,
+            metrics_address=endpoint.address if endpoint else None,
         )
         async with asyncio.TaskGroup() as background:
             loops = [
@@ -255,10 +271,14 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 background.create_task(monitor.run()),
             ]
             try:
-                yield RunningControlPlane(address, server, pool, kernel, advertised)
+                yield RunningControlPlane(
+                    address, server, pool, kernel, advertised, endpoint.address if endpoint else "", metrics
+                )
             finally:
                 for loop in loops:
                     loop.cancel()
+                if endpoint is not None:
+                    endpoint.close()
                 await health_servicer.enter_graceful_shutdown()
                 await server.stop(grace=2)
                 await replicas.close()

@@ -113,6 +113,15 @@ class ControlPlaneSettings:
             "default: --tls-cert itself)",
         ),
     )
+    # host:port to serve Prometheus metrics on (http://host:port/metrics); empty: none (the default).
+    metrics_listen: str = field(
+        default="",
+        metadata=option(
+            "--metrics-listen",
+            env="ASTRABOX_METRICS_LISTEN",
+            help="host:port to serve Prometheus metrics on, at /metrics (env %(env)s, default none: off)",
+        ),
+    )
     # How long an agent's lease lasts without a heartbeat; its sessions' runtimes are lost after it.
     lease_ttl: timedelta = _seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat")
     # How often agents are asked to heartbeat.

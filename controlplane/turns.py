@@ -39,6 +39,7 @@ from controlplane import session_config, store, tool_grants
 from controlplane.agents import Agents
 from controlplane.errors import CapacityExhausted, NoAgentAvailable
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
+from controlplane.metrics import ControlPlaneMetrics
 from controlplane.session import SessionRecord, SessionState
 
 log = structlog.get_logger(__name__)
@@ -59,8 +60,9 @@ class QueuedTurn:
 
 
 class Turns:
-    def __init__(self, agents: Agents) -> None:
+    def __init__(self, agents: Agents, metrics: ControlPlaneMetrics | None = None) -> None:
         self._agents = agents
+        self._metrics = metrics or ControlPlaneMetrics()
 
     async def queue(
         self, tx: JournalTransaction, session: SessionRecord, turn: QueuedTurn, client_message_id: str, fingerprint: str
@@ -114,6 +116,7 @@ class Turns:
                 await self._fail_queued(tx, session_id, turn.turn_id, nowhere.message)
                 continue
             await store.turns.start_running(tx.conn, session_id, turn.turn_id)
+            tx.committed.append(self._metrics.turns_started.inc)
             await store.sessions.update(
                 tx.conn, session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
             )
@@ -162,7 +165,8 @@ class Turns:
         }.get(outcome)
         if event is not None:
             await tx.append(session_id, [event])
-        await store.turns.set_state(tx.conn, session_id, turn_id, outcome.value)
+        seconds = await store.turns.set_state(tx.conn, session_id, turn_id, outcome.value)
+        tx.committed.append(lambda: self._metrics.turn_ended(outcome.value, seconds))
         await self._withdraw_input(tx, session_id, turn_id, reason or f"the turn {outcome.value}")
         state = SessionState(row["state"])
         await store.sessions.update(

@@ -488,3 +488,9 @@ async def forget(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
         list(session_ids),
     )
     return deleted
+
+
+async def count_by_state(db: asyncpg.Connection | asyncpg.Pool) -> dict[str, int]:
+    """How many sessions are in each state (the metrics' sessions gauge; one scan, cached there)."""
+    rows = await db.fetch("SELECT state, count(*) AS n FROM sessions GROUP BY state")
+    return {row["state"]: row["n"] for row in rows}

@@ -76,8 +76,16 @@ async def queued_ids(conn: asyncpg.Connection, session_id: str) -> list[str]:
     return [row["turn_id"] for row in rows]
 
 
-async def set_state(conn: asyncpg.Connection, session_id: str, turn_id: str, state: str) -> None:
-    await conn.execute("UPDATE turns SET state = $3 WHERE session_id = $1 AND turn_id = $2", session_id, turn_id, state)
+async def set_state(conn: asyncpg.Connection, session_id: str, turn_id: str, state: str) -> float | None:
+    """Set the turn's state; the seconds since it was dispatched (None if it never was)."""
+    seconds: float | None = await conn.fetchval(
+        "UPDATE turns SET state = $3 WHERE session_id = $1 AND turn_id = $2"
+        " RETURNING extract(epoch FROM clock_timestamp() - dispatched_at)::float8",
+        session_id,
+        turn_id,
+        state,
+    )
+    return seconds
 
 
 async def accepted_seq(conn: asyncpg.Connection, session_id: str, turn_id: str) -> int | None:
