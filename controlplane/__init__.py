@@ -6,6 +6,7 @@ database and nothing else. Its map:
     server.py        composition root: pool, migrations, the services below, the sweep
     main.py          the process: flags, logging, run until signalled
     health.py        the gRPC health kept true: NOT_SERVING while PostgreSQL cannot be reached
+    metrics.py       the Prometheus metrics (`--metrics-listen`): every metric object, the RPC interceptor
     settings.py      every setting: flag, environment variable, default
     database.py      the connection pool and the checksummed migrations (owns `schema_migrations`)
     embedded_postgres.py  a PostgreSQL of its own for `astrabox up` and the tests

@@ -8,6 +8,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
                      outbox rows
     errors.py        AgentError, CommandRefused
     health.py        the agent's health in <state dir>/health.json: stream, outbox depth, driver usable
+    metrics.py       the Prometheus metrics (`--metrics-listen`): every metric object, read at scrape time
     credentials.py   named secrets the agent sends for a session (HTTP MCP servers'): 0600 files, by name
     keyed_locks.py   one lock per session id, dropped when unused
     relay/           the one stream to the control plane (RunnerService.Connect)

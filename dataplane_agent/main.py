@@ -31,6 +31,7 @@ from dataplane_agent.environments.local_layers import LocalLayers
 from dataplane_agent.errors import AgentError
 from dataplane_agent.health import FILE_NAME as HEALTH_FILE_NAME
 from dataplane_agent.health import HealthFile
+from dataplane_agent.metrics import AgentMetrics, ScrapeSources
 from dataplane_agent.pool.warm_engines import EngineWarmer, WarmEngineSettings
 from dataplane_agent.pool.warm_pool import PoolSettings, WarmPool
 from dataplane_agent.relay import credential
@@ -55,7 +56,7 @@ from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.turns.transcripts import TranscriptStore
 from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService
-from serverkit import logs
+from serverkit import logs, metrics_http
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +81,7 @@ async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = Non
 
 async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> None:
     state, outbox = AgentState(db), Outbox(db)
+    metrics = AgentMetrics()
     agent_id = settings.agent_id or await _stable_agent_id(state)
     structlog.contextvars.bind_contextvars(agent_id=agent_id)
     disk, measured = _disk_limit(settings)
@@ -120,6 +122,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             deltas=deltas,
             layers=layers,
             timeouts=RuntimeTimeouts(git_clone=settings.git_clone_timeout),
+            metrics=metrics,
         )
         reconciler = Reconciler(
             state=state,
@@ -165,6 +168,22 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             workspace=workspace,
             deltas=deltas,
         )
+        metrics.attach(
+            ScrapeSources(
+                outbox=outbox,
+                relay=relay,
+                state=state,
+                running=lambda: len(runtimes.running()),
+                warm_ready=lambda: pool.ready if pool is not None else 0,
+            ),
+            asyncio.get_running_loop(),
+        )
+        try:
+            endpoint = (
+                metrics_http.serve(settings.metrics_listen, metrics.registry) if settings.metrics_listen else None
+            )
+        except metrics_http.MetricsListenError as error:
+            raise AgentError(str(error)) from None
         await runtimes.recover()
         await reconciler.start()
         if pool is not None:
@@ -195,6 +214,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 engines=sorted(engines),
                 state_dir=str(settings.state_dir),
                 offline_model=settings.uses_offline_model,
+                metrics_address=endpoint.address if endpoint else None,
             )
             await stop.wait()
             log.info("agent_stopping")
@@ -202,6 +222,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             await bindings.close()
             for task in reversed(loops):  # relay first, engines last
                 task.cancel()
+            if endpoint is not None:
+                endpoint.close()
     log.info("agent_stopped")
 
 

@@ -386,6 +386,15 @@ class AgentSettings:
             help="log level (env %(env)s; default %(default)s)",
         ),
     )
+    # host:port to serve Prometheus metrics on (http://host:port/metrics); empty: none (the default).
+    metrics_listen: str = field(
+        default="",
+        metadata=option(
+            "--metrics-listen",
+            env="ASTRABOX_METRICS_LISTEN",
+            help="host:port to serve Prometheus metrics on, at /metrics (env %(env)s, default none: off)",
+        ),
+    )
     # Sandboxes kept ready for new sessions; 0: none.
     warm_pool: int = field(
         default=0,

@@ -82,6 +82,7 @@ class _Stream:
     """What one Connect stream knows; dropped with the stream."""
 
     call: grpc.aio.StreamStreamCall
+    opened_at: float = field(default_factory=time.monotonic)
     out: asyncio.Queue[pb.ConnectRequest] = field(default_factory=asyncio.Queue)
     committed: dict[str, int] = field(default_factory=dict)
     sent: dict[str, int] = field(default_factory=dict)
@@ -185,6 +186,11 @@ class RelayClient:
     def connected(self) -> bool:
         """Whether a stream to the control plane is open (its Welcome received): the agent's health."""
         return self._stream is not None
+
+    def stream_status(self) -> tuple[float, int] | None:
+        """The open stream's age in seconds and its outputs sent but not acknowledged (the metrics)."""
+        stream = self._stream
+        return None if stream is None else (time.monotonic() - stream.opened_at, stream.unacknowledged())
 
     def _reply(self, ack: pb.CommandAck) -> None:
         stream = self._stream

@@ -155,6 +155,15 @@ class Outbox:
         )
         return [OutboxCursor(session_id=r[0], last_seq=r[1], pending=r[2]) for r in rows]
 
+    async def totals(self) -> tuple[int, int, int]:
+        """Outputs stored and not yet acknowledged, their bytes, and of how many sessions (metrics)."""
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0), COUNT(DISTINCT session_id) FROM outbox"
+            ).fetchone()
+        )
+        return int(row[0]), int(row[1]), int(row[2])
+
     async def first_pending_seq(self, session_id: str) -> int | None:
         """The lowest output_seq still stored for the session, if any."""
         row = await self._db.read(

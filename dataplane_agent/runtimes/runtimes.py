@@ -42,6 +42,7 @@ from dataplane_agent.environments.layers import LayerStore
 from dataplane_agent.environments.steps import LayerBuildError
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
+from dataplane_agent.metrics import AgentMetrics
 from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.routes.egress.proxy import EgressProxy
@@ -99,9 +100,12 @@ class Runtimes:
         egress: EgressProxy | None = None,
         deltas: LiveDeltas | None = None,
         layers: LayerStore | None = None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._db = db
         self._deltas = deltas
+        self._metrics = metrics or AgentMetrics()
+        self._driver_name = driver.name
         self._retain = retain_sandboxes
         self._state = state
         self._outbox = outbox
@@ -209,10 +213,10 @@ class Runtimes:
                 self._placements.released(session_id)
                 self._launcher.forget(session_id)
             return
+        environment_phase: pb.StartupPhase | None = None
         if environment is not None and environment.layered:
-            await self._outbox.append(
-                session_id, "", pb.StartupPhase(phase="environment", duration_ms=_ms_since(began))
-            )
+            environment_phase = pb.StartupPhase(phase="environment", duration_ms=_ms_since(began))
+            await self._outbox.append(session_id, "", environment_phase)
         try:
             sandbox, claimed = await self._launcher.sandbox(session_id, fresh=existing is None, environment=environment)
         except Exception as exc:  # every failure becomes a readable RuntimeStartFailed
@@ -225,9 +229,10 @@ class Runtimes:
         # What this start reports, committed together with the runtime's record at the end, in one
         # transaction (and so one batch to the control plane); but when a CLI start follows (hundreds
         # of milliseconds), the sandbox's phase goes first, for watchers to see the progress.
-        reports: list[pb.StartupPhase | pb.EngineInfo | pb.McpServerUnavailable] = [
-            pb.StartupPhase(phase="sandbox_claimed" if claimed else "sandbox_created", duration_ms=sandbox_ms)
-        ]
+        sandbox_phase = pb.StartupPhase(
+            phase="sandbox_claimed" if claimed else "sandbox_created", duration_ms=sandbox_ms
+        )
+        reports: list[pb.StartupPhase | pb.EngineInfo | pb.McpServerUnavailable] = [sandbox_phase]
         if claimed is None or claimed.engine is None or req.HasField("git_source"):
             await self._outbox.append(session_id, "", reports.pop())
         if req.HasField("git_source"):
@@ -294,6 +299,11 @@ class Runtimes:
                 self._started_tx(c, record, sandbox_ms, receipt)
 
             await self._db.write(started)
+            for report in [environment_phase, sandbox_phase, *(r for r in reports if r is not sandbox_phase)]:
+                if isinstance(report, pb.StartupPhase):
+                    self._metrics.startup_phase_done(
+                        self._driver_name, report.phase, report.duration_ms, warm=claimed is not None
+                    )
         except BaseException:
             await asyncio.shield(close_quietly(engine, self._limits.close_engine))
             raise
@@ -382,6 +392,8 @@ class Runtimes:
             elif not await turns.stop_idle(stop):
                 log.info("runtime_stop_skipped", session_id=session_id, reason="the session is busy on the agent")
                 await self._db.write(receipt)
+                return
+            self._metrics.idle_stops.inc()
 
     async def _stopped(self, record: SessionRecord, reason: str, receipt: Receipt) -> None:
         """Stop the sandbox (its engine is closed) and report it, with the command's receipt."""
