@@ -8,7 +8,8 @@ a session state, a turn outcome. Never a session, turn or agent id: those are un
 Where they are recorded:
     RPCs                 `RpcMetrics`, the outermost server interceptor (a stream counts when it ends,
                          with its final code)
-    sessions by state    scrape time, one GROUP BY over sessions, cached `SESSIONS_CACHE_S`
+    sessions by state    scrape time, one GROUP BY over sessions, cached `SESSIONS_CACHE_S`; with the
+                         engines' background tasks open
     turns                `controlplane.turns` (dispatched; settled, once its transaction committed)
     journal commits      `controlplane.relay`: each committed batch of an agent's outputs, its size,
                          and each output's lag from its produce_time on the agent to the commit
@@ -118,14 +119,22 @@ class _SessionsByState(Collector):
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return [GaugeMetricFamily("astrabox_sessions", "Sessions by state", labels=["state"])]
 
+    async def _count(self) -> tuple[dict[str, int], int]:
+        async with self._pool.acquire() as conn:
+            return await store.sessions.count_by_state(conn), await store.background_tasks.count_open(conn)
+
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        counts = self._cache.get(lambda: on_loop(self._loop, lambda: store.sessions.count_by_state(self._pool)))
+        counts = self._cache.get(lambda: on_loop(self._loop, self._count))
         if counts is None:  # the database did not answer in time: no value is better than a wrong one
             return []
+        sessions, tasks_open = counts
         family = GaugeMetricFamily("astrabox_sessions", "Sessions by state", labels=["state"])
         for state in SessionState:
-            family.add_metric([state.value], counts.get(state.value, 0))
-        return [family]
+            family.add_metric([state.value], sessions.get(state.value, 0))
+        tasks = GaugeMetricFamily(
+            "astrabox_background_tasks_open", "Engines' background tasks open, across every session", value=tasks_open
+        )
+        return [family, tasks]
 
 
 class RpcMetrics(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]

@@ -59,3 +59,11 @@ async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) 
         list(session_ids),
     )
     return deleted
+
+
+async def count_open(db: asyncpg.Connection | asyncpg.Pool) -> int:
+    """How many tasks are open, across every session (the metrics' gauge; cached there)."""
+    count: int = await db.fetchval(
+        "SELECT count(*) FROM background_tasks WHERE state = $1", BackgroundTaskState.OPEN.value
+    )
+    return count

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
+from controlplane import store
 from controlplane.conversation import Conversation, SendMessage
 from controlplane.kernel import CreateSession
 from controlplane.metrics import ControlPlaneMetrics
@@ -72,7 +73,7 @@ async def running(plane, database_url: str, bootstrap_key_file: str) -> AsyncIte
         yield control_plane
 
 
-async def test_rpcs_are_counted_by_method_and_final_code_and_sessions_by_state(running) -> None:
+async def test_rpcs_are_counted_by_method_and_final_code_and_sessions_by_state(plane, running) -> None:
     assert running.metrics_address
     before = await scrape(running.metrics_address)
     async with AstraBoxClient.connect(running.address) as client:
@@ -81,6 +82,8 @@ async def test_rpcs_are_counted_by_method_and_final_code_and_sessions_by_state(r
         assert missing.value.code is grpc.StatusCode.NOT_FOUND
         session = await client.create_session()
         await client.get_session(session.session_id)
+    async with plane.pool.acquire() as conn:  # as an engine's report of a background task records it
+        await store.background_tasks.insert(conn, session.session_id, "task-1", "a build", 1)
     after = await scrape(running.metrics_address)
 
     get = {"service": KERNEL, "method": "GetSession"}
@@ -93,10 +96,11 @@ async def test_rpcs_are_counted_by_method_and_final_code_and_sessions_by_state(r
     # the count cached by the first scrape (none) has expired.
     assert sessions_by_state(before) == {state.value: 0 for state in SessionState}
     async with asyncio.timeout(30):
-        while sessions_by_state(after)["creating"] != 1:
+        while sessions_by_state(after)["creating"] != 1 or value(after, "astrabox_background_tasks_open") != 1:
             await asyncio.sleep(0.5)
             after = await scrape(running.metrics_address)
     assert sum(sessions_by_state(after).values()) == 1
+    assert value(before, "astrabox_background_tasks_open") == 0
     # No label anywhere carries the session's id.
     assert all(session.session_id not in v for (_, labels) in samples(after) for _, v in labels)
 
@@ -143,3 +147,20 @@ async def test_turns_are_counted_when_dispatched_and_when_their_settlement_commi
 def test_a_metrics_address_that_is_not_host_port_is_refused_with_what_to_give() -> None:
     with pytest.raises(MetricsListenError, match="HOST:PORT"):
         serve_metrics("9464", ControlPlaneMetrics().registry)
+
+
+async def test_a_stream_is_counted_when_it_ends_with_its_final_code(running) -> None:
+    async with AstraBoxClient.connect(running.address) as client:
+        session = await client.create_session()
+        async for _event in client.watch(session.session_id):
+            break  # the client goes away: the stream ends CANCELLED
+    watch = {"service": KERNEL, "method": "WatchSessionEvents"}
+    async with asyncio.timeout(30):
+        while (
+            value(
+                text := await scrape(running.metrics_address), "astrabox_rpc_requests_total", **watch, code="CANCELLED"
+            )
+            != 1
+        ):
+            await asyncio.sleep(0.2)
+    assert value(text, "astrabox_rpc_duration_seconds_count", **watch) == 1
