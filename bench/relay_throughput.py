@@ -28,6 +28,10 @@ call per session in this process are the baseline. Where the tree journals
 produce_time, the latency is split at the journal commit (the event's time).
 Last, the append rate of the same number of sessions storing as fast as they
 can, each awaiting its own append. Timings are printed, never asserted.
+
+--metrics on serves the control plane's /metrics and scrapes it every second
+through the run; --metrics off turns every recording into a no-op (this process
+only), so the two runs, one after the other, give the metrics' overhead.
 """
 
 from __future__ import annotations
@@ -409,15 +413,47 @@ async def bench(args: argparse.Namespace) -> None:
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
             key_file, api_key = api_key_file(work)
-            settings = ControlPlaneSettings(database_url=dsn, listen="127.0.0.1:0", bootstrap_key_file=str(key_file))
+            settings = ControlPlaneSettings(
+                database_url=dsn,
+                listen="127.0.0.1:0",
+                bootstrap_key_file=str(key_file),
+                metrics_listen="127.0.0.1:0" if args.metrics == "on" else "",
+            )
+            if args.metrics == "off":
+                _metrics_off()
             async with serve(settings) as controlplane:
+                scraping = asyncio.create_task(_scrape(controlplane.metrics_address)) if args.metrics == "on" else None
                 db = await Database.open(work / "agent.db")
                 try:
                     await run(Bench(args, controlplane.pool, controlplane.address, api_key, db))
                 finally:
+                    if scraping is not None:
+                        scraping.cancel()
                     await db.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _metrics_off() -> None:
+    """Every recording a no-op: what the relay costs without metrics."""
+    from prometheus_client import Counter, Gauge, Histogram
+
+    for kind, names in ((Counter, ("inc",)), (Gauge, ("inc", "dec", "set")), (Histogram, ("observe",))):
+        for name in names:
+            setattr(kind, name, lambda *_args, **_kwargs: None)
+
+
+async def _scrape(address: str) -> None:
+    """A Prometheus scraping every second."""
+    import urllib.request
+
+    def get() -> None:
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+            response.read()
+
+    while True:
+        await asyncio.to_thread(get)
+        await asyncio.sleep(1)
 
 
 async def run(b: Bench) -> None:
@@ -460,7 +496,7 @@ async def run(b: Bench) -> None:
     print(
         f"relay_throughput  {now:%Y-%m-%d %H:%M %Z}  {revision()}  outputs={args.outputs} sessions={args.sessions}"
         f" rounds={args.rounds} payload={args.payload_bytes}B batch={BATCH_SIZE} append-batch={args.append_batch}"
-        f" postgres={postgres}"
+        f" postgres={postgres} metrics={args.metrics}"
     )
     for mode, values in rates.items():
         if not values:
@@ -506,6 +542,12 @@ def main() -> None:
         "--latency-sessions", type=int, default=10, help="sessions of the latency phase (default %(default)s)"
     )
     parser.add_argument("--fast-postgres", action="store_true", help="PostgreSQL with fsync off (default: durable)")
+    parser.add_argument(
+        "--metrics",
+        choices=("on", "off"),
+        default="on",
+        help="on: /metrics served and scraped each second; off: no recording (default %(default)s)",
+    )
     args = parser.parse_args()
     logs.configure("json", "warning")
     asyncio.run(bench(args))
