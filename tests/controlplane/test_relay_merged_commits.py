@@ -10,6 +10,8 @@ import secrets
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane.deltas import DeltaHub
+from controlplane.environments.builds import BuildProgressHub
 from controlplane.kernel import CreateSession
 from controlplane.outputs import OutputCommitter
 from controlplane.relay import _AgentStream
@@ -67,6 +69,8 @@ async def test_batches_queued_during_a_commit_share_the_next_one(plane, monkeypa
         plane.live,
         WorkspaceRouter(),
         structlog.get_logger(),
+        DeltaHub(),
+        BuildProgressHub(),
     )
     inbox = stream._inbox
     inbox.put_nowait(_batch(sid, 2))
