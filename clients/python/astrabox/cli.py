@@ -6,7 +6,7 @@
                            --repo URL[@REF] [--repo-dir DIR], --upload DIR: starting files)
     astrabox session …     list, show, print events of, answer, interrupt or delete sessions
     astrabox agents …      apply agent files (YAML), list, show, version and archive agents
-    astrabox environments …  apply environment files (YAML), list, show, version and archive them
+    astrabox environments …  apply environment files (YAML), list, show, version, archive and build them
     astrabox whoami        the project, role and key of the credential in use
     astrabox projects …    create and list projects (operator admins)
     astrabox keys …        create, list and revoke a project's API keys (admins)

@@ -152,7 +152,7 @@ class AstraBoxClient:
         """AgentService: agent definitions and their versions (`astrabox.agent_definitions`)."""
         self.credentials = Credentials(channel, self._unary)
         """CredentialService: the project's stored secrets (`astrabox.stored_credentials`)."""
-        self.environments = EnvironmentDefinitions(channel, self._unary)
+        self.environments = EnvironmentDefinitions(channel, self._unary, self._metadata)
         """EnvironmentService: environments and their versions (`astrabox.environment_definitions`)."""
         self._reconnect = reconnect
 

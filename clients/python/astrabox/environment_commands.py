@@ -5,6 +5,17 @@
     astrabox environments show NAME[@VERSION] [--output yaml|json]
     astrabox environments versions NAME                 its versions, newest first
     astrabox environments archive NAME                  it starts no new session
+    astrabox environments build NAME[@VERSION] [--agent ID] [--wait]
+                                                        its layer built on the live agents (or one)
+
+`build` shows each agent's progress as it streams (`astrabox.build_progress`: bars redrawn on a
+terminal, a line per step elsewhere). With `--wait` it follows every agent to READY or FAILED and
+exits 1 if any failed, printing the package manager's error; without it, it returns at the first step
+shown: the build is queued durably on every agent asked by then and goes on (a session's start waits
+for its layer anyway).
+`apply` builds each new version that has packages or a setup script on every live agent and waits
+for the outcome as `build --wait` does (a mistake in a package shows now, not at a session's start),
+unless `--no-build`; with no agent connected it says so and the first session's start builds it.
 
 `apply` reads every file first (astrabox.environment_files), so a mistake in any of them applies
 nothing, then prints one line per environment: "created python-ci v1", "python-ci v3 (new
@@ -18,6 +29,7 @@ their session in it.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +38,7 @@ import grpc
 from astrabox import environment_files
 from astrabox._definition_commands import applied, as_json, when
 from astrabox.agent_commands import agent_reference
+from astrabox.build_progress import BuildView
 from astrabox.client import AstraBoxClient
 from astrabox.environment_definitions import Environment, EnvironmentVersion
 from astrabox.errors import AstraBoxError
@@ -46,12 +59,13 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     """Adds `astrabox environments` to `sub` (the subparsers of `astrabox`), taking the `connection` options."""
     environments = sub.add_parser(
         "environments",
-        help="define where sessions run in YAML files: apply, list, show, versions, archive",
+        help="define where sessions run in YAML files: apply, list, show, versions, archive, build",
         parents=[connection],
     )
     actions = environments.add_subparsers(dest="action", required=True)
     apply = actions.add_parser("apply", help="create each file's environments, or give them a new version if changed")
     apply.add_argument("files", nargs="+", metavar="FILE")
+    apply.add_argument("--no-build", action="store_true", help="do not build new versions' layers on the agents now")
     listing = actions.add_parser("list", help="the project's environments by name")
     listing.add_argument("--all", action="store_true", help="archived environments too")
     show = actions.add_parser("show", help="an environment's definition, as a file `apply` takes back")
@@ -59,14 +73,28 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     show.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
     actions.add_parser("versions", help="an environment's versions, newest first").add_argument("name", metavar="NAME")
     actions.add_parser("archive", help="start no new session in it").add_argument("name", metavar="NAME")
+    build = actions.add_parser("build", help="build a version's layer on the live agents, showing their progress")
+    build.add_argument("reference", type=environment_reference, metavar="NAME[@VERSION]")
+    build.add_argument("--agent", default="", metavar="ID", help="only on this data-plane agent")
+    build.add_argument(
+        "--wait", action="store_true", help="follow every agent to READY or FAILED (exit 1 if any failed)"
+    )
     environments.set_defaults(func=func)
 
 
 async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
     """Carry out the parsed `astrabox environments` command `args` with `client`; the exit status."""
-    actions = {"apply": _apply, "list": _list, "show": _show, "versions": _versions, "archive": _archive}
+    actions = {
+        "apply": _apply,
+        "list": _list,
+        "show": _show,
+        "versions": _versions,
+        "archive": _archive,
+        "build": _build,
+    }
     try:
-        await actions[args.action](args, client)
+        if not await actions[args.action](args, client):
+            return 1
     except AstraBoxError as error:
         if error.code == grpc.StatusCode.UNIMPLEMENTED and not error.reason:
             raise AstraBoxError(
@@ -78,37 +106,69 @@ async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
     return 0
 
 
-async def _apply(args: argparse.Namespace, client: AstraBoxClient) -> None:
+async def _apply(args: argparse.Namespace, client: AstraBoxClient) -> bool:
+    built = True
     for environment in [e for path in args.files for e in environment_files.load(path)]:
         done = await client.environments.apply(environment.name, environment.spec)
         print(applied(done.environment.name, done.version.version, done.new_environment, done.created), flush=True)
+        if done.created and done.version.build_digest and not args.no_build:
+            try:
+                built &= await _follow(client, done.environment.name, done.version.version, "", wait=True)
+            except AstraBoxError as error:
+                if error.reason != "NO_AGENT_AVAILABLE":
+                    raise
+                print("  no agent is connected: the layer is built when a session first starts in it", flush=True)
+    return built
 
 
-async def _list(args: argparse.Namespace, client: AstraBoxClient) -> None:
+async def _build(args: argparse.Namespace, client: AstraBoxClient) -> bool:
+    name, number = args.reference
+    return await _follow(client, name, number, args.agent, wait=args.wait)
+
+
+async def _follow(client: AstraBoxClient, name: str, version: int, agent_id: str, *, wait: bool) -> bool:
+    """Shows the build's progress; whether no agent's build failed. Without `wait`, returns at the
+    first step: by then the control plane has queued the build durably on every agent it asked (an
+    agent that reconnects gets it again), so leaving cancels nothing."""
+    view = BuildView(sys.stdout, tty=sys.stdout.isatty())
+    async for progress in client.environments.build(name, version, agent_id):
+        view.show(progress)
+        if not wait:
+            if not progress.done:
+                print("the build goes on on the agents; `--wait` follows it to its end", flush=True)
+            break
+    return not view.failed
+
+
+async def _list(args: argparse.Namespace, client: AstraBoxClient) -> bool:
     async for environment in client.environments.list(archived=args.all):
         archived = "  archived" if environment.archived else ""
         print(
             f"{environment.name:<24} v{environment.latest_version:<4} updated {when(environment.update_time)}{archived}"
         )
+    return True
 
 
-async def _show(args: argparse.Namespace, client: AstraBoxClient) -> None:
+async def _show(args: argparse.Namespace, client: AstraBoxClient) -> bool:
     name, number = args.reference
     environment, version = await client.environments.get(name, number)
     print(_json(environment, version) if args.output == "json" else _yaml(environment, version), end="")
+    return True
 
 
-async def _versions(args: argparse.Namespace, client: AstraBoxClient) -> None:
+async def _versions(args: argparse.Namespace, client: AstraBoxClient) -> bool:
     async for version in client.environments.versions(args.name):
         print(
             f"v{version.version:<4} made {when(version.create_time)}  sha256 {version.spec_digest[:16]}"
             f"  layer {version.build_digest[:16]}"
         )
+    return True
 
 
-async def _archive(args: argparse.Namespace, client: AstraBoxClient) -> None:
+async def _archive(args: argparse.Namespace, client: AstraBoxClient) -> bool:
     environment = await client.environments.archive(args.name)
     print(f"archived {environment.name} (at v{environment.latest_version}; its sessions go on)")
+    return True
 
 
 def _yaml(environment: Environment, version: EnvironmentVersion) -> str:

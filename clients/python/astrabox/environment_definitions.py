@@ -6,6 +6,8 @@
         print(environment.name, environment.latest_version)
     environment, version = await client.environments.get("python-ci", version=2)
     await client.environments.archive("python-ci")
+    async for step in client.environments.build("python-ci"):   # its layer built on the live agents
+        print(step.agent_id, step.state, step.phase, step.percent, step.error)
 
 An environment is a name and a series of immutable versions of an `EnvironmentSpec`
 (astrabox.environments.v1): packages, setup script, variables, limits, network policy, credential
@@ -13,7 +15,9 @@ bindings. The spec stays the protobuf message; `astrabox.environment_files` read
 A session pins one version (`client.create_session(environment=...)`).
 
 Every call has the client's deadline; reads, creates (with their request id), updates (a whole
-definition) and archives are retried while the server is away.
+definition) and archives are retried while the server is away. `build` has no deadline by default
+(a layer's packages take what they take) and is not retried: its stream ends when every agent's
+build is READY or FAILED; leaving it early cancels no build.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -31,8 +35,9 @@ from astrabox.administration import Unary
 from astrabox.environments.v1 import environment_pb2
 from astrabox.environments.v1 import environment_service_pb2 as api
 from astrabox.environments.v1 import environment_service_pb2_grpc as api_grpc
+from astrabox.errors import AstraBoxError
 
-__all__ = ["Environment", "EnvironmentApplied", "EnvironmentDefinitions", "EnvironmentVersion"]
+__all__ = ["BuildProgress", "Environment", "EnvironmentApplied", "EnvironmentDefinitions", "EnvironmentVersion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,44 @@ class EnvironmentVersion:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class BuildProgress:
+    """One step of one agent's build of an environment's layer (`BuildProgress` in environment.proto)."""
+
+    agent_id: str
+    build_digest: str
+    state: str
+    """"building", "ready" or "failed" (READY and FAILED are an agent's last step)."""
+    phase: str
+    """The step: "apt", "pip", "npm", "setup", "ready" …"""
+    message: str
+    percent: int
+    """0 to 100, as far as the agent can tell."""
+    error: str
+    """FAILED: the package manager's own error (its output's end)."""
+    time: datetime
+
+    @property
+    def done(self) -> bool:
+        """Whether this is the agent's last step (READY or FAILED)."""
+        return self.state in ("ready", "failed")
+
+    @classmethod
+    def from_proto(cls, message: environment_pb2.BuildProgress) -> BuildProgress:
+        """From the `BuildProgress` message the server sent."""
+        state = environment_pb2.BuildState.Name(message.state).removeprefix("BUILD_STATE_").lower()
+        return cls(
+            message.agent_id,
+            message.build_digest,
+            state,
+            message.phase,
+            message.message,
+            message.percent,
+            message.error,
+            message.time.ToDatetime(tzinfo=UTC),
+        )
+
+
 class EnvironmentApplied(NamedTuple):
     """What `apply` (and `update`) did: the environment, its newest version, and whether that version
     was made now (False: the definition was equal to the newest one)."""
@@ -105,9 +148,10 @@ class EnvironmentDefinitions:
     """EnvironmentService's calls; made by `AstraBoxClient.environments`. `environment` arguments take
     an environment's name or its id."""
 
-    def __init__(self, channel: grpc.aio.Channel, unary: Unary) -> None:
+    def __init__(self, channel: grpc.aio.Channel, unary: Unary, metadata: Any = ()) -> None:
         self._stub = api_grpc.EnvironmentServiceStub(channel)  # type: ignore[no-untyped-call]
         self._unary = unary
+        self._metadata = metadata
 
     async def create(
         self, name: str, spec: environment_pb2.EnvironmentSpec, *, request_id: str | None = None
@@ -176,3 +220,20 @@ class EnvironmentDefinitions:
             self._stub.ArchiveEnvironment, api.ArchiveEnvironmentRequest(environment=environment)
         )
         return Environment.from_proto(response.environment)
+
+    async def build(
+        self, environment: str, version: int = 0, agent_id: str = "", *, timeout: float | None = None
+    ) -> AsyncIterator[BuildProgress]:
+        """Builds the layer of the environment's `version` (0: the newest) on every live agent, or on
+        `agent_id`, yielding each agent's steps until every one is READY or FAILED (a failure is a
+        step, not an exception). NOT_FOUND (ENVIRONMENT_NOT_FOUND), UNAVAILABLE (NO_AGENT_AVAILABLE)
+        when no agent is connected, UNAVAILABLE (AGENT_NOT_CONNECTED) for an agent that is not. Within `timeout` seconds when given; leaving early cancels no build."""
+        request = api.BuildEnvironmentRequest(environment=environment, version=version, agent_id=agent_id)
+        call = self._stub.BuildEnvironment(request, timeout=timeout, metadata=self._metadata)
+        try:
+            async for response in call:
+                yield BuildProgress.from_proto(response.progress)
+        except grpc.aio.AioRpcError as error:
+            raise AstraBoxError.from_rpc_error(error) from error
+        finally:
+            call.cancel()
