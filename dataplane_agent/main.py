@@ -40,6 +40,7 @@ from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.routes.egress.bindings import BindingSource
+from dataplane_agent.routes.egress.builds import BuildEgress
 from dataplane_agent.routes.egress.interception import Interception
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
@@ -100,10 +101,10 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
         ControlPlaneLink(settings.controlplane, agent_id, agent_credential, _controlplane_ca(settings)),
         ttl=settings.egress_credentials_ttl,
     )
-    layers = _make_layers(settings, driver, state, agent_id)
-    if layers is not None:
-        await layers.start()
     async with _model(settings) as model, _egress(settings, outbox, bindings) as egress:
+        layers = _make_layers(settings, driver, state, agent_id, BuildEgress(egress))
+        if layers is not None:
+            await layers.start()
         pool = _make_pool(settings, driver, lambda: runtimes.sandbox_template(), inventory, engines, model)
         deltas = LiveDeltas()
         runtimes = Runtimes(
@@ -259,16 +260,19 @@ async def _check_cli(driver: SandboxDriver, cli: Path, agent_id: str) -> None:
         ) from None
 
 
-def _make_layers(settings: AgentSettings, driver: SandboxDriver, state: AgentState, agent_id: str) -> LayerStore | None:
+def _make_layers(
+    settings: AgentSettings, driver: SandboxDriver, state: AgentState, agent_id: str, network: BuildEgress
+) -> LayerStore | None:
     """The driver's environment layers; None where the driver builds none (a session whose
-    environment has packages then fails to start, saying so)."""
+    environment has packages then fails to start, saying so). Setup scripts go out through `network`
+    on the local driver; a docker build container has no network."""
     retention = settings.layer_retention_days * 86400
     if settings.driver == "docker":
         from dataplane_agent.environments.docker_layers import DockerLayers
 
         builder: LayerBuilder = DockerLayers(settings.state_dir / "layers", settings.image)
     elif settings.driver == "local":
-        builder = LocalLayers(settings.state_dir / "layers", driver, agent_id)
+        builder = LocalLayers(settings.state_dir / "layers", driver, agent_id, network)
     else:
         return None
     return LayerStore(builder, state, retention=retention)

@@ -19,9 +19,10 @@ only through `validation.echo`. The bounds are the ones environment.proto docume
 - credential bindings: a credential's name, 1-64 host patterns, a header's name for HEADER only.
 
 `canonical` is the form stored and digested (`named_definitions.canonical`). `build_digest` is the
-SHA-256 of the canonical form of an EnvironmentSpec that holds only `packages` and `setup_script`:
-what goes into the layer, so versions (and environments) that differ only in variables, limits,
-network or credentials share one layer.
+SHA-256 of the canonical form of an EnvironmentSpec that holds only `packages` and `setup_script`
+(and, with a setup script, `network`: the script runs under that policy, so what it could fetch is
+part of what is built): what goes into the layer, so versions (and environments) that differ only
+in variables, limits or credentials share one layer.
 """
 
 from __future__ import annotations
@@ -224,7 +225,10 @@ def canonical(spec: epb.EnvironmentSpec) -> bytes:
 
 def build_digest(spec: epb.EnvironmentSpec) -> str:
     """EnvironmentVersion.build_digest: the SHA-256, hex, of the canonical form of an EnvironmentSpec
-    holding only the spec's packages and setup script (what its layer is built from)."""
+    holding only the spec's packages and setup script, and the network policy the script runs under
+    (what its layer is built from)."""
     built = epb.EnvironmentSpec(setup_script=spec.setup_script)
     built.packages.CopyFrom(spec.packages)
+    if spec.setup_script and spec.HasField("network"):
+        built.network.CopyFrom(spec.network)
     return named_definitions.digest(canonical(built))

@@ -54,6 +54,9 @@ class BuildRequest:
     build_digest: str
     packages: Packages
     setup_script: str = ""
+    # The environment's network policy, for the setup script only (the control plane puts it into
+    # the build digest when there is a setup script); the install steps never have network.
+    network: env_pb.NetworkPolicy = field(default_factory=env_pb.NetworkPolicy)
 
     @classmethod
     def from_spec(cls, build_digest: str, spec: env_pb.EnvironmentSpec) -> BuildRequest:
@@ -63,7 +66,10 @@ class BuildRequest:
             packages = Packages.from_proto(spec.packages)
         except PackageError as error:
             raise LayerBuildError("check", str(error)) from None
-        return cls(build_digest=build_digest, packages=packages, setup_script=spec.setup_script)
+        network = env_pb.NetworkPolicy()
+        if spec.setup_script:
+            network.CopyFrom(spec.network)
+        return cls(build_digest=build_digest, packages=packages, setup_script=spec.setup_script, network=network)
 
     @property
     def empty(self) -> bool:

@@ -4,7 +4,11 @@ A build fetches on the host (`downloads`), then installs inside a sandbox of the
 — no network, the sandbox's own user, its limits — whose workspace is the build's only writable
 place: Debian packages extracted with `dpkg-deb -x` (their maintainer scripts never run), wheels
 installed with `pip install --no-index --target`, then the setup script. The result is copied into
-`<root>/.staging/` and renamed to `<root>/<build_digest>` only when every step succeeded."""
+`<root>/.staging/` and renamed to `<root>/<build_digest>` only when every step succeeded.
+
+The setup script alone may reach the network, through the agent's egress proxy under the
+environment's own network policy (`BuildNetwork`; a policy of NONE, or no proxy: no way out), with
+no credential: a layer is shared by every environment with its build digest."""
 
 from __future__ import annotations
 
@@ -16,7 +20,9 @@ import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
+from astrabox.environments.v1 import environment_pb2 as env_pb
 from dataplane_agent.environments.downloads import download
 from dataplane_agent.environments.layers import DIGEST, BuildRequest, Layer, Progress
 from dataplane_agent.environments.steps import LayerBuildError, run_step
@@ -41,13 +47,27 @@ def _install_script(request: BuildRequest) -> str:
     return "\n".join(lines) + "\n"
 
 
-class LocalLayers:
-    """Prefix layers under `root`, installed in sandboxes of `driver`."""
+class BuildNetwork(Protocol):
+    """The egress proxy as a build sees it (routes/egress/builds.py)."""
 
-    def __init__(self, root: Path, driver: SandboxDriver, agent_id: str) -> None:
+    @property
+    def socket(self) -> Path: ...
+
+    def open(self, owner: str, network: env_pb.NetworkPolicy) -> Mapping[str, str]:
+        """Lets `owner` out under `network`; the environment its programs need for that."""
+
+    def close(self, owner: str) -> None: ...
+
+
+class LocalLayers:
+    """Prefix layers under `root`, installed in sandboxes of `driver`; setup scripts go out through
+    `network` (None: never)."""
+
+    def __init__(self, root: Path, driver: SandboxDriver, agent_id: str, network: BuildNetwork | None = None) -> None:
         self._root = Path(root)
         self._driver = driver
         self._agent_id = agent_id
+        self._network = network
 
     def path(self, build_digest: str) -> Path:
         return self._root / build_digest
@@ -101,26 +121,36 @@ class LocalLayers:
 
     async def _install(self, request: BuildRequest, downloads: Path, work: Path) -> Path:
         """Run the install steps and the setup script in a sandbox; the layer's directory in `work`."""
+        owner = f"layer-{request.build_digest[:20]}-{secrets.token_hex(3)}"
+        network = self._network if request.setup_script and request.network.mode else None
         spec = SandboxSpec(
-            session_id=f"layer-{request.build_digest[:20]}-{secrets.token_hex(3)}",
+            session_id=owner,
             agent_id=self._agent_id,
             labels={AGENT_LABEL: self._agent_id, LAYER_BUILD_LABEL: request.build_digest},
+            egress_socket=network.socket if network is not None else None,
         )
         sandbox = await self._driver.create(spec)
         try:
             await asyncio.to_thread(shutil.copytree, downloads, sandbox.workspace / "downloads")
+            # The proxy's socket is there, but without the build's token nothing gets through it.
             await self._run(sandbox, "install", _install_script(request), {})
             if request.setup_script:
-                # As the sandbox's user, with no network; it may add to the layer at $ASTRABOX_LAYER.
+                # As the sandbox's user; it may add to the layer at $ASTRABOX_LAYER.
                 env = layer_env("/usr/local/bin:/usr/bin:/bin", "/workspace/layer")
-                await self._run(sandbox, "setup", request.setup_script, {**env, "ASTRABOX_LAYER": "/workspace/layer"})
+                proxy = network.open(owner, request.network) if network is not None else {}
+                env = {**env, **proxy, "ASTRABOX_LAYER": "/workspace/layer"}
+                await self._run(sandbox, "setup", request.setup_script, env)
             built = work / "layer"
             await asyncio.to_thread(
                 shutil.copytree, sandbox.workspace / "layer", built, symlinks=True, ignore=_not_plain
             )
             return built
         finally:
-            await self._driver.destroy(sandbox)
+            try:
+                await self._driver.destroy(sandbox)
+            finally:
+                if network is not None:
+                    network.close(owner)
 
     async def _run(self, sandbox: Sandbox, phase: str, script: str, env: Mapping[str, str]) -> None:
         launcher = await self._driver.launcher(sandbox, ["/bin/sh", "-c", script], env)

@@ -103,7 +103,10 @@ async def test_an_environment_is_created_read_updated_listed_and_archived(runnin
     env = created.environment
     assert (env.name, env.latest_version, env.archived) == ("py", 1, False) and uuid.UUID(env.environment_id)
     assert created.version.spec == python_env() and created.version.spec_digest == sha256(python_env())
-    built = epb.EnvironmentSpec(packages=python_env().packages, setup_script=python_env().setup_script)
+    # With a setup script, the network policy it runs under is part of what is built.
+    built = epb.EnvironmentSpec(
+        packages=python_env().packages, setup_script=python_env().setup_script, network=python_env().network
+    )
     assert created.version.build_digest == sha256(built)
 
     by_id = await dev.GetEnvironment(pb.GetEnvironmentRequest(environment=env.environment_id))

@@ -1,18 +1,23 @@
 """`astrabox environments build` and `apply` as a user runs them against a real stack (a real agent on
 the local driver building with the host's pip): each agent's progress shown as it streams, then READY
 and exit 0 for a tiny environment (pip `six`), or FAILED with pip's own error and exit 1 for a package
-that does not exist. Also `client.environments.build` yielding the steps as dataclasses."""
+that does not exist. Also `client.environments.build` yielding the steps as dataclasses, and a setup
+script reaching the network through the egress proxy only where its environment's policy allows."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from astrabox.client import AstraBoxClient
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StartStack
 
 pytestmark = pytest.mark.e2e
 
@@ -73,3 +78,52 @@ async def test_build_without_wait_returns_at_the_first_step_and_the_build_goes_o
 
     unknown = astrabox(stack, "environments", "build", "tiny", "--agent", "agent-nobody", "--wait")
     assert unknown.returncode == 1 and "AGENT_NOT_CONNECTED" in unknown.stderr, unknown.stderr
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[int]:
+    """A file served over HTTP on the host's loopback at 127.0.0.2 (127.0.0.1 inside a sandbox is
+    the sandbox's own, never proxied); its port."""
+    root = tmp_path / "served"
+    root.mkdir()
+    (root / "tool.txt").write_text("fetched by the setup script\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.2", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    thread.join()
+
+
+def _setup_env(name: str, port: int, allowed: str) -> str:
+    return (
+        f"name: {name}\n"
+        "setup: |\n"
+        f'  curl -fsS http://127.0.0.2:{port}/tool.txt -o "$ASTRABOX_LAYER/usr/tool.txt"\n'
+        "network:\n"
+        "  mode: limited\n"
+        f'  allowed_hosts: ["{allowed}"]\n'
+    )
+
+
+async def test_a_setup_script_fetches_what_its_network_policy_allows(
+    stacks: StartStack, served: int, tmp_path: Path
+) -> None:
+    # The agent may connect to loopback for sandboxes (a test server stands for the internet here).
+    stack = stacks(args=("--egress-allowed-networks", "127.0.0.0/8"))
+    (tmp_path / "allowed.yaml").write_text(_setup_env("allowed", served, f"127.0.0.2:{served}"))
+    built = astrabox(stack, "environments", "apply", "allowed.yaml", cwd=tmp_path)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "READY" in built.stdout.splitlines()[-1], built.stdout
+    async with AstraBoxClient.connect(stack.address) as client:
+        _, version = await client.environments.get("allowed")
+    layer = stack.agent_state / "layers" / version.build_digest
+    assert (layer / "usr" / "tool.txt").read_text() == "fetched by the setup script\n"
+
+    # The same script under a policy that does not name the host: the proxy refuses, curl says so.
+    (tmp_path / "refused.yaml").write_text(_setup_env("refused", served, "example.com"))
+    refused = astrabox(stack, "environments", "apply", "refused.yaml", cwd=tmp_path)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "FAILED (setup)" in refused.stdout, refused.stdout
+    assert "curl: (22)" in refused.stdout and "403" in refused.stdout, refused.stdout

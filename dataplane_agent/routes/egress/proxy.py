@@ -137,6 +137,8 @@ class EgressProxy:
         self._interception = interception
         self._tokens = SessionTokens()
         self._policies: dict[str, EgressPolicy] = {}
+        # Owners that are no session (a layer build's setup script): no credentials, no reports.
+        self._builds: set[str] = set()
         self._reports = RefusalReports()
         self._open: dict[str, int] = {}
         self._server: asyncio.Server | None = None
@@ -151,9 +153,20 @@ class EgressProxy:
         """From now on the session's connections are judged by `policy`."""
         self._policies[session_id] = policy
 
+    def register_build(self, owner: str, policy: EgressPolicy) -> None:
+        """A layer build's sandbox (`owner`, no session) goes out under `policy`, with no credential
+        (a layer is shared by every environment of its build digest, across projects: no secret may
+        go into one) and no refusal reported (there is no session to report it to; the setup
+        script sees the refusal and fails the build with it)."""
+        self._builds.add(owner)
+        self._policies[owner] = policy
+
     def forget(self, session_id: str) -> None:
         """The session is gone from this agent: its token is refused from now on."""
         self._policies.pop(session_id, None)
+        if session_id in self._builds:
+            self._builds.discard(session_id)
+            return
         self._reports.forget(session_id)
         # Its secrets leave this process's memory too, where the source keeps them.
         forget = getattr(self._bindings, "forget", None)
@@ -440,6 +453,8 @@ class EgressProxy:
         await up_writer.drain()
 
     async def _matching(self, session_id: str, host: str, port: int) -> list[CredentialBinding]:
+        if session_id in self._builds:
+            return []
         try:
             bindings = await self._bindings.bindings(session_id)
         except Exception as error:  # the message never holds a secret (BindingSource's contract)
@@ -522,7 +537,7 @@ class EgressProxy:
 
     async def _refuse(self, session_id: str, refused: Refused, writer: asyncio.StreamWriter) -> None:
         message = f"astrabox egress: {refused}"
-        if refused.report and session_id:
+        if refused.report and session_id and session_id not in self._builds:
             log.info("egress_refused", session_id=session_id, host=refused.host, port=refused.port)
             suppressed = self._reports.take(session_id)
             if suppressed is not None and self._report is not None:
