@@ -340,13 +340,17 @@ def _make_pool(
     engines: dict[str, EngineAdapter],
     model: ModelRoute,
 ) -> WarmPool | None:
-    if settings.warm_pool <= 0:
+    if settings.warm_pool <= 0 and settings.warm_pool_per_environment <= 0:
         return None
     if not callable(getattr(driver, "rebind", None)):
         raise AgentError(
             f"the {driver.name} sandbox driver cannot hand pool sandboxes to sessions: run with --warm-pool 0"
         )
-    pool_settings = PoolSettings(size=settings.warm_pool, max_age=settings.warm_pool_max_age)
+    pool_settings = PoolSettings(
+        size=max(0, settings.warm_pool),
+        max_age=settings.warm_pool_max_age,
+        per_environment=max(0, settings.warm_pool_per_environment),
+    )
     warm = WarmEngineSettings()
     warmer = EngineWarmer(engines[warm.engine], driver, model, warm) if settings.warm_engines else None
     return WarmPool(driver, template, pool_settings, inventory=inventory, engines=warmer)  # type: ignore[arg-type]

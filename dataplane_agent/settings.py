@@ -405,6 +405,17 @@ class AgentSettings:
             help="sandboxes kept ready for new sessions (env %(env)s; default %(default)s: none)",
         ),
     )
+    # Sandboxes kept ready for each environment a session used in the last hour; 0: none.
+    warm_pool_per_environment: int = field(
+        default=0,
+        metadata=option(
+            "--warm-pool-per-environment",
+            env="ASTRABOX_WARM_POOL_PER_ENVIRONMENT",
+            type=int,
+            help="sandboxes kept ready for each environment a session used in the last hour, made from its"
+            " layer (env %(env)s; default %(default)s: none)",
+        ),
+    )
     # Seconds a ready sandbox may wait before it is replaced.
     warm_pool_max_age: float = field(
         default=3600.0,

@@ -20,6 +20,15 @@ engine running in it (`dataplane_agent.pool.warm_engines`): a sandbox counts as
 ready only once its engine is connected, a claim hands the engine over with
 the sandbox, and retiring a sandbox closes its engine first. Sandboxes taken
 back from an earlier process get their engine started in the background.
+
+Environments: with `per_environment` N > 0 the pool also keeps up to N sandboxes for each
+environment (its layer, variables and limits: the template key tells environments apart) that a
+session started in within `environment_recency` seconds, made from that session's spec
+(`remember`). A session of that environment claims one as any other; a session of another
+environment cannot, its key differs. Only the sandbox is made ahead: no engine is started in it,
+since a session's engine has that session's network policy and proxy token, which exist only once
+the session does. Which environments are recent is kept in memory: after a restart the pool
+retires what an earlier process left for environments and waits for their next session.
 """
 
 from __future__ import annotations
@@ -103,6 +112,9 @@ class PoolSettings:
     max_backoff: float = 300.0
     # After a claim, wait this long before refilling.
     refill_delay: float = 0.25
+    # Sandboxes kept for each environment a session used lately (0: none), and how lately.
+    per_environment: int = 0
+    environment_recency: float = 3600.0
 
 
 def template_key(driver: str, spec: SandboxSpec) -> str:
@@ -163,6 +175,8 @@ class WarmPool:
         self._inventory = inventory
         self._clock = clock
         self._ready: collections.deque[_Warm] = collections.deque()
+        # The environments sessions started in lately: template key -> (its spec, last use).
+        self._environments: dict[str, tuple[SandboxSpec, float]] = {}
         # Pool ids being created, rebound or retired: still the pool's.
         self._busy: set[str] = set()
         self._wake = asyncio.Event()
@@ -219,6 +233,17 @@ class WarmPool:
         )
         kind = self._engines.kind if self._engines is not None and warm.engine is not None else ""
         return Claimed(sandbox, warm.pool_id, warm.engine, kind)
+
+    def remember(self, spec: SandboxSpec) -> None:
+        """A session started in the environment of `spec` (not the built-in one): keep sandboxes
+        for it (when the pool keeps any per environment) for `environment_recency` seconds."""
+        if self._settings.per_environment <= 0:
+            return
+        key = template_key(self._driver.name, spec)
+        known = key in self._environments
+        self._environments[key] = (spec, self._clock())
+        if not known:
+            self._wake.set()
 
     def _take(self, key: str) -> _Warm | None:
         """Pop the oldest fresh sandbox of `key`; synchronous, so two claims never get the same one."""
@@ -288,40 +313,56 @@ class WarmPool:
         self._wake.set()
 
     async def _fill(self) -> bool:
-        """Create until `size` are ready; True if a create failed."""
-        while len(self._ready) < self._settings.size:
-            template = self._template()
+        """Create until each wanted template has its count ready; True if a create failed."""
+        for template, count, engine in self._wanted():
             key = template_key(self._driver.name, template)
-            pool_id = f"pool-{uuid.uuid4().hex[:16]}"
-            self._busy.add(pool_id)
-            try:
-                async with asyncio.timeout(self._settings.create_timeout):
-                    sandbox = await self._driver.create(_pool_spec(template, pool_id, key))
-            except Exception as exc:
-                log.warning("pool_create_failed", error=f"{type(exc).__name__}: {exc}")
-                # Whatever part of it exists carries the pool label: the reconciler destroys it.
-                return True
-            finally:
-                self._busy.discard(pool_id)
-            if not await self._make_ready(_Warm(sandbox, key, self._clock())):
-                return True
+            while sum(1 for warm in self._ready if warm.key == key) < count:
+                pool_id = f"pool-{uuid.uuid4().hex[:16]}"
+                self._busy.add(pool_id)
+                try:
+                    async with asyncio.timeout(self._settings.create_timeout):
+                        sandbox = await self._driver.create(_pool_spec(template, pool_id, key))
+                except Exception as exc:
+                    log.warning("pool_create_failed", error=f"{type(exc).__name__}: {exc}")
+                    # Whatever part of it exists carries the pool label: the reconciler destroys it.
+                    return True
+                finally:
+                    self._busy.discard(pool_id)
+                if not await self._make_ready(_Warm(sandbox, key, self._clock()), engine=engine):
+                    return True
         return False
+
+    def _wanted(self) -> list[tuple[SandboxSpec, int, bool]]:
+        """(template, how many, with an engine): the built-in environment's, then each recent one's."""
+        wanted = [(self._template(), self._settings.size, True)]
+        wanted += [(spec, self._settings.per_environment, False) for spec, _ in self._environments.values()]
+        return wanted
+
+    def _kept(self) -> set[str]:
+        """The template keys the pool keeps sandboxes of now; forgets environments no longer recent."""
+        recent_since = self._clock() - self._settings.environment_recency
+        for key, (_, used) in list(self._environments.items()):
+            if used < recent_since:
+                del self._environments[key]
+                log.info("pool_environment_forgotten", key=key)
+        return {self._key(), *self._environments}
 
     async def _warm_taken_back(self) -> bool:
         """Start the engines of ready sandboxes that have none (taken back at start); True if one failed."""
         if self._engines is None:
             return False
-        for warm in [warm for warm in self._ready if warm.engine is None]:
+        key = self._key()  # an environment's sandboxes get no engine
+        for warm in [warm for warm in self._ready if warm.engine is None and warm.key == key]:
             with contextlib.suppress(ValueError):
                 self._ready.remove(warm)  # not claimable while its engine starts
             if not await self._make_ready(warm):
                 return True
         return False
 
-    async def _make_ready(self, warm: _Warm) -> bool:
-        """Start `warm`'s engine (if the pool has a warmer) and add it to the ready sandboxes;
-        False, having retired it, when the engine did not start."""
-        if self._engines is not None:
+    async def _make_ready(self, warm: _Warm, *, engine: bool = True) -> bool:
+        """Start `warm`'s engine (if the pool has a warmer and `engine`) and add it to the ready
+        sandboxes; False, having retired it, when the engine did not start."""
+        if self._engines is not None and engine:
             self._busy.add(warm.pool_id)
             try:
                 warm.engine = await self._engines.start(warm.sandbox)
@@ -346,11 +387,11 @@ class WarmPool:
             log.warning("pool_engine_close_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def _retire_stale(self) -> None:
-        key = self._key()
+        kept = self._kept()
         oldest_allowed = self._clock() - self._settings.max_age
         for warm in list(self._ready):
-            if warm.key != key:
-                reason = "its template changed"
+            if warm.key not in kept:
+                reason = "its template changed, or its environment had no session lately"
             elif warm.created_at < oldest_allowed:
                 reason = "older than the pool's max age"
             elif warm.engine is not None and warm.engine.ended:
@@ -385,7 +426,8 @@ class WarmPool:
         return template_key(self._driver.name, self._template())
 
     def _next_expiry(self) -> float:
-        """Seconds until the oldest ready sandbox is too old (at least 1, at most a minute)."""
+        """Seconds until the oldest ready sandbox is too old, or the next look at which environments
+        are recent (at least 1, at most a minute)."""
         if not self._ready:
             return 60.0
         oldest = min(w.created_at for w in self._ready)

@@ -53,6 +53,10 @@ class SandboxPool(Protocol):
         """A ready sandbox rebound to `spec`'s session, maybe with an engine started in it; None:
         none is ready (the caller creates one)."""
 
+    def remember(self, spec: SandboxSpec) -> None:
+        """A session started in the (not built-in) environment `spec` is made for: sandboxes for it
+        may be kept too."""
+
 
 @dataclass(frozen=True, slots=True)
 class RuntimeTimeouts:
@@ -184,10 +188,13 @@ class Launcher:
         self, session_id: str, *, fresh: bool, environment: SessionEnvironment | None = None
     ) -> tuple[Sandbox, Claimed | None]:
         """A warm one for a session new here, else one created (or re-opened) by the driver. The
-        pool's sandboxes are the built-in environment's: a session with its own gets a fresh one."""
+        pool keeps the built-in environment's sandboxes, and those of environments sessions used
+        lately (its sandboxes of one environment fit no other: `pool.warm_pool.template_key`)."""
         spec = self.spec(session_id, environment)
-        if fresh and self._pool is not None and (environment is None or environment.plain):
+        if fresh and self._pool is not None:
             claimed = await self._pool.claim(spec)
+            if environment is not None and not environment.plain:
+                self._pool.remember(spec)
             if claimed is not None:
                 return claimed.sandbox, claimed
         return await self.create(spec), None
