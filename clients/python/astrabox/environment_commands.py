@@ -115,9 +115,12 @@ async def _apply(args: argparse.Namespace, client: AstraBoxClient) -> bool:
             try:
                 built &= await _follow(client, done.environment.name, done.version.version, "", wait=True)
             except AstraBoxError as error:
-                if error.reason != "NO_AGENT_AVAILABLE":
+                if error.reason == "NO_AGENT_AVAILABLE":
+                    print("  no agent is connected: the layer is built when a session first starts in it", flush=True)
+                elif error.code == grpc.StatusCode.UNIMPLEMENTED:
+                    print("  this control plane builds no layer ahead: a session's first start builds it", flush=True)
+                else:
                     raise
-                print("  no agent is connected: the layer is built when a session first starts in it", flush=True)
     return built
 
 
