@@ -134,13 +134,15 @@ def test_run_and_session_create_take_an_environment_by_name_and_optionally_a_ver
 
 
 async def test_apply_twice_makes_one_version_show_round_trips_and_a_session_pins_it(running, tmp_path: Path) -> None:
+    # The agent here is registered without a stream, so it builds nothing: layers are built by
+    # tests/e2e/test_environment_build_cli.py with a real agent.
     (tmp_path / "env.yaml").write_text(PYTHON_CI)
-    first = await astrabox(running, "environments", "apply", "env.yaml", cwd=tmp_path)
+    first = await astrabox(running, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path)
     assert (first.code, first.out, first.err) == (0, "created python-ci v1\n", "")
     again = await astrabox(running, "environments", "apply", "env.yaml", cwd=tmp_path)
     assert (again.code, again.out) == (0, "python-ci v1 (unchanged)\n"), again.err
     (tmp_path / "env.yaml").write_text(PYTHON_CI.replace("pytest", "pytest==8.3.0"))
-    changed = await astrabox(running, "environments", "apply", "env.yaml", cwd=tmp_path)
+    changed = await astrabox(running, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path)
     assert (changed.code, changed.out) == (0, "python-ci v2 (new version)\n"), changed.err
     versions = await astrabox(running, "environments", "versions", "python-ci")
     assert [line.split()[0] for line in versions.out.splitlines()] == ["v2", "v1"]
