@@ -126,7 +126,7 @@ async def test_a_limited_environment_adds_the_bound_credential_and_refuses_other
     host = f"localhost:{allowed.port}"
     assert astrabox(env_stack, "credentials", "put", "api-token", stdin=SECRET)
     environment_file(tmp_path / "env.yaml", host, host)
-    assert astrabox(env_stack, "environments", "apply", "env.yaml", cwd=tmp_path) == "created web v1\n"
+    assert astrabox(env_stack, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path) == "created web v1\n"
 
     ran = astrabox(
         env_stack, "run", "--environment", "web", f"run: {curl(allowed.port)}; {curl(other.port)}; echo done"
@@ -161,7 +161,7 @@ async def test_without_an_environment_or_with_network_none_nothing_reaches_the_s
 ) -> None:
     allowed, _ = origins
     (tmp_path / "offline.yaml").write_text("name: offline\nnetwork: {mode: none}\n")
-    astrabox(env_stack, "environments", "apply", "offline.yaml", cwd=tmp_path)
+    astrabox(env_stack, "environments", "apply", "offline.yaml", "--no-build", cwd=tmp_path)
 
     builtin = astrabox(env_stack, "run", f"run: {curl(allowed.port)}; echo done")
     offline = astrabox(env_stack, "run", "--environment", "offline", f"run: {curl(allowed.port)}; echo done")
@@ -180,7 +180,7 @@ async def test_a_session_keeps_its_environment_version_when_it_is_updated_and_ne
     host = f"localhost:{allowed.port}"
     astrabox(env_stack, "credentials", "put", "api-token", stdin=SECRET)
     environment_file(tmp_path / "env.yaml", host, host)
-    astrabox(env_stack, "environments", "apply", "env.yaml", cwd=tmp_path)
+    astrabox(env_stack, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path)
     async with AstraBoxClient.connect(env_stack.address) as client:
         pinned = await client.create_session(environment="web")
         await client.wait_for_state(pinned.session_id, ["READY"], timeout=120)
@@ -189,7 +189,10 @@ async def test_a_session_keeps_its_environment_version_when_it_is_updated_and_ne
         assert allowed.seen == [f"Bearer {SECRET}"]
 
         environment_file(tmp_path / "env.yaml", "example.com", host)
-        assert astrabox(env_stack, "environments", "apply", "env.yaml", cwd=tmp_path) == "web v2 (new version)\n"
+        assert (
+            astrabox(env_stack, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path)
+            == "web v2 (new version)\n"
+        )
         env_stack.agent.stop()
         env_stack.start_agent()
         accepted = await client.send_message(pinned.session_id, f"run: {curl(allowed.port)}")
@@ -214,7 +217,7 @@ async def test_a_deleted_credential_is_no_longer_sent_by_a_running_session(
     host = f"localhost:{allowed.port}"
     astrabox(env_stack, "credentials", "put", "api-token", stdin=SECRET)
     environment_file(tmp_path / "env.yaml", host, host)
-    astrabox(env_stack, "environments", "apply", "env.yaml", cwd=tmp_path)
+    astrabox(env_stack, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path)
     async with AstraBoxClient.connect(env_stack.address) as client:
         session = await client.create_session(environment="web")
         await client.wait_for_state(session.session_id, ["READY"], timeout=120)
