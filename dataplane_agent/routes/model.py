@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import socket
 import ssl
 import time
 from collections.abc import Mapping
@@ -31,6 +29,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from dataplane_agent.routes.listener import SandboxSocket
 from dataplane_agent.routes.tokens import SessionTokens
 from dataplane_agent.sandboxes.base import MODEL_BASE_URL_INNER
 
@@ -125,7 +124,7 @@ class ModelRoute:
     """The agent's side of every sandbox's way to the model."""
 
     def __init__(self, directory: Path, upstream: Upstream, timeouts: RouteTimeouts = RouteTimeouts()) -> None:
-        self._directory = Path(directory)
+        self._socket = SandboxSocket(directory, SOCKET_NAME, limit=_MAX_HEAD)
         self._upstream = urlsplit(upstream.base_url)
         if self._upstream.scheme not in ("http", "https") or not self._upstream.hostname:
             raise ValueError(f"the model upstream must be an http(s) URL, not {upstream.base_url!r}")
@@ -134,15 +133,13 @@ class ModelRoute:
         self._tokens = SessionTokens()
         # Credential owner (a warm-pool sandbox's id) -> the session that adopted its engine.
         self._handed_over: dict[str, str] = {}
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self._tls = ssl.create_default_context() if self._upstream.scheme == "https" else None
 
     @property
     def socket(self) -> Path:
         """The unix socket, on the host; its directory holds nothing else."""
-        return self._directory / SOCKET_NAME
+        return self._socket.path
 
     @property
     def upstream(self) -> str:
@@ -172,32 +169,15 @@ class ModelRoute:
         return self._handed_over.get(owner, owner)
 
     async def start(self) -> None:
-        self._directory.mkdir(parents=True, exist_ok=True)
-        # Sandboxes enter with their own uids; the token, not the file mode, is what admits them.
-        self._directory.chmod(0o755)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
-        listener = _bind_unix(self.socket)
-        self._server = await asyncio.start_unix_server(self._serve, sock=listener, limit=_MAX_HEAD)
-        os.chmod(self.socket, 0o666)
+        await self._socket.start(self._serve)
         log.info("model_route_started", socket=str(self.socket), upstream=self.upstream, with_key=bool(self._key))
 
     async def stop(self) -> None:
-        if self._server is None:
+        if not await self._socket.stop():
             return
-        self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.wait(self._connections, timeout=5)
         for _, writer in self._idle:
             writer.close()
         self._idle.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._server.wait_closed(), timeout=5)
-        self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
         log.info("model_route_stopped", socket=str(self.socket))
 
     async def __aenter__(self) -> ModelRoute:
@@ -210,9 +190,6 @@ class ModelRoute:
     # -- one sandbox connection -------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
         try:
             keep_alive = True
             while keep_alive:
@@ -229,7 +206,6 @@ class ModelRoute:
         except asyncio.CancelledError:  # the route is stopping; the connection ends here
             pass
         finally:
-            self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), timeout=1)
@@ -502,23 +478,3 @@ async def _send_error(writer: asyncio.StreamWriter, error: HttpError) -> None:
     with contextlib.suppress(ConnectionError):
         writer.write(head.encode("latin-1") + body)
         await asyncio.wait_for(writer.drain(), 5)
-
-
-def _bind_unix(path: Path) -> socket.socket:
-    """A listening unix socket at `path`, however long the path (through its directory's fd)."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        if len(os.fsencode(path)) < 100:
-            listener.bind(str(path))
-        else:
-            directory = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
-            try:
-                listener.bind(f"/proc/self/fd/{directory}/{path.name}")
-            finally:
-                os.close(directory)
-        listener.listen(128)
-        listener.setblocking(False)
-    except BaseException:
-        listener.close()
-        raise
-    return listener

@@ -34,7 +34,6 @@ import asyncio
 import base64
 import contextlib
 import ipaddress
-import os
 import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -49,7 +48,7 @@ from dataplane_agent.routes.egress.bindings import BindingSource, CredentialBind
 from dataplane_agent.routes.egress.interception import Interception, trust_env
 from dataplane_agent.routes.egress.policy import NONE, EgressPolicy
 from dataplane_agent.routes.egress.reports import RefusalReports
-from dataplane_agent.routes.model import _bind_unix
+from dataplane_agent.routes.listener import SandboxSocket
 from dataplane_agent.routes.tokens import SessionTokens
 from dataplane_agent.sandboxes.base import EGRESS_PORT
 from serverkit.host_patterns import HostPattern, canonical_host
@@ -128,7 +127,7 @@ class EgressProxy:
         limits: ProxyLimits = ProxyLimits(),
         interception: Interception | None = None,
     ) -> None:
-        self._directory = Path(directory)
+        self._socket = SandboxSocket(directory, SOCKET_NAME, limit=limits.max_head)
         self._bindings = bindings
         self._allowed_networks = tuple(allowed_networks)
         self.registries = tuple(registries)
@@ -141,13 +140,11 @@ class EgressProxy:
         self._builds: set[str] = set()
         self._reports = RefusalReports()
         self._open: dict[str, int] = {}
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
 
     @property
     def socket(self) -> Path:
         """The unix socket, on the host; its directory holds nothing else."""
-        return self._directory / SOCKET_NAME
+        return self._socket.path
 
     def register(self, session_id: str, policy: EgressPolicy) -> None:
         """From now on the session's connections are judged by `policy`."""
@@ -185,31 +182,15 @@ class EgressProxy:
         return {**proxy_env(self._tokens.token(session_id)), **trust}
 
     async def start(self) -> None:
-        self._directory.mkdir(parents=True, exist_ok=True)
-        # Sandboxes enter with their own uids; the token, not the file mode, is what admits them.
-        self._directory.chmod(0o755)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
         if self._interception is not None:
-            await asyncio.to_thread(self._interception.write_bundle, self._directory)
-        listener = _bind_unix(self.socket)
-        self._server = await asyncio.start_unix_server(self._serve, sock=listener, limit=self._limits.max_head)
-        os.chmod(self.socket, 0o666)
+            self._socket.directory.mkdir(parents=True, exist_ok=True)
+            await asyncio.to_thread(self._interception.write_bundle, self._socket.directory)
+        await self._socket.start(self._serve)
         log.info("egress_proxy_started", socket=str(self.socket))
 
     async def stop(self) -> None:
-        if self._server is None:
+        if not await self._socket.stop():
             return
-        self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.wait(self._connections, timeout=5)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._server.wait_closed(), timeout=5)
-        self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
         log.info("egress_proxy_stopped", socket=str(self.socket))
 
     async def __aenter__(self) -> EgressProxy:
@@ -222,12 +203,9 @@ class EgressProxy:
     # -- one sandbox connection -------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
         session_id = ""
         try:
-            if len(self._connections) > self._limits.connections:
+            if self._socket.open_connections > self._limits.connections:
                 raise Refused(503, "the egress proxy has too many connections open; try again later")
             request = await asyncio.wait_for(self._read_request(reader), self._limits.head_timeout)
             if request is None:
@@ -251,7 +229,6 @@ class EgressProxy:
                     self._open[session_id] = left
                 else:
                     self._open.pop(session_id, None)
-            self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), timeout=1)
