@@ -59,9 +59,11 @@ async def test_the_engines_commands_go_out_through_the_proxy_as_the_environment_
         await agents[0].outbox.append(session_id, "", refused)
 
     network = env_pb.NetworkPolicy(mode=env_pb.NETWORK_MODE_LIMITED, allowed_hosts=[f"localhost:{port}"])
-    environment = pb.RuntimeEnvironment(
-        environment_id="e", name="web", version=1, spec=env_pb.EnvironmentSpec(network=network)
+    bound = env_pb.CredentialBinding(
+        credential="ci", hosts=[f"localhost:{port}"], scheme=env_pb.CREDENTIAL_SCHEME_HEADER, header="X-Token"
     )
+    spec = env_pb.EnvironmentSpec(network=network, credentials=[bound])
+    environment = pb.RuntimeEnvironment(environment_id="e", name="web", version=1, spec=spec)
     start = pb.StartRuntime(engine="claude_code", permission_mode="bypassPermissions", environment=environment)
     try:
         async with (

@@ -104,8 +104,11 @@ def _proxy(tmp_path: Path, reports: Reports, *, loopback: bool = True, bindings:
     )
 
 
-def _policy(mode: int, *hosts: str) -> EgressPolicy:
+def _policy(mode: int, *hosts: str, bound: Sequence[str] = ()) -> EgressPolicy:
+    """The policy of an environment allowing `hosts` and binding a credential to the `bound` ones."""
     spec = env_pb.EnvironmentSpec(network=env_pb.NetworkPolicy(mode=mode, allowed_hosts=list(hosts)))
+    if bound:
+        spec.credentials.append(env_pb.CredentialBinding(credential="github", hosts=list(bound)))
     return EgressPolicy.from_proto(spec, None, ())
 
 
@@ -324,7 +327,8 @@ async def test_a_bound_credential_reaches_the_host_and_nothing_else(
 ) -> None:
     binding = CredentialBinding("github", (parse(f"localhost:{origin.port}"),), Scheme.BEARER, "", SECRET)
     async with _proxy(tmp_path, reports, bindings=StaticBindings({"bound": [binding]})) as proxy:
-        proxy.register("bound", _policy(LIMITED, f"localhost:{origin.port}", "localhost:1"))
+        bound = f"localhost:{origin.port}"
+        proxy.register("bound", _policy(LIMITED, bound, "localhost:1", bound=[bound]))
         sandbox = await _sandbox(driver, proxy, "bound")
         env = proxy.env("bound")
         sent = await _sh(
@@ -382,7 +386,8 @@ async def test_https_to_a_bound_host_gets_the_credential_and_any_other_https_is_
             report=reports,
             interception=Interception(extra_roots=origins_ca.ca_pem),
         ) as proxy:
-            proxy.register("tls", _policy(LIMITED, f"localhost:{bound_port}", f"localhost:{other_port}"))
+            bound_host = f"localhost:{bound_port}"
+            proxy.register("tls", _policy(LIMITED, bound_host, f"localhost:{other_port}", bound=[bound_host]))
             sandbox = await _sandbox(driver, proxy, "tls")
             (sandbox.workspace / "origins-ca.pem").write_bytes(origins_ca.ca_pem)
             env = proxy.env("tls")
@@ -489,3 +494,25 @@ async def test_a_refused_host_is_refused_and_reported_even_when_credentials_cann
     assert b"not in this environment's allowed_hosts" in answer
     assert [(r.host, r.port) for _, r in reports.items] == [("localhost", origin.port)]
     assert unavailable.calls == 0 and origin.heads == []
+
+
+async def test_a_session_binding_no_credential_goes_out_while_credentials_cannot_be_had(
+    origin: Origin, reports: Reports, tmp_path: Path
+) -> None:
+    """Only a request to a host the environment binds a credential to asks the control plane for
+    the session's credentials: the others go out while it is away, and cost no call."""
+    unavailable = UnavailableBindings()
+    async with _proxy(tmp_path, reports, bindings=unavailable) as proxy:
+        proxy.register("free", _policy(LIMITED, f"localhost:{origin.port}", bound=["git.example.com"]))
+        proxy.register("bound", _policy(LIMITED, f"localhost:{origin.port}", bound=[f"localhost:{origin.port}"]))
+        request = f"GET http://localhost:{origin.port}/ HTTP/1.1\r\nconnection: close\r\n"
+        free = await _raw(proxy, f"{request}{_auth(proxy, 'free')}\r\n\r\n".encode())
+        assert unavailable.calls == 0
+        bound = await _raw(proxy, f"{request}{_auth(proxy, 'bound')}\r\n\r\n".encode())
+
+    assert free.startswith(b"HTTP/1.1 200 "), free[:200]
+    # Only the free session's request reached the origin (the other's connection, opened once the
+    # policy allowed it, carried nothing).
+    assert [head for head in origin.heads if head] == [origin.heads[0]] and "GET / " in origin.heads[0]
+    assert bound.startswith(b"HTTP/1.1 502 "), bound[:200]
+    assert b"could not be had" in bound and unavailable.calls == 1

@@ -24,11 +24,14 @@ from tests.support.git_server import make_repository, serve
 SECRET = "git-host-token-5b1f0c7e9a"
 
 
-def _limited_to(port: int) -> pb.RuntimeEnvironment:
-    network = env_pb.NetworkPolicy(mode=env_pb.NETWORK_MODE_LIMITED, allowed_hosts=[f"localhost:{port}"])
-    return pb.RuntimeEnvironment(
-        environment_id="e", name="git", version=1, spec=env_pb.EnvironmentSpec(network=network)
-    )
+def _limited_to(port: int, *, bound: bool = False) -> pb.RuntimeEnvironment:
+    """An environment LIMITED to localhost:`port`, binding a credential to it when `bound`."""
+    host = f"localhost:{port}"
+    network = env_pb.NetworkPolicy(mode=env_pb.NETWORK_MODE_LIMITED, allowed_hosts=[host])
+    spec = env_pb.EnvironmentSpec(network=network)
+    if bound:
+        spec.credentials.append(env_pb.CredentialBinding(credential="git", hosts=[host]))
+    return pb.RuntimeEnvironment(environment_id="e", name="git", version=1, spec=spec)
 
 
 def _head(workspace: Path) -> str:
@@ -124,7 +127,7 @@ async def test_the_credential_bound_to_the_git_host_is_added_on_the_way_out_and_
             running_agent(tmp_path / "agent", engine, driver, egress=proxy) as agent,
         ):
             source = env_pb.GitSource(url=url, ref="v1")
-            await agent.command("s-1", **start(git_source=source, environment=_limited_to(served.port)))
+            await agent.command("s-1", **start(git_source=source, environment=_limited_to(served.port, bound=True)))
             outputs = await agent.wait_for("s-1", "runtime_started")
             [record] = await agent.state.sessions()
             workspace = record.sandbox.workspace

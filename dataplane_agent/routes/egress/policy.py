@@ -51,6 +51,9 @@ class EgressPolicy:
     # Why each pattern set is there, for refusal messages.
     registries: tuple[HostPattern, ...] = ()
     mcp_servers: tuple[HostPattern, ...] = ()
+    # The hosts the environment binds a credential to: only a request to one of them has the proxy
+    # ask for the session's credentials (a session binding none never depends on the control plane).
+    credential_hosts: tuple[HostPattern, ...] = ()
 
     @classmethod
     def from_proto(
@@ -65,8 +68,11 @@ class EgressPolicy:
         if environment is None or not environment.HasField("network"):
             return NONE
         network = environment.network
+        bound = tuple(
+            p for binding in environment.credentials for p in (_try_parse(text) for text in binding.hosts) if p
+        )
         if network.mode == environment_pb2.NETWORK_MODE_UNRESTRICTED:
-            return cls(Mode.UNRESTRICTED)
+            return cls(Mode.UNRESTRICTED, credential_hosts=bound)
         if network.mode != environment_pb2.NETWORK_MODE_LIMITED:
             return NONE
         allowed = tuple(p for p in (_try_parse(text) for text in network.allowed_hosts) if p is not None)
@@ -78,12 +84,17 @@ class EgressPolicy:
             allowed=allowed,
             registries=tuple(registries) if network.allow_package_registries else (),
             mcp_servers=mcp,
+            credential_hosts=bound,
         )
 
     @property
     def open(self) -> bool:
         """Whether the sandbox gets a way out at all (the proxy's environment variables)."""
         return self.mode is not Mode.NONE
+
+    def binds(self, host: str, port: int) -> bool:
+        """Whether the environment binds a credential to `host`:`port`."""
+        return any(pattern.matches(host, port) for pattern in self.credential_hosts)
 
     def refusal(self, host: str, port: int) -> str | None:
         """Why a connection to `host`:`port` is refused by the policy; None: it is allowed (its

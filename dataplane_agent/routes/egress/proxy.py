@@ -430,7 +430,7 @@ class EgressProxy:
         await up_writer.drain()
 
     async def _matching(self, session_id: str, host: str, port: int) -> list[CredentialBinding]:
-        if session_id in self._builds:
+        if session_id in self._builds or not self.policy(session_id).binds(host, port):
             return []
         try:
             bindings = await self._bindings.bindings(session_id)

@@ -7,7 +7,9 @@ stream. A session's bindings are kept for a short time (`ttl`, 60 s) so that a b
 not cost a call per request, and one call at a time per session fills them; a credential replaced
 or deleted in the control plane takes effect here within that time. Any failure is
 CredentialUnavailable, whose message holds the status and reason, never a secret: the proxy then
-sends no credential (and says so) rather than guess.
+sends no credential (and says so) rather than guess. Only a request to a host the session's
+environment binds a credential to asks at all (`EgressPolicy.binds`): a session binding none goes
+out while the control plane is away.
 """
 
 from __future__ import annotations
