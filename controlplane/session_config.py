@@ -55,6 +55,11 @@ def decode(stored: bytes, engine: str, permission_mode: str, model: str) -> agen
     return spec
 
 
+def git_source(stored: bytes) -> environment_pb2.GitSource | None:
+    """The session's git repository as a StartRuntime carries it (None: it started without one)."""
+    return environment_pb2.GitSource.FromString(stored) if stored else None
+
+
 def runtime_environment(pinned: SessionEnvironment | None) -> runner_pb2.RuntimeEnvironment | None:
     """What a StartRuntime carries of the session's pinned environment (None: the built-in one)."""
     if pinned is None:

@@ -292,6 +292,9 @@ class Turns:
                         session.config, session.engine, session.permission_mode, session.model
                     ),
                     environment=session_config.runtime_environment(session.environment),
+                    # A sandbox made anew (another agent, or its old one lost) gets the repository
+                    # again; the agent leaves a workspace it still holds as it is.
+                    git_source=session_config.git_source(session.git_source),
                 )
             ),
         )

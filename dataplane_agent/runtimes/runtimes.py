@@ -233,9 +233,12 @@ class Runtimes:
             phase="sandbox_claimed" if claimed else "sandbox_created", duration_ms=sandbox_ms
         )
         reports: list[pb.StartupPhase | pb.EngineInfo | pb.McpServerUnavailable] = [sandbox_phase]
-        if claimed is None or claimed.engine is None or req.HasField("git_source"):
+        # The repository goes into a sandbox made for this start only: a workspace this agent still
+        # holds (an idle restart) is the session's own, whatever its code did to it.
+        clone = req.HasField("git_source") and existing is None
+        if claimed is None or claimed.engine is None or clone:
             await self._outbox.append(session_id, "", reports.pop())
-        if req.HasField("git_source"):
+        if clone:
             cloning = time.monotonic()
             try:
                 if await self._launcher.repository(session_id, sandbox, req.git_source):

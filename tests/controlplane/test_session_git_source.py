@@ -83,3 +83,17 @@ async def test_a_source_the_agent_must_not_clone_is_refused(api, plane, source, 
     assert info.metadata["field"] == field and says in details
     assert "hunter2" not in details and "token@" not in details
     assert await plane.pool.fetchval("SELECT count(*) FROM sessions") == 0
+
+
+async def test_a_session_placed_again_on_another_agent_gets_its_repository_again(api, plane):
+    await plane.connect_agent()
+    source = epb.GitSource(url=REPO, ref="v1.0")
+    sid = (await ok(api, "CreateSession", request_id="s1", git_source=source)).session.session_id
+    await plane.runtime_started(sid)
+    # Its agent is lost; the next message places the session on another agent, in a new sandbox.
+    await plane.pool.execute("UPDATE agents SET lease_expires_at = now() - interval '1 s'")
+    await plane.sweeper.sweep()
+    await plane.connect_agent("agent-2")
+    await ok(api, "SendMessage", session_id=sid, client_message_id="m", text="hello")
+    first, second = starts(await commands(plane, sid))
+    assert first.git_source == second.git_source == source

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from astrabox.environments.v1 import environment_pb2 as env_pb
+from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.runtimes.repository import scrub
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from tests.dataplane_agent.fakes import ScriptedEngine, kinds, result_turn, running_agent, start
@@ -60,3 +61,24 @@ async def test_a_workspace_that_holds_the_repository_already_is_left_as_it_is(
         outputs = await agent.wait_for("s-1", "runtime_started")
         assert "repository" not in [o.startup_phase.phase for o in outputs if o.HasField("startup_phase")]
         assert (work / "mine.txt").read_text() == "the session's own work\n"
+
+
+async def test_a_start_of_a_session_this_agent_holds_already_clones_nothing(
+    tmp_path: Path, sandbox_root: Path, bwrap: str
+) -> None:
+    """The control plane sends the repository with every start, for a sandbox made anew elsewhere;
+    a workspace this agent still holds is the session's own, even one whose code removed .git."""
+    engine = ScriptedEngine(result_turn())
+    driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap)
+    source = env_pb.GitSource(url="http://localhost:9/unreachable.git")
+    async with running_agent(tmp_path / "agent", engine, driver) as agent:
+        assert not (await agent.command("s-1", **start())).HasField("error")
+        await agent.wait_for("s-1", "runtime_started")
+        [record] = await agent.state.sessions()
+        (record.sandbox.workspace / "notes.txt").write_text("the session's own work\n")
+        await agent.command("s-1", stop_runtime=pb.StopRuntime(reason="idle"))
+        assert not (await agent.command("s-1", **start(git_source=source))).HasField("error")
+        outputs = await agent.wait_for("s-1", "runtime_started", 2)
+    assert "runtime_start_failed" not in kinds(outputs)
+    assert "repository" not in [o.startup_phase.phase for o in outputs if o.HasField("startup_phase")]
+    assert sorted(p.name for p in record.sandbox.workspace.iterdir()) == ["notes.txt"]
