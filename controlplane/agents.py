@@ -34,6 +34,7 @@ from controlplane import store, validation
 from controlplane.engines import EngineManifest
 from controlplane.errors import CapacityExhausted, InvalidArgument, NoAgentAvailable
 from controlplane.journal import JournalTransaction
+from serverkit import tracing
 
 # How often `place` tries another agent when the one it picked was filled by a concurrent placement.
 _PLACE_ATTEMPTS = 8
@@ -212,6 +213,7 @@ class Agents:
         body.CopyFrom(command)
         body.command_id = command_id
         body.session_id = session_id
+        body.traceparent = body.traceparent or tracing.traceparent()
         await store.agent_commands.insert(
             tx.conn, agent_id, command_seq, command_id, session_id, body.SerializeToString()
         )

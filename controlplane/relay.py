@@ -39,7 +39,7 @@ from controlplane.outputs import OutputCommitter
 from controlplane.status import rpc_status_for, to_status
 from controlplane.verdicts import CommandVerdicts
 from controlplane.workspace import WorkspaceRouter
-from serverkit import versions
+from serverkit import tracing, versions
 
 log = structlog.get_logger(__name__)
 
@@ -349,7 +349,9 @@ class _AgentStream:
 
     async def _on_outputs(self, outputs: Sequence[runner_pb2.Output]) -> None:
         began = time.perf_counter()
-        result = await self._committer.commit(self._agent_id, outputs)
+        # One span per committed batch, in the trace of the turn its outputs came from.
+        with tracing.joining("relay commit", (o.traceparent for o in outputs), {"astrabox.outputs": len(outputs)}):
+            result = await self._committer.commit(self._agent_id, outputs)
         self._observe_commit(outputs, time.perf_counter() - began)
         committed = [runner_pb2.SessionCursor(session_id=s, output_seq=n) for s, n in sorted(result.committed.items())]
         await self._outgoing.put(runner_pb2.ConnectResponse(output_ack=runner_pb2.OutputAck(committed=committed)))

@@ -65,7 +65,7 @@ from controlplane.settings import (
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
-from serverkit import metrics_http
+from serverkit import metrics_http, tracing
 
 log = structlog.get_logger(__name__)
 
@@ -139,6 +139,10 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             f"--lease-ttl ({settings.lease_ttl.total_seconds():g} s), or every lease lapses between heartbeats"
         )
     metrics = ControlPlaneMetrics()
+    try:
+        tracing.configure("astrabox-controlplane", settings.otlp_endpoint)
+    except tracing.TracingError as error:
+        raise SettingsError(str(error)) from None
     pool = await create_pool(settings.database_url)
     try:
         await migrate(pool)
@@ -150,6 +154,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             # the decoding and error mapping only.
             interceptors=[
                 RpcMetrics(metrics),  # outermost: it counts the status the caller sees
+                tracing.RpcTracing(),  # a span per RPC, in the caller's trace
                 Authenticator(
                     Credentials(
                         pool,

@@ -122,6 +122,16 @@ class ControlPlaneSettings:
             help="host:port to serve Prometheus metrics on, at /metrics (env %(env)s, default none: off)",
         ),
     )
+    # An OTLP/gRPC collector to export traces to (serverkit.tracing); empty: none (the default).
+    otlp_endpoint: str = field(
+        default="",
+        metadata=option(
+            "--otlp-endpoint",
+            env=("ASTRABOX_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+            help="export traces over OTLP/gRPC to this collector, e.g. http://127.0.0.1:4317 (env %(env)s or "
+            "OTEL_EXPORTER_OTLP_ENDPOINT; needs astrabox-server[otlp]; default none: off)",
+        ),
+    )
     # How long an agent's lease lasts without a heartbeat; its sessions' runtimes are lost after it.
     lease_ttl: timedelta = _seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat")
     # How often agents are asked to heartbeat.

@@ -41,6 +41,7 @@ from controlplane.errors import CapacityExhausted, NoAgentAvailable
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.session import SessionRecord, SessionState
+from serverkit import tracing
 
 log = structlog.get_logger(__name__)
 
@@ -120,16 +121,19 @@ class Turns:
             await store.sessions.update(
                 tx.conn, session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
             )
-            await self._agents.enqueue(
-                tx,
-                agent_id,
-                session_id,
-                runner_pb2.Command(
-                    deliver_input=runner_pb2.DeliverInput(
-                        turn_id=turn.turn_id, text=turn.text, permission_mode=turn.permission_mode
-                    )
-                ),
-            )
+            # The turn's start, in the trace of the call that dispatched it: its DeliverInput carries it on.
+            attributes = {"astrabox.session_id": session_id, "astrabox.turn_id": turn.turn_id}
+            with tracing.tracer().start_as_current_span("turn dispatch", attributes=attributes):
+                await self._agents.enqueue(
+                    tx,
+                    agent_id,
+                    session_id,
+                    runner_pb2.Command(
+                        deliver_input=runner_pb2.DeliverInput(
+                            turn_id=turn.turn_id, text=turn.text, permission_mode=turn.permission_mode
+                        )
+                    ),
+                )
             return
 
     async def settle(

@@ -57,7 +57,7 @@ from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.turns.transcripts import TranscriptStore
 from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService
-from serverkit import logs, metrics_http
+from serverkit import logs, metrics_http, tracing
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +68,10 @@ _LAYER_SWEEP_SECONDS = 3600.0
 async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = None) -> None:
     """Run the agent until cancelled or until `stop` is set."""
     keep_private(settings.state_dir)
+    try:
+        tracing.configure("astrabox-agent", settings.otlp_endpoint)
+    except tracing.TracingError as error:
+        raise AgentError(str(error)) from None
     with _exclusive(settings.state_dir / "agent.lock"):
         db = await Database.open(settings.state_dir / "agent.db")
         try:

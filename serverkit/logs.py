@@ -1,8 +1,8 @@
 """structlog set-up for every AstraBox server process: one shape, secrets masked.
 
 JSON lines in production (when the stream is not a terminal), readable lines on a terminal; each
-line has its level, an ISO UTC timestamp and the context bound with `structlog.contextvars`; the
-last step masks secrets (`astrabox.secret_settings.redact`).
+line has its level, an ISO UTC timestamp, the context bound with `structlog.contextvars` and,
+inside a span, its trace_id and span_id (`serverkit.tracing`); the last step masks secrets (`astrabox.secret_settings.redact`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Literal, TextIO
 import structlog
 
 from astrabox.secret_settings import redact
+from serverkit.tracing import add_trace_ids
 
 __all__ = ["LogFormat", "configure"]
 
@@ -33,6 +34,7 @@ def configure(fmt: LogFormat | str = "auto", level: str = "info", stream: TextIO
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             *rendering,

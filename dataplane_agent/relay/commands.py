@@ -44,6 +44,7 @@ from dataplane_agent.environments.build_command import LayerBuilds
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.state import AgentState, Database, Receipt
+from serverkit import tracing
 
 log = structlog.get_logger(__name__)
 
@@ -166,8 +167,18 @@ class CommandApplier:
             if lease < current:
                 bound.warning("command_stale_lease_not_acknowledged", lease_generation=lease, current=current)
                 return None
+            kind = command.WhichOneof("body")
+            # The agent's side of the call that issued the command (a session's startup, a turn's
+            # delivery), in the caller's trace.
+            span = tracing.tracer().start_as_current_span(
+                f"agent {kind}",
+                context=tracing.context_of(command.traceparent),
+                attributes={"astrabox.session_id": command.session_id, "astrabox.command_id": command.command_id},
+            )
             try:
-                verdict = await self._dispatch(command)
+                with span:
+                    verdict = await self._dispatch(command)
+                    bound.info("command_applied", kind=kind)
             except CommandRefused as refused:
                 bound.info("command_refused", code=refused.code.name, reason=refused.message)
                 if refused.final:
@@ -176,7 +187,6 @@ class CommandApplier:
                 if isinstance(refused, DestroyNotDone):
                     ack.destroy_verdict = refused.verdict
                 return ack
-            bound.info("command_applied", kind=command.WhichOneof("body"))
             ack = _ack(command, grpc.StatusCode.OK, "")
             ack.destroy_verdict = verdict
             return ack

@@ -44,6 +44,17 @@ class Outbox:
         self._db = db
         # The newest output_seq appended per session by this process: what a live delta follows.
         self._appended: dict[str, int] = {}
+        # The traceparent of each running turn's span, carried by the turn's outputs.
+        self._traces: dict[str, str] = {}
+
+    def trace_turn(self, turn_id: str, traceparent: str) -> None:
+        """Give the outputs appended under `turn_id` from now on `traceparent` (its span's)."""
+        if traceparent:
+            self._traces[turn_id] = traceparent
+
+    def untrace_turn(self, turn_id: str) -> None:
+        """The turn ended: its later outputs (a transcript snapshot) carry no trace."""
+        self._traces.pop(turn_id, None)
 
     def on_append(self, listener: Callable[[], None]) -> None:
         """Call `listener` on the event loop after any commit that may have appended."""
@@ -62,7 +73,13 @@ class Outbox:
         seq = (row[0] if row else 0) + 1
         produce_time = Timestamp()
         produce_time.GetCurrentTime()
-        output = pb.Output(session_id=session_id, output_seq=seq, turn_id=turn_id, produce_time=produce_time)
+        output = pb.Output(
+            session_id=session_id,
+            output_seq=seq,
+            turn_id=turn_id,
+            produce_time=produce_time,
+            traceparent=self._traces.get(turn_id, "") if turn_id else "",
+        )
         getattr(output, field).CopyFrom(body)
         c.execute(
             "INSERT INTO outbox (session_id, output_seq, body) VALUES (?, ?, ?)",

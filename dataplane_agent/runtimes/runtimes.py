@@ -62,6 +62,7 @@ from dataplane_agent.turns.session import (
     describe,
 )
 from dataplane_agent.turns.transcripts import TranscriptStore
+from serverkit import tracing
 
 log = structlog.get_logger(__name__)
 
@@ -205,6 +206,8 @@ class Runtimes:
         pinned = req.environment.SerializeToString() if req.HasField("environment") else b""
         self._launcher.register_egress(session_id, pinned, req.config.SerializeToString())
         began = time.monotonic()
+        # When each phase began, for its span (the environment's, the sandbox's and ready's: `began`).
+        phase_began: dict[str, float] = {}
         try:
             environment = await self._launcher.environment(pinned)
         except LayerBuildError as exc:  # the package manager's own words, for the session's owner
@@ -239,7 +242,7 @@ class Runtimes:
         if claimed is None or claimed.engine is None or clone:
             await self._outbox.append(session_id, "", reports.pop())
         if clone:
-            cloning = time.monotonic()
+            cloning = phase_began["repository"] = time.monotonic()
             try:
                 if await self._launcher.repository(session_id, sandbox, req.git_source):
                     reports.append(pb.StartupPhase(phase="repository", duration_ms=_ms_since(cloning)))
@@ -265,7 +268,7 @@ class Runtimes:
             interactions=turns,
             agent_config=AgentConfig.from_proto(req.config),
         )
-        connecting = time.monotonic()
+        connecting = phase_began["engine_adopted"] = phase_began["engine_connected"] = time.monotonic()
         try:
             engine, adopted = await self._launcher.engine(session_id, adapter, sandbox, config, claimed)
         except Exception as exc:
@@ -307,6 +310,11 @@ class Runtimes:
                     self._metrics.startup_phase_done(
                         self._driver_name, report.phase, report.duration_ms, warm=claimed is not None
                     )
+                    attributes = {"astrabox.session_id": session_id, "astrabox.driver": self._driver_name}
+                    seconds = report.duration_ms / 1000
+                    tracing.finished_span(
+                        f"startup {report.phase}", phase_began.get(report.phase, began), seconds, attributes
+                    )
         except BaseException:
             await asyncio.shield(close_quietly(engine, self._limits.close_engine))
             raise
@@ -323,7 +331,9 @@ class Runtimes:
             await self._db.write(receipt)  # the same turn delivered again: it is already on its way
             return
         await self._db.write(in_order(lambda c: self._state.queue_input_tx(c, session_id, req.turn_id), receipt))
-        turns.enqueue(Input(turn_id=req.turn_id, text=req.text, permission_mode=req.permission_mode))
+        # Applied inside the command's span (`commands`): the turn is traced as its child.
+        traceparent = tracing.traceparent()
+        turns.enqueue(Input(req.turn_id, req.text, req.permission_mode, traceparent))
 
     async def answer_interaction(
         self, session_id: str, interaction_id: str, decision: ToolDecision, receipt: Receipt

@@ -49,6 +49,8 @@ class Input:
     text: str
     # This turn's own mode; empty: the session's.
     permission_mode: str = ""
+    # The W3C traceparent of the command that delivered it: the turn's span is its child.
+    traceparent: str = ""
 
 
 @dataclass(eq=False)
@@ -167,7 +169,7 @@ class TurnInputs:
                 if ledger.current is not None or ledger.engine is not engine:
                     continue  # the engine started a turn of its own, or went away, meanwhile
                 self._taking = None  # from here on it is the running turn, not a waiting input
-                turn = await ledger.open_user_turn(item.turn_id)
+                turn = await ledger.open_user_turn(item.turn_id, item.traceparent)
                 try:
                     await bounded(engine.send(item.text, item.permission_mode), ctx.limits.engine_call)
                 except PermissionModeRefused as exc:

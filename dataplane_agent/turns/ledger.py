@@ -17,6 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import structlog
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Span
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineSession
@@ -26,6 +28,7 @@ from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.state import AgentState, Database, in_order
 from dataplane_agent.turns.engine_calls import close_quietly
 from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED, Interactions
+from serverkit import tracing
 
 log = structlog.get_logger(__name__)
 
@@ -71,6 +74,8 @@ class Turn:
     # The ResultMessage was routed; the snapshot may still be running.
     ended: bool = False
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    # The turn's span, from its opening to its settlement; its outputs carry it (`Outbox.trace_turn`).
+    span: Span | None = None
 
 
 class TurnLedger:
@@ -119,10 +124,12 @@ class TurnLedger:
         self.reader = None
         return engine
 
-    async def open_user_turn(self, turn_id: str) -> Turn:
-        """Open the turn of an input the engine is about to take; its input leaves the queue with it."""
+    async def open_user_turn(self, turn_id: str, traceparent: str = "") -> Turn:
+        """Open the turn of an input the engine is about to take; its input leaves the queue with it.
+        Its span is a child of `traceparent` (the DeliverInput's), a new trace without one."""
         ctx = self._ctx
         turn = self.current = Turn(turn_id, by_engine=False)
+        self._trace(turn, "turn", traceparent)
         await ctx.db.write(
             in_order(
                 lambda c: ctx.state.unqueue_input_tx(c, ctx.session_id, turn_id),
@@ -135,6 +142,7 @@ class TurnLedger:
         """Open a turn the engine started on its own, under a new turn_id."""
         ctx = self._ctx
         turn = self.current = Turn(str(uuid.uuid4()), by_engine=True)
+        self._trace(turn, "engine turn", "")
         await ctx.db.write(
             in_order(
                 lambda c: ctx.outbox.append_tx(c, ctx.session_id, turn.turn_id, pb.EngineTurnStarted(reason=reason)),
@@ -171,6 +179,16 @@ class TurnLedger:
         if self.current is turn:
             self.current = None
         turn.settled.set()
+        if turn.span is not None:
+            self._ctx.outbox.untrace_turn(turn.turn_id)
+            turn.span.end()
+            turn.span = None
+
+    def _trace(self, turn: Turn, name: str, traceparent: str) -> None:
+        attributes = {"astrabox.session_id": self._ctx.session_id, "astrabox.turn_id": turn.turn_id}
+        parent = tracing.context_of(traceparent) or otel_context.Context()
+        turn.span = tracing.tracer().start_span(name, context=parent, attributes=attributes)
+        self._ctx.outbox.trace_turn(turn.turn_id, tracing.traceparent(turn.span))
 
     def end_turn_tx(self, c: sqlite3.Connection, turn_id: str) -> None:
         """Record, in the caller's transaction, that no turn runs and the turn's questions are gone."""

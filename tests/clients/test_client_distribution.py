@@ -34,8 +34,9 @@ SERVER_MODULES = (
     "grpc_tools",
     "grpc_health",
     "grpc_reflection",
+    "opentelemetry.sdk",
 )
-CLIENT_REQUIREMENTS = {"grpcio", "grpcio-status", "protobuf", "googleapis-common-protos", "pyyaml"}
+CLIENT_REQUIREMENTS = {"grpcio", "grpcio-status", "protobuf", "googleapis-common-protos", "pyyaml", "opentelemetry-api"}
 
 # Run by the client venv's python: one session, one turn, through the SDK only.
 DRIVE_A_SESSION = """

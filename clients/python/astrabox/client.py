@@ -52,6 +52,7 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grpc
 from astrabox.sessions import SessionHandle
 from astrabox.stored_credentials import Credentials
+from astrabox.trace_context import trace_interceptors
 
 __all__ = ["AstraBoxClient", "AstraBoxError", "Backoff", "CommandResult", "SessionStateError"]
 
@@ -182,10 +183,12 @@ class AstraBoxClient:
             ("grpc.max_reconnect_backoff_ms", int(reconnect.maximum * 1000)),
             *options,
         ]
+        # Every call carries the caller's current OpenTelemetry span, when there is one.
+        interceptors = trace_interceptors()
         if credentials is None:
-            channel = grpc.aio.insecure_channel(target, options=channel_options)
+            channel = grpc.aio.insecure_channel(target, options=channel_options, interceptors=interceptors)
         else:
-            channel = grpc.aio.secure_channel(target, credentials, options=channel_options)
+            channel = grpc.aio.secure_channel(target, credentials, options=channel_options, interceptors=interceptors)
         return cls(channel, api_key=api_key, timeout=timeout, reconnect=reconnect)
 
     def __await__(self) -> Generator[Any, None, AstraBoxClient]:

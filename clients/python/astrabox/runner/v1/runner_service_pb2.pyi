@@ -176,11 +176,12 @@ class OutputBatch(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[Output, _Mapping]]] = ...) -> None: ...
 
 class Output(_message.Message):
-    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled", "runtime_stopped", "mcp_server_unavailable", "egress_refused")
+    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "traceparent", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled", "runtime_stopped", "mcp_server_unavailable", "egress_refused")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     ENGINE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_START_FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +202,7 @@ class Output(_message.Message):
     output_seq: int
     turn_id: str
     produce_time: _timestamp_pb2.Timestamp
+    traceparent: str
     engine_message: EngineMessage
     runtime_started: RuntimeStarted
     runtime_start_failed: RuntimeStartFailed
@@ -217,7 +219,7 @@ class Output(_message.Message):
     runtime_stopped: RuntimeStopped
     mcp_server_unavailable: McpServerUnavailable
     egress_refused: EgressRefused
-    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., egress_refused: _Optional[_Union[EgressRefused, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traceparent: _Optional[str] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., egress_refused: _Optional[_Union[EgressRefused, _Mapping]] = ...) -> None: ...
 
 class EgressRefused(_message.Message):
     __slots__ = ("host", "port", "reason", "suppressed")
@@ -360,11 +362,12 @@ class OutputAck(_message.Message):
     def __init__(self, committed: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., error_session_id: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task", "stop_runtime", "set_tool_grants", "build_layer")
+    __slots__ = ("command_seq", "command_id", "lease_generation", "session_id", "traceparent", "start_runtime", "deliver_input", "destroy_runtime", "answer_interaction", "interrupt_turn", "set_permission_mode", "stop_task", "stop_runtime", "set_tool_grants", "build_layer")
     COMMAND_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_GENERATION_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     START_RUNTIME_FIELD_NUMBER: _ClassVar[int]
     DELIVER_INPUT_FIELD_NUMBER: _ClassVar[int]
     DESTROY_RUNTIME_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +382,7 @@ class Command(_message.Message):
     command_id: str
     lease_generation: int
     session_id: str
+    traceparent: str
     start_runtime: StartRuntime
     deliver_input: DeliverInput
     destroy_runtime: DestroyRuntime
@@ -389,7 +393,7 @@ class Command(_message.Message):
     stop_runtime: StopRuntime
     set_tool_grants: SetToolGrants
     build_layer: BuildLayer
-    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ..., stop_runtime: _Optional[_Union[StopRuntime, _Mapping]] = ..., set_tool_grants: _Optional[_Union[SetToolGrants, _Mapping]] = ..., build_layer: _Optional[_Union[BuildLayer, _Mapping]] = ...) -> None: ...
+    def __init__(self, command_seq: _Optional[int] = ..., command_id: _Optional[str] = ..., lease_generation: _Optional[int] = ..., session_id: _Optional[str] = ..., traceparent: _Optional[str] = ..., start_runtime: _Optional[_Union[StartRuntime, _Mapping]] = ..., deliver_input: _Optional[_Union[DeliverInput, _Mapping]] = ..., destroy_runtime: _Optional[_Union[DestroyRuntime, _Mapping]] = ..., answer_interaction: _Optional[_Union[AnswerInteraction, _Mapping]] = ..., interrupt_turn: _Optional[_Union[InterruptTurn, _Mapping]] = ..., set_permission_mode: _Optional[_Union[SetPermissionMode, _Mapping]] = ..., stop_task: _Optional[_Union[StopTask, _Mapping]] = ..., stop_runtime: _Optional[_Union[StopRuntime, _Mapping]] = ..., set_tool_grants: _Optional[_Union[SetToolGrants, _Mapping]] = ..., build_layer: _Optional[_Union[BuildLayer, _Mapping]] = ...) -> None: ...
 
 class BuildLayer(_message.Message):
     __slots__ = ("spec", "build_digest")
