@@ -32,6 +32,13 @@ can, each awaiting its own append. Timings are printed, never asserted.
 --metrics on serves the control plane's /metrics and scrapes it every second
 through the run; --metrics off turns every recording into a no-op (this process
 only), so the two runs, one after the other, give the metrics' overhead.
+
+--tracing on (the default) records spans as a production process does, and
+more: every output carries its turn's traceparent (a span opened here for the
+bench's turn), so each relay commit is a span joining that trace, and the spans
+go through a batch processor to an exporter that drops them (the exporter's
+network is not the relay's cost); --tracing off is OTEL_SDK_DISABLED=true, the
+no-op API: no span recorded, none carried.
 """
 
 from __future__ import annotations
@@ -41,16 +48,20 @@ import asyncio
 import dataclasses
 import datetime
 import json
+import os
 import shutil
 import struct
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
 from _common import api_key_file, embedded_postgres, peak_rss_mb, percentile, revision
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from astrabox.client import AstraBoxClient
 from astrabox.runner.v1 import runner_service_pb2 as pb
@@ -62,7 +73,7 @@ from dataplane_agent.relay import credential as agent_credential
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState, Database
-from serverkit import logs
+from serverkit import logs, tracing
 
 # The relay's OutputBatch size (a field default); the baseline commits batches of the same size.
 BATCH_SIZE = next(f.default for f in dataclasses.fields(RelayConfig) if f.name == "batch_size")
@@ -421,17 +432,31 @@ async def bench(args: argparse.Namespace) -> None:
             )
             if args.metrics == "off":
                 _metrics_off()
+            if args.tracing == "off":
+                os.environ[tracing.SDK_DISABLED_ENV] = "true"
+            else:
+                tracing.configure("astrabox-bench", exporter=_Dropped())
             async with serve(settings) as controlplane:
                 scraping = asyncio.create_task(_scrape(controlplane.metrics_address)) if args.metrics == "on" else None
                 db = await Database.open(work / "agent.db")
                 try:
-                    await run(Bench(args, controlplane.pool, controlplane.address, api_key, db))
+                    b = Bench(args, controlplane.pool, controlplane.address, api_key, db)
+                    with tracing.tracer().start_as_current_span("bench turn") as turn:
+                        b.outbox.trace_turn(b.turn_id, tracing.traceparent(turn))
+                    await run(b)
                 finally:
                     if scraping is not None:
                         scraping.cancel()
                     await db.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+class _Dropped(SpanExporter):
+    """An exporter that takes every span and keeps none."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
 
 
 def _metrics_off() -> None:
@@ -496,7 +521,7 @@ async def run(b: Bench) -> None:
     print(
         f"relay_throughput  {now:%Y-%m-%d %H:%M %Z}  {revision()}  outputs={args.outputs} sessions={args.sessions}"
         f" rounds={args.rounds} payload={args.payload_bytes}B batch={BATCH_SIZE} append-batch={args.append_batch}"
-        f" postgres={postgres} metrics={args.metrics}"
+        f" postgres={postgres} metrics={args.metrics} tracing={args.tracing}"
     )
     for mode, values in rates.items():
         if not values:
@@ -547,6 +572,13 @@ def main() -> None:
         choices=("on", "off"),
         default="on",
         help="on: /metrics served and scraped each second; off: no recording (default %(default)s)",
+    )
+    parser.add_argument(
+        "--tracing",
+        choices=("on", "off"),
+        default="on",
+        help="on: spans recorded, each output traced to its turn, exported to nowhere; "
+        "off: OTEL_SDK_DISABLED (default %(default)s)",
     )
     args = parser.parse_args()
     logs.configure("json", "warning")

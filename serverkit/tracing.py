@@ -6,7 +6,8 @@ that carries a trace across the Runner stream (commands to agents, outputs back)
 plane and an agent in one process: the first call installs it, later ones return it). Spans are
 recorded so their ids reach the logs and the agent, but nothing leaves the process unless an OTLP
 endpoint is given (`--otlp-endpoint`, or the standard OTEL_EXPORTER_OTLP_ENDPOINT): off by
-default, no exporter and no background thread. The exporter is an optional extra
+default, no exporter and no background thread. OpenTelemetry's standard OTEL_SDK_DISABLED=true
+leaves its no-op API in place instead: no span is recorded and no trace id is logged. The exporter is an optional extra
 (`pip install astrabox-server[otlp]`); asking for it without it installed is a `TracingError`.
 
 `RpcTracing` is the gRPC server interceptor that opens one span per RPC, a child of the caller's
@@ -16,6 +17,7 @@ default, no exporter and no background thread. The exporter is an optional extra
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
@@ -46,6 +48,7 @@ __all__ = [
 ]
 
 OTLP_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
+SDK_DISABLED_ENV = "OTEL_SDK_DISABLED"
 TRACER_NAME = "astrabox"
 _W3C = TraceContextTextMapPropagator()
 _lock = threading.Lock()
@@ -64,7 +67,8 @@ def configure(service_name: str, otlp_endpoint: str = "", exporter: SpanExporter
     with _lock:
         if _provider is None:
             _provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-            trace.set_tracer_provider(_provider)
+            if os.environ.get(SDK_DISABLED_ENV, "").strip().lower() != "true":
+                trace.set_tracer_provider(_provider)
         provider = _provider
     if otlp_endpoint:
         provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
