@@ -63,8 +63,10 @@ class DeadlineSweeper:
         delivery_deadline: timedelta = timedelta(seconds=240),
         command_retention: timedelta = timedelta(days=1),
         session_retention: timedelta = timedelta(0),
+        sweep_batch: int = SWEEP_BATCH,
     ) -> None:
         self._pool = pool
+        self._sweep_batch = sweep_batch
         self._journal = journal
         self._turns = turns
         self._agents = agents
@@ -103,7 +105,7 @@ class DeadlineSweeper:
             await self._turn_over_time(row["session_id"], row["turn_id"], row["turn_timeout"])
         retried = await self._retry_destroys()
         stopped = await self._stop_idle()
-        pruned = await store.agent_commands.prune_done(self._pool, self._command_retention, SWEEP_BATCH)
+        pruned = await store.agent_commands.prune_done(self._pool, self._command_retention, self._sweep_batch)
         if pruned:
             log.info("commands_pruned", count=pruned)
         await retention.forget_released(self._pool, self._session_retention)
@@ -137,7 +139,7 @@ class DeadlineSweeper:
     async def _retry_destroys(self) -> int:
         """Released sessions still naming a sandbox whose destruction is due again get another one
         (`destroy_retry` after the last command for the session, or its backoff, whichever is later)."""
-        rows = await store.sessions.destroys_due(self._pool, self._destroy_retry, SWEEP_BATCH)
+        rows = await store.sessions.destroys_due(self._pool, self._destroy_retry, self._sweep_batch)
         for row in rows:
             async with self._journal.transaction() as tx:
                 await self._agents.enqueue(

@@ -212,8 +212,9 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             delivery_deadline=settings.delivery_deadline,
             command_retention=settings.command_retention,
             session_retention=settings.session_retention,
+            sweep_batch=settings.sweep_batch,
         )
-        workspace = WorkspaceFiles(kernel, router, Quotas(pool))
+        workspace = WorkspaceFiles(kernel, router, Quotas(pool, settings.command_lease_ttl))
         _add_session_kernel_service(SessionKernelServicer(kernel, conversation, workspace), server)
         leases = LeaseKeeper(settings.database_url, settings.lease_ttl)
         build_progress = BuildProgressHub()

@@ -19,7 +19,7 @@ from astrabox.secret_settings import SecretOption, SecretSettingError
 from controlplane.identity.tokens import OidcSettings
 from serverkit import private_files
 from serverkit import settings as serverkit_settings
-from serverkit.settings import option, secret
+from serverkit.settings import option, positive_int, secret, tuned
 
 log = structlog.get_logger(__name__)
 
@@ -48,15 +48,11 @@ class SettingsError(ValueError):
 
 def _seconds(flag: str, default: float, what: str) -> timedelta:
     """A duration setting given in seconds (`default`): `--flag` and ASTRABOX_<FLAG>."""
-    metadata = option(
-        flag,
-        env="ASTRABOX_" + flag.removeprefix("--").replace("-", "_").upper(),
-        type=float,
-        default=default,
-        convert=lambda seconds: timedelta(seconds=seconds),
-        help=f"{what} (env %(env)s, default %(default)s)",
-    )
-    return field(default=timedelta(seconds=default), metadata=metadata)
+    return tuned(flag, default, what, convert=_as_timedelta)  # type: ignore[no-any-return]
+
+
+def _as_timedelta(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +171,12 @@ class ControlPlaneSettings:
             "default %(default)s)",
         ),
     )
+    # A RunCommand's quota lease (controlplane.quotas) outlives a replica that stopped renewing it by this.
+    command_lease_ttl: timedelta = _seconds(
+        "--command-lease-ttl", 30, "seconds a running command's quota lease outlives its replica's last renewal"
+    )
+    # Rows one pass of the sweep takes of each kind (commands pruned, destructions retried).
+    sweep_batch: int = tuned("--sweep-batch", 500, "rows one pass of the sweep prunes or retries", type=positive_int)
     # Acknowledged agent commands are kept this long (to answer what an agent was told), then pruned.
     command_retention: timedelta = _seconds(
         "--command-retention", 86400, "seconds an acknowledged agent command is kept"
@@ -215,7 +217,9 @@ class ControlPlaneSettings:
     )
     # How long a verified credential is trusted before it is checked again: a revoked key stops
     # working within this time on every replica.
-    credentials_ttl: timedelta = timedelta(seconds=2)
+    credentials_ttl: timedelta = _seconds(
+        "--credentials-ttl", 2, "seconds a verified API key or token is trusted before it is checked again"
+    )
     # Single sign-on (controlplane.identity.tokens): OIDC JWTs from this issuer, for this audience,
     # signed by a key of this JWKS (a file or URL), are bearer credentials too. All three or none.
     oidc_issuer: str = field(
@@ -279,12 +283,12 @@ class ControlPlaneSettings:
         """The settings from the command line `argv` (default sys.argv), `environ` (default os.environ)
         and `overrides`. SettingsError when a secret is given twice, its file is unreadable, or there
         is no database URL; exits as argparse does on a bad flag or value."""
-        args = cls.parser(environ).parse_args(argv)
         try:
-            values = serverkit_settings.read(cls, args, environ)
+            loaded = serverkit_settings.load(cls, argv, environ, prog=PROG, description=DESCRIPTION)
         except SecretSettingError as error:
             raise SettingsError(str(error)) from None
-        _key_files_private(args, os.environ if environ is None else environ)
+        values = loaded.values
+        _key_files_private(loaded, os.environ if environ is None else environ)
         if not values["database_url"] and "database_url" not in overrides:
             raise SettingsError(_NO_DATABASE_URL)
         return cls(**{**values, **overrides})
@@ -314,10 +318,12 @@ def database_url(args: argparse.Namespace, environ: Mapping[str, str] | None = N
     return url
 
 
-def _key_files_private(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+def _key_files_private(loaded: serverkit_settings.Loaded, environ: Mapping[str, str]) -> None:
     """SettingsError unless each credentials key file given is this user's and readable by it alone."""
     for key in (CREDENTIAL_KEY, CREDENTIAL_PREVIOUS_KEY):
-        path = getattr(args, key.name.replace("-", "_") + "_file", None) or environ.get(key.file_env)
+        dest = key.name.replace("-", "_") + "_file"
+        from_config = loaded.config.values.get(dest) if loaded.config is not None else None
+        path = getattr(loaded.args, dest, None) or environ.get(key.file_env) or from_config
         if not path:
             continue
         try:

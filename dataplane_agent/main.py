@@ -21,6 +21,7 @@ from pathlib import Path
 
 import structlog
 
+from astrabox.backoff import Backoff
 from astrabox.runner.v1.runner_service_pb2 import EgressRefused
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
 from dataplane_agent.credentials import DirectoryCredentials
@@ -137,7 +138,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             placements=placements,
             inventory=inventory,
             pool=pool,
-            settings=ReconcileSettings(interval=settings.reconcile_interval),
+            settings=ReconcileSettings(interval=settings.reconcile_interval, retry=settings.reconcile_retry),
         )
         builds = LayerBuilds(layers, agent_id, lambda progress: relay.send_progress(progress))
         applier = CommandApplier(db, state, runtimes, builds)
@@ -165,6 +166,12 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 engines=tuple(engines[kind].manifest for kind in sorted(engines)),
                 capacity=settings.capacity,
                 root_certificates=_controlplane_ca(settings),
+                batch_size=settings.relay_batch_size,
+                max_batch_bytes=settings.relay_batch_bytes,
+                window=settings.relay_window,
+                connect_timeout=settings.relay_connect_timeout,
+                write_timeout=settings.relay_write_timeout,
+                backoff=Backoff(initial=settings.relay_redial_first, maximum=settings.relay_redial_longest),
             ),
             state=state,
             outbox=outbox,
@@ -354,6 +361,10 @@ def _make_pool(
         size=max(0, settings.warm_pool),
         max_age=settings.warm_pool_max_age,
         per_environment=max(0, settings.warm_pool_per_environment),
+        create_timeout=settings.warm_pool_create_timeout,
+        backoff=settings.warm_pool_retry_first,
+        max_backoff=settings.warm_pool_retry_longest,
+        environment_recency=settings.warm_pool_environment_recency,
     )
     warm = WarmEngineSettings()
     warmer = EngineWarmer(engines[warm.engine], driver, model, warm) if settings.warm_engines else None

@@ -32,7 +32,7 @@ from dataplane_agent.routes.egress.policy import DEFAULT_PACKAGE_REGISTRIES
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from dataplane_agent.workspace.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from serverkit import settings as serverkit_settings
-from serverkit.settings import option, secret
+from serverkit.settings import not_negative_int, option, positive_int, positive_seconds, secret, tuned
 
 DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
 DEFAULT_STATE_DIR = "~/.astrabox/agent"
@@ -54,27 +54,6 @@ DESCRIPTION = (
 
 def _expanded_path(text: str) -> Path:
     return Path(text).expanduser()
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 86400:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 86400 seconds, got {text!r}")
-    return value
-
-
-def _not_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return value
 
 
 def _host_uid(text: str) -> int:
@@ -176,7 +155,7 @@ class AgentSettings:
         metadata=option(
             "--egress-credentials-ttl",
             env="ASTRABOX_AGENT_EGRESS_CREDENTIALS_TTL",
-            type=_positive_seconds,
+            type=positive_seconds,
             help=(
                 "seconds the egress proxy keeps a session's credentials before asking the control plane"
                 " again; a credential replaced or deleted takes effect within it (env %(env)s;"
@@ -275,7 +254,7 @@ class AgentSettings:
         metadata=option(
             "--sandbox-disk-mb",
             env="ASTRABOX_SANDBOX_DISK_MB",
-            type=_not_negative,
+            type=not_negative_int,
             help="most disk each sandbox's workspace may use, in MiB; 0: no limit (env %(env)s; default %(default)s)",
         ),
     )
@@ -295,20 +274,13 @@ class AgentSettings:
         metadata=option(
             "--sandbox-disk-check-seconds",
             env="ASTRABOX_SANDBOX_DISK_CHECK_SECONDS",
-            type=_positive_seconds,
+            type=positive_seconds,
             help="how often a measured disk limit is checked (env %(env)s; default %(default)s)",
         ),
     )
     # Environment layers (dataplane_agent.environments) no held session uses are removed after this long unused.
-    layer_retention_days: float = field(
-        default=7.0,
-        metadata=option(
-            "--layer-retention-days",
-            env="ASTRABOX_LAYER_RETENTION_DAYS",
-            type=float,
-            help="days an environment layer no session uses is kept before it is removed (env %(env)s; "
-            "default %(default)s)",
-        ),
+    layer_retention_days: float = tuned(
+        "--layer-retention-days", 7.0, "days an environment layer no session uses is kept before it is removed"
     )
     # What one workspace upload may unpack to.
     upload_max_bytes: int = field(
@@ -316,7 +288,7 @@ class AgentSettings:
         metadata=option(
             "--upload-max-bytes",
             env="ASTRABOX_UPLOAD_MAX_BYTES",
-            type=_positive,
+            type=positive_int,
             help="most bytes one workspace upload may unpack to (env %(env)s; default %(default)s)",
         ),
     )
@@ -325,7 +297,7 @@ class AgentSettings:
         metadata=option(
             "--upload-max-entries",
             env="ASTRABOX_UPLOAD_MAX_ENTRIES",
-            type=_positive,
+            type=positive_int,
             help="most files, directories and links in one workspace upload (env %(env)s; default %(default)s)",
         ),
     )
@@ -406,35 +378,17 @@ class AgentSettings:
         ),
     )
     # Sandboxes kept ready for new sessions; 0: none.
-    warm_pool: int = field(
-        default=0,
-        metadata=option(
-            "--warm-pool",
-            env="ASTRABOX_WARM_POOL",
-            type=int,
-            help="sandboxes kept ready for new sessions (env %(env)s; default %(default)s: none)",
-        ),
-    )
+    warm_pool: int = tuned("--warm-pool", 0, "sandboxes kept ready for new sessions; 0: none", type=int)
     # Sandboxes kept ready for each environment a session used in the last hour; 0: none.
-    warm_pool_per_environment: int = field(
-        default=0,
-        metadata=option(
-            "--warm-pool-per-environment",
-            env="ASTRABOX_WARM_POOL_PER_ENVIRONMENT",
-            type=int,
-            help="sandboxes kept ready for each environment a session used in the last hour, made from its"
-            " layer (env %(env)s; default %(default)s: none)",
-        ),
+    warm_pool_per_environment: int = tuned(
+        "--warm-pool-per-environment",
+        0,
+        "sandboxes kept ready for each environment a session used in the last hour, made from its layer; 0: none",
+        type=int,
     )
     # Seconds a ready sandbox may wait before it is replaced.
-    warm_pool_max_age: float = field(
-        default=3600.0,
-        metadata=option(
-            "--warm-pool-max-age",
-            env="ASTRABOX_WARM_POOL_MAX_AGE",
-            type=float,
-            help="seconds a ready sandbox may wait before it is replaced (env %(env)s; default %(default)s)",
-        ),
+    warm_pool_max_age: float = tuned(
+        "--warm-pool-max-age", 3600.0, "seconds a ready sandbox may wait before it is replaced"
     )
     # Whether the warm pool also starts the engine in each ready sandbox (a new session adopts it):
     # ready in tens of milliseconds rather than a CLI start, for an idle CLI (~160 MB RSS) per sandbox.
@@ -449,26 +403,64 @@ class AgentSettings:
         ),
     )
     # Seconds a session's git repository may take to clone at its start (runtimes/repository.py).
-    git_clone_timeout: float = field(
-        default=300.0,
-        metadata=option(
-            "--git-clone-timeout",
-            env="ASTRABOX_GIT_CLONE_TIMEOUT",
-            type=float,
-            help="seconds a session's git repository may take to clone before its start fails"
-            " (env %(env)s; default %(default)s)",
-        ),
+    git_clone_timeout: float = tuned(
+        "--git-clone-timeout", 300.0, "seconds a session's git repository may take to clone before its start fails"
     )
     # Seconds between the reconciler's passes (it also runs after every Welcome).
-    reconcile_interval: float = field(
-        default=60.0,
-        metadata=option(
-            "--reconcile-interval",
-            env="ASTRABOX_RECONCILE_INTERVAL",
-            type=float,
-            help="seconds between comparisons of the sandboxes held with the sessions the control plane expects "
-            "(env %(env)s; default %(default)s; also after every reconnect)",
-        ),
+    reconcile_interval: float = tuned(
+        "--reconcile-interval",
+        60.0,
+        "seconds between comparisons of the sandboxes held with the sessions the control plane expects (also after every reconnect)",
+    )
+    # After a destruction the reconciler could not confirm, it tries again this soon.
+    reconcile_retry: float = tuned(
+        "--reconcile-retry", 10.0, "seconds before an unconfirmed sandbox destruction is tried again",
+        type=positive_seconds,
+    )  # fmt: skip
+    # The warm pool (pool/warm_pool.py): after a failed create, it waits `retry_first`, doubling up to
+    # `retry_longest`; a sandbox's create may take `create_timeout`; sandboxes are kept for an
+    # environment a session used within `environment_recency`.
+    warm_pool_retry_first: float = tuned(
+        "--warm-pool-retry-first", 5.0, "seconds before a failed warm-pool create is tried again",
+        type=positive_seconds,
+    )  # fmt: skip
+    warm_pool_retry_longest: float = tuned(
+        "--warm-pool-retry-longest", 300.0, "the longest wait between failed warm-pool creates",
+        type=positive_seconds,
+    )  # fmt: skip
+    warm_pool_create_timeout: float = tuned(
+        "--warm-pool-create-timeout", 120.0, "seconds a warm-pool sandbox may take to be made", type=positive_seconds
+    )
+    warm_pool_environment_recency: float = tuned(
+        "--warm-pool-environment-recency", 3600.0,
+        "seconds after an environment's last session its warm-pool sandboxes are kept", type=positive_seconds,
+    )  # fmt: skip
+    # The relay (relay/client.py): outputs per batch and bytes per batch (one larger output travels
+    # alone), outputs sent but not yet acknowledged, dial and write timeouts, and the pause between
+    # redials (doubling from `redial_first` to `redial_longest`, reset once a stream is welcomed).
+    relay_batch_size: int = tuned(
+        "--relay-batch-size", 64, "outputs per batch sent to the control plane", type=positive_int
+    )
+    relay_batch_bytes: int = tuned(
+        "--relay-batch-bytes",
+        3 * 1024 * 1024,
+        "bytes of outputs per batch sent to the control plane",
+        type=positive_int,
+    )
+    relay_window: int = tuned(
+        "--relay-window", 512, "outputs sent to the control plane and not yet acknowledged, at most", type=positive_int
+    )
+    relay_connect_timeout: float = tuned(
+        "--relay-connect-timeout", 10.0, "seconds a dial of the control plane may take", type=positive_seconds
+    )
+    relay_write_timeout: float = tuned(
+        "--relay-write-timeout", 30.0, "seconds one write to the control plane may take", type=positive_seconds
+    )
+    relay_redial_first: float = tuned(
+        "--relay-redial-first", 0.2, "seconds before the first redial of a lost stream", type=positive_seconds
+    )
+    relay_redial_longest: float = tuned(
+        "--relay-redial-longest", 15.0, "the longest pause between redials", type=positive_seconds
     )
     # Whether a released (archived or deleted) session's sandbox is kept for inspection rather than
     # destroyed: stopped, its engine ended, recorded as retained in the state database, left alone

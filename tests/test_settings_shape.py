@@ -85,14 +85,13 @@ def test_values_are_parsed_and_converted_to_the_fields_types() -> None:
     assert demo(["--no-eager"]).eager is False
 
 
-def test_a_bad_value_from_a_flag_or_a_variable_is_argparses_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_value_from_a_flag_or_a_variable_is_a_usage_error_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
     for argv, environ in ((["--count", "0"], {}), ([], {"DEMO_COUNT": "0"})):
         with pytest.raises(SystemExit) as exited:
             demo(argv, environ)
         assert exited.value.code == 2
-        assert (
-            "demo: error: argument --count/--old-count: must be a positive number, got '0'" in capsys.readouterr().err
-        )
+        source = "argument --count/--old-count" if argv else "environment variable DEMO_COUNT"
+        assert f"demo: error: {source}: must be a positive number, got '0'" in capsys.readouterr().err
     assert demo(["--count", "2"], {"DEMO_COUNT": "nonsense"}).count == 2  # the flag wins; the variable is not read
 
 

@@ -96,6 +96,20 @@ class SecretOption:
         """Whether the value itself (not a file's path) was given as a flag."""
         return bool(getattr(args, self._dest, None))
 
+    def given_in(self, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> str:
+        """Where the secret is given: "flag" (either flag), "env" (the variable or its `_FILE`), or ""."""
+        env = os.environ if environ is None else environ
+        if getattr(args, self._dest, None) or getattr(args, self._file_dest, None):
+            return "flag"
+        return "env" if env.get(self.env) or env.get(self.file_env) else ""
+
+    def read_file(self, source: str, path: str) -> str:
+        """The secret from the file at `path`, named `source` in messages (and remembered, to be masked).
+        SecretSettingError when it cannot be read or is empty."""
+        value = self._read_file(source, path)
+        remember(value)
+        return value
+
     def read(self, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> str:
         """The secret from the flags in `args`, else from `environ`; empty when given nowhere.
         SecretSettingError when it is given twice or its file cannot be read."""
