@@ -40,13 +40,15 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
     routes/          how a sandbox reaches the outside, always through the agent
       model.py         the model route: the engine's model requests, the real key added here
       tokens.py        per-session tokens (HMAC of the session id) both routes admit sandboxes by
+      listener.py      the unix socket each route serves its sandboxes on
       egress/          the egress proxy: a sandbox's only way to the network (HTTP, CONNECT)
         proxy.py         the proxy: per-session policy, resolution checked, refusals answered and reported
         policy.py        a session's network policy (NONE, LIMITED, UNRESTRICTED) from its environment
         reports.py       EgressRefused outputs, rate-limited per session
         interception.py  the agent's CA: TLS ended only for hosts a credential is bound to
         bindings.py      credential bindings (the secret kept out of repr); resolved.py: from the control plane
-    engines/         engine adapters (Claude Code through claude-agent-sdk), their manifests, and the
+    engines/         engine adapters (Claude Code through claude-agent-sdk: claude_code.py, with its
+                     transcripts, tool gate and failure messages in claude_*.py), their manifests, and the
                      check at start that the sandbox's user can run the CLI (cli_check.py); a session's
                      agent configuration (agent_config.py) and its SDK options (claude_options.py),
                      its MCP servers (mcp_servers.py: stdio ones in the sandbox; http_mcp.py: HTTP ones

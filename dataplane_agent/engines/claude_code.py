@@ -30,11 +30,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import re
 import typing
 import uuid
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,12 +46,9 @@ from claude_agent_sdk import (
     ClaudeSDKClient,
     ClaudeSDKError,
     PermissionMode,
-    PermissionResultAllow,
-    PermissionResultDeny,
     ResultMessage,
     StreamEvent,
     SystemMessage,
-    ToolPermissionContext,
 )
 
 from dataplane_agent.engines.base import (
@@ -60,18 +56,18 @@ from dataplane_agent.engines.base import (
     EngineError,
     EngineManifest,
     EngineOutput,
-    InteractionBroker,
     McpUnavailable,
     PermissionModeRefused,
-    ToolRequest,
 )
+from dataplane_agent.engines.claude_failures import Failures, Redactor, looks_secret
 from dataplane_agent.engines.claude_options import PRESET_PROMPT, with_agent_config
+from dataplane_agent.engines.claude_tool_gate import ToolGate
+from dataplane_agent.engines.claude_transcripts import home, read_transcript, restore_transcript
 from dataplane_agent.engines.http_mcp import HttpMcpConnector
 from dataplane_agent.engines.partial import PartialMessages
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.engines.skills import install_skills
 from dataplane_agent.sandboxes.base import ENGINE_MARKER, Sandbox, SandboxDriver, SandboxError
-from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal
 
 log = structlog.get_logger(__name__)
 
@@ -136,12 +132,8 @@ _SDK_ENV = {
     "CLAUDE_AGENT_SDK_VERSION": claude_agent_sdk.__version__,
     "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
 }
-_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 _STDERR_LINES = 40
-# A transcript larger than this is not read out of the sandbox (it is the sandbox's file).
-MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
 _OUTPUT_BUFFER = 1024
-_DEFAULT_DENIAL = "The user denied this tool use."
 # The mode the CLI starts in when it is given none.
 _CLI_DEFAULT_MODE = "default"
 # Every CLI can be switched to any mode, bypassPermissions included (see the module docstring).
@@ -151,29 +143,6 @@ _LAUNCH_FLAGS: dict[str, str | None] = {"allow-dangerously-skip-permissions": No
 def cli_environment(config_env: Mapping[str, str]) -> dict[str, str]:
     """The environment the CLI gets inside the sandbox for a given EngineConfig.env."""
     return {**_CLI_ENV, **_SDK_ENV, **config_env}
-
-
-def transcript_path(sandbox: Sandbox, engine_session_id: str) -> Path:
-    """Where the CLI keeps a conversation's transcript, as a host path (see `_transcript_parts`)."""
-    return sandbox.home.joinpath(*_transcript_parts(sandbox, engine_session_id))
-
-
-def _transcript_parts(sandbox: Sandbox, engine_session_id: str) -> list[str]:
-    """The transcript's path under the sandbox's home, as components.
-
-    The CLI files it under its config directory (`~/.claude`) by project, the
-    project being its working directory with every non-alphanumeric character
-    turned into `-` (`/workspace` → `-workspace`). The home is the sandbox's:
-    it is read and written only through `ConfinedRoot`, which follows no link.
-    """
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", engine_session_id):
-        raise EngineError(f"{engine_session_id[:64]!r} is not a Claude Code session id")
-    project = re.sub(r"[^A-Za-z0-9]", "-", sandbox.inner_workspace)
-    return [".claude", "projects", project, f"{engine_session_id}.jsonl"]
-
-
-def _home(sandbox: Sandbox) -> ConfinedRoot:
-    return ConfinedRoot(sandbox.home, "/home/agent")
 
 
 class ClaudeCodeAdapter:
@@ -202,19 +171,19 @@ class ClaudeCodeAdapter:
         if config.permission_mode:
             _check_mode(config.permission_mode)
         if config.transcript:
-            await _restore_transcript(sandbox, config)
-        await install_skills(sandbox, _home(sandbox), config.agent_config.skills)
+            await restore_transcript(sandbox, config)
+        await install_skills(sandbox, home(sandbox), config.agent_config.skills)
         # Marked, so that whatever of this engine outlives its launcher can be found and ended.
         marker = uuid.uuid4().hex
         env = {**cli_environment(config.env), ENGINE_MARKER: marker}
-        redactor = _Redactor(value for name, value in env.items() if _looks_secret(name))
+        redactor = Redactor(value for name, value in env.items() if looks_secret(name))
         try:
             launcher = await driver.launcher(sandbox, [str(self._cli_path)], env)
         except SandboxError as error:
             raise EngineError(redactor(f"cannot prepare the CLI in sandbox {sandbox.sandbox_id}: {error}")) from error
         stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         session_log = log.bind(sandbox_id=sandbox.sandbox_id)
-        gate = _ToolGate(config.interactions, session_log) if config.interactions is not None else None
+        gate = ToolGate(config.interactions, session_log) if config.interactions is not None else None
         base = ClaudeAgentOptions(
             cli_path=launcher,
             # The SDK starts the launcher in this directory on the host; the launcher enters the
@@ -239,7 +208,7 @@ class ClaudeCodeAdapter:
             sandbox,
             _Processes(driver, marker),
             self._timeouts,
-            _Failures(redactor, stderr_tail, session_log),
+            Failures(redactor, stderr_tail, session_log),
             permission_mode=config.permission_mode,
             model=config.model,
             engine_session_id=config.resume_engine_session_id,
@@ -263,12 +232,12 @@ class ClaudeCodeSession:
         sandbox: Sandbox,
         processes: _Processes,
         timeouts: _Timeouts,
-        failures: _Failures,
+        failures: Failures,
         *,
         permission_mode: str,
         model: str,
         engine_session_id: str,
-        gate: _ToolGate | None,
+        gate: ToolGate | None,
         mcp_unavailable: tuple[McpUnavailable, ...] = (),
     ) -> None:
         self._client = client
@@ -405,16 +374,7 @@ class ClaudeCodeSession:
     async def transcript(self) -> bytes:
         if not self._engine_session_id:
             return b""
-        parts = _transcript_parts(self._sandbox, self._engine_session_id)
-        try:
-            async with asyncio.timeout(self._timeouts.control):
-                return await asyncio.to_thread(_home(self._sandbox).read_file, parts, MAX_TRANSCRIPT_BYTES)
-        except PathRefused as refused:
-            if refused.refusal is Refusal.NOT_FOUND:
-                return b""
-            raise EngineError(f"cannot read the transcript ~/{'/'.join(parts)}: {refused}") from None
-        except (OSError, TimeoutError) as error:
-            raise EngineError(f"cannot read the transcript ~/{'/'.join(parts)}: {error!r}") from error
+        return await read_transcript(self._sandbox, self._engine_session_id, self._timeouts.control)
 
     async def close(self) -> None:
         self._closed = True
@@ -528,59 +488,6 @@ class ClaudeCodeSession:
             self._log.debug("engine_session_id", engine_session_id=session_id)
 
 
-class _ToolGate:
-    """The SDK's `can_use_tool`: every approval (and AskUserQuestion) goes to the broker as a ToolRequest."""
-
-    def __init__(self, broker: InteractionBroker | None, session_log: Any) -> None:
-        self._broker = broker
-        self._log = session_log
-
-    def adopt(self, broker: InteractionBroker | None, session_log: Any) -> None:
-        """From now on ask `broker` (a pre-started engine handed to a session)."""
-        self._broker, self._log = broker, session_log
-
-    async def __call__(
-        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
-    ) -> PermissionResultAllow | PermissionResultDeny:
-        request = ToolRequest(
-            interaction_id=str(uuid.uuid4()),
-            tool_name=tool_name,
-            input=dict(tool_input),
-            tool_use_id=context.tool_use_id or "",
-        )
-        self._log.debug("engine_asks", interaction_id=request.interaction_id, tool_name=tool_name)
-        if self._broker is None:
-            return PermissionResultDeny(message="No one can approve tool use in this engine session.")
-        try:
-            decision = await self._broker.ask(request)
-        except Exception as error:  # nobody can answer: refusing is the safe default
-            self._log.warning("engine_ask_failed", interaction_id=request.interaction_id, error=repr(error))
-            return PermissionResultDeny(message=f"The approval could not be obtained: {error}")
-        if decision.allow:
-            return PermissionResultAllow(updated_input=decision.updated_input)
-        return PermissionResultDeny(message=decision.message or _DEFAULT_DENIAL, interrupt=decision.interrupt)
-
-
-async def _restore_transcript(sandbox: Sandbox, config: EngineConfig) -> None:
-    """Put a stored transcript where the CLI will look for it when resuming.
-
-    A transcript already in the sandbox is the CLI's own and at least as new, so it is kept."""
-    if not config.resume_engine_session_id:
-        raise EngineError(
-            "a transcript can only be restored to resume its conversation: no engine session id was given"
-        )
-    parts = _transcript_parts(sandbox, config.resume_engine_session_id)
-    try:
-        restored = await asyncio.to_thread(_home(sandbox).write_new_file, parts, config.transcript)
-    except (OSError, PathRefused) as error:
-        raise EngineError(f"cannot restore the transcript into sandbox {sandbox.sandbox_id}: {error}") from error
-    log.debug(
-        "transcript_restored" if restored else "transcript_kept",
-        sandbox_id=sandbox.sandbox_id,
-        bytes=len(config.transcript),
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class _End:
     """The reader is done: the CLI's stream ended, with `error` if it failed."""
@@ -606,40 +513,6 @@ class _Timeouts:
     close: float
 
 
-class _Failures:
-    """Turns what went wrong into an error message: the CLI's stderr tail appended, secrets blanked."""
-
-    def __init__(self, redact: _Redactor, stderr_tail: collections.deque[str], session_log: Any) -> None:
-        self.redact = redact
-        self.log = session_log
-        self._stderr = stderr_tail
-
-    def describe(self, what: str) -> str:
-        message = what
-        if self._stderr:
-            message += "; CLI stderr: " + " | ".join(self._stderr)
-        message = self.redact(message)
-        self.log.warning("engine_failed", error=message)
-        return message
-
-
-class _Redactor:
-    """Blanks out secret values (API keys, tokens) from text meant for errors and logs."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        self._secrets = sorted({secret for secret in secrets if len(secret) >= 4}, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
-
-
 def _check_mode(mode: str) -> None:
     if mode not in MANIFEST.permission_modes:
         raise EngineError(f"unknown permission mode {mode!r}; valid: {', '.join(MANIFEST.permission_modes)}")
-
-
-def _looks_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in _SECRET_MARKERS)

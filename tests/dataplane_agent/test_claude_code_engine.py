@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from dataplane_agent.engines.base import EngineConfig, EngineError, EngineOutput
-from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter, transcript_path
+from dataplane_agent.engines.claude_code import BUNDLED_CLI, ClaudeCodeAdapter
+from dataplane_agent.engines.claude_transcripts import transcript_path
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.offline_model.scripts import HELLO_COMMAND
 from dataplane_agent.routes.model import ModelRoute
