@@ -92,6 +92,7 @@ class Turns:
             seq,
             turn.text,
             turn.permission_mode,
+            tracing.traceparent(),
         )
         await self.dispatch_next(tx, session.session_id)
         return seq
@@ -121,9 +122,10 @@ class Turns:
             await store.sessions.update(
                 tx.conn, session_id, state=SessionState.RUNNING, current_turn_id=turn.turn_id, failure_reason=""
             )
-            # The turn's start, in the trace of the call that dispatched it: its DeliverInput carries it on.
+            # The turn's start, in the trace of the call that queued its message (also when the settling
+            # of the turn before it dispatches it, later): its DeliverInput carries it on.
             attributes = {"astrabox.session_id": session_id, "astrabox.turn_id": turn.turn_id}
-            with tracing.tracer().start_as_current_span("turn dispatch", attributes=attributes):
+            with tracing.joining("turn dispatch", [queued["traceparent"]], attributes):
                 await self._agents.enqueue(
                     tx,
                     agent_id,

@@ -20,10 +20,11 @@ async def insert_queued(
     accepted_seq: int,
     text: str,
     permission_mode: str,
+    traceparent: str = "",
 ) -> None:
     await conn.execute(
         "INSERT INTO turns (session_id, turn_id, client_message_id, fingerprint, accepted_seq, state, text,"
-        " permission_mode) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7)",
+        " permission_mode, traceparent) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8)",
         session_id,
         turn_id,
         client_message_id,
@@ -31,6 +32,7 @@ async def insert_queued(
         accepted_seq,
         text,
         permission_mode,
+        traceparent,
     )
 
 
@@ -60,9 +62,9 @@ async def by_client_message_id(
 
 
 async def oldest_queued(conn: asyncpg.Connection, session_id: str) -> asyncpg.Record | None:
-    """The next queued turn to run: turn_id, text, permission_mode."""
+    """The next queued turn to run: turn_id, text, permission_mode, traceparent."""
     return await conn.fetchrow(
-        "SELECT turn_id, text, permission_mode FROM turns WHERE session_id = $1 AND state = 'queued'"
+        "SELECT turn_id, text, permission_mode, traceparent FROM turns WHERE session_id = $1 AND state = 'queued'"
         " ORDER BY accepted_seq LIMIT 1",
         session_id,
     )
