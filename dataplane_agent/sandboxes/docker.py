@@ -312,7 +312,10 @@ class DockerSandboxDriver:
             bound.warning("sandbox_destroy_failed", error=str(error))
             return DestroyVerdict.UNCONFIRMED
         try:
-            await asyncio.wait_for(asyncio.to_thread(_discard, directory), _REMOVE_TIMEOUT)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that arrives as
+            # the removal ends, and the caller (the warm pool's loop, as the agent stops) runs on.
+            async with asyncio.timeout(_REMOVE_TIMEOUT):
+                await asyncio.to_thread(_discard, directory)
         except (TimeoutError, SandboxError) as error:
             bound.warning("sandbox_directory_not_removed", error=str(error) or "timed out")
         if directory.path.exists():

@@ -384,8 +384,10 @@ class LocalSandboxDriver:
         if not directory.exists():
             return DestroyVerdict.CONFIRMED
         try:
-            removal = asyncio.to_thread(self._remove, sandbox.sandbox_id, directory)
-            await asyncio.wait_for(removal, timeout=_DESTROY_TIMEOUT)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that arrives as
+            # the removal ends, and the caller (the warm pool's loop, as the agent stops) runs on.
+            async with asyncio.timeout(_DESTROY_TIMEOUT):
+                await asyncio.to_thread(self._remove, sandbox.sandbox_id, directory)
         except (TimeoutError, OSError, SandboxError) as error:
             log.warning("sandbox_destroy_failed", sandbox_id=sandbox.sandbox_id, error=str(error))
         if directory.exists():

@@ -343,3 +343,40 @@ def _host_processes(command: str) -> list[str]:
         except OSError:
             continue
     return found
+
+
+class _StoppedAsRemoved(LocalSandboxDriver):
+    """Cancels the task destroying a sandbox `hops` event-loop callbacks after its removal's thread is done,
+    noting whether that task was still running then."""
+
+    def __init__(self, root: Path, bwrap: str, hops: int) -> None:
+        super().__init__(root, bwrap=bwrap)
+        self.hops = hops
+        self.loop = asyncio.get_running_loop()
+        self.task: asyncio.Task[DestroyVerdict] | None = None
+        self.cancelled_while_running = False
+
+    def _remove(self, sandbox_id: str, directory: Path) -> None:
+        super()._remove(sandbox_id, directory)
+        self.loop.call_soon_threadsafe(self._cancel_after, self.hops)
+
+    def _cancel_after(self, hops: int) -> None:
+        if hops:
+            self.loop.call_soon(self._cancel_after, hops - 1)
+            return
+        assert self.task is not None
+        self.cancelled_while_running = not self.task.done()
+        self.task.cancel()
+
+
+async def test_a_destroy_stopped_as_its_removal_ends_is_stopped(sandbox_root: Path, bwrap: str) -> None:
+    # The agent stops by cancelling its loops (the warm pool's among them, while it retires a sandbox):
+    # a cancellation arriving in the few loop iterations between the removal's end and destroy's return
+    # was lost (asyncio.wait_for on Python 3.11), and the loop it was meant to stop ran on.
+    for hops in range(8):
+        driver = _StoppedAsRemoved(sandbox_root, bwrap, hops)
+        sandbox = await driver.create(SandboxSpec(session_id=f"stopped-{hops}", agent_id="agent-1"))
+        driver.task = asyncio.create_task(driver.destroy(sandbox))
+        await asyncio.gather(driver.task, return_exceptions=True)
+        assert not sandbox.workspace.parent.exists()
+        assert driver.task.cancelled() == driver.cancelled_while_running, f"cancelled {hops} callbacks after removal"

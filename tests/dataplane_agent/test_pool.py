@@ -441,3 +441,33 @@ async def test_a_ready_sandbox_whose_engine_died_is_not_handed_out_but_retired_a
         assert claimed is not None and claimed.engine is alive
         await wait_until(lambda: pool.retired == 1 and pool.ready == 2)
         assert len(engine.sessions) == 4 and len(dirs(root, "local-pool-")) == 2  # its sandbox went with it
+
+
+async def test_an_environment_used_lately_keeps_its_own_sandboxes_until_it_is_no_longer_used(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"
+    now = [1000.0]
+    builtin = SandboxSpec(session_id="template", agent_id=AGENT)
+    layer = tmp_path / "layer"
+    layer.mkdir()
+    alpha = dataclasses.replace(builtin, session_id="s-alpha", layer=layer, variables={"MODE": "alpha"})
+    beta = dataclasses.replace(alpha, session_id="s-beta", variables={"MODE": "beta"})  # same layer, other env
+    settings = PoolSettings(size=0, per_environment=2, environment_recency=3600)
+    pool = WarmPool(LocalSandboxDriver(root), lambda: builtin, settings, clock=lambda: now[0])
+    async with running(pool):
+        assert await pool.claim(alpha) is None  # nothing kept for it before its first session
+        pool.remember(alpha)
+        await wait_until(lambda: pool.ready == 2)
+        assert {labels_of(root / name)[POOL_LABEL] for name in dirs(root)} == {template_key("local", alpha)}
+
+        assert await pool.claim(beta) is None  # another environment's sandbox is never handed out
+        assert await pool.claim(dataclasses.replace(builtin, session_id="s-plain")) is None
+        claimed = await pool.claim(dataclasses.replace(alpha, session_id="s-alpha-2"))
+        assert claimed is not None and claimed.engine is None and claimed.sandbox.sandbox_id == "local-s-alpha-2"
+        await wait_until(lambda: pool.ready == 2)  # refilled for it
+
+        # An hour without a session of it: its sandboxes are retired and not made again.
+        now[0] += 3601
+        pool.refill()
+        # The pool counts a retirement once destroy returns, after the directory went: wait for both.
+        await wait_until(lambda: pool.retired == 2 and dirs(root) == ["local-s-alpha-2"])
+        assert pool.ready == 0
