@@ -283,9 +283,11 @@ class WarmPool:
         (the sandboxes stay, for the next process to take back)."""
         try:
             while True:
+                # Cleared before looking, not after: a wake-up while the pool makes or retires
+                # sandboxes (a new environment, a claim) is acted on at once, not at the next timed look.
+                self._wake.clear()
                 await self._retire_stale()
                 failed = await self._warm_taken_back() or await self._fill()
-                self._wake.clear()
                 wait = self._failed() if failed else self._next_expiry()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):

@@ -471,3 +471,36 @@ async def test_an_environment_used_lately_keeps_its_own_sandboxes_until_it_is_no
         # The pool counts a retirement once destroy returns, after the directory went: wait for both.
         await wait_until(lambda: pool.retired == 2 and dirs(root) == ["local-s-alpha-2"])
         assert pool.ready == 0
+
+
+class HeldDriver(LocalSandboxDriver):
+    """The local driver, whose creates wait until `release` is set."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.release = asyncio.Event()
+        self.held = 0
+
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        self.held += 1
+        await self.release.wait()
+        return await super().create(spec)
+
+
+async def test_an_environment_first_used_while_the_pool_makes_sandboxes_gets_its_own_at_once(tmp_path: Path) -> None:
+    # What asks the pool to look again (a new environment, a claim, a changed template) while it is
+    # busy making or retiring sandboxes is acted on when it is done, not at its next timed look.
+    root = tmp_path / "sandboxes"
+    builtin = SandboxSpec(session_id="template", agent_id=AGENT)
+    alpha = dataclasses.replace(builtin, session_id="s-alpha", variables={"MODE": "alpha"})
+    beta = dataclasses.replace(builtin, session_id="s-beta", variables={"MODE": "beta"})
+    driver = HeldDriver(root)
+    pool = WarmPool(driver, lambda: builtin, PoolSettings(size=0, per_environment=1))
+    async with running(pool):
+        pool.remember(alpha)
+        await wait_until(lambda: driver.held == 1)  # alpha's sandbox under way
+        pool.remember(beta)
+        driver.release.set()
+        await wait_until(lambda: pool.ready == 2)
+        keys = {labels_of(root / name)[POOL_LABEL] for name in dirs(root)}
+        assert keys == {template_key("local", alpha), template_key("local", beta)}
