@@ -81,7 +81,10 @@ async def kill_the_cli(stack: Stack, client: AstraBoxClient, sid: str, run: Path
 
 async def restart_the_agent(stack: Stack, client: AstraBoxClient, sid: str, run: Path) -> None:
     stack.agent.stop()
-    assert cli_pids(run) == []
+    # Its sandboxes' launchers die with it (--die-with-parent), a moment after its own exit.
+    async with asyncio.timeout(30):
+        while cli_pids(run):
+            await asyncio.sleep(0.1)
     stack.start_agent()
 
 
