@@ -94,7 +94,8 @@ async def running(pool: WarmPool) -> AsyncIterator[WarmPool]:
         yield pool
     finally:
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        async with asyncio.timeout(30):  # a pool that missed its cancellation fails here, not at the suite's timeout
+            await asyncio.gather(task, return_exceptions=True)
 
 
 @dataclasses.dataclass
