@@ -8,8 +8,11 @@ a session state, a turn outcome. Never a session, turn or agent id: those are un
 Where they are recorded:
     RPCs                 `RpcMetrics`, the outermost server interceptor (a stream counts when it ends,
                          with its final code)
-    sessions by state    scrape time, one GROUP BY over sessions, cached `SESSIONS_CACHE_S`; with the
-                         engines' background tasks open
+    sessions by state    scrape time, one GROUP BY over sessions, cached `SESSIONS_CACHE_S`: how many, how
+                         long the most stalled one has gone unchanged (a stuck start or interrupt),
+                         released sessions' sandboxes not destroyed yet (retried or abandoned: leaked);
+                         with the engines' background tasks open
+    the database         `astrabox_database_up`, the health monitor's last probe (`controlplane.health`)
     turns                `controlplane.turns` (dispatched; settled, once its transaction committed)
     journal commits      `controlplane.relay`: each committed batch of an agent's outputs, its size,
                          and each output's lag from its produce_time on the agent to the commit
@@ -99,6 +102,13 @@ class ControlPlaneMetrics:
         self.agents_connected = Gauge(
             "astrabox_relay_agents_connected", "Agent streams open on this replica now", registry=r
         )
+        self.database_up = Gauge(
+            "astrabox_database_up", "Whether PostgreSQL answered the health monitor's last probe", registry=r
+        )
+
+    def watch_database(self, serving: Callable[[], bool | None]) -> None:
+        """Serve `astrabox_database_up` from `serving()` (the health monitor's last answer; None: none yet)."""
+        self.database_up.set_function(lambda: 1.0 if serving() else 0.0)
 
     def watch_sessions(self, pool: asyncpg.Pool, loop: asyncio.AbstractEventLoop) -> None:
         """Serve sessions by state, counted at scrape time (cached) from `pool` on `loop`."""
@@ -110,6 +120,10 @@ class ControlPlaneMetrics:
             self.turn_duration.labels(outcome).observe(max(0.0, seconds))
 
 
+# Settled states: a session stays in them for good, which is no stall.
+_RELEASED = frozenset({SessionState.ARCHIVED, SessionState.DELETED, SessionState.FAILED})
+
+
 class _SessionsByState(Collector):
     def __init__(self, pool: asyncpg.Pool, loop: asyncio.AbstractEventLoop) -> None:
         self._pool = pool
@@ -117,24 +131,41 @@ class _SessionsByState(Collector):
         self._cache = Cached(SESSIONS_CACHE_S)
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
-        return [GaugeMetricFamily("astrabox_sessions", "Sessions by state", labels=["state"])]
+        return []  # read at scrape time only (the registry must not collect at registration)
 
-    async def _count(self) -> tuple[dict[str, int], int]:
+    async def _count(self) -> tuple[list[asyncpg.Record], int]:
         async with self._pool.acquire() as conn:
-            return await store.sessions.count_by_state(conn), await store.background_tasks.count_open(conn)
+            return await store.sessions.gauges_by_state(conn), await store.background_tasks.count_open(conn)
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         counts = self._cache.get(lambda: on_loop(self._loop, self._count))
         if counts is None:  # the database did not answer in time: no value is better than a wrong one
             return []
-        sessions, tasks_open = counts
+        rows, tasks_open = counts
+        by_state = {row["state"]: row for row in rows}
         family = GaugeMetricFamily("astrabox_sessions", "Sessions by state", labels=["state"])
+        stalled = GaugeMetricFamily(
+            "astrabox_sessions_stalled_seconds",
+            "The longest any session in a live state has gone without a change (0: none in it)",
+            labels=["state"],
+        )
         for state in SessionState:
-            family.add_metric([state.value], sessions.get(state.value, 0))
+            row = by_state.get(state.value)
+            family.add_metric([state.value], row["n"] if row else 0)
+            if state not in _RELEASED:
+                stalled.add_metric([state.value], max(0.0, row["stalled"]) if row else 0)
+        released = GaugeMetricFamily(
+            "astrabox_released_sandboxes",
+            "Sandboxes of released sessions not destroyed yet: still retried (pending) or given up on "
+            "(abandoned: an operator's to remove)",
+            labels=["destruction"],
+        )
+        released.add_metric(["pending"], sum(row["releasing"] for row in rows))
+        released.add_metric(["abandoned"], sum(row["abandoned"] for row in rows))
         tasks = GaugeMetricFamily(
             "astrabox_background_tasks_open", "Engines' background tasks open, across every session", value=tasks_open
         )
-        return [family, tasks]
+        return [family, stalled, released, tasks]
 
 
 class RpcMetrics(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]

@@ -256,6 +256,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         await monitor.check()  # SERVING now, unless the database went away since the migrations
         address = f"{host}:{bound}"
         metrics.watch_sessions(pool, asyncio.get_running_loop())
+        metrics.watch_database(lambda: monitor.serving)
         try:
             endpoint = (
                 metrics_http.serve(settings.metrics_listen, metrics.registry) if settings.metrics_listen else None

@@ -490,6 +490,20 @@ async def forget(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
     return deleted
 
 
+async def gauges_by_state(db: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg.Record]:
+    """Per state (the metrics, in one scan): how many sessions (`n`), the longest one has gone
+    without a change (`stalled`, seconds), and released ones whose sandbox is not destroyed yet,
+    still retried (`releasing`) or given up on (`abandoned`)."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT state, count(*) AS n, EXTRACT(EPOCH FROM now() - min(updated_at))::float8 AS stalled,"
+        " count(*) FILTER (WHERE sandbox_id IS NOT NULL AND state IN ('deleted', 'archived')"
+        "   AND destroy_abandoned_at IS NULL) AS releasing,"
+        " count(*) FILTER (WHERE sandbox_id IS NOT NULL AND destroy_abandoned_at IS NOT NULL) AS abandoned"
+        " FROM sessions GROUP BY state"
+    )
+    return rows
+
+
 async def count_by_state(db: asyncpg.Connection | asyncpg.Pool) -> dict[str, int]:
     """How many sessions are in each state (the metrics' sessions gauge; one scan, cached there)."""
     rows = await db.fetch("SELECT state, count(*) AS n FROM sessions GROUP BY state")

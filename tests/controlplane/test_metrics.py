@@ -164,3 +164,31 @@ async def test_a_stream_is_counted_when_it_ends_with_its_final_code(running) -> 
         ):
             await asyncio.sleep(0.2)
     assert value(text, "astrabox_rpc_duration_seconds_count", **watch) == 1
+
+
+async def test_a_stalled_start_and_a_leaked_sandbox_show_for_the_alerts_and_the_database_is_up(plane, running) -> None:
+    """What deploy/prometheus/alerts.yml watches: how long a session has sat in a live state without a
+    change (a stuck start), released sessions' sandboxes never destroyed, and the database's health."""
+    assert running.metrics_address
+    async with AstraBoxClient.connect(running.address) as client:
+        stuck = await client.create_session()  # its agent is not attached: it stays CREATING
+        released = await client.create_session()
+    # As if the start had hung for an hour, and the other session's sandbox had been given up on.
+    await plane.pool.execute(
+        "UPDATE sessions SET updated_at = now() - interval '1 hour' WHERE session_id = $1", stuck.session_id
+    )
+    await plane.pool.execute(
+        "UPDATE sessions SET state = 'archived', sandbox_id = 'sandbox-1', destroy_abandoned_at = now()"
+        " WHERE session_id = $1",
+        released.session_id,
+    )
+    async with asyncio.timeout(30):  # the first scrape's cached counts expire
+        while value(text := await scrape(running.metrics_address), "astrabox_sessions", state="archived") != 1:
+            await asyncio.sleep(0.5)
+    assert value(text, "astrabox_sessions_stalled_seconds", state="creating") >= 3600
+    assert value(text, "astrabox_sessions_stalled_seconds", state="running") == 0
+    stalled_states = {dict(ls)["state"] for (n, ls) in samples(text) if n == "astrabox_sessions_stalled_seconds"}
+    assert "archived" not in stalled_states and "creating" in stalled_states  # settled states never stall
+    assert value(text, "astrabox_released_sandboxes", destruction="abandoned") == 1
+    assert value(text, "astrabox_released_sandboxes", destruction="pending") == 0
+    assert value(text, "astrabox_database_up") == 1

@@ -13,6 +13,7 @@ the client's retries within their deadline: tests/faults/test_database_restarts.
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 import pytest_asyncio
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
@@ -113,6 +115,43 @@ async def test_health_is_not_serving_while_postgresql_is_down_and_calls_say_why_
     changes = [entry for entry in logs if entry["event"] in ("database_unreachable", "database_reachable")]
     assert [entry["event"] for entry in changes] == ["database_unreachable", "database_reachable"]
     assert [part for part in where[:4] if part in repr(changes)] == []
+
+
+async def test_the_database_up_metric_follows_postgresql_down_and_back(
+    postgres: RestartablePostgres, bootstrap_key_file: str
+) -> None:
+    """`astrabox_database_up`, which the DatabaseDown alert watches, is the health monitor's answer."""
+    settings = ControlPlaneSettings(
+        database_url=postgres.dsn,
+        listen="127.0.0.1:0",
+        metrics_listen="127.0.0.1:0",
+        bootstrap_key_file=bootstrap_key_file,
+        health_probe_interval=timedelta(milliseconds=200),
+        health_probe_timeout=timedelta(seconds=1),
+    )
+
+    def up(address: str) -> float | None:
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        found = [
+            s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == "astrabox_database_up"
+        ]
+        return found[0] if found else None
+
+    async def until_up_is(address: str, wanted: float) -> None:
+        async with asyncio.timeout(30):
+            while await asyncio.to_thread(up, address) != wanted:
+                await asyncio.sleep(0.1)
+
+    async with serve(settings) as running:
+        assert running.metrics_address
+        assert await asyncio.to_thread(up, running.metrics_address) == 1
+        await postgres.stop("immediate")
+        try:
+            await until_up_is(running.metrics_address, 0)
+        finally:
+            await postgres.start()
+        await until_up_is(running.metrics_address, 1)
 
 
 async def test_an_unforeseen_failure_answers_internal_with_only_the_reference_its_logged_stack_is_under(
