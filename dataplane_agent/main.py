@@ -53,6 +53,7 @@ from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError, SandboxSpec
 from dataplane_agent.sandboxes.disk import WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
+from dataplane_agent.sandboxes.usage import UsageSampler
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
 from dataplane_agent.state import AgentState, Database, keep_private
 from dataplane_agent.turns.transcripts import TranscriptStore
@@ -180,6 +181,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             workspace=workspace,
             deltas=deltas,
         )
+        usage = UsageSampler(driver, lambda: [sandbox for _, sandbox in runtimes.running()])
         metrics.attach(
             ScrapeSources(
                 outbox=outbox,
@@ -187,6 +189,9 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 state=state,
                 running=lambda: len(runtimes.running()),
                 warm_ready=lambda: pool.ready if pool is not None else 0,
+                leaked=lambda: reconciler.leaked,
+                reaped=lambda: reconciler.reaped,
+                usage=usage if settings.metrics_listen else None,
             ),
             asyncio.get_running_loop(),
         )
@@ -212,6 +217,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             if measured is not None:
                 loops.append(tasks.create_task(measured.watch(runtimes.running, runtimes.stop_over_limit)))
             loops.append(tasks.create_task(relay.run()))
+            if endpoint is not None:  # measured for the metrics only
+                loops.append(tasks.create_task(usage.run()))
             health = HealthFile(
                 settings.state_dir / HEALTH_FILE_NAME,
                 stream_connected=lambda: relay.connected,

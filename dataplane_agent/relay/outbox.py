@@ -181,6 +181,14 @@ class Outbox:
         )
         return int(row[0]), int(row[1]), int(row[2])
 
+    async def oldest_produce_time(self) -> float | None:
+        """When the oldest output still stored was produced (epoch seconds; None: none is stored): how
+        far the control plane's commits lag behind this agent, even while no stream is open (metrics)."""
+        row = await self._db.read(lambda c: c.execute("SELECT body FROM outbox ORDER BY id LIMIT 1").fetchone())
+        if row is None:
+            return None
+        return float(pb.Output.FromString(row[0]).produce_time.ToMicroseconds() / 1e6)
+
     async def first_pending_seq(self, session_id: str) -> int | None:
         """The lowest output_seq still stored for the session, if any."""
         row = await self._db.read(

@@ -265,6 +265,10 @@ class Reconciler:
         self._settings = settings
         # Sessions recorded by an earlier agent process, not yet adopted or destroyed.
         self._inherited: set[str] | None = None
+        # For the metrics: sandboxes the last pass found with no live session and could not destroy
+        # (leaked until a later pass can), and every one a pass destroyed.
+        self.leaked = 0
+        self.reaped = 0
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
@@ -359,6 +363,8 @@ class Reconciler:
                     done.retained.append(item.sandbox.sandbox_id)
                 elif item.sandbox.sandbox_id not in recorded:
                     await self._settle_unrecorded(item, records.keys(), done)
+        self.leaked = len(done.unconfirmed)
+        self.reaped += len(done.destroyed)
         if done.adopted or done.destroyed or done.unconfirmed or done.recovered:
             log.info(
                 "reconciled",

@@ -24,6 +24,10 @@ What applies depends on the host, and each part degrades on its own:
   namespace and the rlimits, but a fork bomb or a memory hog in one can starve
   the whole machine. Run the agent as root (or use the docker driver) where
   sandboxes run code that must not be able to do that.
+- the same groups measure the sandbox (`usage`: its CPU time and memory, for
+  the agent's metrics); on cgroup v1 a sandbox also joins a group of the
+  cpuacct hierarchy where that is one of its own (it limits nothing). Without
+  a group, a local sandbox's CPU and memory are not measured.
 """
 
 from __future__ import annotations
@@ -140,6 +144,12 @@ class SandboxCgroups:
             names, all_writes = found.setdefault(parent, ([], []))
             names.append(controller)
             all_writes.extend(writes)
+        if found:  # cgroup v1 may count CPU time in a hierarchy of its own: the sandbox joins it too
+            accounting = _locate(root, "cpuacct")
+            if not isinstance(accounting, str) and accounting[1] and accounting[0] not in found:
+                writes, why, _ = _prepare(accounting[0], True, f"{tag}-probe", "cpuacct", limits)
+                if not why:
+                    found[accounting[0]] = (["cpuacct"], writes)
         hierarchies = tuple(
             _Hierarchy(parent, tuple(names), tuple(writes)) for parent, (names, writes) in found.items()
         )
@@ -168,6 +178,30 @@ class SandboxCgroups:
                 f'[ -n "$joined" ] || {{ echo "astrabox: cannot join the sandbox\'s {what} cgroup $group" >&2; exit 126; }}',
             ]
         return lines
+
+    def usage(self, sandbox_id: str) -> tuple[float | None, int | None]:
+        """The CPU seconds the sandbox has used so far and the memory it holds now (bytes, page
+        cache that can be dropped left out, as `docker stats` does), from its groups; None where no
+        group of it counts that."""
+        cpu: float | None = None
+        memory: int | None = None
+        for hierarchy in self._hierarchies:
+            group = self._group(hierarchy, sandbox_id)
+            if cpu is None:
+                if (usec := _field(_read(group / "cpu.stat"), "usage_usec")) is not None:  # v2
+                    cpu = usec / 1e6
+                elif (ns := _read(group / "cpuacct.usage").strip()).isdigit():  # v1
+                    cpu = int(ns) / 1e9
+            if memory is None and "memory" in hierarchy.controllers:
+                stat = _read(group / "memory.stat")
+                for current, inactive in (
+                    ("memory.current", "inactive_file"),
+                    ("memory.usage_in_bytes", "total_inactive_file"),
+                ):
+                    if (used := _read(group / current).strip()).isdigit():
+                        memory = max(0, int(used) - (_field(stat, inactive) or 0))
+                        break
+        return cpu, memory
 
     def remove(self, sandbox_id: str) -> bool:
         """Kill whatever is left in the sandbox's cgroups and remove them; whether they are gone."""
@@ -273,6 +307,8 @@ def _writes(controller: str, limits: LocalLimits, v1: bool, group: Path) -> tupl
     group in the same place), and a gap left in the swap limit."""
     if controller == "pids":
         return [_Write("pids.max", str(limits.pids))], ""
+    if controller == "cpuacct":  # counts, limits nothing
+        return [], ""
     if controller == "cpu":
         quota = max(1000, round(limits.cpus * _CPU_PERIOD_US))
         if v1:
@@ -350,3 +386,12 @@ def _read(path: Path) -> str:
         return path.read_text()
     except OSError:
         return ""
+
+
+def _field(stat: str, name: str) -> int | None:
+    """The value of `name` in a cgroup's `key value` lines (cpu.stat, memory.stat)."""
+    for line in stat.splitlines():
+        key, _, value = line.partition(" ")
+        if key == name and value.strip().isdigit():
+            return int(value)
+    return None

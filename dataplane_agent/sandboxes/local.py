@@ -55,6 +55,7 @@ from dataplane_agent.sandboxes.files import write_accounts, write_private
 from dataplane_agent.sandboxes.host_user import HostUser
 from dataplane_agent.sandboxes.layer_mount import INNER_LAYER, layer_env
 from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
+from dataplane_agent.sandboxes.usage import SandboxUsage
 
 log = structlog.get_logger(__name__)
 
@@ -394,6 +395,18 @@ class LocalSandboxDriver:
             return DestroyVerdict.UNCONFIRMED
         log.debug("sandbox_destroyed", sandbox_id=sandbox.sandbox_id)
         return DestroyVerdict.CONFIRMED
+
+    async def usage(self, sandboxes: Sequence[Sandbox]) -> dict[str, SandboxUsage]:
+        """Each sandbox's CPU time and memory from its cgroups; none without cgroups (not measured)."""
+        cgroups = (await self.isolation()).cgroups
+        if cgroups is None:
+            return {}
+
+        def read() -> dict[str, SandboxUsage]:
+            found = {s.sandbox_id: SandboxUsage(*cgroups.usage(s.sandbox_id)) for s in sandboxes}
+            return {k: u for k, u in found.items() if u.cpu_seconds is not None or u.memory_bytes is not None}
+
+        return await asyncio.to_thread(read)
 
     async def rebind(self, sandbox: Sandbox, spec: SandboxSpec) -> Sandbox:
         """Hand an unused sandbox (a warm pool's) to `spec`'s session: its directory is renamed to the

@@ -14,6 +14,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.metrics import AgentMetrics, ScrapeSources
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.sandboxes.usage import UsageSampler, UsageSnapshot
 from dataplane_agent.state import AgentState, Database
 from serverkit import metrics_http
 
@@ -36,6 +37,13 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
+class MeasuredDriver:
+    name = "measured"
+
+    async def usage(self, sandboxes: object) -> dict[str, object]:
+        return {}
+
+
 class NoCommands:
     def submit(self, command: pb.Command, reply: object) -> None:
         raise AssertionError("no command is sent here")
@@ -51,8 +59,18 @@ async def test_the_outbox_and_the_relay_are_read_at_each_scrape(tmp_path: Path) 
         commands=NoCommands(),
     )
     metrics = AgentMetrics()
+    usage = UsageSampler(MeasuredDriver(), list)
     metrics.attach(
-        ScrapeSources(outbox=outbox, relay=relay, state=state, running=lambda: 0, warm_ready=lambda: 2),
+        ScrapeSources(
+            outbox=outbox,
+            relay=relay,
+            state=state,
+            running=lambda: 0,
+            warm_ready=lambda: 2,
+            leaked=lambda: 3,
+            reaped=lambda: 7,
+            usage=usage,
+        ),
         asyncio.get_running_loop(),
     )
     endpoint = metrics_http.serve("127.0.0.1:0", metrics.registry)
@@ -62,6 +80,13 @@ async def test_the_outbox_and_the_relay_are_read_at_each_scrape(tmp_path: Path) 
         assert value(empty, "astrabox_agent_relay_connected") == 0
         assert value(empty, "astrabox_agent_relay_streams_opened_total") == 0
         assert value(empty, "astrabox_agent_warm_pool_ready") == 2
+        assert value(empty, "astrabox_agent_outbox_oldest_age_seconds") == 0
+        assert value(empty, "astrabox_agent_sandboxes_leaked") == 3
+        assert value(empty, "astrabox_agent_sandboxes_reaped_total") == 7
+        assert value(empty, "astrabox_agent_sandboxes_measured", driver="measured") == 0
+        usage.snapshot = UsageSnapshot(
+            measured=2, cpu_cores=1.5, cpu_cores_max=1.0, memory_bytes=300, memory_bytes_max=200, cpu_seconds_total=9
+        )
 
         body = pb.EngineMessage(type_name="AssistantMessage", payload_json='{"text": "' + "x" * 1000 + '"}')
         for session_id in ("session-aaaa", "session-aaaa", "session-bbbb"):
@@ -71,6 +96,14 @@ async def test_the_outbox_and_the_relay_are_read_at_each_scrape(tmp_path: Path) 
         assert value(stored, "astrabox_agent_outbox_sessions") == 2
         assert (value(stored, "astrabox_agent_outbox_bytes") or 0) >= 3 * 1000
         assert "session-aaaa" not in text and "session-bbbb" not in text
+        assert (value(stored, "astrabox_agent_outbox_oldest_age_seconds") or 0) > 0
+        measured = {"driver": "measured"}
+        assert value(stored, "astrabox_agent_sandboxes_measured", **measured) == 2
+        assert value(stored, "astrabox_agent_sandboxes_cpu_cores", **measured) == 1.5
+        assert value(stored, "astrabox_agent_sandbox_cpu_cores_max", **measured) == 1.0
+        assert value(stored, "astrabox_agent_sandboxes_memory_bytes", **measured) == 300
+        assert value(stored, "astrabox_agent_sandbox_memory_bytes_max", **measured) == 200
+        assert value(stored, "astrabox_agent_sandbox_cpu_seconds_total", **measured) == 9
 
         await outbox.ack("session-aaaa", 2)
         await outbox.ack("session-bbbb", 1)
@@ -79,6 +112,7 @@ async def test_the_outbox_and_the_relay_are_read_at_each_scrape(tmp_path: Path) 
             0,
             0,
         )
+        assert value(drained, "astrabox_agent_outbox_oldest_age_seconds") == 0
     finally:
         endpoint.close()
         await db.close()

@@ -225,6 +225,8 @@ async def test_an_unconfirmed_destruction_keeps_the_record_and_the_next_pass_ret
         assert done.unconfirmed == ["sb-s-1-1"] and done.destroyed == []
         assert [r.session_id for r in await second.state.sessions()] == ["s-1"]
         assert await second.reconciled("s-1") == []
+        # What the metrics show (the LeakedSandboxes alert): one leaked, none destroyed yet.
+        assert (second.reconciler.leaked, second.reconciler.reaped) == (1, 0)
 
         driver.verdict = DestroyVerdict.CONFIRMED
         done = await second.reconciler.reconcile()
@@ -232,6 +234,7 @@ async def test_an_unconfirmed_destruction_keeps_the_record_and_the_next_pass_ret
         assert await second.state.sessions() == []
         assert [r.action for r in await second.reconciled("s-1")] == ["destroyed"]
         assert driver.destroyed == ["sb-s-1-1", "sb-s-1-1"]
+        assert (second.reconciler.leaked, second.reconciler.reaped) == (0, 1)
 
 
 async def test_a_session_placed_after_the_hello_is_kept_though_the_welcome_does_not_list_it(tmp_path: Path) -> None:
