@@ -1,0 +1,287 @@
+"""The deployment artifacts in deploy/ hold together with the code they deploy.
+
+- Every metric the Grafana dashboard and the Prometheus rules query exists, with the labels they
+  match on, in the real registries of a control plane (serving on a real database) and an agent
+  (on a real agent database): names as exposed, a counter's `_total`, a histogram's
+  `_bucket`/`_sum`/`_count`. A renamed metric fails here rather than on an operator's empty panel
+  or an alert that can never fire.
+- The rules file is valid for Prometheus (`promtool check rules`, and its example configuration
+  `promtool check config`) and carries what an operator needs: a summary, a description and a
+  runbook on every alert, and an alert for each thing issue 15 names.
+- The dashboard is well-formed Grafana JSON: unique panel ids, every panel on the datasource
+  variable with at least one query.
+- The systemd units pass `systemd-analyze verify` and keep their hardening.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+from prometheus_client import CollectorRegistry
+
+from astrabox.client import AstraBoxClient
+from astrabox.errors import AstraBoxError
+from controlplane.server import serve
+from controlplane.settings import ControlPlaneSettings
+from dataplane_agent.metrics import AgentMetrics, ScrapeSources
+from dataplane_agent.relay.client import RelayClient, RelayConfig
+from dataplane_agent.relay.outbox import Outbox
+from dataplane_agent.sandboxes.local import LocalSandboxDriver
+from dataplane_agent.sandboxes.usage import UsageSampler
+from dataplane_agent.state import AgentState, Database
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+RULES = DEPLOY / "prometheus" / "alerts.yml"
+PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+DASHBOARD = DEPLOY / "grafana" / "astrabox.json"
+
+# Labels Prometheus gives every series of a target, and the bucket bound of a histogram's buckets.
+TARGET_LABELS = frozenset({"job", "instance"})
+# Series Prometheus makes itself for each target.
+BUILTIN = {"up": frozenset[str]()}
+# What issue 15 asks the rules to watch, each by at least one alert.
+REQUIRED_ALERTS = {
+    "AstraBoxRelayLagHigh",
+    "AstraBoxOutboxBacklog",
+    "AstraBoxOutboxGrowing",
+    "AstraBoxSessionsStuckStarting",
+    "AstraBoxSessionsStuckInterrupting",
+    "AstraBoxLeakedSandboxes",
+    "AstraBoxAbandonedSandboxes",
+    "AstraBoxDatabaseDown",
+    "AstraBoxAgentDisconnected",
+}
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "summary": ("", "_sum", "_count", "_created"),
+    "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
+}
+
+
+# -- the registries' names ------------------------------------------------------------
+
+
+def exposed(registry: CollectorRegistry) -> dict[str, frozenset[str]]:
+    """Every series name `registry` exposes, with the labels seen on it (call off the event loop:
+    the scrape-time collectors hop onto it)."""
+    names: dict[str, set[str]] = {}
+    for family in registry.collect():
+        for suffix in _SUFFIXES.get(family.type, ("",)):
+            names.setdefault(family.name + suffix, set())
+        for sample in family.samples:
+            names.setdefault(sample.name, set()).update(sample.labels)
+    for name, labels in names.items():
+        if name.endswith("_bucket"):
+            labels.add("le")
+    return {name: frozenset(labels) for name, labels in names.items()}
+
+
+@pytest_asyncio.fixture
+async def metric_names(
+    database_url: str, bootstrap_key_file: str, tmp_path: Path
+) -> AsyncIterator[dict[str, frozenset[str]]]:
+    """The control plane's and the agent's series, each labelled metric given one child (a labelled
+    metric nothing has recorded yet exposes no sample to read its labels from)."""
+    settings = ControlPlaneSettings(
+        database_url=database_url,
+        listen="127.0.0.1:0",
+        metrics_listen="127.0.0.1:0",
+        bootstrap_key_file=bootstrap_key_file,
+    )
+    async with serve(settings) as plane:
+        async with AstraBoxClient.connect(plane.address) as client:
+            with pytest.raises(AstraBoxError):
+                await client.get_session("00000000-0000-4000-8000-000000000000")
+        plane.metrics.turn_ended("completed", 1.0)
+        plane_names = await asyncio.to_thread(exposed, plane.metrics.registry)
+
+    db = await Database.open(tmp_path / "agent.db")
+    try:
+        state, outbox = AgentState(db), Outbox(db)
+        relay = RelayClient(
+            RelayConfig(target="127.0.0.1:1", agent_id="agent-1", enrollment_token="", instance_id="i-1"),
+            state=state,
+            outbox=outbox,
+            commands=None,  # type: ignore[arg-type]  # never connects: nothing is sent
+        )
+        agent = AgentMetrics()
+        agent.startup_phase_done("local", "ready", 100, warm=False)
+        usage = UsageSampler(LocalSandboxDriver(tmp_path / "sandboxes"), list)
+        sources = ScrapeSources(outbox, relay, state, running=lambda: 0, warm_ready=lambda: 0, usage=usage)
+        agent.attach(sources, asyncio.get_running_loop())
+        agent_names = await asyncio.to_thread(exposed, agent.registry)
+    finally:
+        await db.close()
+    assert not set(plane_names) & set(agent_names)  # one name, one meaning
+    yield {**plane_names, **agent_names, **BUILTIN}
+
+
+# -- what the artifacts query ---------------------------------------------------------
+
+_TOKEN = re.compile(
+    r'(?P<string>"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\')'
+    r"|(?P<matchers>\{[^}]*\})"
+    r"|(?P<range>\[[^\]]*\])"
+    r"|(?P<ident>[a-zA-Z_:][a-zA-Z0-9_:]*)"
+    r"|(?P<open>\()"
+    r"|(?P<other>.)",
+    re.S,
+)
+_KEYWORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan"}
+# Aggregations may put their grouping before their argument: `sum by (le) (...)`.
+_AGGREGATIONS = {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk"}
+_AGGREGATIONS |= {"quantile", "limitk", "limit_ratio"}
+_GROUPING = {"by", "without", "on", "ignoring", "group_left", "group_right"}
+_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*"')
+
+
+def selectors(expr: str) -> list[tuple[str, frozenset[str]]]:
+    """Each series selector of a PromQL expression: its metric name and the labels it matches on.
+    Grafana's variables ($__rate_interval, ${datasource}) are taken out first."""
+    text = re.sub(r"\$\{[^}]*\}|\$\w+", "", expr)
+    found: list[tuple[str, frozenset[str]]] = []
+    tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(text) if not m.group().isspace()]
+    i = 0
+    while i < len(tokens):
+        kind, value = tokens[i]
+        following = tokens[i + 1] if i + 1 < len(tokens) else (None, "")
+        if kind == "ident" and value in _GROUPING:  # a list of labels, not of metrics
+            depth, i = 0, i + 1
+            while i < len(tokens):
+                depth += tokens[i][0] == "open"
+                depth -= tokens[i][1] == ")"
+                i += 1
+                if depth == 0:
+                    break
+            continue
+        if kind == "ident" and following[0] != "open" and value.lower() not in _KEYWORDS | _AGGREGATIONS:
+            labels = frozenset(_MATCHER.findall(following[1])) if following[0] == "matchers" else frozenset()
+            found.append((value, labels))
+        i += 1
+    return found
+
+
+def rules() -> list[dict[str, Any]]:
+    document = yaml.safe_load(RULES.read_text())
+    return [rule for group in document["groups"] for rule in group["rules"]]
+
+
+def panels() -> list[dict[str, Any]]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    found = list(dashboard["panels"])
+    for panel in dashboard["panels"]:
+        found.extend(panel.get("panels", []))  # a collapsed row holds its panels
+    return found
+
+
+def queries() -> list[tuple[str, str]]:
+    """Every PromQL expression of the rules and the dashboard, with where it is."""
+    from_rules = [(f"alert {rule['alert']}", rule["expr"]) for rule in rules()]
+    from_panels = [(f"panel {p['title']!r}", t["expr"]) for p in panels() for t in p.get("targets", [])]
+    return from_rules + from_panels
+
+
+def unknown(expr: str, names: dict[str, frozenset[str]]) -> list[str]:
+    """What `expr` selects that the registries do not have: a missing name, or a label it lacks."""
+    problems = []
+    for name, labels in selectors(expr):
+        if name not in names:
+            problems.append(name)
+        elif extra := labels - names[name] - TARGET_LABELS:
+            problems.append(f"{name}{{{','.join(sorted(extra))}}}")
+    return problems
+
+
+# -- the tests ------------------------------------------------------------------------
+
+
+async def test_every_metric_the_dashboard_and_the_alerts_use_exists_with_its_labels(
+    metric_names: dict[str, frozenset[str]],
+) -> None:
+    every = queries()
+    assert len(every) > 40
+    missing = {where: problems for where, expr in every if (problems := unknown(expr, metric_names))}
+    assert missing == {}
+    used = {name for _, expr in every for name, _ in selectors(expr)}
+    # The check can tell: a misspelt name and a label the metric does not have are both caught.
+    assert unknown('rate(astrabox_turns_ended_totl{outcome="failed"}[5m])', metric_names) == [
+        "astrabox_turns_ended_totl"
+    ]
+    assert unknown('astrabox_sessions{outcome="x"} > 0', metric_names) == ["astrabox_sessions{outcome}"]
+    # Both halves are on the dashboard, each area the issue names with them.
+    for name in (
+        "astrabox_rpc_requests_total",
+        "astrabox_rpc_duration_seconds_bucket",
+        "astrabox_sessions",
+        "astrabox_turns_ended_total",
+        "astrabox_relay_ack_lag_seconds_bucket",
+        "astrabox_agent_outbox_outputs",
+        "astrabox_agent_startup_phase_seconds_bucket",
+        "astrabox_agent_startup_phase_seconds_count",
+        "astrabox_agent_sandboxes_cpu_cores",
+        "astrabox_agent_sandbox_memory_bytes_max",
+        "astrabox_database_up",
+    ):
+        assert name in used, name
+
+
+def test_the_rules_are_valid_and_each_alert_tells_what_to_do() -> None:
+    document = yaml.safe_load(RULES.read_text())
+    assert set(document) == {"groups"}
+    names = [rule["alert"] for rule in rules()]
+    assert len(names) == len(set(names))
+    assert set(names) >= REQUIRED_ALERTS
+    for rule in rules():
+        assert set(rule) <= {"alert", "expr", "for", "labels", "annotations", "keep_firing_for"}, rule["alert"]
+        assert rule["labels"]["severity"] in {"critical", "warning", "info"}, rule["alert"]
+        assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["alert"]
+        for annotation in ("summary", "description", "runbook"):
+            assert len(rule["annotations"].get(annotation, "").split()) >= 3, (rule["alert"], annotation)
+
+
+def test_promtool_accepts_the_rules_and_the_example_configuration() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed here (apt-get install prometheus); the structure is checked above")
+    for command in (["check", "rules", str(RULES)], ["check", "config", str(PROMETHEUS_CONFIG)]):
+        checked = subprocess.run([promtool, *command], capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    rules_found = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert f"SUCCESS: {len(rules())} rules found" in rules_found.stdout
+
+
+def test_the_dashboard_is_well_formed_grafana_json() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] and dashboard["title"] and isinstance(dashboard["schemaVersion"], int)
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    ids = [panel["id"] for panel in panels()]
+    assert len(ids) == len(set(ids)), "panel ids repeat"
+    for panel in panels():
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24 and grid["h"] > 0, panel["title"]
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"] and panel.get("description"), panel["title"]
+        ref_ids = [target["refId"] for target in panel["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)), panel["title"]
+    # No two panels overlap on the grid.
+    cells = [
+        (x, y)
+        for p in panels()
+        for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
+        for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])
+    ]
+    assert len(cells) == len(set(cells))
