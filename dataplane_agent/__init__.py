@@ -61,7 +61,8 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
                      in a sandbox without network, one build per digest (a prefix directory the local
                      driver mounts, a derived image for docker), failures in the manager's own words,
                      unused ones swept; BuildLayer commands (build_command.py)
-    sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks
+    sandboxes/       sandbox drivers (local bubblewrap, docker), their isolation, limits and disks, and
+                     what sandboxes use of the host, sampled for the metrics (usage.py)
     offline_model/   the built-in offline model, an Anthropic-compatible endpoint on loopback
 
 Imports go downwards: main → relay, runtimes → turns, workspace, pool, routes, environments → engines,

@@ -20,6 +20,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,14 @@ DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 RULES = DEPLOY / "prometheus" / "alerts.yml"
 PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 DASHBOARD = DEPLOY / "grafana" / "astrabox.json"
+SYSTEMD = DEPLOY / "systemd"
+UNITS = {"astrabox-controlplane.service": "controlplane", "astrabox-agent.service": "agent"}
+INSTALLED = "/opt/astrabox/venv/bin/astrabox"
+# The secrets' variables (astrabox.secret_settings.SecretOption).
+SECRET = r"DATABASE_URL|TOKEN|API_KEY|CREDENTIAL_KEY"
+REPO = Path(__file__).resolve().parents[1]
+# Where the processes' variables are declared (settings, and secrets' `_FILE` forms).
+SETTINGS_SOURCES = ("controlplane", "dataplane_agent", "serverkit", "clients/python/astrabox")
 
 # Labels Prometheus gives every series of a target, and the bucket bound of a histogram's buckets.
 TARGET_LABELS = frozenset({"job", "instance"})
@@ -285,3 +294,70 @@ def test_the_dashboard_is_well_formed_grafana_json() -> None:
         for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])
     ]
     assert len(cells) == len(set(cells))
+
+
+def unit(name: str) -> dict[str, dict[str, list[str]]]:
+    """A unit file's sections, each key with every value it is given (systemd allows repeats)."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] = {}
+    for line in (SYSTEMD / name).read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), {})
+            continue
+        key, _, value = line.partition("=")
+        current.setdefault(key, []).append(value)
+    return sections
+
+
+def test_systemd_analyze_verifies_the_units_without_a_warning(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed here (apt-get install systemd); the structure is checked below")
+    astrabox = Path(sys.executable).parent / "astrabox"  # the installed command, where the unit names its own
+    assert astrabox.exists()
+    for name in UNITS:
+        copy = tmp_path / name
+        copy.write_text((SYSTEMD / name).read_text().replace(INSTALLED, str(astrabox)))
+        verified = subprocess.run(
+            [analyze, "verify", "--man=no", str(copy)], capture_output=True, text=True, timeout=60
+        )
+        # An unknown or misspelt directive is only a warning, and ignored: any line of output fails.
+        assert (verified.returncode, verified.stdout + verified.stderr) == (0, ""), name
+
+
+def test_the_units_run_the_server_hardened_with_secrets_only_in_files() -> None:
+    declared = "\n".join(path.read_text() for source in SETTINGS_SOURCES for path in (REPO / source).rglob("*.py"))
+    for name, command in UNITS.items():
+        service = unit(name)["Service"]
+        assert service["ExecStart"] == [f"{INSTALLED} {command}"], name
+        assert service["NoNewPrivileges"] == ["yes"], name
+        assert service["Restart"] == ["on-failure"] and unit(name)["Install"]["WantedBy"] == ["multi-user.target"]
+        # Secrets reach the process as files of systemd's credentials directory, never as values.
+        loaded = {c.partition(":")[0] for c in service["LoadCredential"]}
+        for assignment in service.get("Environment", []):
+            variable, _, value = assignment.partition("=")
+            if re.search(SECRET, variable):
+                assert variable.endswith("_FILE") and value.removeprefix("%d/") in loaded, (name, assignment)
+    plane = unit("astrabox-controlplane.service")["Service"]
+    assert plane["User"] == ["astrabox"] and plane["ProtectSystem"] == ["strict"]
+    assert plane["CapabilityBoundingSet"] == [""] and plane["PrivateTmp"] == ["yes"]
+    assert "u astrabox " in (SYSTEMD / "astrabox.sysusers.conf").read_text()
+    # The agent runs as root on purpose (docker, bubblewrap, cgroups): the unit says so and why.
+    agent_text = (SYSTEMD / "astrabox-agent.service").read_text()
+    assert unit("astrabox-agent.service")["Service"]["User"] == ["root"]
+    for why in ("dockerd", "bubblewrap", "cgroup", "ProtectSystem"):
+        assert why in agent_text, why
+    # Every variable the units and the env files set is one the processes read, and no env file
+    # holds a secret.
+    examples = [SYSTEMD / "controlplane.env.example", SYSTEMD / "agent.env.example"]
+    text = "\n".join([*(p.read_text() for p in examples), *((SYSTEMD / n).read_text() for n in UNITS)])
+    variables = set(re.findall(r"\b((?:ASTRABOX|ANTHROPIC)_[A-Z_]+)=", text))
+    assert len(variables) > 10
+    unread = [v for v in variables if f'"{v}"' not in declared and f'"{v.removesuffix("_FILE")}"' not in declared]
+    assert unread == []
+    for example in examples:
+        set_here = re.findall(r"^#?((?:ASTRABOX|ANTHROPIC)_[A-Z_]+)=", example.read_text(), re.M)
+        assert not [v for v in set_here if re.search(SECRET, v)], example
