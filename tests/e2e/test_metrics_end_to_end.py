@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import tempfile
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from astrabox.client import AstraBoxClient
+from dataplane_agent.sandboxes.limits import LocalLimits, SandboxCgroups
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -114,5 +117,19 @@ async def test_both_endpoints_move_as_a_real_turn_runs(stacks: Callable[..., Sta
     )
     assert value(agent_after, "astrabox_agent_outbox_bytes") == 0
     assert value(agent_after, "astrabox_agent_relay_unacknowledged_outputs") == 0
+    # The session's sandbox (its engine still attached) is measured on the agent's next sample, where
+    # the local driver has cgroups to read (an agent that cannot make them measures nothing).
+    cgroups, why = SandboxCgroups.find(Path(tempfile.gettempdir()), LocalLimits())
+    if cgroups is not None and "memory" in cgroups.controllers:
+        measured = {"driver": "local"}
+        agent_after = await until(
+            agent_metrics,
+            lambda s: value(s, "astrabox_agent_sandboxes_measured", **measured) == 1,
+            "the sandbox measured",
+        )
+        assert value(agent_after, "astrabox_agent_sandboxes_memory_bytes", **measured) > 0
+        assert value(agent_after, "astrabox_agent_sandbox_memory_bytes_max", **measured) > 0
+    else:
+        assert value(agent_after, "astrabox_agent_sandboxes_measured", driver="local") == 0, why
     for samples in (during, after, agent_during, agent_after):
         no_label_holds(samples, session.session_id)
