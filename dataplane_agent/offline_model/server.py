@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from dataplane_agent.offline_model.scripts import Offered, Reply, reply_for
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +98,7 @@ class OfflineModel:
         if self._connections:
             await asyncio.wait(self._connections, timeout=5)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._server.wait_closed(), timeout=5)
+            await bounded(self._server.wait_closed(), 5)
         self._server = None
         log.info("offline_model_stopped", base_url=self._base_url)
 
@@ -117,7 +118,7 @@ class OfflineModel:
         try:
             while True:
                 try:
-                    request = await asyncio.wait_for(_read_request(reader), timeout=_READ_TIMEOUT)
+                    request = await bounded(_read_request(reader), _READ_TIMEOUT)
                 except HttpError as error:
                     await _send_json(writer, error.status, _error_body(error.status, str(error)), keep_alive=False)
                     return
@@ -132,7 +133,7 @@ class OfflineModel:
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), timeout=1)
+                await bounded(writer.wait_closed(), 1)
 
     async def _dispatch(self, request: _Request, writer: asyncio.StreamWriter) -> None:
         route = (request.method, request.path.rstrip("/"))

@@ -15,6 +15,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from serverkit.waits import bounded
+
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 _STOP_WAIT_S = 5.0
@@ -64,7 +66,7 @@ class SandboxSocket:
         if self._connections:
             await asyncio.wait(self._connections, timeout=_STOP_WAIT_S)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._server.wait_closed(), timeout=_STOP_WAIT_S)
+            await bounded(self._server.wait_closed(), _STOP_WAIT_S)
         self._server = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()

@@ -32,6 +32,7 @@ import structlog
 from dataplane_agent.routes.listener import SandboxSocket
 from dataplane_agent.routes.tokens import SessionTokens
 from dataplane_agent.sandboxes.base import MODEL_BASE_URL_INNER
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -194,7 +195,7 @@ class ModelRoute:
             keep_alive = True
             while keep_alive:
                 try:
-                    head = await asyncio.wait_for(_read_head(reader), self._timeouts.idle)
+                    head = await bounded(_read_head(reader), self._timeouts.idle)
                     if head is None:
                         return
                     keep_alive = await self._handle(head, reader, writer)
@@ -208,7 +209,7 @@ class ModelRoute:
         finally:
             writer.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), timeout=1)
+                await bounded(writer.wait_closed(), 1)
 
     async def _handle(self, head: _Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; whether the connection may carry another."""
@@ -243,8 +244,8 @@ class ModelRoute:
             reused, (up_reader, up_writer) = await self._connection()
             try:
                 up_writer.write(request)
-                await asyncio.wait_for(up_writer.drain(), self._timeouts.idle)
-                response = await asyncio.wait_for(_read_head(up_reader), self._timeouts.response)
+                await bounded(up_writer.drain(), self._timeouts.idle)
+                response = await bounded(_read_head(up_reader), self._timeouts.response)
                 if response is None:
                     raise ConnectionResetError("the upstream closed the connection")
             except (OSError, asyncio.IncompleteReadError) as error:
@@ -301,7 +302,7 @@ class ModelRoute:
         """Stream one response to the client; (status, upstream reusable, client connection reusable)."""
         status = _status(response)
         while 100 <= status < 200:  # interim responses are not the answer
-            following = await asyncio.wait_for(_read_head(up_reader), self._timeouts.response)
+            following = await bounded(_read_head(up_reader), self._timeouts.response)
             if following is None:
                 raise ConnectionResetError("the upstream closed the connection")
             response = following
@@ -336,7 +337,7 @@ class ModelRoute:
         assert host is not None
         port = self._upstream.port or (443 if self._tls else 80)
         try:
-            return False, await asyncio.wait_for(
+            return False, await bounded(
                 asyncio.open_connection(
                     host, port, ssl=self._tls, server_hostname=host if self._tls else None, limit=_MAX_HEAD
                 ),
@@ -410,20 +411,20 @@ async def _read_body(reader: asyncio.StreamReader, head: _Head, timeout: float) 
         chunks: list[bytes] = []
         total = 0
         while True:
-            size_line = await asyncio.wait_for(reader.readline(), timeout)
+            size_line = await bounded(reader.readline(), timeout)
             try:
                 size = int(size_line.split(b";")[0].strip() or b"0", 16)
             except ValueError:
                 raise HttpError(400, "invalid_request_error", "malformed chunked body") from None
             if size == 0:
-                while (await asyncio.wait_for(reader.readline(), timeout)) not in (b"\r\n", b"\n", b""):
+                while (await bounded(reader.readline(), timeout)) not in (b"\r\n", b"\n", b""):
                     pass
                 return b"".join(chunks)
             total += size
             if total > _MAX_BODY:
                 raise HttpError(413, "request_too_large", "request body too large")
-            chunks.append(await asyncio.wait_for(reader.readexactly(size), timeout))
-            await asyncio.wait_for(reader.readexactly(2), timeout)
+            chunks.append(await bounded(reader.readexactly(size), timeout))
+            await bounded(reader.readexactly(2), timeout)
     length = head.get("content-length")
     if not length:
         return b""
@@ -431,31 +432,31 @@ async def _read_body(reader: asyncio.StreamReader, head: _Head, timeout: float) 
         raise HttpError(400, "invalid_request_error", "malformed content-length")
     if int(length) > _MAX_BODY:
         raise HttpError(413, "request_too_large", "request body too large")
-    return await asyncio.wait_for(reader.readexactly(int(length)), timeout)
+    return await bounded(reader.readexactly(int(length)), timeout)
 
 
 async def _copy_chunked(source: asyncio.StreamReader, sink: asyncio.StreamWriter, timeout: float) -> None:
     """Forward a chunked body chunk by chunk, so each server-sent event reaches the client as it comes."""
     while True:
-        size_line = await asyncio.wait_for(source.readline(), timeout)
+        size_line = await bounded(source.readline(), timeout)
         if not size_line:
             raise ConnectionResetError("the upstream closed a chunked body early")
         size = int(size_line.split(b";")[0].strip() or b"0", 16)
         sink.write(size_line)
         if size == 0:
             while True:
-                trailer = await asyncio.wait_for(source.readline(), timeout)
+                trailer = await bounded(source.readline(), timeout)
                 sink.write(trailer or b"\r\n")
                 if trailer in (b"\r\n", b"\n", b""):
                     await sink.drain()
                     return
-        sink.write(await asyncio.wait_for(source.readexactly(size + 2), timeout))
+        sink.write(await bounded(source.readexactly(size + 2), timeout))
         await sink.drain()
 
 
 async def _copy_exactly(source: asyncio.StreamReader, sink: asyncio.StreamWriter, length: int, timeout: float) -> None:
     while length > 0:
-        data = await asyncio.wait_for(source.read(min(length, 65536)), timeout)
+        data = await bounded(source.read(min(length, 65536)), timeout)
         if not data:
             raise ConnectionResetError("the upstream closed the body early")
         length -= len(data)
@@ -464,7 +465,7 @@ async def _copy_exactly(source: asyncio.StreamReader, sink: asyncio.StreamWriter
 
 
 async def _copy_until_close(source: asyncio.StreamReader, sink: asyncio.StreamWriter, timeout: float) -> None:
-    while data := await asyncio.wait_for(source.read(65536), timeout):
+    while data := await bounded(source.read(65536), timeout):
         sink.write(data)
         await sink.drain()
 
@@ -477,4 +478,4 @@ async def _send_error(writer: asyncio.StreamWriter, error: HttpError) -> None:
     )
     with contextlib.suppress(ConnectionError):
         writer.write(head.encode("latin-1") + body)
-        await asyncio.wait_for(writer.drain(), 5)
+        await bounded(writer.drain(), 5)

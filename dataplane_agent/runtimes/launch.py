@@ -41,7 +41,8 @@ from dataplane_agent.sandboxes.base import (
     SandboxLimits,
     SandboxSpec,
 )
-from dataplane_agent.turns.engine_calls import bounded, close_quietly, describe
+from dataplane_agent.turns.engine_calls import close_quietly, describe
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 
 from dataplane_agent.sandboxes.base import SandboxError
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -107,6 +108,6 @@ async def _user_namespace_works() -> bool:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )
-        return await asyncio.wait_for(process.wait(), 10) == 0
+        return await bounded(process.wait(), 10) == 0
     except (OSError, TimeoutError):
         return False

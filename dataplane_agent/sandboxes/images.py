@@ -24,6 +24,7 @@ from pathlib import Path
 import aiodocker
 
 from dataplane_agent.settings import DEFAULT_IMAGE
+from serverkit.waits import bounded
 
 DEFAULT_SUITE = "bookworm"
 FALLBACK_MIRROR = "http://deb.debian.org/debian"
@@ -248,7 +249,7 @@ async def _import(docker: str, rootfs: Path, tag: str, suite: str) -> str:
     command += ["--message", "astrabox image build", "-", tag]
     tar = ["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", "-", "."]
     try:
-        result = await asyncio.wait_for(asyncio.to_thread(_pipe, tar, command), _IMPORT_TIMEOUT)
+        result = await bounded(asyncio.to_thread(_pipe, tar, command), _IMPORT_TIMEOUT)
     except TimeoutError:
         raise ImageBuildError(f"docker import did not finish within {_IMPORT_TIMEOUT:.0f}s") from None
     new_id = await image_id(tag)

@@ -56,6 +56,7 @@ from dataplane_agent.sandboxes.host_user import HostUser
 from dataplane_agent.sandboxes.layer_mount import INNER_LAYER, layer_env
 from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
 from dataplane_agent.sandboxes.usage import SandboxUsage
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -534,7 +535,7 @@ async def _try_bwrap(args: list[str]) -> str:
     except OSError as error:
         raise SandboxError(f"bubblewrap at {args[0]} cannot be run: {error.strerror}") from error
     try:
-        _, stderr = await asyncio.wait_for(process.communicate(), timeout=_PROBE_TIMEOUT)
+        _, stderr = await bounded(process.communicate(), _PROBE_TIMEOUT)
     except TimeoutError:
         process.kill()
         await process.wait()

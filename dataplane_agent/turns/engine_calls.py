@@ -2,35 +2,21 @@
 
 An engine is a separate process behind a pipe: any call may stall, and a
 stalled call must not hold up a turn, a stop or the agent's shutdown. So every
-call is bounded by a deadline (`bounded`), closing an engine never raises
+call is bounded by a deadline (`serverkit.waits.bounded`, which keeps a
+cancellation that arrives as the call completes: a reader or input pump
+cancelled by its task group must stop), closing an engine never raises
 (`close_quietly`), and a failure reads as one line (`describe`) in the reasons
 that turns and runtimes record.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar
-
 import structlog
 
 from dataplane_agent.engines.base import EngineSession
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
-
-T = TypeVar("T")
-
-
-async def bounded(call: Awaitable[T], seconds: float) -> T:
-    """Await `call` for at most `seconds`; TimeoutError after that.
-
-    Not `asyncio.wait_for`: on Python 3.11 a caller cancelled just as `call`
-    completes gets the result instead of its cancellation. A reader or input
-    pump cancelled by its task group then carries on and waits on the engine
-    forever, and the task group (so the agent's shutdown) never finishes."""
-    async with asyncio.timeout(seconds):
-        return await call
 
 
 async def close_quietly(engine: EngineSession, timeout: float) -> None:

@@ -29,8 +29,9 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineSession, PermissionModeRefused
 from dataplane_agent.state import in_order
-from dataplane_agent.turns.engine_calls import bounded, describe
+from dataplane_agent.turns.engine_calls import describe
 from dataplane_agent.turns.ledger import TurnContext, TurnLedger
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 

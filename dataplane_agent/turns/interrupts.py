@@ -19,10 +19,11 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineSession
-from dataplane_agent.turns.engine_calls import bounded, describe
+from dataplane_agent.turns.engine_calls import describe
 from dataplane_agent.turns.inputs import TurnInputs
 from dataplane_agent.turns.interactions import INTERRUPTED
 from dataplane_agent.turns.ledger import Turn, TurnContext, TurnLedger
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 

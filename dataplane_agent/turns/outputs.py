@@ -26,10 +26,11 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineDelta, EngineOutput, EngineSession, ToolDecision, ToolRequest
 from dataplane_agent.sandboxes.base import Sandbox
-from dataplane_agent.turns.engine_calls import bounded, describe
+from dataplane_agent.turns.engine_calls import describe
 from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED
 from dataplane_agent.turns.ledger import Turn, TurnContext, TurnLedger
 from dataplane_agent.turns.transcripts import TranscriptStore
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 

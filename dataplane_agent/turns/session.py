@@ -30,7 +30,7 @@ from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.state import AgentState, Database, Receipt
-from dataplane_agent.turns.engine_calls import bounded, close_quietly, describe
+from dataplane_agent.turns.engine_calls import close_quietly, describe
 from dataplane_agent.turns.inputs import (
     INTERRUPTED_BEFORE_SEND,
     WORKSPACE_GONE_REASON,
@@ -44,6 +44,7 @@ from dataplane_agent.turns.ledger import TurnContext, TurnLedger, TurnLimits
 from dataplane_agent.turns.outputs import INTERRUPTED_BY_ENGINE, OutputRouter
 from dataplane_agent.turns.tool_grants import ToolGrants
 from dataplane_agent.turns.transcripts import TranscriptStore
+from serverkit.waits import bounded
 
 __all__ = [
     "INTERRUPTED_AT_DEADLINE",

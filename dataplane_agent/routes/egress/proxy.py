@@ -52,6 +52,7 @@ from dataplane_agent.routes.listener import SandboxSocket
 from dataplane_agent.routes.tokens import SessionTokens
 from dataplane_agent.sandboxes.base import EGRESS_PORT
 from serverkit.host_patterns import HostPattern, canonical_host
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -207,7 +208,7 @@ class EgressProxy:
         try:
             if self._socket.open_connections > self._limits.connections:
                 raise Refused(503, "the egress proxy has too many connections open; try again later")
-            request = await asyncio.wait_for(self._read_request(reader), self._limits.head_timeout)
+            request = await bounded(self._read_request(reader), self._limits.head_timeout)
             if request is None:
                 return
             session_id = self._session(request)
@@ -231,7 +232,7 @@ class EgressProxy:
                     self._open.pop(session_id, None)
             writer.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), timeout=1)
+                await bounded(writer.wait_closed(), 1)
 
     async def _read_request(self, reader: asyncio.StreamReader) -> _Request | None:
         line = await self._line(reader)
@@ -337,15 +338,15 @@ class EgressProxy:
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             await writer.drain()
             canonical = canonical_host(host) or host
-            await asyncio.wait_for(writer.start_tls(self._interception.for_host(canonical)), self._limits.head_timeout)
-            request = await asyncio.wait_for(self._read_request(reader), self._limits.head_timeout)
+            await bounded(writer.start_tls(self._interception.for_host(canonical)), self._limits.head_timeout)
+            request = await bounded(self._read_request(reader), self._limits.head_timeout)
             if request is None:
                 return
             if not request.target.startswith("/"):
                 raise Refused(400, "inside a tunnel, send an origin-form request (GET /path)")
             framing = _framing(request)
             try:
-                await asyncio.wait_for(
+                await bounded(
                     up_writer.start_tls(self._interception.upstream(), server_hostname=canonical),
                     self._limits.connect_timeout,
                 )
@@ -395,7 +396,7 @@ class EgressProxy:
             await writer.drain()
         if kind == "length":
             while length > 0:
-                data = await asyncio.wait_for(reader.read(min(length, 65536)), timeout)
+                data = await bounded(reader.read(min(length, 65536)), timeout)
                 if not data:
                     raise asyncio.IncompleteReadError(b"", length)
                 length -= len(data)
@@ -403,7 +404,7 @@ class EgressProxy:
                 await up_writer.drain()
         elif kind == "chunked":
             while True:
-                size_line = await asyncio.wait_for(reader.readline(), timeout)
+                size_line = await bounded(reader.readline(), timeout)
                 try:
                     size = int(size_line.split(b";")[0].strip(), 16)
                 except ValueError:
@@ -413,18 +414,18 @@ class EgressProxy:
                 up_writer.write(b"%x\r\n" % size)
                 if size == 0:
                     # Trailers are not forwarded: the chunked body ends here.
-                    while (await asyncio.wait_for(reader.readline(), timeout)) not in (b"\r\n", b"\n", b""):
+                    while (await bounded(reader.readline(), timeout)) not in (b"\r\n", b"\n", b""):
                         pass
                     up_writer.write(b"\r\n")
                     break
                 while size > 0:
-                    data = await asyncio.wait_for(reader.read(min(size, 65536)), timeout)
+                    data = await bounded(reader.read(min(size, 65536)), timeout)
                     if not data:
                         raise asyncio.IncompleteReadError(b"", size)
                     size -= len(data)
                     up_writer.write(data)
                     await up_writer.drain()
-                if await asyncio.wait_for(reader.readexactly(2), timeout) != b"\r\n":
+                if await bounded(reader.readexactly(2), timeout) != b"\r\n":
                     raise Refused(400, "a malformed chunked body")
                 up_writer.write(b"\r\n")
         await up_writer.drain()
@@ -460,7 +461,7 @@ class EgressProxy:
         error: OSError | TimeoutError | None = None
         for address in addresses:
             try:
-                return await asyncio.wait_for(
+                return await bounded(
                     asyncio.open_connection(str(address), port, limit=self._limits.max_head),
                     self._limits.connect_timeout,
                 )
@@ -495,7 +496,7 @@ class EgressProxy:
         timeout = self._limits.idle_timeout
 
         async def copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-            while data := await asyncio.wait_for(source.read(65536), timeout):
+            while data := await bounded(source.read(65536), timeout):
                 sink.write(data)
                 await sink.drain()
             if sink.can_write_eof():
@@ -534,7 +535,7 @@ class EgressProxy:
         )
         with contextlib.suppress(ConnectionError, OSError):
             writer.write(head.encode("latin-1") + body_bytes)
-            await asyncio.wait_for(writer.drain(), 5)
+            await bounded(writer.drain(), 5)
 
 
 def _framing(request: _Request) -> tuple[str, int]:
