@@ -224,10 +224,12 @@ class SandboxCgroups:
             raise
 
     def sweep(self) -> None:
-        """Remove the empty cgroups sandboxes left (a run that never destroyed them); busy ones stay."""
+        """Remove the empty cgroups this driver's sandboxes left (a run that never destroyed them);
+        busy ones stay, and so do those of another driver on the host (another tag): they may be
+        its sandboxes' groups being made right now."""
         for hierarchy in self._hierarchies:
             with contextlib.suppress(OSError):
-                for group in hierarchy.parent.iterdir():
+                for group in hierarchy.parent.glob(f"{self._tag}-*"):
                     if group.is_dir() and not _read(group / "cgroup.procs").strip():
                         with contextlib.suppress(OSError):
                             group.rmdir()

@@ -282,3 +282,24 @@ async def test_an_environments_limits_replace_the_drivers_for_its_sandbox_only(s
     memory = tight_files.get("memory.max") or tight_files.get("memory.limit_in_bytes")
     if memory is not None:
         assert int(memory) == 300 * 1024 * 1024
+
+
+async def test_a_driver_sweeps_only_the_groups_its_own_sandboxes_left(sandbox_root: Path, bwrap: str) -> None:
+    """Two agents on one host (two sandbox roots): a driver starting sweeps the empty groups its own
+    sandboxes left, and leaves the other's alone — one of them may be a group being made right now."""
+    limits = LocalLimits(pids=64)
+    _require("pids", limits, sandbox_root)
+    ours, _ = SandboxCgroups.find(sandbox_root, limits)
+    theirs, _ = SandboxCgroups.find(sandbox_root / "another-agent", limits)
+    assert ours is not None and theirs is not None
+    leftover = ours._group(ours._hierarchies[0], "left-by-a-crash")
+    being_made = theirs._group(theirs._hierarchies[0], "being-made")
+    for group in (leftover, being_made):
+        group.mkdir(parents=True)
+    try:
+        await LocalSandboxDriver(sandbox_root, bwrap=bwrap, limits=limits).probe()
+        assert (leftover.exists(), being_made.exists()) == (False, True)
+    finally:
+        for group in (leftover, being_made):
+            if group.exists():
+                group.rmdir()
