@@ -19,7 +19,7 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.conversation import Answer, Conversation, SendMessage
-from controlplane.convert import delta_to_proto, event_to_proto, session_to_proto, state_from_proto
+from controlplane.convert import delta_to_proto, event_to_proto, session_to_proto, state_from_proto, watch_responses
 from controlplane.deltas import LiveDelta
 from controlplane.errors import InvalidArgument, KernelError
 from controlplane.identity import callers
@@ -129,12 +129,17 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         # Headers now, before any event: the client learns its watch is admitted even when no event
         # comes for a while (`AstraBoxClient.watch` counts how long it has failed to resume from there).
         await context.send_initial_metadata(((WATCH_ADMITTED, "admitted"),))
+        most = request.max_events_per_response  # 0: one per response, in `event`, as before it existed
         try:
-            async for item in self._kernel.watch(request.session_id, request.after_seq, request.include_deltas):
+            async for item in self._kernel.watch_runs(request.session_id, request.after_seq, request.include_deltas):
                 if isinstance(item, LiveDelta):
                     yield pb.WatchSessionEventsResponse(delta=delta_to_proto(item))
+                elif most > 0:
+                    for response in watch_responses(item, most):
+                        yield response
                 else:
-                    yield pb.WatchSessionEventsResponse(event=event_to_proto(item))
+                    for event in item:
+                        yield pb.WatchSessionEventsResponse(event=event_to_proto(event))
         except KernelError as error:
             await context.abort_with_status(to_status(error))
 
@@ -145,7 +150,10 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         events, token = await self._kernel.list_events(
             request.session_id, request.after_seq, request.page_size, request.page_token
         )
-        return pb.ListSessionEventsResponse(events=[event_to_proto(e) for e in events], next_page_token=token)
+        response = pb.ListSessionEventsResponse(next_page_token=token)
+        for event in events:
+            event_to_proto(event, response.events.add())
+        return response
 
     @maps_errors
     async def InterruptTurn(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import cast
 
 from google.protobuf import json_format, timestamp_pb2
@@ -40,10 +41,21 @@ _INTERACTION_KINDS: dict[InteractionKind, session_pb2.InteractionKind] = {
 }
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(value)
+    _set_time(ts, value)
     return ts
+
+
+def _set_time(ts: timestamp_pb2.Timestamp, value: datetime) -> None:
+    """`ts.FromDatetime(value)` (a naive value is UTC), in a few integer operations: it is done
+    for every event sent."""
+    since = value - (_EPOCH if value.tzinfo is not None else _EPOCH.replace(tzinfo=None))
+    ts.seconds = since.days * 86400 + since.seconds
+    ts.nanos = since.microseconds * 1000
 
 
 def state_from_proto(value: int) -> SessionState | None:
@@ -189,23 +201,28 @@ def delta_to_proto(delta: LiveDelta) -> kernel_pb2.SessionDelta:
     )
 
 
-def event_to_proto(event: StoredEvent) -> events_pb2.SessionEvent:
-    message = events_pb2.SessionEvent(
-        session_id=event.session_id,
-        seq=event.seq,
-        time=timestamp(event.at),
-        turn_id=event.turn_id,
-        kind=_KINDS[event.kind],
-        actor=str(event.payload.get("actor", "")),
-    )
+def event_to_proto(event: StoredEvent, message: events_pb2.SessionEvent | None = None) -> events_pb2.SessionEvent:
+    """`event` as protobuf, written into `message` when given (an empty one, e.g. a repeated field's new
+    element: no copy)."""
+    if message is None:
+        message = events_pb2.SessionEvent()
+    message.session_id = event.session_id
+    message.seq = event.seq
+    _set_time(message.time, event.at)
+    message.turn_id = event.turn_id
+    message.kind = _KINDS[event.kind]
+    message.actor = str(event.payload.get("actor") or "")
     if event.produce_time is not None:
-        message.produce_time.FromDatetime(event.produce_time)
+        _set_time(message.produce_time, event.produce_time)
     target = getattr(message, event.kind.value)  # the oneof field is named after the kind
     if event.kind is EventKind.ENGINE_MESSAGE:
         target.type_name = event.payload["type_name"]
-        target.payload_json = json.dumps(event.payload["message"], separators=(",", ":"))
+        if event.message_json is not None:
+            target.payload_json = event.message_json  # as stored: never decoded here
+        else:
+            target.payload_json = json.dumps(event.payload["message"], separators=(",", ":"))
         target.output_seq = event.output_seq or 0
-        target.late = bool(event.payload.get("late", False))
+        target.late = bool(event.payload.get("late"))
     elif event.kind is EventKind.INTERACTION_REQUESTED:
         interaction = dict(event.payload["interaction"])
         target.interaction.CopyFrom(
@@ -224,3 +241,22 @@ def event_to_proto(event: StoredEvent) -> events_pb2.SessionEvent:
         json_format.ParseDict(dict(event.payload), target, ignore_unknown_fields=True)
     target.SetInParent()
     return message
+
+
+# A response of several events (WatchSessionEvents' max_events_per_response) is closed once it holds
+# this many bytes: it stays far below the 4 MiB a gRPC client accepts by default, unless its last
+# event is itself that large (which goes anyway, as it would alone).
+MAX_RUN_BYTES = 1024 * 1024
+
+
+def watch_responses(events: Sequence[StoredEvent], most: int) -> Iterator[kernel_pb2.WatchSessionEventsResponse]:
+    """`events` in order, at most `most` and about MAX_RUN_BYTES per response, in its `events`."""
+    response = kernel_pb2.WatchSessionEventsResponse()
+    size = 0
+    for event in events:
+        size += event_to_proto(event, response.events.add()).ByteSize()
+        if len(response.events) >= most or size >= MAX_RUN_BYTES:
+            yield response
+            response, size = kernel_pb2.WatchSessionEventsResponse(), 0
+    if response.events:
+        yield response

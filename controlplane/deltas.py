@@ -172,9 +172,8 @@ class DeltaOrder:
         self.sent_output_seq = max(self.sent_output_seq, output_seq)
         if event.kind is not EventKind.ENGINE_MESSAGE:
             return
-        message = event.payload.get("message")
-        message_id = message.get("message_id") if isinstance(message, dict) else None
-        if isinstance(message_id, str) and message_id:
+        message_id = event.message_id
+        if message_id:
             self._sent_messages[message_id] = output_seq
             self._sent_messages.move_to_end(message_id)
             while len(self._sent_messages) > _REMEMBERED_MESSAGES:

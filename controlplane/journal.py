@@ -83,19 +83,37 @@ class StoredEvent:
     payload: Mapping[str, Any]
     output_seq: int | None = None
     produce_time: datetime | None = None
+    # An engine message read for clients (`Journal.read_for_clients`): its `message` as the stored
+    # JSON text, passed through to them undecoded; `payload` then holds the rest and `message_id`.
+    message_json: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> StoredEvent:
+        message_json = row.get("message_json")
+        payload = row["payload"]
+        if message_json is not None:  # read for clients: the rest of the payload in columns
+            payload = {k: row[k] for k in ("type_name", "late", "actor", "message_id") if row[k] is not None}
         return cls(
             session_id=str(row["session_id"]),
             seq=row["seq"],
             at=row["at"],
             kind=EventKind(row["kind"]),
             turn_id=row["turn_id"] or "",
-            payload=row["payload"],
+            payload=payload,
             output_seq=row["output_seq"],
             produce_time=row["produce_time"],
+            message_json=message_json,
         )
+
+    @property
+    def message_id(self) -> str:
+        """An engine message's model-API message id ("" for none, or another kind)."""
+        if self.message_json is not None:
+            value = self.payload.get("message_id")
+        else:
+            message = self.payload.get("message")
+            value = message.get("message_id") if isinstance(message, dict) else None
+        return value if isinstance(value, str) else ""
 
 
 class JournalTransaction:
@@ -150,6 +168,11 @@ class Journal:
 
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
         return [StoredEvent.from_row(r) for r in await store.events.read(self._pool, session_id, after_seq, limit)]
+
+    async def read_for_clients(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
+        """`read` as clients are sent it: engine messages' JSON passed through (`message_json`)."""
+        rows = await store.events.read_for_clients(self._pool, session_id, after_seq, limit)
+        return [StoredEvent.from_row(r) for r in rows]
 
     async def last_output_seq(self, session_id: str, through_seq: int) -> int:
         """Where a watcher that has been sent every event through `through_seq` stands among the

@@ -45,7 +45,8 @@ log = structlog.get_logger(__name__)
 
 # A watcher re-reads the journal at least this often even without a wake-up.
 WATCH_POLL_SECONDS = 2.0
-WATCH_BATCH = 500
+# The events one query of a watch reads: a watcher far behind catches up a page at a time.
+WATCH_PAGE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,15 +378,29 @@ class SessionKernel:
         elif after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
         await self.get_session(session_id)
-        events = await self._journal.read(session_id, after_seq, size + 1)
+        events = await self._journal.read_for_clients(session_id, after_seq, size + 1)
         next_token = self._page_tokens.issue(scope, {"after": events[size - 1].seq}) if len(events) > size else ""
         return events[:size], next_token
 
     async def watch(
         self, session_id: str, after_seq: int, include_deltas: bool = False
     ) -> AsyncIterator[StoredEvent | LiveDelta]:
+        """`watch_runs`, one event at a time."""
+        async for item in self.watch_runs(session_id, after_seq, include_deltas):
+            if isinstance(item, LiveDelta):
+                yield item
+            else:
+                for event in item:
+                    yield event
+
+    async def watch_runs(
+        self, session_id: str, after_seq: int, include_deltas: bool = False
+    ) -> AsyncIterator[list[StoredEvent] | LiveDelta]:
         """Replay stored events after `after_seq`, then follow live ones, forever; with
-        `include_deltas`, also the live deltas written from now on (controlplane.deltas)."""
+        `include_deltas`, also the live deltas written from now on (controlplane.deltas).
+
+        Events come in runs, in order: those one read of the journal found, cut where a delta goes
+        between two of them (a watcher behind gets long runs, one up to date runs of one or a few)."""
         session_id = validation.session_id(session_id)
         if after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
@@ -397,15 +412,30 @@ class SessionKernel:
             if include_deltas:
                 queue = stack.enter_context(self._deltas.follow(session_id, subscription.notify))
                 order = DeltaOrder(record.agent_id, await self._journal.last_output_seq(session_id, after_seq))
+            ahead: asyncio.Task[list[StoredEvent]] | None = None
+            stack.callback(lambda: ahead is not None and ahead.cancel())
             while True:
-                events = await self._journal.read(session_id, cursor, WATCH_BATCH)
+                if ahead is not None:
+                    events, ahead = await ahead, None
+                else:
+                    events = await self._journal.read_for_clients(session_id, cursor, WATCH_PAGE)
+                if len(events) == WATCH_PAGE:
+                    # Behind: the next page is read while this one is sent (PostgreSQL works meanwhile).
+                    ahead = asyncio.create_task(self._journal.read_for_clients(session_id, events[-1].seq, WATCH_PAGE))
+                run: list[StoredEvent] = []
                 for event in events:
                     if queue is not None and order is not None:
-                        for delta in order.ready(queue):
+                        deltas = list(order.ready(queue))  # those that go before `event`
+                        if deltas and run:
+                            yield run
+                            run = []
+                        for delta in deltas:
                             yield delta
                         order.sent(event)
-                    yield event
+                    run.append(event)
                     cursor = event.seq
+                if run:
+                    yield run
                 if queue is not None and order is not None:
                     head = queue.peek()
                     if head is not None and head.agent_id != order.agent_id and time.monotonic() - checked > 2:
@@ -414,7 +444,7 @@ class SessionKernel:
                         order.agent_id = (await self.get_session(session_id)).agent_id
                     for delta in order.ready(queue):
                         yield delta
-                if len(events) < WATCH_BATCH:
+                if len(events) < WATCH_PAGE:
                     await subscription.wait(WATCH_POLL_SECONDS)
                 else:
                     await asyncio.sleep(0)

@@ -194,6 +194,8 @@ FIELDS: dict[str, Check] = {
     "after_seq": _range(0, 2**63 - 1),
     # WatchSessionEvents: also live deltas (a bool).
     "include_deltas": _range(0, 1),
+    # ... and at most this many events per response (0: one, in `event`, as before).
+    "max_events_per_response": _range(0, 1000),
     "text": _string(MAX_TEXT_BYTES),
     "interaction_id": _string(256, printable=True),
     "task_id": _string(256, printable=True),

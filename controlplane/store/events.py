@@ -50,6 +50,29 @@ async def read(
     return rows
 
 
+# What clients are sent of an event. An engine message's `message` stays the stored JSON text
+# (PostgreSQL renders it: it is passed through, never decoded and encoded again here), and its
+# other parts come as columns; any other kind's payload is decoded as usual (it is small).
+_FOR_CLIENTS = (
+    "SELECT session_id::text, seq, at, kind, turn_id, output_seq, produce_time,"
+    " CASE WHEN kind = 'engine_message' THEN NULL ELSE payload END AS payload,"
+    " CASE WHEN kind = 'engine_message' THEN (payload->'message')::text END AS message_json,"
+    " payload->>'type_name' AS type_name, (payload->>'late')::boolean AS late, payload->>'actor' AS actor,"
+    " payload->'message'->>'message_id' AS message_id"
+    " FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+)
+
+
+async def read_for_clients(
+    db: asyncpg.Connection | asyncpg.Pool, session_id: str, after_seq: int, limit: int
+) -> list[asyncpg.Record]:
+    """`read`, with an engine message's `message` as JSON text (`message_json`) and the rest of its
+    payload as `type_name`, `late`, `actor` and `message_id`: what ListSessionEvents and
+    WatchSessionEvents send, in one query per page."""
+    rows: list[asyncpg.Record] = await db.fetch(_FOR_CLIENTS, session_id, after_seq, limit)
+    return rows
+
+
 async def last_output_seq(db: asyncpg.Connection | asyncpg.Pool, session_id: str, through_seq: int) -> int:
     """The output_seq of the session's newest agent output at or before `through_seq` (0: none)."""
     value = await db.fetchval(

@@ -46,8 +46,11 @@ async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, reason
 
 
 class Kernel(api_grpc.SessionKernelServiceServicer):
-    def __init__(self, plans: list[StreamPlan] | None = None) -> None:
+    def __init__(self, plans: list[StreamPlan] | None = None, batches: bool = True) -> None:
         self.plans = plans or []
+        # Whether watches that ask for several events per response get them (two at a time here),
+        # or one per response in `event`, as a server that predates `events` answers.
+        self.batches = batches
         self.watch_requests: list[int] = []
         self.requests: list[tuple[Any, dict[str, str]]] = []
         self.states: list[int] = [State.SESSION_STATE_READY]
@@ -62,8 +65,12 @@ class Kernel(api_grpc.SessionKernelServiceServicer):
             await abort(context, grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", "no such session")
         plan = self.plans[min(len(self.watch_requests), len(self.plans)) - 1]
         seqs, then = plan(request.after_seq)
-        for seq in seqs:
-            yield api.WatchSessionEventsResponse(event=event(seq))
+        if self.batches and request.max_events_per_response > 1:
+            for i in range(0, len(seqs), 2):
+                yield api.WatchSessionEventsResponse(events=[event(seq) for seq in seqs[i : i + 2]])
+        else:
+            for seq in seqs:
+                yield api.WatchSessionEventsResponse(event=event(seq))
         if then == "abort":
             await context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
         elif then == "conflict":
@@ -161,6 +168,14 @@ async def test_watch_yields_each_seq_once_across_unavailable_aborts(serve: Serve
     async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
         assert await take(client.watch(SID), 20) == list(range(1, 21))
     assert kernel.watch_requests[:7] == [0, 3, 6, 9, 12, 15, 18]
+
+
+async def test_watch_reads_a_server_that_sends_one_event_per_response(serve: Serve) -> None:
+    kernel = Kernel([lambda after: ([*range(max(after, 1), after + 4)], "abort")], batches=False)
+    _, port = await serve(kernel)
+    async with AstraBoxClient.connect(f"127.0.0.1:{port}", reconnect=FAST) as client:
+        assert await take(client.watch(SID), 10) == list(range(1, 11))
+    assert kernel.watch_requests[:4] == [0, 3, 6, 9]
 
 
 async def test_watch_resumes_after_a_gap_and_after_a_stream_that_ends(serve: Serve) -> None:

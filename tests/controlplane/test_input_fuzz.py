@@ -221,7 +221,9 @@ def request_for(rpc: str, v: Values) -> Message:
             session_id=v.session_id(), client_message_id=v.client_id(), text=v.text(), permission_mode=v.mode()
         )
     if rpc == "WatchSessionEvents":
-        return pb.WatchSessionEventsRequest(session_id=v.session_id(), after_seq=v.big_int())
+        return pb.WatchSessionEventsRequest(
+            session_id=v.session_id(), after_seq=v.big_int(), max_events_per_response=v.small_int()
+        )
     if rpc == "ListSessionEvents":
         return pb.ListSessionEventsRequest(
             session_id=v.session_id(), after_seq=v.big_int(), page_size=v.small_int(), page_token=v.token()

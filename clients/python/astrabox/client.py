@@ -84,6 +84,8 @@ _RESUMABLE = frozenset({
 _RESET = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
 WATCH_GIVE_UP_AFTER = 600.0
 """Seconds `watch` goes on trying to resume by default before it raises the last error."""
+# A watch behind gets up to this many events per response (a server that predates `events` sends one each).
+_WATCH_EVENTS_PER_RESPONSE = 500
 _GIVE_UP_STATES = (SessionState.SESSION_STATE_FAILED, SessionState.SESSION_STATE_DELETED)
 
 R = TypeVar("R")
@@ -536,24 +538,34 @@ class AstraBoxClient:
         failures = 0
         failing_since: float | None = None
         while True:
-            request = api.WatchSessionEventsRequest(session_id=session_id, after_seq=last, include_deltas=deltas)
+            request = api.WatchSessionEventsRequest(
+                session_id=session_id,
+                after_seq=last,
+                include_deltas=deltas,
+                max_events_per_response=_WATCH_EVENTS_PER_RESPONSE,
+            )
             call = self._stub.WatchSessionEvents(request, metadata=self._metadata)
             error: AstraBoxError | None = None
             try:
                 if WATCH_ADMITTED in dict(await call.initial_metadata() or ()):
                     failing_since = None
+                gap = False
                 async for response in call:
                     if response.HasField("delta"):
                         yield Delta.from_proto(response.delta)
                         continue
-                    event = response.event
-                    if event.seq <= last:
-                        continue  # already delivered
-                    if event.seq != last + 1:
-                        log.warning("watch gap: expected seq %d, got %d; resuming", last + 1, event.seq)
+                    # Several events when behind; one in `event` from a server that predates `events`.
+                    for event in response.events or [response.event]:
+                        if event.seq <= last:
+                            continue  # already delivered
+                        if event.seq != last + 1:
+                            log.warning("watch gap: expected seq %d, got %d; resuming", last + 1, event.seq)
+                            gap = True
+                            break
+                        last, failures, failing_since = event.seq, 0, None
+                        yield event
+                    if gap:
                         break
-                    last, failures, failing_since = event.seq, 0, None
-                    yield event
                 else:
                     log.info("watch stream of %s ended after seq %d; resuming", session_id, last)
             except grpc.aio.AioRpcError as rpc_error:

@@ -120,22 +120,26 @@ class SendMessageResponse(_message.Message):
     def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class WatchSessionEventsRequest(_message.Message):
-    __slots__ = ("session_id", "after_seq", "include_deltas")
+    __slots__ = ("session_id", "after_seq", "include_deltas", "max_events_per_response")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_DELTAS_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVENTS_PER_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     after_seq: int
     include_deltas: bool
-    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., include_deltas: _Optional[bool] = ...) -> None: ...
+    max_events_per_response: int
+    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., include_deltas: _Optional[bool] = ..., max_events_per_response: _Optional[int] = ...) -> None: ...
 
 class WatchSessionEventsResponse(_message.Message):
-    __slots__ = ("event", "delta")
+    __slots__ = ("event", "delta", "events")
     EVENT_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
     event: _events_pb2.SessionEvent
     delta: SessionDelta
-    def __init__(self, event: _Optional[_Union[_events_pb2.SessionEvent, _Mapping]] = ..., delta: _Optional[_Union[SessionDelta, _Mapping]] = ...) -> None: ...
+    events: _containers.RepeatedCompositeFieldContainer[_events_pb2.SessionEvent]
+    def __init__(self, event: _Optional[_Union[_events_pb2.SessionEvent, _Mapping]] = ..., delta: _Optional[_Union[SessionDelta, _Mapping]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.SessionEvent, _Mapping]]] = ...) -> None: ...
 
 class SessionDelta(_message.Message):
     __slots__ = ("turn_id", "message_id", "index", "kind", "text")
