@@ -61,6 +61,10 @@ class EventKind(enum.Enum):
     NETWORK_REQUEST_REFUSED = "network_request_refused"
 
 
+# EventKind by value, without EnumMeta.__call__ (done for every event read).
+_KIND_OF: dict[str, EventKind] = {kind.value: kind for kind in EventKind}
+
+
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """An event about to be journaled. `payload` is the kind's JSON data."""
@@ -97,7 +101,7 @@ class StoredEvent:
             session_id=str(row["session_id"]),
             seq=row["seq"],
             at=row["at"],
-            kind=EventKind(row["kind"]),
+            kind=_KIND_OF[row["kind"]],
             turn_id=row["turn_id"] or "",
             payload=payload,
             output_seq=row["output_seq"],
