@@ -43,6 +43,7 @@ database and nothing else. Its map:
     destructions.py  a released session's sandbox: what a destroy verdict does, the retries' backoff
     agents.py        leases granted, engine manifests, placement, the commands queued for agents
     leases.py        leases renewed from heartbeats, held by live streams, on a connection of their own
+    drains.py        cordons and drains: agents out of placement, their idle sessions moved (by the sweep)
     engines.py       engines' capability manifests, as agents declare them
     tool_grants.py   tools a session may use without asking: granted by answers, revoked, sent to agents
     workspace.py     workspace requests carried to the session's agent

@@ -9,7 +9,10 @@ at once. A session occupies a slot while it is creating, while a turn is in
 progress (including a runtime being started again for it) and while it is
 ready with its runtime running; an archived, deleted or failed session, one
 stopped while idle and one whose runtime was lost free their slot
-(`store.agents.OCCUPYING`). A session is placed on the live agent with the
+(`store.agents.OCCUPYING`). A cordoned or draining agent (`controlplane.drains`) takes no new
+session: placement skips it, and rechecks under the agent's row lock, so a cordon racing a placement
+either sees the session placed (and the drain moves it once idle) or keeps it off. When every live
+agent that runs the engine is cordoned the answer is AgentsCordoned (FAILED_PRECONDITION). A session is placed on the live agent with the
 most free slots (the project's own first), whose row it locks and recounts,
 so concurrent placements on any replica never exceed a capacity. When live
 agents run the engine but all are full the answer is CapacityExhausted
@@ -32,7 +35,7 @@ import asyncpg
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store, validation
 from controlplane.engines import EngineManifest
-from controlplane.errors import CapacityExhausted, InvalidArgument, NoAgentAvailable
+from controlplane.errors import AgentsCordoned, CapacityExhausted, InvalidArgument, NoAgentAvailable
 from controlplane.journal import JournalTransaction
 from serverkit import tracing
 
@@ -49,7 +52,7 @@ class _Full(Exception):
 
 
 async def _has_room(conn: asyncpg.Connection, agent_id: str) -> bool:
-    load = await store.agents.load(conn, agent_id)
+    load = await store.agents.open_load(conn, agent_id)
     return load is not None and load[1] < load[0]
 
 
@@ -68,6 +71,8 @@ class AgentHello:
     capacity: int
     # The newest output_seq the agent holds, per session.
     sessions: Mapping[str, int]
+    # The agent's release (Hello.agent_version); empty from an agent older than that field.
+    version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +106,7 @@ class Agents:
             {m.kind: m.to_json() for m in hello.engines},
             hello.capacity,
             hello.instance_id,
+            hello.version,
         )
         return Lease(row["generation"], row["lease_expires_at"])
 
@@ -162,6 +168,13 @@ class Agents:
                 continue
             return agent_id
         agents, capacity, live = await store.agents.fleet_load(conn, engine, project_id)
+        if agents == 0 and (cordoned := await store.agents.cordoned_count(conn, engine, project_id)):
+            raise AgentsCordoned(
+                f"every connected data-plane agent that can run {engine} is cordoned or draining"
+                f" ({_agents(cordoned)}); uncordon one (`astrabox hosts uncordon AGENT_ID`) or start another"
+                " agent (`astrabox agent`)",
+                {"cordoned": str(cordoned)},
+            )
         if agents == 0:
             raise NoAgentAvailable(f"no connected data-plane agent can run {engine}; start one with `astrabox agent`")
         raise CapacityExhausted(

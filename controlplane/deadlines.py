@@ -21,6 +21,8 @@ A periodic sweep settles what outlived its deadline:
 - sessions archived or deleted longer than `session_retention` ago, their
   sandbox gone, are forgotten with everything of theirs, a bounded batch per
   pass (`controlplane.retention`);
+- agents being drained have their idle sessions moved off, and past the
+  drain's deadline their running turns interrupted (`controlplane.drains`);
 - a session idle for `idle_stop_after` (no turn, no queued message, no open
   background task, no event since) has its runtime stopped (StopRuntime):
   the agent closes the engine and stops the sandbox, keeping its files, and
@@ -40,6 +42,7 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import database, retention, store
 from controlplane.agents import Agents
+from controlplane.drains import Drains
 from controlplane.journal import EventKind, Journal, NewEvent
 from controlplane.session import SessionState
 from controlplane.turns import TurnOutcome, Turns
@@ -76,6 +79,7 @@ class DeadlineSweeper:
         self._delivery_deadline = delivery_deadline
         self._command_retention = command_retention
         self._session_retention = session_retention
+        self._drains = Drains(pool, journal, turns, agents)
 
     async def run(self, interval: float) -> None:
         """Sweep every `interval` seconds until cancelled."""
@@ -105,11 +109,21 @@ class DeadlineSweeper:
             await self._turn_over_time(row["session_id"], row["turn_id"], row["turn_timeout"])
         retried = await self._retry_destroys()
         stopped = await self._stop_idle()
+        drained = await self._drains.sweep()
         pruned = await store.agent_commands.prune_done(self._pool, self._command_retention, self._sweep_batch)
         if pruned:
             log.info("commands_pruned", count=pruned)
         await retention.forget_released(self._pool, self._session_retention)
-        return len(lost) + len(interrupts) + len(startups) + len(undelivered) + len(over_time) + retried + stopped
+        return (
+            len(lost)
+            + len(interrupts)
+            + len(startups)
+            + len(undelivered)
+            + len(over_time)
+            + retried
+            + stopped
+            + drained
+        )
 
     async def _stop_idle(self) -> int:
         """Ask the agents of sessions idle for `idle_stop_after` to stop their runtimes."""

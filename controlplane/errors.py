@@ -123,6 +123,13 @@ class NoAgentAvailable(KernelError):
     reason = "NO_AGENT_AVAILABLE"
 
 
+class AgentsCordoned(NoAgentAvailable):
+    """Agents that could run the session are connected, but an operator cordoned or is draining every
+    one of them (`controlplane.drains`): no outage, a decision; uncordoning one, or another agent, helps."""
+
+    reason = "AGENTS_CORDONED"
+
+
 class CapacityExhausted(KernelError):
     """Agents that could run the session are connected, but every one of them already runs as many
     live runtimes as its capacity allows (`controlplane.agents`); nothing was done. Unlike

@@ -179,6 +179,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             engines=manifests,
             capacity=hello.capacity or 1,
             sessions={c.session_id: c.output_seq for c in hello.sessions},
+            version=hello.agent_version[:64],
         )
 
 

@@ -33,6 +33,7 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.RequestIdReused: grpc.StatusCode.ALREADY_EXISTS,
     errors.NoAgentAvailable: grpc.StatusCode.UNAVAILABLE,
     errors.CapacityExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.AgentsCordoned: grpc.StatusCode.FAILED_PRECONDITION,
     errors.RuntimeNotAvailable: grpc.StatusCode.FAILED_PRECONDITION,
     errors.QuotaExceeded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.AgentNotConnected: grpc.StatusCode.UNAVAILABLE,

@@ -4,7 +4,7 @@ then for a retention period (the sweep prunes them)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -87,3 +87,15 @@ async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) 
         list(session_ids),
     )
     return deleted
+
+
+async def pending_by_agent(
+    db: asyncpg.Connection | asyncpg.Pool, agent_ids: Sequence[str]
+) -> dict[str, tuple[int, datetime]]:
+    """Per agent with any: how many of its commands wait for an acknowledgement, and the oldest's time."""
+    rows = await db.fetch(
+        "SELECT agent_id, count(*) AS n, min(created_at) AS oldest FROM agent_commands"
+        " WHERE agent_id = ANY($1::text[]) AND acked_at IS NULL GROUP BY agent_id",
+        list(agent_ids),
+    )
+    return {row["agent_id"]: (row["n"], row["oldest"]) for row in rows}

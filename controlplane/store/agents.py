@@ -25,15 +25,18 @@ async def register(
     engine_manifests: Mapping[str, Any],
     capacity: int,
     instance_id: str,
+    version: str = "",
 ) -> asyncpg.Record:
-    """Insert the agent or renew its row with a new lease generation: generation, lease_expires_at."""
+    """Insert the agent or renew its row with a new lease generation: generation, lease_expires_at.
+    A cordon or drain stays as it is: reconnecting does not lift it."""
     return await db.fetchrow(
         "INSERT INTO agents (agent_id, generation, lease_expires_at, drivers, engines, engine_manifests, capacity,"
-        " instance_id) VALUES ($1, 1, now() + $2, $3, $4, $5, $6, $7)"
+        " instance_id, agent_version, heartbeat_at) VALUES ($1, 1, now() + $2, $3, $4, $5, $6, $7, $8, now())"
         " ON CONFLICT (agent_id) DO UPDATE SET generation = agents.generation + 1,"
         "  lease_expires_at = EXCLUDED.lease_expires_at, drivers = EXCLUDED.drivers,"
         "  engines = EXCLUDED.engines, engine_manifests = EXCLUDED.engine_manifests, capacity = EXCLUDED.capacity,"
-        "  instance_id = EXCLUDED.instance_id, connected_at = now()"
+        "  instance_id = EXCLUDED.instance_id, connected_at = now(), agent_version = EXCLUDED.agent_version,"
+        "  heartbeat_at = now()"
         " RETURNING generation, lease_expires_at",
         agent_id,
         lease_ttl,
@@ -42,6 +45,7 @@ async def register(
         dict(engine_manifests),
         capacity,
         instance_id,
+        version,
     )
 
 
@@ -51,8 +55,8 @@ async def renew(
     """Extend the lease of that generation to `lease_ttl` after its heartbeat was heard (`heard_ago`
     before now), never shortening it: generation, lease_expires_at; None when a newer one replaced it."""
     return await db.fetchrow(
-        "UPDATE agents SET lease_expires_at = greatest(lease_expires_at, now() - $4::interval + $3::interval)"
-        " WHERE agent_id = $1 AND generation = $2 RETURNING generation, lease_expires_at",
+        "UPDATE agents SET lease_expires_at = greatest(lease_expires_at, now() - $4::interval + $3::interval),"
+        " heartbeat_at = now() - $4::interval WHERE agent_id = $1 AND generation = $2 RETURNING generation, lease_expires_at",
         agent_id,
         generation,
         lease_ttl,
@@ -124,13 +128,14 @@ OCCUPYING = (
     " OR (s.state = 'ready' AND s.runtime_available AND NOT s.runtime_stopped))"
 )
 
-# The live agents that may run engine $1 for project $2 (their own, or the shared pool's), each with
-# the number of sessions occupying it (o.live).
-_ELIGIBLE = (
+# The live agents that could run engine $1 for project $2 (their own, or the shared pool's), each with
+# the number of sessions occupying it (o.live); _ELIGIBLE those of them not cordoned.
+_RUNNING = (
     " FROM agents a, LATERAL (SELECT count(*) AS live FROM sessions s WHERE s.agent_id = a.agent_id AND "
     + OCCUPYING
     + ") o WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines) AND (a.project_id IS NULL OR a.project_id = $2)"
 )
+_ELIGIBLE = _RUNNING + " AND a.cordoned_at IS NULL"
 
 
 async def pick_for(db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None) -> str | None:
@@ -162,6 +167,21 @@ async def fleet_load(
     return row["agents"], row["capacity"], row["live"]
 
 
+async def cordoned_count(db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None) -> int:
+    """How many live agents that could run `engine` for the project are cordoned (or draining)."""
+    count: int = await db.fetchval("SELECT count(*)" + _RUNNING + " AND a.cordoned_at IS NOT NULL", engine, project_id)
+    return count
+
+
+async def open_load(conn: asyncpg.Connection, agent_id: str) -> tuple[int, int] | None:
+    """`load`, for a new placement: None also when the agent is cordoned. The lock is taken before
+    the cordon is read, so a cordon committed while a placement waited for the row is seen."""
+    found = await load(conn, agent_id)
+    if found is None or await conn.fetchval("SELECT cordoned_at IS NOT NULL FROM agents WHERE agent_id = $1", agent_id):
+        return None
+    return found
+
+
 async def load(conn: asyncpg.Connection, agent_id: str) -> tuple[int, int] | None:
     """Lock the agent's row until the transaction ends, then count the sessions occupying it:
     (capacity, live); None when no such agent.
@@ -183,6 +203,39 @@ async def dedicate(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, project
         "UPDATE agents SET project_id = $2 WHERE agent_id = $1 RETURNING true", agent_id, project_id
     )
     return bool(done)
+
+
+async def cordon(
+    db: asyncpg.Connection | asyncpg.Pool, agent_id: str, drain_for: timedelta | None
+) -> asyncpg.Record | None:
+    """Cordon the agent (keeping the first cordon's time); with `drain_for`, drain it too, by
+    `drain_for` from now unless a drain already runs (its deadline stays). None when no such agent:
+    cordoned_at, drain_deadline."""
+    return await db.fetchrow(
+        "UPDATE agents SET cordoned_at = coalesce(cordoned_at, now()),"
+        " drain_deadline = CASE WHEN $2::interval IS NULL THEN drain_deadline"
+        "  ELSE coalesce(drain_deadline, now() + $2::interval) END"
+        " WHERE agent_id = $1 RETURNING cordoned_at, drain_deadline",
+        agent_id,
+        drain_for,
+    )
+
+
+async def uncordon(db: asyncpg.Connection | asyncpg.Pool, agent_id: str) -> bool:
+    """Lift the agent's cordon and end its drain; False when no such agent."""
+    done = await db.fetchval(
+        "UPDATE agents SET cordoned_at = NULL, drain_deadline = NULL WHERE agent_id = $1 RETURNING true", agent_id
+    )
+    return bool(done)
+
+
+async def draining(db: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg.Record]:
+    """The agents being drained: agent_id, overdue (past their drain deadline)."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT agent_id, drain_deadline < now() AS overdue FROM agents WHERE drain_deadline IS NOT NULL"
+        " ORDER BY agent_id"
+    )
+    return rows
 
 
 async def next_command_seq(conn: asyncpg.Connection, agent_id: str) -> int | None:
@@ -220,3 +273,21 @@ async def live_agents(db: asyncpg.Connection | asyncpg.Pool) -> list[str]:
     """The agents whose lease has not expired, by id."""
     rows = await db.fetch("SELECT agent_id FROM agents WHERE lease_expires_at > now() ORDER BY agent_id")
     return [str(row["agent_id"]) for row in rows]
+
+
+async def status_page(db: asyncpg.Connection | asyncpg.Pool, after: str, limit: int) -> list[asyncpg.Record]:
+    """Up to `limit` agents by id after `after`, each as the operator's status shows it: its row's
+    fields, whether its lease is live or held by a stream (connected), the sessions occupying it
+    (live) and those placed on it and not released (placed)."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT a.agent_id, a.agent_version, a.instance_id, a.capacity, a.connected_at, a.heartbeat_at,"
+        " a.lease_expires_at, a.cordoned_at, a.drain_deadline, a.project_id::text AS project_id,"
+        " (a.lease_expires_at > now() OR agent_lease_held(a.agent_id, a.generation)) AS connected,"
+        " (SELECT count(*) FROM sessions s WHERE s.agent_id = a.agent_id AND " + OCCUPYING + ") AS live,"
+        " (SELECT count(*) FROM sessions s WHERE s.agent_id = a.agent_id"
+        "  AND s.state NOT IN ('archived', 'deleted', 'failed')) AS placed"
+        " FROM agents a WHERE a.agent_id > $1 ORDER BY a.agent_id LIMIT $2",
+        after,
+        limit,
+    )
+    return rows

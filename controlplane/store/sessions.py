@@ -508,3 +508,74 @@ async def count_by_state(db: asyncpg.Connection | asyncpg.Pool) -> dict[str, int
     """How many sessions are in each state (the metrics' sessions gauge; one scan, cached there)."""
     rows = await db.fetch("SELECT state, count(*) AS n FROM sessions GROUP BY state")
     return {row["state"]: row["n"] for row in rows}
+
+
+# Sessions on agent $1 with a runtime there and nothing to do: ready, no turn, none queued; with $2
+# (a drain past its deadline) open background tasks do not hold them (the alias: s).
+_MOVABLE = (
+    "SELECT s.session_id::text AS session_id FROM sessions s"
+    " WHERE s.agent_id = $1 AND s.state = 'ready' AND s.runtime_available AND s.current_turn_id IS NULL"
+    " AND s.deleted_at IS NULL"
+    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.session_id AND t.state = 'queued')"
+    " AND ($2 OR NOT EXISTS (SELECT 1 FROM background_tasks b WHERE b.session_id = s.session_id AND b.state = 'open'))"
+)
+
+
+async def movable_on(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, overdue: bool, limit: int) -> list[str]:
+    """Up to `limit` sessions a drain of `agent_id` may move now (`_MOVABLE`), running or stopped."""
+    rows = await db.fetch(_MOVABLE + " ORDER BY s.session_id LIMIT $3", agent_id, overdue, limit)
+    return [row["session_id"] for row in rows]
+
+
+async def lock_if_movable(conn: asyncpg.Connection, agent_id: str, overdue: bool, session_id: str) -> bool:
+    """`movable_on` for one session, whose row it locks; False when it is no longer movable."""
+    found = await conn.fetchval(_MOVABLE + " AND s.session_id = $3 FOR UPDATE OF s", agent_id, overdue, session_id)
+    return found is not None
+
+
+async def turns_on(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, limit: int) -> list[asyncpg.Record]:
+    """Up to `limit` sessions with a turn running on `agent_id`: session_id, turn_id."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "SELECT session_id::text AS session_id, current_turn_id AS turn_id FROM sessions"
+        " WHERE agent_id = $1 AND current_turn_id IS NOT NULL AND deleted_at IS NULL ORDER BY session_id LIMIT $2",
+        agent_id,
+        limit,
+    )
+    return rows
+
+
+async def stuck(db: asyncpg.Connection | asyncpg.Pool, startup_deadline: timedelta, limit: int) -> list[asyncpg.Record]:
+    """Up to `limit` sessions past a transitional state's deadline, oldest first: creating longer than
+    `startup_deadline`, interrupting past their interrupt deadline, or with a runtime on an agent
+    whose lease lapsed (what the sweep settles; seen here when it has not): session_id, agent_id,
+    state, since, why (creating | interrupting | lease_lapsed)."""
+    rows: list[asyncpg.Record] = await db.fetch(
+        "(SELECT session_id::text AS session_id, coalesce(agent_id, '') AS agent_id, state, created_at AS since,"
+        "  'creating' AS why FROM sessions WHERE state = 'creating' AND created_at < now() - $1::interval"
+        "  ORDER BY created_at LIMIT $2)"
+        " UNION ALL (SELECT session_id::text, coalesce(agent_id, ''), state, interrupt_deadline, 'interrupting'"
+        "  FROM sessions WHERE state = 'interrupting' AND interrupt_deadline < now() ORDER BY interrupt_deadline"
+        "  LIMIT $2)"
+        " UNION ALL (SELECT s.session_id::text, s.agent_id, s.state, a.lease_expires_at, 'lease_lapsed'"
+        "  FROM sessions s JOIN agents a USING (agent_id) WHERE s.runtime_available AND s.deleted_at IS NULL"
+        "  AND a.lease_expires_at < now() AND NOT agent_lease_held(a.agent_id, a.generation)"
+        "  ORDER BY a.lease_expires_at LIMIT $2)"
+        " ORDER BY since LIMIT $2",
+        startup_deadline,
+        limit,
+    )
+    return rows
+
+
+async def output_lag(db: asyncpg.Connection | asyncpg.Pool, agent_ids: Sequence[str]) -> dict[str, timedelta]:
+    """Per agent, the longest wait from an output's produce_time on the agent to its commit, among
+    the newest output of each session placed there and not released (one of its last 16 events)."""
+    rows = await db.fetch(
+        "SELECT s.agent_id, max(l.lag) AS lag FROM sessions s, LATERAL (SELECT e.at - e.produce_time AS lag"
+        "  FROM events e WHERE e.session_id = s.session_id AND e.seq > s.last_seq - 16"
+        "  AND e.produce_time IS NOT NULL ORDER BY e.seq DESC LIMIT 1) l"
+        " WHERE s.agent_id = ANY($1::text[]) AND s.state NOT IN ('archived', 'deleted', 'failed')"
+        " GROUP BY s.agent_id",
+        list(agent_ids),
+    )
+    return {row["agent_id"]: row["lag"] for row in rows if row["lag"] is not None}

@@ -81,6 +81,11 @@ class SessionKernelServiceStub:
     must be placed again, or restarted after an idle
     stop on its full agent, fails its turn instead, the
     TURN_FAILED reason saying the same.)
+    AGENTS_CORDONED          (FAILED_PRECONDITION) live agents can run the session
+    but an operator cordoned or is draining each of them
+    (AdminService.CordonAgent, DrainAgent); metadata
+    "cordoned" counts them. (A message whose session must
+    be placed again fails its turn instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
@@ -300,6 +305,11 @@ class SessionKernelServiceServicer:
     must be placed again, or restarted after an idle
     stop on its full agent, fails its turn instead, the
     TURN_FAILED reason saying the same.)
+    AGENTS_CORDONED          (FAILED_PRECONDITION) live agents can run the session
+    but an operator cordoned or is draining each of them
+    (AdminService.CordonAgent, DrainAgent); metadata
+    "cordoned" counts them. (A message whose session must
+    be placed again fails its turn instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
@@ -655,6 +665,11 @@ class SessionKernelService:
     must be placed again, or restarted after an idle
     stop on its full agent, fails its turn instead, the
     TURN_FAILED reason saying the same.)
+    AGENTS_CORDONED          (FAILED_PRECONDITION) live agents can run the session
+    but an operator cordoned or is draining each of them
+    (AdminService.CordonAgent, DrainAgent); metadata
+    "cordoned" counts them. (A message whose session must
+    be placed again fails its turn instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
