@@ -32,6 +32,7 @@ from controlplane.database import create_pool, migrate
 from controlplane.deadlines import DeadlineSweeper
 from controlplane.deltas import DeltaHub
 from controlplane.destructions import DestroyRetries
+from controlplane.drains import Drains
 from controlplane.edge import Edge
 from controlplane.environments.api import EnvironmentServicer
 from controlplane.environments.builds import BuildProgressHub, EnvironmentBuilds
@@ -238,7 +239,9 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         resolver = CredentialResolver(pool, admission, credentials)
         _add_runner_service(RunnerService(relay, ForwardingServicer(router, secret, pool), resolver), server)
         _add_credential_service(CredentialServicer(credentials), server)
-        _add_admin_service(AdminServicer(pool, admission), server)
+        _add_admin_service(
+            AdminServicer(pool, admission, Drains(pool, journal, turns, agents), settings.startup_deadline), server
+        )
         _add_agent_service(AgentServicer(definitions), server)
         builds = EnvironmentBuilds(pool, journal, agents, build_progress)
         _add_environment_service(EnvironmentServicer(environments, builds), server)

@@ -216,6 +216,8 @@ FIELDS: dict[str, Check] = {
     "project_id": _string(64, printable=True),
     "key_id": _string(64, printable=True),
     "agent_id": _string(128, printable=True),
+    # AdminService.DrainAgent: at most a week (controlplane.drains).
+    "timeout_seconds": _range(0, 604_800),
     # CreateSessionRequest: an agent definition's name or id, and the version to pin (0: the newest).
     "agent": _string(128, printable=True),
     "agent_version": _range(0, 2**31 - 1),

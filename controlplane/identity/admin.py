@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import grpc
@@ -12,8 +12,9 @@ import structlog
 
 from astrabox.admin.v1 import admin_service_pb2 as pb
 from astrabox.admin.v1 import admin_service_pb2_grpc as pb_grpc
-from controlplane import quotas, validation
+from controlplane import fleet_status, quotas, validation
 from controlplane.convert import timestamp
+from controlplane.drains import DEFAULT_DRAIN_TIMEOUT, MAX_DRAIN_TIMEOUT, Drains, Hold
 from controlplane.errors import AgentNotFound, InvalidArgument, ProjectNotFound
 from controlplane.identity import audit, callers, keys, store
 from controlplane.identity.agent_admission import AgentAdmission
@@ -64,9 +65,17 @@ def _project_id(value: str) -> uuid.UUID:
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
-    def __init__(self, pool: asyncpg.Pool, admission: AgentAdmission) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        admission: AgentAdmission,
+        drains: Drains,
+        startup_deadline: timedelta,
+    ) -> None:
         self._pool = pool
         self._admission = admission
+        self._drains = drains
+        self._startup_deadline = startup_deadline
 
     async def _managed(self, caller: Caller, project_id: str) -> uuid.UUID:
         """The project a call names (empty: the caller's), if the caller manages it; a project it may
@@ -252,6 +261,55 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             raise AgentNotFound(request.agent_id)
         log.info("agent_dedicated", agent_id=request.agent_id, project_id=str(project_id), by=callers.current().who)
         return pb.DedicateAgentResponse(agent_id=request.agent_id, project_id=str(project_id) if project_id else "")
+
+    @maps_errors
+    async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
+        return await fleet_status.snapshot(self._pool, request, self._startup_deadline)
+
+    @maps_errors
+    async def CordonAgent(
+        self, request: pb.CordonAgentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CordonAgentResponse:
+        hold = await self._drains.cordon(_agent_id(request.agent_id, "cordon"))
+        log.info("agent_cordoned_by", agent_id=request.agent_id, by=callers.current().who)
+        return pb.CordonAgentResponse(hold=hold_to_proto(hold))
+
+    @maps_errors
+    async def UncordonAgent(
+        self, request: pb.UncordonAgentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UncordonAgentResponse:
+        hold = await self._drains.uncordon(_agent_id(request.agent_id, "uncordon"))
+        log.info("agent_uncordoned_by", agent_id=request.agent_id, by=callers.current().who)
+        return pb.UncordonAgentResponse(hold=hold_to_proto(hold))
+
+    @maps_errors
+    async def DrainAgent(
+        self, request: pb.DrainAgentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DrainAgentResponse:
+        seconds = request.timeout_seconds
+        if seconds < 0 or seconds > MAX_DRAIN_TIMEOUT.total_seconds():
+            raise InvalidArgument(
+                "timeout_seconds", f"timeout_seconds must be 0-{int(MAX_DRAIN_TIMEOUT.total_seconds())}, got {seconds}"
+            )
+        timeout = timedelta(seconds=seconds) if seconds else DEFAULT_DRAIN_TIMEOUT
+        hold = await self._drains.cordon(_agent_id(request.agent_id, "drain"), drain_for=timeout)
+        log.warning("agent_drain_started", agent_id=request.agent_id, by=callers.current().who)
+        return pb.DrainAgentResponse(hold=hold_to_proto(hold))
+
+
+def _agent_id(value: str, verb: str) -> str:
+    if not value:
+        raise InvalidArgument("agent_id", f"name the agent to {verb} (`astrabox hosts list` shows them)")
+    return value
+
+
+def hold_to_proto(hold: Hold) -> pb.AgentHold:
+    proto = pb.AgentHold(agent_id=hold.agent_id)
+    if hold.cordoned_at is not None:
+        proto.cordon_time.CopyFrom(timestamp(hold.cordoned_at))
+    if hold.drain_deadline is not None:
+        proto.drain_deadline.CopyFrom(timestamp(hold.drain_deadline))
+    return proto
 
 
 def agent_to_proto(agent: AgentCredential) -> pb.Agent:

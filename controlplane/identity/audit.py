@@ -28,6 +28,7 @@ IDENTIFIERS = (
     "project_id",
     "name",
     "agent",
+    "agent_id",
     "environment",
     "interaction_id",
     "task_id",

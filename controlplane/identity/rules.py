@@ -82,6 +82,10 @@ _ADMIN_RULES = {
     "ListAgents": Rule(Role.ADMIN, operator=True),
     "RevokeAgent": Rule(Role.ADMIN, operator=True, mutates=True),
     "DedicateAgent": Rule(Role.ADMIN, operator=True, mutates=True),
+    "GetStatus": Rule(Role.ADMIN, operator=True),
+    "CordonAgent": Rule(Role.ADMIN, operator=True, mutates=True),
+    "UncordonAgent": Rule(Role.ADMIN, operator=True, mutates=True),
+    "DrainAgent": Rule(Role.ADMIN, operator=True, mutates=True),
     # Any key reads its own project's quotas (AdminServicer); an operator admin any project's.
     "GetQuotas": _VIEW,
     # Quotas are the platform's limits on a project: its own admin may not raise them.

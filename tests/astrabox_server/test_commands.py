@@ -36,6 +36,8 @@ def test_help_lists_the_server_commands_beside_the_clients() -> None:
             "audit",
             "hosts",
             "quotas",
+            "status",
+            "top",
         ]
     )
     assert "astrabox-server distribution" not in result.stdout  # the hint for a client-only install

@@ -36,7 +36,15 @@ SERVER_MODULES = (
     "grpc_reflection",
     "opentelemetry.sdk",
 )
-CLIENT_REQUIREMENTS = {"grpcio", "grpcio-status", "protobuf", "googleapis-common-protos", "pyyaml", "opentelemetry-api"}
+CLIENT_REQUIREMENTS = {
+    "grpcio",
+    "grpcio-status",
+    "protobuf",
+    "googleapis-common-protos",
+    "pyyaml",
+    "opentelemetry-api",
+    "rich",
+}
 
 # Run by the client venv's python: one session, one turn, through the SDK only.
 DRIVE_A_SESSION = """
@@ -171,7 +179,10 @@ def test_the_installed_client_imports_and_no_server_module_is_importable(client_
 def test_the_client_command_offers_only_the_client_commands(client_venv: Path, tmp_path: Path) -> None:
     result = run([str(client_venv / "astrabox"), "--help"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "{run,session,agents,credentials,environments,whoami,projects,keys,audit,hosts,quotas}" in result.stdout
+    assert (
+        "{run,session,agents,credentials,environments,whoami,projects,keys,audit,hosts,quotas,status,top}"
+        in result.stdout
+    )
     assert "astrabox-server distribution" in result.stdout
     result = run([str(client_venv / "astrabox"), "up"], cwd=tmp_path)
     assert result.returncode == 2 and "invalid choice: 'up'" in result.stderr

@@ -8,6 +8,7 @@
     astrabox keys revoke KEY_ID
     astrabox audit [--project ID] [--session ID] [--limit N]
     astrabox hosts list | revoke AGENT_ID | dedicate AGENT_ID [--project ID]    (operator admins)
+    astrabox hosts cordon AGENT_ID | uncordon AGENT_ID | drain AGENT_ID [--timeout SECONDS]
     astrabox quotas show [--project ID]
     astrabox quotas set [--project ID] [--live-sessions N|default] [--sessions-per-minute N|default]
                         [--message-bytes N|default] [--upload-bytes N|default]
@@ -69,6 +70,13 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     dedicate = actions.add_parser("dedicate", help="run only a project's sessions on it (no --project: shared)")
     dedicate.add_argument("agent_id")
     dedicate.add_argument("--project", default="", help="project id (default: the shared pool)")
+    actions.add_parser("cordon", help="take no new sessions on it; what runs goes on").add_argument("agent_id")
+    actions.add_parser("uncordon", help="place sessions on it again (ends a drain)").add_argument("agent_id")
+    drain = actions.add_parser("drain", help="cordon it and move its sessions elsewhere as each falls idle")
+    drain.add_argument("agent_id")
+    drain.add_argument(
+        "--timeout", type=int, default=0, help="seconds turns may run before they are interrupted (default 1800)"
+    )
     limits = sub.add_parser("quotas", help="a project's quotas: show them, or set them", parents=[connection])
     actions = limits.add_subparsers(dest="action", required=True)
     show = actions.add_parser("show", help="the limits in force, those set, and what is in use")
@@ -123,6 +131,22 @@ def _key_line(key: admin.ApiKey) -> str:
     )
 
 
+async def _hold(client: AstraBoxClient, args: argparse.Namespace) -> admin.AgentHold:
+    if args.action == "cordon":
+        return await client.admin.cordon_agent(args.agent_id)
+    if args.action == "uncordon":
+        return await client.admin.uncordon_agent(args.agent_id)
+    return await client.admin.drain_agent(args.agent_id, timeout_seconds=args.timeout)
+
+
+def _hold_line(hold: admin.AgentHold) -> str:
+    if hold.HasField("drain_deadline"):
+        return f"{hold.agent_id} draining: no new sessions; turns still running at {_when(hold.drain_deadline, True)} are interrupted"
+    if hold.HasField("cordon_time"):
+        return f"{hold.agent_id} cordoned since {_when(hold.cordon_time, True)}: no new sessions"
+    return f"{hold.agent_id} takes new sessions"
+
+
 async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
     """Carry out the parsed command `args` with `client`; the exit status."""
     if args.command == "hosts":
@@ -130,6 +154,8 @@ async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
             for agent in await client.admin.list_agents():
                 revoked = f"  revoked {_when(agent.revoke_time, True)}" if agent.HasField("revoke_time") else ""
                 print(f"{agent.agent_id}  enrolled {_when(agent.enroll_time, True)}{revoked}")
+        elif args.action in ("cordon", "uncordon", "drain"):
+            print(_hold_line(await _hold(client, args)))
         elif args.action == "dedicate":
             dedicated = await client.admin.dedicate_agent(args.agent_id, args.project)
             print(f"{dedicated.agent_id} runs {dedicated.project_id or 'any project'}'s sessions")

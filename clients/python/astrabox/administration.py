@@ -114,6 +114,32 @@ class Admin:
         response: admin.DedicateAgentResponse = await self._unary(self._stub.DedicateAgent, request)
         return response
 
+    async def get_status(self, *, page_size: int = 0, page_token: str = "") -> admin.GetStatusResponse:
+        """The installation now (operator admins): one page of agents (`.agents`, by id; the next
+        page's token in `.next_page_token`), `.sessions_by_state` and what is `.stuck`, with why."""
+        request = admin.GetStatusRequest(page_size=page_size, page_token=page_token)
+        response: admin.GetStatusResponse = await self._unary(self._stub.GetStatus, request)
+        return response
+
+    async def cordon_agent(self, agent_id: str) -> admin.AgentHold:
+        """Cordon an agent: it takes no new session; what runs there goes on (operator admins)."""
+        request = admin.CordonAgentRequest(agent_id=agent_id)
+        hold: admin.AgentHold = (await self._unary(self._stub.CordonAgent, request)).hold
+        return hold
+
+    async def uncordon_agent(self, agent_id: str) -> admin.AgentHold:
+        """Return a cordoned or draining agent to placement, ending its drain (operator admins)."""
+        request = admin.UncordonAgentRequest(agent_id=agent_id)
+        hold: admin.AgentHold = (await self._unary(self._stub.UncordonAgent, request)).hold
+        return hold
+
+    async def drain_agent(self, agent_id: str, *, timeout_seconds: int = 0) -> admin.AgentHold:
+        """Drain an agent: cordon it and move its sessions off as each falls idle; turns still
+        running after `timeout_seconds` (0: 30 minutes) are interrupted (operator admins)."""
+        request = admin.DrainAgentRequest(agent_id=agent_id, timeout_seconds=timeout_seconds)
+        hold: admin.AgentHold = (await self._unary(self._stub.DrainAgent, request)).hold
+        return hold
+
     async def get_quotas(self, project_id: str = "") -> admin.GetQuotasResponse:
         """The quotas of `project_id` (default: this key's): `.configured` (unset: the default),
         `.effective` (the limits in force) and `.usage` (what is in use now)."""

@@ -39,7 +39,15 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import grpc
 
-from astrabox import admin_commands, agent_commands, credential_commands, environment_commands, failures, starting_files
+from astrabox import (
+    admin_commands,
+    agent_commands,
+    credential_commands,
+    environment_commands,
+    failures,
+    starting_files,
+    status_commands,
+)
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
 from astrabox.errors import AgentFileError, LocalStackError
@@ -73,6 +81,7 @@ _CLIENT_COMMANDS = (
     *credential_commands.COMMANDS,
     *environment_commands.COMMANDS,
     *admin_commands.COMMANDS,
+    *status_commands.COMMANDS,
 )
 
 
@@ -324,6 +333,18 @@ def _cmd_admin(args: argparse.Namespace) -> int:
     return asyncio.run(_admin_command(args))
 
 
+async def _status_command(args: argparse.Namespace) -> int:
+    async with _connect(args) as client:
+        return await status_commands.run(args, client)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_status_command(args))
+    except KeyboardInterrupt:  # `astrabox top` off a terminal runs until interrupted
+        return 0
+
+
 async def _agents_command(args: argparse.Namespace) -> int:
     async with _connect(args) as client:
         return await agent_commands.run(args, client)
@@ -452,6 +473,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     credential_commands.add_parsers(sub, connection, _cmd_credentials)
     environment_commands.add_parsers(sub, connection, _cmd_environments)
     admin_commands.add_parsers(sub, connection, _cmd_admin)
+    status_commands.add_parsers(sub, connection, _cmd_status)
     return parser
 
 

@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -16,10 +17,27 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_VIEWER: _ClassVar[Role]
     ROLE_DEVELOPER: _ClassVar[Role]
     ROLE_ADMIN: _ClassVar[Role]
+
+class StuckKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STUCK_KIND_UNSPECIFIED: _ClassVar[StuckKind]
+    STUCK_KIND_SESSION_STARTUP_OVERDUE: _ClassVar[StuckKind]
+    STUCK_KIND_SESSION_INTERRUPT_OVERDUE: _ClassVar[StuckKind]
+    STUCK_KIND_SESSION_ON_LAPSED_AGENT: _ClassVar[StuckKind]
+    STUCK_KIND_AGENT_LEASE_LAPSED: _ClassVar[StuckKind]
+    STUCK_KIND_RELAY_LAGGING: _ClassVar[StuckKind]
+    STUCK_KIND_DRAIN_OVERDUE: _ClassVar[StuckKind]
 ROLE_UNSPECIFIED: Role
 ROLE_VIEWER: Role
 ROLE_DEVELOPER: Role
 ROLE_ADMIN: Role
+STUCK_KIND_UNSPECIFIED: StuckKind
+STUCK_KIND_SESSION_STARTUP_OVERDUE: StuckKind
+STUCK_KIND_SESSION_INTERRUPT_OVERDUE: StuckKind
+STUCK_KIND_SESSION_ON_LAPSED_AGENT: StuckKind
+STUCK_KIND_AGENT_LEASE_LAPSED: StuckKind
+STUCK_KIND_RELAY_LAGGING: StuckKind
+STUCK_KIND_DRAIN_OVERDUE: StuckKind
 
 class Project(_message.Message):
     __slots__ = ("project_id", "name", "operator", "create_time")
@@ -297,3 +315,130 @@ class SetQuotasResponse(_message.Message):
     configured: Quotas
     effective: Quotas
     def __init__(self, project_id: _Optional[str] = ..., configured: _Optional[_Union[Quotas, _Mapping]] = ..., effective: _Optional[_Union[Quotas, _Mapping]] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetStatusResponse(_message.Message):
+    __slots__ = ("time", "agents", "next_page_token", "sessions_by_state", "stuck", "stuck_truncated")
+    class SessionsByStateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_BY_STATE_FIELD_NUMBER: _ClassVar[int]
+    STUCK_FIELD_NUMBER: _ClassVar[int]
+    STUCK_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    time: _timestamp_pb2.Timestamp
+    agents: _containers.RepeatedCompositeFieldContainer[AgentStatus]
+    next_page_token: str
+    sessions_by_state: _containers.ScalarMap[str, int]
+    stuck: _containers.RepeatedCompositeFieldContainer[StuckItem]
+    stuck_truncated: bool
+    def __init__(self, time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agents: _Optional[_Iterable[_Union[AgentStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., sessions_by_state: _Optional[_Mapping[str, int]] = ..., stuck: _Optional[_Iterable[_Union[StuckItem, _Mapping]]] = ..., stuck_truncated: _Optional[bool] = ...) -> None: ...
+
+class AgentStatus(_message.Message):
+    __slots__ = ("agent_id", "version", "connected", "connect_time", "last_heartbeat_time", "lease_expire_time", "capacity", "live_sessions", "placed_sessions", "cordon_time", "drain_deadline", "project_id", "pending_commands", "oldest_pending_command_time", "output_lag")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    CONNECT_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_TIME_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    PLACED_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    CORDON_TIME_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    PENDING_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_PENDING_COMMAND_TIME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LAG_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    version: str
+    connected: bool
+    connect_time: _timestamp_pb2.Timestamp
+    last_heartbeat_time: _timestamp_pb2.Timestamp
+    lease_expire_time: _timestamp_pb2.Timestamp
+    capacity: int
+    live_sessions: int
+    placed_sessions: int
+    cordon_time: _timestamp_pb2.Timestamp
+    drain_deadline: _timestamp_pb2.Timestamp
+    project_id: str
+    pending_commands: int
+    oldest_pending_command_time: _timestamp_pb2.Timestamp
+    output_lag: _duration_pb2.Duration
+    def __init__(self, agent_id: _Optional[str] = ..., version: _Optional[str] = ..., connected: _Optional[bool] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., capacity: _Optional[int] = ..., live_sessions: _Optional[int] = ..., placed_sessions: _Optional[int] = ..., cordon_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., drain_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., project_id: _Optional[str] = ..., pending_commands: _Optional[int] = ..., oldest_pending_command_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_lag: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class StuckItem(_message.Message):
+    __slots__ = ("kind", "session_id", "agent_id", "reason", "since")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    kind: StuckKind
+    session_id: str
+    agent_id: str
+    reason: str
+    since: _timestamp_pb2.Timestamp
+    def __init__(self, kind: _Optional[_Union[StuckKind, str]] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., reason: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class AgentHold(_message.Message):
+    __slots__ = ("agent_id", "cordon_time", "drain_deadline")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CORDON_TIME_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    cordon_time: _timestamp_pb2.Timestamp
+    drain_deadline: _timestamp_pb2.Timestamp
+    def __init__(self, agent_id: _Optional[str] = ..., cordon_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., drain_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CordonAgentRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class CordonAgentResponse(_message.Message):
+    __slots__ = ("hold",)
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    hold: AgentHold
+    def __init__(self, hold: _Optional[_Union[AgentHold, _Mapping]] = ...) -> None: ...
+
+class UncordonAgentRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class UncordonAgentResponse(_message.Message):
+    __slots__ = ("hold",)
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    hold: AgentHold
+    def __init__(self, hold: _Optional[_Union[AgentHold, _Mapping]] = ...) -> None: ...
+
+class DrainAgentRequest(_message.Message):
+    __slots__ = ("agent_id", "timeout_seconds")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    timeout_seconds: int
+    def __init__(self, agent_id: _Optional[str] = ..., timeout_seconds: _Optional[int] = ...) -> None: ...
+
+class DrainAgentResponse(_message.Message):
+    __slots__ = ("hold",)
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    hold: AgentHold
+    def __init__(self, hold: _Optional[_Union[AgentHold, _Mapping]] = ...) -> None: ...

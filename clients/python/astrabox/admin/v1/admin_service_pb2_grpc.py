@@ -55,7 +55,9 @@ class AdminServiceStub:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
-    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
+    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id (or, for
+    CordonAgent, UncordonAgent and DrainAgent, none
+    ever connected with it)
 
     Quotas: each project has limits (see Quotas) that SessionKernelService
     enforces on every replica together. A call over one fails with
@@ -133,6 +135,26 @@ class AdminServiceStub:
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.SerializeToString,
                 response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.FromString,
                 _registered_method=True)
+        self.GetStatus = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/GetStatus',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetStatusRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetStatusResponse.FromString,
+                _registered_method=True)
+        self.CordonAgent = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/CordonAgent',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CordonAgentRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CordonAgentResponse.FromString,
+                _registered_method=True)
+        self.UncordonAgent = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/UncordonAgent',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.UncordonAgentRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.UncordonAgentResponse.FromString,
+                _registered_method=True)
+        self.DrainAgent = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/DrainAgent',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DrainAgentRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DrainAgentResponse.FromString,
+                _registered_method=True)
         self.GetQuotas = channel.unary_unary(
                 '/astrabox.admin.v1.AdminService/GetQuotas',
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetQuotasRequest.SerializeToString,
@@ -175,7 +197,9 @@ class AdminServiceServicer:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
-    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
+    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id (or, for
+    CordonAgent, UncordonAgent and DrainAgent, none
+    ever connected with it)
 
     Quotas: each project has limits (see Quotas) that SessionKernelService
     enforces on every replica together. A call over one fails with
@@ -275,6 +299,46 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStatus(self, request, context):
+        """The installation as an operator sees it now: each agent (its version,
+        connection, capacity, sessions, cordon or drain, relay lag), sessions by
+        state, and what is stuck, each with its reason. Agents are paged by id.
+        Operator admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CordonAgent(self, request, context):
+        """Cordons an agent: it takes no new session (placement skips it) and what
+        runs there goes on. Idempotent; it holds across reconnects and restarts
+        until UncordonAgent. Operator admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UncordonAgent(self, request, context):
+        """Returns a cordoned or draining agent to placement, ending its drain;
+        sessions already moved stay where they are. Operator admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainAgent(self, request, context):
+        """Drains an agent: cordons it, and moves each of its sessions off it once
+        idle (its runtime there is destroyed; its next message starts it on
+        another agent, resuming its conversation). Running turns finish first,
+        until the drain's deadline; past it they are interrupted, then moved.
+        Draining a draining agent keeps its deadline. Once no agent can take a
+        session, creating one fails with AGENTS_CORDONED (FAILED_PRECONDITION).
+        Operator admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetQuotas(self, request, context):
         """A project's quotas: those set, the limits in force and what is in use
         now. Any key reads its own project's; an operator admin any project's.
@@ -345,6 +409,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.FromString,
                     response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.SerializeToString,
             ),
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetStatusRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetStatusResponse.SerializeToString,
+            ),
+            'CordonAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.CordonAgent,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CordonAgentRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CordonAgentResponse.SerializeToString,
+            ),
+            'UncordonAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.UncordonAgent,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.UncordonAgentRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.UncordonAgentResponse.SerializeToString,
+            ),
+            'DrainAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainAgent,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DrainAgentRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DrainAgentResponse.SerializeToString,
+            ),
             'GetQuotas': grpc.unary_unary_rpc_method_handler(
                     servicer.GetQuotas,
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetQuotasRequest.FromString,
@@ -393,7 +477,9 @@ class AdminService:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
-    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id
+    AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id (or, for
+    CordonAgent, UncordonAgent and DrainAgent, none
+    ever connected with it)
 
     Quotas: each project has limits (see Quotas) that SessionKernelService
     enforces on every replica together. A call over one fails with
@@ -675,6 +761,114 @@ class AdminService:
             '/astrabox.admin.v1.AdminService/DedicateAgent',
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentRequest.SerializeToString,
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DedicateAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/GetStatus',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetStatusRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.GetStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CordonAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/CordonAgent',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CordonAgentRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CordonAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UncordonAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/UncordonAgent',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.UncordonAgentRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.UncordonAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/DrainAgent',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DrainAgentRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.DrainAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,
