@@ -25,6 +25,7 @@ import pytest_asyncio
 from google.protobuf import timestamp_pb2
 from google.protobuf.message import Message
 
+from astrabox.admin.v1 import admin_service_pb2 as admin_pb2
 from astrabox.environments.v1 import environment_pb2
 from astrabox.runner.v1 import runner_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
@@ -507,3 +508,51 @@ async def test_an_agent_stream_that_turns_to_garbage_is_refused_as_malformed(con
         info = error_info(refused.value)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and info is not None
         assert info.reason == "MALFORMED_REQUEST"
+
+
+# ---- the operator's RPCs (AdminService) -----------------------------------------------------------
+
+ADMIN = admin_pb2.DESCRIPTOR.services_by_name["AdminService"]
+# AdminService's RPCs this run reaches (the older ones are covered by test_authorization and test_tenancy).
+OPERATOR_RPCS = ("GetStatus", "CordonAgent", "UncordonAgent", "DrainAgent")
+
+
+def admin_request_for(rpc: str, v: Values) -> Message:
+    rng = v.rng
+    agent_id = v.either(lambda: rng.choice(["agent-1", "agent-2", "Agent-1", "x" * 128]))
+    if rpc == "GetStatus":
+        token = rng.choice(["", "YWdlbnQtMQ==", "%%%", v.token()])
+        return admin_pb2.GetStatusRequest(page_size=rng.choice([0, 1, 500, 501, -1, 2**31 - 1]), page_token=token)
+    if rpc == "CordonAgent":
+        return admin_pb2.CordonAgentRequest(agent_id=agent_id)
+    if rpc == "UncordonAgent":
+        return admin_pb2.UncordonAgentRequest(agent_id=agent_id)
+    if rpc == "DrainAgent":
+        seconds = rng.choice([0, 1, 604_800, 604_801, -1, 2**31 - 1])
+        return admin_pb2.DrainAgentRequest(agent_id=agent_id, timeout_seconds=seconds)
+    raise AssertionError(f"no generator for {rpc}")
+
+
+async def test_the_operators_rpcs_answer_generated_input_with_a_documented_status(control_plane) -> None:
+    running, sessions = control_plane
+    rng = random.Random(SEED)
+    values = Values(rng, sessions)
+    seen = Seen()
+    async with auth.channel(running.address) as channel:
+        for rpc in OPERATOR_RPCS:
+            method = ADMIN.methods_by_name[rpc]
+            call = channel.unary_unary(
+                f"/{ADMIN.full_name}/{rpc}",
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=getattr(admin_pb2, method.output_type.name).FromString,
+            )
+            for _ in range(60):
+                request = admin_request_for(rpc, values)
+                try:
+                    await asyncio.wait_for(call(request), 60)
+                    seen.ok(rpc, refusable(request))
+                except grpc.aio.AioRpcError as error:
+                    seen.error(rpc, error, values.long_prefixes, refusable(request))
+    assert seen.problems == [], "\n".join(sorted(set(seen.problems))[:40])
+    answers = {answer for _, answer in seen.answers}
+    assert {"OK", "NOT_FOUND/AGENT_NOT_FOUND", "INVALID_ARGUMENT/PAGE_TOKEN_INVALID"} <= answers, answers
