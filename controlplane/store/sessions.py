@@ -335,11 +335,13 @@ _VALUED = frozenset({LabelOperator.EQUALS, LabelOperator.NOT_EQUALS})
 
 
 async def mark_held_runtimes(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, session_ids: Sequence[str]) -> None:
-    """The agent still holds these sessions' runtimes (it reconnected): they are available again."""
+    """The agent still holds these sessions' runtimes (it reconnected): they are available again,
+    unless the agent is being drained (`controlplane.drains`): its sessions go elsewhere."""
     await db.execute(
         "UPDATE sessions SET runtime_available = true, updated_at = now()"
         " WHERE agent_id = $1 AND session_id::text = ANY($2::text[]) AND NOT runtime_available"
-        " AND state NOT IN ('creating', 'failed', 'deleted', 'archived')",
+        " AND state NOT IN ('creating', 'failed', 'deleted', 'archived')"
+        " AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = $1 AND a.drain_deadline IS NOT NULL)",
         agent_id,
         list(session_ids),
     )

@@ -153,3 +153,17 @@ async def test_a_cordon_racing_placements_never_lets_one_through_after_it_commit
     assert all(row["created_at"] <= hold.cordoned_at for row in rows)
     async with plane.pool.acquire() as conn:
         assert await store.agents.open_load(conn, "agent-1") is None
+
+
+async def test_a_drained_agent_reconnecting_with_a_moved_session_does_not_take_it_back(plane) -> None:
+    await plane.connect_agent("agent-1", capacity=5)
+    idle = await ready(plane, "idle")
+    await plane.connect_agent("agent-2", capacity=5)
+    await drains(plane).cordon("agent-1", drain_for=timedelta(minutes=5))
+    await plane.sweeper.sweep()
+    # agent-1 restarts before it destroyed the runtime, and says it still holds it.
+    await plane.connect_agent("agent-1", capacity=5)
+    await plane.agents.mark_held_runtimes("agent-1", [idle])
+    assert not (await plane.kernel.get_session(idle)).runtime_available
+    await plane.conversation.send_message(SendMessage(idle, "m1", "hello"))
+    assert (await plane.kernel.get_session(idle)).agent_id == "agent-2"
