@@ -4,6 +4,15 @@ interval here is an hour, so the test sees what a stalled sweep would leave)."""
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
+import os
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -122,3 +131,40 @@ async def test_a_developer_key_neither_sees_the_status_nor_drains(
             assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
     assert (await store.agents.draining(plane.pool)) == []
     assert (await create(plane, "still-placed")).agent_id == "agent-1"
+
+
+def top_on_a_terminal(address: str) -> tuple[int | None, bytes]:
+    """Run `astrabox top` on a pseudo-terminal until it shows agent-1, type q; its exit status and output."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
+    top = subprocess.Popen(
+        [sys.executable, "-m", "astrabox", "top", "--target", address, "--interval", "0.2"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    shown, typed, deadline = b"", False, time.monotonic() + 60
+    try:
+        while top.poll() is None and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    shown += os.read(master, 65536)
+                except OSError:  # the terminal's other end closed: top has exited
+                    break
+            if not typed and shown.count(b"agent-1") >= 2:  # shown, and refreshed at least once
+                os.write(master, b"q")
+                typed = True
+        return top.wait(timeout=30), shown
+    finally:
+        if top.poll() is None:
+            top.kill()
+        os.close(master)
+
+
+async def test_top_refreshes_on_a_terminal_in_color_and_q_quits(running: RunningControlPlane, plane: Plane) -> None:
+    await plane.connect_agent("agent-1", capacity=3)
+    code, shown = await asyncio.to_thread(top_on_a_terminal, running.address)
+    assert code == 0, shown[-2000:]
+    assert b"agent-1" in shown and b"connected" in shown and b"\x1b[" in shown  # color, on a terminal
