@@ -230,7 +230,7 @@ class Agents:
         await store.agent_commands.insert(
             tx.conn, agent_id, command_seq, command_id, session_id, body.SerializeToString()
         )
-        await tx.wake(agent_key(agent_id), command_seq)
+        tx.wake(agent_key(agent_id), command_seq)
         return command_id
 
     async def unacked(self, agent_id: str, after_seq: int, limit: int = 100) -> list[QueuedCommand]:

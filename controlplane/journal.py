@@ -132,23 +132,45 @@ class JournalTransaction:
     async def append(self, session_id: str, events: Sequence[NewEvent]) -> list[int]:
         """Journal `events` in order; returns their seqs. Events a client's call causes carry who made
         it (`actor`, `key:<id>` or `oidc:<subject>`; never a secret)."""
-        if not events:
-            return []
+        return (await self.append_many({session_id: events})).get(session_id, [])
+
+    async def append_many(self, events: Mapping[str, Sequence[NewEvent]]) -> dict[str, list[int]]:
+        """`append` for several sessions in one statement (a relay batch); each session's seqs."""
         caller = callers.bound()
         actor = {"actor": caller.who} if caller is not None else {}
-        rows = [(e.kind.value, e.turn_id or None, {**e.payload, **actor}, e.output_seq, e.produce_time) for e in events]
-        last = await store.events.append(self.conn, session_id, rows)
-        if last is None:
-            raise LookupError(f"session {session_id} does not exist")
-        first = last - len(events) + 1
-        await self.wake(session_id, last)
-        return list(range(first, last + 1))
+        rows = {
+            session_id: [
+                (e.kind.value, e.turn_id or None, {**e.payload, **actor}, e.output_seq, e.produce_time)
+                for e in session_events
+            ]
+            for session_id, session_events in events.items()
+            if session_events
+        }
+        if not rows:
+            return {}
+        last = await store.events.append_many(self.conn, rows)
+        if missing := sorted(set(rows) - set(last)):
+            raise LookupError(f"session {missing[0]} does not exist")
+        seqs: dict[str, list[int]] = {}
+        for session_id, session_last in last.items():
+            seqs[session_id] = list(range(session_last - len(rows[session_id]) + 1, session_last + 1))
+            self.wake(session_id, session_last)
+        return seqs
 
-    async def wake(self, key: str, position: int) -> None:
+    def wake(self, key: str, position: int) -> None:
         """Wake whoever follows `key` (a session id, or `agent:<id>`) once this
-        transaction commits, on this replica and every other one."""
-        await self.conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, f"{key}|{position}")
-        self.wakes[key] = position
+        transaction commits, on this replica and every other one (`notify`)."""
+        self.wakes[key] = max(position, self.wakes.get(key, 0))
+
+    async def notify(self) -> None:
+        """Tell the other replicas of every wake, in one statement, just before the commit
+        (PostgreSQL delivers notifications at commit, so sending them last loses nothing)."""
+        if self.wakes:
+            await self.conn.execute(
+                "SELECT pg_notify($1, w) FROM unnest($2::text[]) AS w",
+                NOTIFY_CHANNEL,
+                [f"{key}|{position}" for key, position in self.wakes.items()],
+            )
 
 
 class Journal:
@@ -165,6 +187,7 @@ class Journal:
             tx = JournalTransaction(conn)
             async with conn.transaction():
                 yield tx
+                await tx.notify()
         for key, position in tx.wakes.items():
             self._live.publish(key, position)
         for committed in tx.committed:

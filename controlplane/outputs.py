@@ -69,65 +69,83 @@ class OutputCommitter:
         self._turns = turns
 
     async def commit(self, agent_id: str, outputs: Sequence[runner_pb2.Output]) -> CommitResult:
-        """Journal a batch in one transaction; returns what is now committed."""
+        """Journal a batch in one transaction; returns what is now committed.
+
+        The statements do not grow with the batch: the sessions are locked together, their plain
+        events (most of a batch) inserted together and their cursors moved together at the end;
+        only an output that changes the projection costs statements of its own."""
         by_session: dict[str, list[runner_pb2.Output]] = defaultdict(list)
         for output in outputs:
             by_session[output.session_id].append(output)
         committed: dict[str, int] = {}
         refused: dict[str, OutputGap] = {}
+        fresh: dict[str, list[runner_pb2.Output]] = {}
         async with self._journal.transaction() as tx:
-            for session_id in sorted(by_session):  # a fixed lock order avoids deadlocks
+            # An id that is not a session's (a buggy or hostile agent's) names no row: its outputs are
+            # dropped like an unknown session's rather than failing the whole stream on the query.
+            rows = await store.sessions.lock_many(tx.conn, [s for s in by_session if _is_session_id(s)])
+            for session_id in sorted(by_session):
                 batch = sorted(by_session[session_id], key=lambda o: o.output_seq)
+                row = rows.get(session_id)
+                if row is None or row["state"] == SessionState.DELETED.value or row["agent_id"] != agent_id:
+                    committed[session_id] = _dropped(agent_id, session_id, batch)
+                    continue
                 try:
-                    committed[session_id] = await self._commit_session(tx, agent_id, session_id, batch)
+                    committed[session_id], news = _new_outputs(session_id, row["committed_output_seq"], batch)
                 except OutputGap as gap:
                     refused[session_id] = gap
                     committed[session_id] = gap.committed
+                    continue
+                if news:
+                    fresh[session_id] = news
+            turn_ids = {s: {o.turn_id for o in news if o.turn_id} for s, news in fresh.items()}
+            ended = await store.turns.settled_among_many(tx.conn, turn_ids)
+            tails: dict[str, list[NewEvent]] = {}
+            for session_id, news in fresh.items():
+                applier = _Applier(tx, self._turns, session_id, ended.get(session_id, set()))
+                for output in news:
+                    await applier.apply(output)
+                tails[session_id] = applier.take()
+            await tx.append_many(tails)
+            await store.sessions.set_committed_output_seqs(tx.conn, {s: committed[s] for s in fresh})
         return CommitResult(committed, refused)
 
-    async def _commit_session(
-        self, tx: JournalTransaction, agent_id: str, session_id: str, outputs: list[runner_pb2.Output]
-    ) -> int:
-        # An id that is not a session's (a buggy or hostile agent's) names no row: its outputs are
-        # dropped like an unknown session's rather than failing the whole stream on the query.
-        row = await store.sessions.lock(tx.conn, session_id) if _is_session_id(session_id) else None
-        last_offered = outputs[-1].output_seq
-        if row is None or row["state"] == SessionState.DELETED.value or row["agent_id"] != agent_id:
-            # Nowhere to journal them (unknown or deleted session, or one placed
-            # on another agent since): acknowledge so the agent stops resending.
-            log.warning("outputs_dropped", session_id=session_id, agent_id=agent_id, through_output_seq=last_offered)
-            for output in outputs:
-                if output.HasField("sandbox_reconciled"):
-                    done = output.sandbox_reconciled
-                    log.info(
-                        "sandbox_reconciled",
-                        session_id=session_id,
-                        agent_id=agent_id,
-                        action=done.action,
-                        sandbox_id=done.sandbox_id,
-                        driver=done.driver,
-                        reason=done.reason,
-                    )
-            return last_offered
-        cursor: int = row["committed_output_seq"]
-        fresh = []
-        for output in outputs:
-            if output.output_seq <= cursor:
-                continue  # already journaled: a resend
-            if output.output_seq != cursor + 1:
-                raise OutputGap(session_id, row["committed_output_seq"], output.output_seq)
-            fresh.append(output)
-            cursor = output.output_seq
-        if not fresh:
-            return cursor
-        turn_ids = {output.turn_id for output in fresh if output.turn_id}
-        ended = await store.turns.settled_among(tx.conn, session_id, turn_ids) if turn_ids else set()
-        applier = _Applier(tx, self._turns, session_id, ended)
-        for output in fresh:
-            await applier.apply(output)
-        await applier.flush()
-        await store.sessions.update(tx.conn, session_id, committed_output_seq=cursor)
-        return cursor
+
+def _dropped(agent_id: str, session_id: str, outputs: list[runner_pb2.Output]) -> int:
+    """Outputs with nowhere to be journaled (an unknown or deleted session, or one placed on another
+    agent since): acknowledged all the same, so the agent stops resending them."""
+    last_offered = outputs[-1].output_seq
+    log.warning("outputs_dropped", session_id=session_id, agent_id=agent_id, through_output_seq=last_offered)
+    for output in outputs:
+        if output.HasField("sandbox_reconciled"):
+            done = output.sandbox_reconciled
+            log.info(
+                "sandbox_reconciled",
+                session_id=session_id,
+                agent_id=agent_id,
+                action=done.action,
+                sandbox_id=done.sandbox_id,
+                driver=done.driver,
+                reason=done.reason,
+            )
+    return last_offered
+
+
+def _new_outputs(
+    session_id: str, committed: int, outputs: list[runner_pb2.Output]
+) -> tuple[int, list[runner_pb2.Output]]:
+    """The session's cursor after `outputs` (in output_seq order) and those of them not journaled yet;
+    OutputGap when one does not follow the one before it."""
+    cursor = committed
+    fresh = []
+    for output in outputs:
+        if output.output_seq <= cursor:
+            continue  # already journaled: a resend
+        if output.output_seq != cursor + 1:
+            raise OutputGap(session_id, committed, output.output_seq)
+        fresh.append(output)
+        cursor = output.output_seq
+    return cursor, fresh
 
 
 class _Applier:
@@ -152,9 +170,13 @@ class _Applier:
         self._produce_times: dict[int, datetime] = {}
 
     async def flush(self) -> list[int]:
+        return await self._tx.append(self._session_id, self.take())
+
+    def take(self) -> list[NewEvent]:
+        """The events buffered since the last flush, handed over (the committer journals the last of
+        every session's together)."""
         events, self._pending = self._pending, []
-        events = [self._with_produce_time(event) for event in events]
-        return await self._tx.append(self._session_id, events)
+        return [self._with_produce_time(event) for event in events]
 
     def _with_produce_time(self, event: NewEvent) -> NewEvent:
         if event.output_seq is None or event.produce_time is not None:

@@ -7,7 +7,9 @@ numbers and inserting the events are one operation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import uuid
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,20 +23,55 @@ EventRow = tuple[str, str | None, dict[str, Any], int | None, datetime | None]
 async def append(conn: asyncpg.Connection, session_id: str, rows: Sequence[EventRow]) -> int | None:
     """Number `rows` after the session's last seq and insert them; the session's new last seq, None
     (and nothing inserted) when there is no such session."""
-    last: int | None = await conn.fetchval(
-        "UPDATE sessions SET last_seq = last_seq + $2, updated_at = now() WHERE session_id = $1 RETURNING last_seq",
-        session_id,
-        len(rows),
+    return (await append_many(conn, {session_id: rows})).get(session_id)
+
+
+async def append_many(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow]]) -> dict[str, int]:
+    """`append` for several sessions in one statement (one round trip however many rows and
+    sessions: what a relay batch commits); each session's new last seq, a session that does not exist
+    left out with nothing of it inserted. Callers lock the sessions first when there are several (in
+    a fixed order, against deadlocks)."""
+    sessions: list[str] = []
+    positions: list[int] = []
+    kinds: list[str] = []
+    turn_ids: list[str | None] = []
+    payloads: list[str] = []
+    output_seqs: list[int | None] = []
+    produce_times: list[datetime | None] = []
+    for session_id, session_rows in rows.items():
+        for position, (kind, turn_id, payload, output_seq, produce_time) in enumerate(session_rows, 1):
+            sessions.append(session_id)
+            positions.append(position)
+            kinds.append(kind)
+            turn_ids.append(turn_id)
+            payloads.append(json.dumps(payload, separators=(",", ":")))
+            output_seqs.append(output_seq)
+            produce_times.append(produce_time)
+    if not sessions:
+        return {}
+    # The sessions' last_seq moves on by their row counts and the rows are numbered after the old
+    # value; the payloads travel as JSON text, parsed once by the server.
+    found = await conn.fetch(
+        "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],"
+        " $6::bigint[], $7::timestamptz[]) AS r (session_id, position, kind, turn_id, payload, output_seq,"
+        " produce_time)),"
+        " bumped AS (UPDATE sessions s SET last_seq = s.last_seq + c.n, updated_at = now()"
+        " FROM (SELECT session_id, count(*) AS n FROM r GROUP BY session_id) c WHERE s.session_id = c.session_id"
+        " RETURNING s.session_id, s.last_seq, s.last_seq - c.n AS base),"
+        " inserted AS (INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
+        " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, r.output_seq,"
+        " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position)"
+        " SELECT session_id, last_seq FROM bumped",
+        sessions,
+        positions,
+        kinds,
+        turn_ids,
+        payloads,
+        output_seqs,
+        produce_times,
     )
-    if last is None:
-        return None
-    first = last - len(rows) + 1
-    await conn.executemany(
-        "INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        [(session_id, first + i, *row) for i, row in enumerate(rows)],
-    )
-    return last
+    named = {uuid.UUID(str(session_id)): session_id for session_id in rows}  # as the caller spelled them
+    return {named[row["session_id"]]: row["last_seq"] for row in found}
 
 
 async def read(

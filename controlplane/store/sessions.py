@@ -160,6 +160,30 @@ async def lock(conn: asyncpg.Connection, session_id: str) -> asyncpg.Record | No
     return await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
 
 
+async def lock_many(conn: asyncpg.Connection, session_ids: Sequence[str]) -> dict[str, asyncpg.Record]:
+    """`lock` for several sessions in one statement, in the order of their ids (a fixed lock order
+    avoids deadlocks); each existing one's row, keyed as the caller spelled its id."""
+    if not session_ids:
+        return {}
+    rows = await conn.fetch(
+        "SELECT * FROM sessions WHERE session_id = ANY($1::uuid[]) ORDER BY session_id FOR UPDATE", list(session_ids)
+    )
+    named = {uuid.UUID(session_id): session_id for session_id in session_ids}
+    return {named[row["session_id"]]: row for row in rows}
+
+
+async def set_committed_output_seqs(conn: asyncpg.Connection, cursors: Mapping[str, int]) -> None:
+    """Move the sessions' committed_output_seq to the agent outputs now journaled (one statement)."""
+    if not cursors:
+        return
+    await conn.execute(
+        "UPDATE sessions s SET committed_output_seq = c.output_seq, updated_at = now()"
+        " FROM unnest($1::uuid[], $2::bigint[]) AS c (session_id, output_seq) WHERE s.session_id = c.session_id",
+        list(cursors),
+        list(cursors.values()),
+    )
+
+
 async def lock_existing(conn: asyncpg.Connection, session_id: str) -> asyncpg.Record:
     """`lock` for a session whose id was read from its row: session rows are
     never deleted (a deleted session keeps its row), so the row is there."""

@@ -5,7 +5,8 @@ It is also the idempotency record of SendMessage (a client_message_id opens one 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import uuid
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 
 import asyncpg
@@ -127,15 +128,25 @@ async def undelivered_since(db: asyncpg.Connection | asyncpg.Pool, deadline: tim
     return rows
 
 
-async def settled_among(conn: asyncpg.Connection, session_id: str, turn_ids: Collection[str]) -> set[str]:
-    """Which of `turn_ids` have ended (completed, failed, interrupted)."""
+async def settled_among_many(conn: asyncpg.Connection, turn_ids: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
+    """Which of each session's `turn_ids` have ended (completed, failed, interrupted), in one
+    statement; keyed as the caller spelled the session ids, a session with none left out."""
+    pairs = [(session_id, turn_id) for session_id, turns in turn_ids.items() for turn_id in turns]
+    if not pairs:
+        return {}
     rows = await conn.fetch(
-        "SELECT turn_id FROM turns WHERE session_id = $1 AND turn_id = ANY($2::text[])"
-        " AND state IN ('completed', 'failed', 'interrupted')",
-        session_id,
-        list(turn_ids),
+        "SELECT t.session_id, t.turn_id FROM turns t"
+        " JOIN unnest($1::uuid[], $2::text[]) AS p (session_id, turn_id)"
+        " ON t.session_id = p.session_id AND t.turn_id = p.turn_id"
+        " WHERE t.state IN ('completed', 'failed', 'interrupted')",
+        [session_id for session_id, _ in pairs],
+        [turn_id for _, turn_id in pairs],
     )
-    return {row["turn_id"] for row in rows}
+    named = {uuid.UUID(session_id): session_id for session_id in turn_ids}
+    settled: dict[str, set[str]] = {}
+    for row in rows:
+        settled.setdefault(named[row["session_id"]], set()).add(row["turn_id"])
+    return settled
 
 
 async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
