@@ -285,9 +285,9 @@ class RelayClient:
             stream.heartbeat_interval = welcome.heartbeat_interval_ms / 1000
         else:
             stream.heartbeat_interval = cfg.heartbeat_interval
+        stream.committed.update((cursor.session_id, cursor.output_seq) for cursor in welcome.committed)
+        await self._outbox.ack_many(stream.committed)
         for cursor in welcome.committed:
-            stream.committed[cursor.session_id] = cursor.output_seq
-            await self._outbox.ack(cursor.session_id, cursor.output_seq)
             first_pending = await self._outbox.first_pending_seq(cursor.session_id)
             if first_pending is not None and first_pending > cursor.output_seq + 1:
                 log.error(
@@ -339,11 +339,13 @@ class RelayClient:
                 log.warning("relay_unexpected_message", kind=kind)
 
     async def _on_output_ack(self, stream: _Stream, ack: pb.OutputAck) -> None:
+        advanced: dict[str, int] = {}
         for cursor in ack.committed:
             if cursor.output_seq > stream.committed.get(cursor.session_id, 0):
                 stream.committed[cursor.session_id] = cursor.output_seq
                 stream.refused_since.pop(cursor.session_id, None)
-                await self._outbox.ack(cursor.session_id, cursor.output_seq)
+                advanced[cursor.session_id] = cursor.output_seq
+        await self._outbox.ack_many(advanced)
         if ack.HasField("error"):
             sessions = [ack.error_session_id] if ack.error_session_id else list(stream.sent)
             now = time.monotonic()

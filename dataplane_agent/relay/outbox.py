@@ -130,8 +130,11 @@ class Outbox:
                 if chosen and max_bytes is not None and total > max_bytes:
                     break
                 chosen.append(row_id)
-            bodies = [c.execute("SELECT body FROM outbox WHERE id = ?", (row_id,)).fetchone()[0] for row_id in chosen]
-            return [pb.Output.FromString(body) for body in bodies]
+            if not chosen:
+                return []
+            marks = ",".join("?" * len(chosen))
+            bodies = c.execute(f"SELECT body FROM outbox WHERE id IN ({marks}) ORDER BY id", chosen).fetchall()
+            return [pb.Output.FromString(body) for (body,) in bodies]
 
         return await self._db.read(read)
 
@@ -141,19 +144,26 @@ class Outbox:
         A cursor above anything assigned here (the agent lost its state, the
         control plane did not) moves the numbering past it, so new outputs are
         never mistaken for duplicates of committed ones."""
+        return await self.ack_many({session_id: through_seq})
+
+    async def ack_many(self, cursors: Mapping[str, int]) -> int:
+        """`ack` for every session of an acknowledgement in one transaction (one fsync, however many
+        sessions it names); how many outputs were trimmed."""
 
         def tx(c: sqlite3.Connection) -> int:
-            trimmed = c.execute(
-                "DELETE FROM outbox WHERE session_id = ? AND output_seq <= ?", (session_id, through_seq)
-            ).rowcount
-            c.execute(
-                "INSERT INTO output_cursor (session_id, last_seq) VALUES (?, ?)"
-                " ON CONFLICT (session_id) DO UPDATE SET last_seq = MAX(last_seq, excluded.last_seq)",
-                (session_id, through_seq),
-            )
+            trimmed = 0
+            for session_id, through_seq in cursors.items():
+                trimmed += c.execute(
+                    "DELETE FROM outbox WHERE session_id = ? AND output_seq <= ?", (session_id, through_seq)
+                ).rowcount
+                c.execute(
+                    "INSERT INTO output_cursor (session_id, last_seq) VALUES (?, ?)"
+                    " ON CONFLICT (session_id) DO UPDATE SET last_seq = MAX(last_seq, excluded.last_seq)",
+                    (session_id, through_seq),
+                )
             return trimmed
 
-        return await self._db.write(tx)
+        return await self._db.write(tx) if cursors else 0
 
     async def last_seq(self, session_id: str) -> int:
         """The newest output_seq assigned for the session (0 if none ever was)."""

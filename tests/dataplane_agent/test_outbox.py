@@ -158,3 +158,16 @@ async def test_pending_stops_at_max_bytes_but_always_returns_the_first_output(tm
         assert len(await outbox.pending({"s-a": 1}, limit=64)) == 6
     finally:
         await db.close()
+
+
+async def test_an_acknowledgement_naming_many_sessions_trims_them_with_one_commit(tmp_path: Path) -> None:
+    db, outbox = await _open(tmp_path / "agent.db")
+    for n in range(1, 4):
+        for session in ("s-1", "s-2", "s-3"):
+            await outbox.append(session, "t", _message(n))
+    commits = db.commits
+    assert await outbox.ack_many({"s-1": 2, "s-2": 3, "s-3": 0}) == 5
+    assert db.commits == commits + 1  # one transaction, one fsync, whatever the number of sessions
+    got = await outbox.pending({}, limit=100)
+    assert [(o.session_id, o.output_seq) for o in got] == [("s-3", 1), ("s-3", 2), ("s-1", 3), ("s-3", 3)]
+    await db.close()
