@@ -28,6 +28,15 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
+async def _end_of_lease(conn: asyncpg.Connection) -> None:
+    """Nothing to undo when a connection goes back to the pool (asyncpg still ends an open
+    transaction first): the pool's connections keep no session state. They LISTEN to nothing (the
+    live tail has its own connection), SET nothing, take advisory locks for a transaction only
+    (the migration's session lock is released by `migrate` itself), and leave no cursor open past a
+    transaction. So asyncpg's default reset query, a round trip before every connection could serve
+    again, is skipped."""
+
+
 # What asyncpg and the network raise when the database cannot serve a statement right now: the
 # statement may succeed once it is back, so callers are told UNAVAILABLE (`controlplane.status`) and
 # long-lived loops try again. Anything else a statement raises is a bug or a constraint, not a fault.
@@ -60,6 +69,7 @@ async def create_pool(dsn: str, *, min_size: int = 2, max_size: int = 10) -> asy
             min_size=min_size,
             max_size=max_size,
             init=_init_connection,
+            reset=_end_of_lease,
             command_timeout=30,
             timeout=10,
         )
@@ -181,8 +191,8 @@ async def migrate(pool: asyncpg.Pool) -> list[str]:
     known = migrations()
     applied_now = []
     async with pool.acquire() as conn:
-        await _locked(conn)
         try:
+            await _locked(conn)
             applied = await _verified(conn, known)
             for migration in known:
                 if migration.version in applied:
@@ -204,5 +214,5 @@ async def migrate(pool: asyncpg.Pool) -> list[str]:
                 applied_now.append(migration.name)
                 log.info("migration_applied", migration=migration.name)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK_KEY)
+            await conn.execute("SELECT pg_advisory_unlock_all()")  # the connection goes back with no lock
     return applied_now

@@ -188,10 +188,11 @@ class Journal:
             async with conn.transaction():
                 yield tx
                 await tx.notify()
-        for key, position in tx.wakes.items():
-            self._live.publish(key, position)
-        for committed in tx.committed:
-            committed()
+            # Committed: this replica's watchers are woken before anything else happens.
+            for key, position in tx.wakes.items():
+                self._live.publish(key, position)
+            for committed in tx.committed:
+                committed()
 
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
         return [StoredEvent.from_row(r) for r in await store.events.read(self._pool, session_id, after_seq, limit)]
