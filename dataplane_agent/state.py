@@ -146,12 +146,17 @@ class _QueuedWrite:
 
 
 class Database:
-    """One SQLite connection used from one dedicated worker thread; writes are group-committed."""
+    """One SQLite connection for writes, used from one dedicated worker thread, writes group-committed;
+    and one read-only connection on a thread of its own, so that a read (the relay's next batch) never
+    waits behind a group's fsync: in WAL mode a reader sees every transaction committed before it
+    began and blocks no writer."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-db")
+        self._reader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-db-read")
         self._conn: sqlite3.Connection | None = None
+        self._read_conn: sqlite3.Connection | None = None
         self._commit_listeners: list[Callable[[], None]] = []
         # Writes waiting for their group transaction, and whether a group job is in the executor and
         # has not taken them yet (`write`, `_commit_group`).
@@ -166,8 +171,10 @@ class Database:
         db = cls(path)
         try:
             await db._submit(db._connect)
+            await asyncio.get_running_loop().run_in_executor(db._reader, db._connect_reader)
         except (sqlite3.Error, OSError, StateError) as exc:
             db._executor.shutdown(wait=False)
+            db._reader.shutdown(wait=False)
             raise StateError(f"cannot open the agent state database {path}: {exc}") from exc
         return db
 
@@ -182,7 +189,17 @@ class Database:
         _add_missing_columns(conn)
         self._conn = conn
 
+    def _connect_reader(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA query_only=1")
+        conn.execute("PRAGMA busy_timeout=5000")
+        self._read_conn = conn
+
     async def close(self) -> None:
+        if self._read_conn is not None:
+            await asyncio.get_running_loop().run_in_executor(self._reader, self._read_conn.close)
+            self._read_conn = None
+        self._reader.shutdown(wait=True)
         if self._conn is not None:
             await self._submit(self._conn.close)
             self._conn = None
@@ -193,7 +210,23 @@ class Database:
         self._commit_listeners.append(listener)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._submit(lambda: fn(self._connection()))
+        """Run `fn` in a read transaction (one snapshot for all its statements) on the read-only
+        connection; it sees every write that had returned before the call."""
+        try:
+            done = asyncio.get_running_loop().run_in_executor(self._reader, self._read_tx, fn)
+        except RuntimeError as error:  # the executor is shut down: closed
+            raise StateError("the agent state database is closed") from error
+        return await done
+
+    def _read_tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._read_conn
+        if conn is None:
+            raise StateError("the agent state database is closed")
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` in a write transaction; return once that transaction committed, or raise what `fn`

@@ -203,3 +203,25 @@ async def test_a_write_after_close_fails_and_does_not_hang(tmp_path: Path) -> No
     for _ in range(2):
         with pytest.raises(StateError, match="closed"):
             await asyncio.wait_for(Outbox(db).append("s-1", "t-1", _message(1)), 10)
+
+
+async def test_committed_outputs_can_be_read_while_a_group_is_still_being_written(tmp_path: Path) -> None:
+    """The relay's read of its next batch is not queued behind the writer: it sees what is committed
+    and nothing of the transaction still under way."""
+    db = await Database.open(tmp_path / "agent.db")
+    outbox = Outbox(db)
+    gate = Gate()
+    try:
+        await outbox.append("s-1", "t-1", _message(1))
+        held = asyncio.create_task(db.write(gate.write))
+        await gate.wait_entered()
+        storing = asyncio.create_task(outbox.append("s-1", "t-1", _message(2)))  # queued behind the gate
+        async with asyncio.timeout(10):
+            pending = await outbox.pending({}, limit=10)
+        assert [o.output_seq for o in pending] == [1]
+        gate.open()
+        await asyncio.gather(held, storing)
+        assert [o.output_seq for o in await outbox.pending({}, limit=10)] == [1, 2]
+    finally:
+        gate.open()
+        await db.close()
