@@ -40,6 +40,7 @@ from controlplane.settings import CREDENTIAL_KEY, DATABASE_URL, DEFAULT_LISTEN, 
 from serverkit import logs
 from serverkit import settings as serverkit_settings
 from serverkit.settings import option, secret
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -108,7 +109,7 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
                 yield RunningStack(controlplane.address, api_key)
             finally:
                 stop.set()
-                await asyncio.wait_for(agent, 30)
+                await bounded(agent, 30)
     finally:
         try:
             if postgres is not None:

@@ -33,6 +33,8 @@ from typing import TypedDict
 import asyncpg
 import structlog
 
+from serverkit.waits import bounded
+
 log = structlog.get_logger(__name__)
 
 DATABASE = "astrabox"
@@ -334,7 +336,7 @@ class EmbeddedPostgres:
             env=self._run_as.environment(), **self._run_as.subprocess_kwargs(),
         )  # fmt: skip
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), _PG_CTL_TIMEOUT_S + 30)
+            out, _ = await bounded(proc.communicate(), _PG_CTL_TIMEOUT_S + 30)
         except TimeoutError:
             proc.kill()
             await proc.wait()

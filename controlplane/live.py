@@ -17,6 +17,7 @@ import asyncpg
 import structlog
 
 from controlplane import database
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -90,4 +91,4 @@ class LiveTail:
             log.warning("live_tail_connection_lost")
         finally:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), 5)
+                await bounded(conn.close(), 5)

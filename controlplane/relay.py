@@ -40,6 +40,7 @@ from controlplane.status import rpc_status_for, to_status
 from controlplane.verdicts import CommandVerdicts
 from controlplane.workspace import WorkspaceRouter
 from serverkit import tracing, versions
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -146,7 +147,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
         self, request_iterator: AsyncIterator[runner_pb2.ConnectRequest], context: grpc.aio.ServicerContext
     ) -> AgentHello:
         try:
-            first = await asyncio.wait_for(anext(request_iterator), HELLO_TIMEOUT_SECONDS)
+            first = await bounded(anext(request_iterator), HELLO_TIMEOUT_SECONDS)
         except (TimeoutError, StopAsyncIteration):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message on a Connect stream must be Hello")
         if first.WhichOneof("message") != "hello":

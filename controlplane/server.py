@@ -67,6 +67,7 @@ from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from serverkit import metrics_http, tracing
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -294,4 +295,4 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 await replicas.close()
                 await leases.close()
     finally:
-        await asyncio.wait_for(pool.close(), 10)
+        await bounded(pool.close(), 10)

@@ -23,6 +23,7 @@ from controlplane import store
 from controlplane.agents import Agents
 from controlplane.errors import AgentNotConnected, NoAgentAvailable
 from controlplane.journal import Journal
+from serverkit.waits import bounded
 
 # The session_id of commands about no session (agent_commands.session_id is NOT NULL).
 NO_SESSION = "00000000-0000-0000-0000-000000000000"
@@ -101,7 +102,7 @@ class EnvironmentBuilds:
                     pending[agent_id] = await self._agents.enqueue(tx, agent_id, NO_SESSION, command)
             while pending:
                 try:
-                    progress = await asyncio.wait_for(queue.get(), ACK_POLL)
+                    progress = await bounded(queue.get(), ACK_POLL)
                 except TimeoutError:
                     for agent_id, command_id in list(pending.items()):
                         outcome = await store.agent_commands.outcome(self._pool, command_id)

@@ -27,6 +27,7 @@ order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import os
@@ -622,10 +623,9 @@ class AstraBoxClient:
                             session=session,
                         )
                     changed.clear()
-                    try:
-                        await asyncio.wait_for(changed.wait(), poll_interval)
-                    except TimeoutError:
-                        pass
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(poll_interval):
+                            await changed.wait()
                     session = await self.get_session(session_id)
                 return session
         except TimeoutError:

@@ -184,7 +184,8 @@ class LocalStack:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signal.SIGTERM)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(process.wait(), self._stop_timeout)
+                    async with asyncio.timeout(self._stop_timeout):
+                        await process.wait()
             # Whatever of its process group is left (all of it, if it did not stop in time).
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
