@@ -97,8 +97,12 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
             credential_key=credential_key,
         )
         async with serve(settings) as controlplane:
+            # `--config ''`: the file ASTRABOX_CONFIG names is one process's, never this local agent's.
             agent_settings = AgentSettings.from_args(
-                [], controlplane=controlplane.address, state_dir=(data_dir / "agent").expanduser(), agent_id="local"
+                ["--config", ""],
+                controlplane=controlplane.address,
+                state_dir=(data_dir / "agent").expanduser(),
+                agent_id="local",
             )
             stop = asyncio.Event()
             agent = asyncio.create_task(run_agent(agent_settings, stop=stop), name="agent")

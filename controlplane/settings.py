@@ -19,7 +19,7 @@ from astrabox.secret_settings import SecretOption, SecretSettingError
 from controlplane.identity.tokens import OidcSettings
 from serverkit import private_files
 from serverkit import settings as serverkit_settings
-from serverkit.settings import option, positive_int, secret, tuned
+from serverkit.settings import CONFIG_ENV, option, positive_int, secret, tuned
 
 log = structlog.get_logger(__name__)
 
@@ -274,7 +274,7 @@ class ControlPlaneSettings:
     @classmethod
     def parser(cls, environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         """`astrabox controlplane`'s command line, its defaults from `environ` (default os.environ)."""
-        return serverkit_settings.parser(cls, environ, prog=PROG, description=DESCRIPTION)
+        return serverkit_settings.parser(cls, environ, prog=PROG, description=DESCRIPTION, config_env=CONFIG_ENV)
 
     @classmethod
     def from_args(
@@ -284,7 +284,9 @@ class ControlPlaneSettings:
         and `overrides`. SettingsError when a secret is given twice, its file is unreadable, or there
         is no database URL; exits as argparse does on a bad flag or value."""
         try:
-            loaded = serverkit_settings.load(cls, argv, environ, prog=PROG, description=DESCRIPTION)
+            loaded = serverkit_settings.load(
+                cls, argv, environ, prog=PROG, description=DESCRIPTION, config_env=CONFIG_ENV
+            )
         except SecretSettingError as error:
             raise SettingsError(str(error)) from None
         values = loaded.values

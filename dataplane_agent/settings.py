@@ -32,7 +32,7 @@ from dataplane_agent.routes.egress.policy import DEFAULT_PACKAGE_REGISTRIES
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from dataplane_agent.workspace.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from serverkit import settings as serverkit_settings
-from serverkit.settings import not_negative_int, option, positive_int, positive_seconds, secret, tuned
+from serverkit.settings import CONFIG_ENV, not_negative_int, option, positive_int, positive_seconds, secret, tuned
 
 DEFAULT_CONTROLPLANE = "127.0.0.1:7233"
 DEFAULT_STATE_DIR = "~/.astrabox/agent"
@@ -486,7 +486,7 @@ class AgentSettings:
     @classmethod
     def parser(cls, environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         """`astrabox agent`'s command line, its defaults from `environ` (default os.environ)."""
-        return serverkit_settings.parser(cls, environ, prog=PROG, description=DESCRIPTION)
+        return serverkit_settings.parser(cls, environ, prog=PROG, description=DESCRIPTION, config_env=CONFIG_ENV)
 
     @property
     def credentials_path(self) -> Path:
@@ -500,4 +500,6 @@ class AgentSettings:
         """The settings from the command line `argv` (default sys.argv), `environ` (default os.environ)
         and `overrides`. SecretSettingError when a secret is given twice or its file cannot be read;
         exits as argparse does on a bad flag or value."""
-        return serverkit_settings.from_args(cls, argv, environ, prog=PROG, description=DESCRIPTION, **overrides)
+        return serverkit_settings.from_args(
+            cls, argv, environ, prog=PROG, description=DESCRIPTION, config_env=CONFIG_ENV, **overrides
+        )

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 __all__ = [
+    "CONFIG_ENV",
     "Loaded",
     "Option",
     "Secret",
@@ -75,6 +76,8 @@ __all__ = [
 
 S = TypeVar("S", bound="DataclassInstance")
 
+# The variable naming the config file of both server processes when `--config` is not given.
+CONFIG_ENV = "ASTRABOX_CONFIG"
 _KEY = "serverkit.settings"
 _SECRETS_FIELD = "secrets_on_command_line"
 _CONFIG_FLAG = "--config"
@@ -193,15 +196,17 @@ def parser(
     prog: str,
     description: str,
     config: ConfigFile | None = None,
+    config_env: str | None = None,
 ) -> argparse.ArgumentParser:
     """The command line of `settings_type`, its defaults taken from `environ` (default os.environ),
-    then from `config`, the config file."""
+    then from `config`, the config file; `config_env` names the variable `--config` defaults to."""
     result = argparse.ArgumentParser(prog=prog, description=description)
+    from_env = f" (env {config_env}; '' for none)" if config_env else ""
     result.add_argument(
         _CONFIG_FLAG,
         metavar="FILE",
-        help="read settings from this TOML file, one `name = value` per setting (names as --print-config "
-        "writes them); environment variables and flags override it",
+        help=f"read settings from this TOML file{from_env}, one `name = value` per setting (names as "
+        "--print-config writes them); environment variables and flags override it",
     )
     result.add_argument(
         "--print-config",
@@ -236,23 +241,26 @@ def load(
     *,
     prog: str,
     description: str,
+    config_env: str | None = None,
 ) -> Loaded:
     """`settings_type`'s settings from the command line `argv` (default sys.argv), `environ` (default
-    os.environ) and the config file `--config` names: a flag over its variable over the file over the
-    default. Exits as argparse does (status 2, the message naming the flag, variable or file) on a bad
+    os.environ) and the config file `--config` names (else the variable `config_env`, when given):
+    a flag over its variable over the file over the default. Exits as argparse does (status 2, the message naming the flag, variable or file) on a bad
     value or config file; with `--print-config`, prints the settings and exits 0. SecretSettingError
     as SecretOption.read."""
     env = os.environ if environ is None else environ
     early = argparse.ArgumentParser(prog=prog, add_help=False)
     early.add_argument(_CONFIG_FLAG)
     config_path = early.parse_known_args(argv)[0].config
+    if config_path is None and config_env:
+        config_path = env.get(config_env)
     config = None
     if config_path:
         try:
             config = config_file.load(config_path, *_file_keys(settings_type))
         except ConfigFileError as error:
-            parser(settings_type, env, prog=prog, description=description).error(str(error))
-    command_line = parser(settings_type, env, prog=prog, description=description, config=config)
+            parser(settings_type, env, prog=prog, description=description, config_env=config_env).error(str(error))
+    command_line = parser(settings_type, env, prog=prog, description=description, config=config, config_env=config_env)
     fields = dataclasses.fields(settings_type)
     # Each option's attribute stays _UNSET unless its flag is given: argparse leaves set attributes be.
     args = command_line.parse_args(
@@ -292,10 +300,11 @@ def from_args(
     *,
     prog: str,
     description: str,
+    config_env: str | None = None,
     **overrides: Any,
 ) -> S:
     """`settings_type` as `load` reads it, then `overrides`."""
-    loaded = load(settings_type, argv, environ, prog=prog, description=description)
+    loaded = load(settings_type, argv, environ, prog=prog, description=description, config_env=config_env)
     return settings_type(**{**loaded.values, **overrides})
 
 

@@ -168,3 +168,36 @@ def test_every_setting_of_both_processes_is_printed(capsys: pytest.CaptureFixtur
     for name in ("lease_ttl", "heartbeat_interval", "credentials_ttl", "command_lease_ttl", "sweep_batch"):
         assert f"{name} = " in out, name
     assert "# database_url = (not set)  # default, a secret" in out
+
+
+@pytest.mark.parametrize("process", ["controlplane", "agent"])
+def test_astrabox_config_names_the_file_when_no_config_flag_is_given(
+    process: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if process == "controlplane":
+        load: object = ControlPlaneSettings.from_args
+        base, prog = {"ASTRABOX_DATABASE_URL": DATABASE_URL}, "astrabox controlplane"
+        key, read = "sweep_batch", lambda settings: settings.sweep_batch
+    else:
+        load, base, prog = AgentSettings.from_args, {}, "astrabox agent"
+        key, read = "relay_window", lambda settings: settings.relay_window
+    from_env = write(tmp_path, f"{key} = 7\n", "from-env.toml")
+    from_flag = write(tmp_path, f"{key} = 9\n", "from-flag.toml")
+    environ = {**base, "ASTRABOX_CONFIG": from_env}
+
+    assert read(load([], environ)) == 7  # type: ignore[operator]
+    assert read(load(["--config", from_flag], environ)) == 9  # type: ignore[operator]
+    assert read(load(["--config", ""], environ)) == read(load([], base))  # type: ignore[operator]
+    assert f"{key} = 7  # file" in printed(load, [], environ, capsys)
+
+    # The same refusals as --config's, naming the file the variable gave.
+    typo = write(tmp_path, f"{key}s = 7\n", "typo.toml")
+    missing = str(tmp_path / "missing.toml")
+    for path, error in (
+        (typo, f"{prog}: error: unknown setting {key}s in {typo}; did you mean {key}?"),
+        (missing, f"{prog}: error: cannot read the config file {missing}: No such file"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            load([], {**base, "ASTRABOX_CONFIG": path})  # type: ignore[operator]
+        assert exited.value.code == 2
+        assert error in capsys.readouterr().err

@@ -68,11 +68,14 @@ def test_a_server_command_gets_its_own_arguments() -> None:
 
 
 @pytest.mark.e2e
-def test_demo_runs_one_real_session_on_the_all_in_one_stack() -> None:
+def test_demo_runs_one_real_session_on_the_all_in_one_stack(tmp_path: Path) -> None:
     """What ./scripts/quickstart runs: embedded PostgreSQL, control plane and agent in one process,
-    the real CLI in a local sandbox against the offline model."""
+    the real CLI in a local sandbox against the offline model. A control plane's config file in
+    ASTRABOX_CONFIG (an operator's shell) is not read by the stack's agent, which would refuse it."""
     # No model key or route from the environment: the offline model answers.
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_") and k != "ASTRABOX_MODEL_BASE_URL"}
+    (tmp_path / "controlplane.toml").write_text("lease_ttl = 30\n")
+    env["ASTRABOX_CONFIG"] = str(tmp_path / "controlplane.toml")
     result = subprocess.run(
         [ASTRABOX, "demo", "--timeout", "240"], capture_output=True, text=True, timeout=300, env=env
     )
