@@ -31,7 +31,7 @@ from controlplane.errors import AgentNotConnected, KernelError, SessionNotFound,
 from controlplane.identity import callers
 from controlplane.settings import MAX_GRPC_MESSAGE_BYTES
 from controlplane.status import error_info, to_status
-from controlplane.workspace import REPLY_TIMEOUT_S, WorkspaceRouter, drain
+from controlplane.workspace import WorkspaceRouter, WorkspaceTimeouts, drain
 
 log = structlog.get_logger(__name__)
 
@@ -39,11 +39,9 @@ SECRET_METADATA = "astrabox-cluster-secret"
 # The caller a forwarded call is made for: its project (checked again where the call lands) and who.
 PROJECT_METADATA = "astrabox-project-id"
 CALLER_METADATA = "astrabox-caller"
-# How long a replica may take to accept a connection before the agent counts as unreachable.
-CONNECT_TIMEOUT_S = 5.0
-# The far replica gives up on a silent agent after REPLY_TIMEOUT_S; a replica
-# silent for longer than that is gone (a host that vanished sends no reset).
-SILENCE_S = REPLY_TIMEOUT_S + 30.0
+# The far replica gives up on a silent agent after its reply timeout (replicas share their
+# settings); a replica silent for this much longer is gone (a host that vanished sends no reset).
+_SILENCE_BEYOND_REPLY_S = 30.0
 # Archive chunks and command output come in messages of up to a few MiB.
 # What a call ended by the connection (not by the far replica's code) reports.
 _CONNECTION_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
@@ -65,9 +63,19 @@ class ReplicaLinks:
     Implements `controlplane.workspace.Replicas`; one channel per replica address."""
 
     def __init__(
-        self, pool: asyncpg.Pool, own_address: str, secret: str, credentials: grpc.ChannelCredentials | None = None
+        self,
+        pool: asyncpg.Pool,
+        own_address: str,
+        secret: str,
+        credentials: grpc.ChannelCredentials | None = None,
+        *,
+        connect_timeout: float = 5.0,
+        timeouts: WorkspaceTimeouts | None = None,
     ) -> None:
         self._pool = pool
+        # How long a replica may take to accept a connection before the agent counts as unreachable.
+        self._connect_timeout = connect_timeout
+        self._silence = (timeouts or WorkspaceTimeouts()).reply + _SILENCE_BEYOND_REPLY_S
         # TLS to the other replicas when this one serves TLS; None: plaintext.
         self._credentials = credentials
         self._own_address = own_address
@@ -92,9 +100,9 @@ class ReplicaLinks:
         metadata = (*self._metadata, (PROJECT_METADATA, str(caller.project_id)), (CALLER_METADATA, caller.who))
         call = _runner_stub(channel).ForwardWorkspace(metadata=metadata)
         try:
-            await _send(call, agent_id, session_id, requests)
+            await _send(call, agent_id, session_id, requests, self._silence)
             while True:
-                async with asyncio.timeout(SILENCE_S):
+                async with asyncio.timeout(self._silence):
                     response = await call.read()
                 if response is grpc.aio.EOF:
                     return
@@ -130,7 +138,7 @@ class ReplicaLinks:
                 channel = grpc.aio.secure_channel(address, self._credentials, options=options)
             self._channels[address] = channel
         try:
-            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            async with asyncio.timeout(self._connect_timeout):
                 state = channel.get_state(try_to_connect=True)
                 while state is not grpc.ChannelConnectivity.READY:
                     # A fresh channel fails fast; a failed one would wait out gRPC's reconnect backoff.
@@ -154,10 +162,11 @@ async def _send(
     agent_id: str,
     session_id: str,
     requests: AsyncIterator[runner_pb2.WorkspaceRequest],
+    silence: float,
 ) -> None:
     try:
         async for request in requests:
-            async with asyncio.timeout(SILENCE_S):
+            async with asyncio.timeout(silence):
                 await call.write(
                     runner_pb2.ForwardWorkspaceRequest(agent_id=agent_id, session_id=session_id, request=request)
                 )

@@ -65,7 +65,7 @@ from controlplane.settings import (
 )
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
-from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
+from controlplane.workspace import WorkspaceFiles, WorkspaceRouter, WorkspaceTimeouts
 from serverkit import metrics_http, tracing
 from serverkit.waits import bounded
 
@@ -201,8 +201,16 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             pool, journal, agents, turns, live, page_tokens, definitions, environments, deltas=deltas
         )
         conversation = Conversation(journal, agents, turns, settings.interrupt_deadline)
-        replicas = ReplicaLinks(pool, advertised, secret, tls[1] if tls else None)
-        router = WorkspaceRouter(replicas)
+        workspace_timeouts = WorkspaceTimeouts(settings.workspace_reply_timeout, settings.workspace_delivery_timeout)
+        replicas = ReplicaLinks(
+            pool,
+            advertised,
+            secret,
+            tls[1] if tls else None,
+            connect_timeout=settings.replica_connect_timeout,
+            timeouts=workspace_timeouts,
+        )
+        router = WorkspaceRouter(replicas, workspace_timeouts)
         sweeper = DeadlineSweeper(
             pool,
             journal,

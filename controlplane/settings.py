@@ -19,7 +19,7 @@ from astrabox.secret_settings import SecretOption, SecretSettingError
 from controlplane.identity.tokens import OidcSettings
 from serverkit import private_files
 from serverkit import settings as serverkit_settings
-from serverkit.settings import CONFIG_ENV, option, positive_int, secret, tuned
+from serverkit.settings import CONFIG_ENV, not_negative_seconds, option, positive_int, positive_seconds, secret, tuned
 
 log = structlog.get_logger(__name__)
 
@@ -220,6 +220,23 @@ class ControlPlaneSettings:
     credentials_ttl: timedelta = _seconds(
         "--credentials-ttl", 2, "seconds a verified API key or token is trusted before it is checked again"
     )
+    # Workspace requests (controlplane.workspace, controlplane.forwarding): how long the agent may
+    # stay silent on one, how long a reply waits for a slow client, how long another replica may
+    # take to accept a forwarded request's connection.
+    workspace_reply_timeout: float = tuned(
+        "--workspace-reply-timeout", 660.0,
+        "seconds the agent may stay silent on a workspace request (a command printing nothing for longer fails)",
+        type=positive_seconds,
+    )  # fmt: skip
+    workspace_delivery_timeout: float = tuned(
+        "--workspace-delivery-timeout", 30.0,
+        "seconds a workspace reply waits for a slow client before the request is dropped", type=positive_seconds,
+    )  # fmt: skip
+    replica_connect_timeout: float = tuned(
+        "--replica-connect-timeout", 5.0,
+        "seconds another control-plane replica may take to accept a forwarded workspace request",
+        type=positive_seconds,
+    )  # fmt: skip
     # Single sign-on (controlplane.identity.tokens): OIDC JWTs from this issuer, for this audience,
     # signed by a key of this JWKS (a file or URL), are bearer credentials too. All three or none.
     oidc_issuer: str = field(
@@ -253,6 +270,15 @@ class ControlPlaneSettings:
             help="the claim naming the caller's project (env %(env)s, default %(default)s)",
         ),
     )
+    # Clock skew allowed on a token's expiry; how often an https JWKS is fetched again (an unknown
+    # key id fetches it sooner, at most every 30 s).
+    oidc_leeway: float = tuned(
+        "--oidc-leeway", 30.0, "seconds of clock skew allowed on a token's expiry", type=not_negative_seconds
+    )
+    oidc_jwks_refresh: float = tuned(
+        "--oidc-jwks-refresh", 300.0, "seconds between fetches of the issuer's keys from an https JWKS URL",
+        type=positive_seconds,
+    )  # fmt: skip
     oidc_role_claim: str = field(
         default="astrabox_role",
         metadata=option(
@@ -344,7 +370,13 @@ def oidc_settings(settings: ControlPlaneSettings) -> OidcSettings | None:
         return None
     if not all(given):
         raise SettingsError("single sign-on needs all of --oidc-issuer, --oidc-audience and --oidc-jwks")
-    return OidcSettings(*given, settings.oidc_project_claim, settings.oidc_role_claim)
+    return OidcSettings(
+        *given,
+        settings.oidc_project_claim,
+        settings.oidc_role_claim,
+        leeway=settings.oidc_leeway,
+        jwks_refresh=settings.oidc_jwks_refresh,
+    )
 
 
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]", "*"}

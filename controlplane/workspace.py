@@ -5,7 +5,8 @@ They are not journaled and not durable. The agent's stream may be attached to
 any control-plane replica: when it is not attached here, the request is
 forwarded to the replica that recorded it (`controlplane.forwarding`). An
 agent attached nowhere reachable is AGENT_NOT_CONNECTED, a retryable
-UNAVAILABLE, and a stream that breaks fails the call. A client that stops
+UNAVAILABLE, an agent silent on a request for longer than its reply timeout is
+AGENT_SILENT (DEADLINE_EXCEEDED), and a stream that breaks fails the call. A client that stops
 reading cancels the request on the agent.
 """
 
@@ -37,13 +38,19 @@ from controlplane.session import SessionRecord
 
 Send = Callable[[runner_pb2.ConnectResponse], Awaitable[None]]
 
-# How long a reply may wait for a slow client before the request is dropped.
-DELIVERY_TIMEOUT_S = 30.0
-# How long the agent may stay silent on a request.
-REPLY_TIMEOUT_S = 660.0
 # How long the rest of a refused upload is read before the refusal is sent (see `drain`).
 DRAIN_TIMEOUT_S = 30.0
 _REPLIES_BUFFERED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceTimeouts:
+    """How long a workspace request waits, in seconds (the control plane's --workspace-* settings)."""
+
+    # The agent may stay silent on a request this long: a command printing nothing for longer fails.
+    reply: float = 660.0
+    # A reply may wait this long for a slow client before the request is dropped.
+    delivery: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +76,9 @@ class WorkspaceRouter:
     """Knows the agent streams on this replica and the requests waiting on them;
     hands requests for agents attached elsewhere to `replicas`."""
 
-    def __init__(self, replicas: Replicas | None = None) -> None:
+    def __init__(self, replicas: Replicas | None = None, timeouts: WorkspaceTimeouts = WorkspaceTimeouts()) -> None:
         self._replicas = replicas
+        self._timeouts = timeouts
         self._streams: dict[str, Send] = {}
         self._pending: dict[str, asyncio.Queue[runner_pb2.WorkspaceReply]] = {}
 
@@ -92,7 +100,7 @@ class WorkspaceRouter:
         if queue is None:
             return
         try:
-            await asyncio.wait_for(queue.put(reply), DELIVERY_TIMEOUT_S)
+            await asyncio.wait_for(queue.put(reply), self._timeouts.delivery)
         except TimeoutError:
             self._pending.pop(reply.request_id, None)  # the client stopped reading; the request is dropped
 
@@ -128,7 +136,10 @@ class WorkspaceRouter:
                 request.request_id, request.session_id = request_id, session_id
                 await send(runner_pb2.ConnectResponse(workspace_request=request))
             while True:
-                reply = await asyncio.wait_for(queue.get(), REPLY_TIMEOUT_S)
+                try:
+                    reply = await asyncio.wait_for(queue.get(), self._timeouts.reply)
+                except TimeoutError:
+                    raise _silent(agent_id, self._timeouts.reply) from None
                 if reply.WhichOneof("body") == "error":
                     finished = True
                     raise _failure(reply)
@@ -144,6 +155,15 @@ class WorkspaceRouter:
                 )
                 with contextlib.suppress(Exception):
                     await send(runner_pb2.ConnectResponse(workspace_request=cancel))
+
+
+def _silent(agent_id: str, seconds: float) -> WorkspaceFailed:
+    return WorkspaceFailed(
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        "AGENT_SILENT",
+        f"the agent {agent_id} said nothing on this request for {seconds:g} s and it was cancelled; a command "
+        "that prints nothing for longer needs the control plane's --workspace-reply-timeout raised",
+    )
 
 
 def _failure(reply: runner_pb2.WorkspaceReply) -> WorkspaceFailed:

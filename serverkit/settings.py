@@ -66,6 +66,7 @@ __all__ = [
     "from_args",
     "load",
     "not_negative_int",
+    "not_negative_seconds",
     "option",
     "parser",
     "positive_int",
@@ -169,6 +170,14 @@ def not_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return value
+
+
+def not_negative_seconds(text: str) -> float:
+    """A flag's parser: seconds, 0 or more and at most a day."""
+    value = float(text)
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be 0 or more and at most 86400 seconds, got {text!r}")
     return value
 
 

@@ -6,11 +6,11 @@ credential shaped like a JWT (three base64url parts) is verified with PyJWT
 
 - its signature, by the issuer's public key named by the token's `kid`, from a
   JWKS document in a file (re-read when it changes) or at an https URL
-  (fetched at most every `REFRESH_MIN_S` seconds, and every `REFRESH_MAX_S`);
+  (fetched at most every `REFRESH_MIN_S` seconds, and every `--oidc-jwks-refresh`);
 - only asymmetric algorithms (`ALGORITHMS`): never `none`, never HMAC (a public
   key used as an HMAC secret is the classic forgery);
-- `iss`, `aud`, `exp` and `sub` are required; `iss` and `aud` must match; 30 s
-  of clock skew is allowed.
+- `iss`, `aud`, `exp` and `sub` are required; `iss` and `aud` must match;
+  `--oidc-leeway` (30 s) of clock skew is allowed.
 
 Two claims say what the caller may do: the project's name (`--oidc-project-claim`,
 default `astrabox_project`) and the role (`--oidc-role-claim`, default
@@ -36,9 +36,7 @@ from controlplane.errors import Unauthenticated
 from controlplane.validation import echo
 
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
-LEEWAY_S = 30
 REFRESH_MIN_S = 30.0
-REFRESH_MAX_S = 300.0
 MAX_JWKS_BYTES = 1024 * 1024
 
 log = structlog.get_logger(__name__)
@@ -56,6 +54,9 @@ class OidcSettings:
     jwks: str
     project_claim: str = "astrabox_project"
     role_claim: str = "astrabox_role"
+    # Seconds of clock skew allowed on `exp`; seconds between fetches of a JWKS URL.
+    leeway: float = 30.0
+    jwks_refresh: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +74,9 @@ def _invalid(why: str) -> Unauthenticated:
 class KeySet:
     """The issuer's public keys by `kid`, from a JWKS file or URL."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, refresh: float = 300.0) -> None:
         self._source = source
+        self._refresh = refresh
         self._keys: dict[str, jwt.PyJWK] = {}
         self._loaded_at = float("-inf")
         self._file_stamp: tuple[int, int] | None = None
@@ -97,7 +99,7 @@ class KeySet:
             except OSError:
                 return age >= REFRESH_MIN_S
             return (stat.st_mtime_ns, stat.st_size) != self._file_stamp
-        return age >= REFRESH_MAX_S or (kid not in self._keys and age >= REFRESH_MIN_S)
+        return age >= self._refresh or (kid not in self._keys and age >= REFRESH_MIN_S)
 
     def _load(self) -> None:
         self._loaded_at = time.monotonic()
@@ -125,7 +127,7 @@ class TokenVerifier:
 
     def __init__(self, settings: OidcSettings) -> None:
         self._settings = settings
-        self._keys = KeySet(settings.jwks)
+        self._keys = KeySet(settings.jwks, settings.jwks_refresh)
 
     async def verify(self, token: str) -> Claims:
         try:
@@ -145,7 +147,7 @@ class TokenVerifier:
                 algorithms=[header["alg"]],
                 audience=self._settings.audience,
                 issuer=self._settings.issuer,
-                leeway=LEEWAY_S,
+                leeway=self._settings.leeway,
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
         except jwt.ExpiredSignatureError:
@@ -158,5 +160,5 @@ class TokenVerifier:
         if role not in ("viewer", "developer", "admin"):
             raise _invalid(f"its {self._settings.role_claim} claim is not viewer, developer or admin")
         # Trusted until its expiry and the skew allowed (what PyJWT accepts, a cached verdict accepts too).
-        expires_at = datetime.fromtimestamp(claims["exp"] + LEEWAY_S, UTC)
+        expires_at = datetime.fromtimestamp(claims["exp"] + self._settings.leeway, UTC)
         return Claims(str(claims["sub"])[:256], project, role, expires_at)

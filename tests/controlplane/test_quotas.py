@@ -30,7 +30,7 @@ from controlplane.quotas import Quotas
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from controlplane.status import to_status
-from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
+from controlplane.workspace import WorkspaceFiles, WorkspaceRouter, WorkspaceTimeouts
 from tests.controlplane.test_authorization import counts
 
 
@@ -213,13 +213,15 @@ class Context:
 
 
 @contextlib.asynccontextmanager
-async def attached(plane) -> AsyncIterator[tuple[SessionKernelServicer, FakeAgent, str]]:
+async def attached(
+    plane, timeouts: WorkspaceTimeouts | None = None
+) -> AsyncIterator[tuple[SessionKernelServicer, FakeAgent, str]]:
     await plane.connect_agent()
     session = await plane.kernel.create_session(
         CreateSession(request_id=f"ws-{uuid.uuid4()}", project_id=plane.project_id)
     )
     await plane.runtime_started(session.session_id)
-    router = WorkspaceRouter()
+    router = WorkspaceRouter(timeouts=timeouts or WorkspaceTimeouts())
     agent = FakeAgent(router)
     servicer = SessionKernelServicer(
         plane.kernel, plane.conversation, WorkspaceFiles(plane.kernel, router, Quotas(plane.pool))

@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from astrabox.admin.v1 import admin_service_pb2
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
+from controlplane.errors import Unauthenticated
+from controlplane.identity.tokens import TokenVerifier
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings, SettingsError, oidc_settings
 
@@ -241,3 +243,31 @@ async def test_the_key_set_can_come_from_a_url(
     finally:
         server.shutdown()
         server.server_close()
+
+
+async def test_the_clock_skew_allowed_is_the_oidc_leeway_setting(
+    tmp_path: Path, signing_key: rsa.RSAPrivateKey
+) -> None:
+    """A token expired 10 s ago passes within the default 30 s of skew, and is refused with the
+    config file's `oidc_leeway = 0`."""
+    keys_file = tmp_path / "jwks.json"
+    keys_file.write_text(json.dumps(jwks(k1=signing_key)))
+    environ = {
+        "ASTRABOX_DATABASE_URL": "postgresql://x",
+        "ASTRABOX_OIDC_ISSUER": ISSUER,
+        "ASTRABOX_OIDC_AUDIENCE": AUDIENCE,
+        "ASTRABOX_OIDC_JWKS": str(keys_file),
+    }
+    strict = tmp_path / "controlplane.toml"
+    strict.write_text("oidc_leeway = 0\n")
+    lately_expired = token(signing_key, exp=int(time.time()) - 10)
+
+    lenient = oidc_settings(ControlPlaneSettings.from_args([], environ))
+    assert lenient is not None
+    assert (await TokenVerifier(lenient).verify(lately_expired)).subject == "alice@example.test"
+
+    exact = oidc_settings(ControlPlaneSettings.from_args(["--config", str(strict)], environ))
+    assert exact is not None
+    with pytest.raises(Unauthenticated) as refused:
+        await TokenVerifier(exact).verify(lately_expired)
+    assert refused.value.reason == "CREDENTIALS_EXPIRED"

@@ -88,6 +88,9 @@ class SessionKernelServiceStub:
     be placed again fails its turn instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
+    AGENT_SILENT             (DEADLINE_EXCEEDED) the session's agent said nothing on
+    a workspace request (a command's output, say) for the
+    control plane's --workspace-reply-timeout; it was cancelled
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
@@ -312,6 +315,9 @@ class SessionKernelServiceServicer:
     be placed again fails its turn instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
+    AGENT_SILENT             (DEADLINE_EXCEEDED) the session's agent said nothing on
+    a workspace request (a command's output, say) for the
+    control plane's --workspace-reply-timeout; it was cancelled
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
@@ -672,6 +678,9 @@ class SessionKernelService:
     be placed again fails its turn instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
+    AGENT_SILENT             (DEADLINE_EXCEEDED) the session's agent said nothing on
+    a workspace request (a command's output, say) for the
+    control plane's --workspace-reply-timeout; it was cancelled
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
