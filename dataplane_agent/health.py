@@ -1,7 +1,7 @@
 """The agent's own health, in a file an operator's probe reads: `<state dir>/health.json`.
 
 The agent serves no port of its own (it dials the control plane), so its health is written, not
-served: every `WRITE_INTERVAL_S` seconds, atomically (a new file renamed over the old one), with
+served: every `--health-interval` seconds, atomically (a new file renamed over the old one), with
 
     status            SERVING when its stream to the control plane is up and its sandbox driver is
                       usable; NOT_SERVING otherwise, and once the agent has stopped
@@ -9,7 +9,7 @@ served: every `WRITE_INTERVAL_S` seconds, atomically (a new file renamed over th
     outbox_depth      outputs not yet committed by the control plane, and outbox_sessions: of how many
                       sessions (a growing depth with the stream up means commits are failing)
     driver_usable     whether the driver's own check (`SandboxDriver.probe`) passed, re-run every
-                      `DRIVER_PROBE_INTERVAL_S` seconds (it may start a test sandbox: not every write);
+                      `--driver-probe-interval` seconds (it may start a test sandbox: not every write);
                       driver_error says why not
     updated_at        when it was written (a stale file means the agent is hung or gone)
 
@@ -36,9 +36,6 @@ from dataplane_agent.sandboxes.base import SandboxDriver, SandboxError
 log = structlog.get_logger(__name__)
 
 FILE_NAME = "health.json"
-WRITE_INTERVAL_S = 5.0
-DRIVER_PROBE_INTERVAL_S = 60.0
-DRIVER_PROBE_TIMEOUT_S = 60.0
 
 
 class HealthFile:
@@ -51,8 +48,9 @@ class HealthFile:
         stream_connected: Callable[[], bool],
         outbox: Outbox,
         driver: SandboxDriver,
-        write_interval: float = WRITE_INTERVAL_S,
-        driver_probe_interval: float = DRIVER_PROBE_INTERVAL_S,
+        write_interval: float = 5.0,
+        driver_probe_interval: float = 60.0,
+        driver_probe_timeout: float = 60.0,
     ) -> None:
         self._path = path
         self._stream_connected = stream_connected
@@ -60,6 +58,7 @@ class HealthFile:
         self._driver = driver
         self._write_interval = write_interval
         self._driver_probe_interval = driver_probe_interval
+        self._driver_probe_timeout = driver_probe_timeout
         self._driver_error: str | None = None  # the startup probe passed: usable until a probe says not
         self._driver_probed_at = time.monotonic()
 
@@ -105,7 +104,7 @@ class HealthFile:
     async def _probe_driver(self) -> None:
         self._driver_probed_at = time.monotonic()
         try:
-            await asyncio.wait_for(self._driver.probe(), DRIVER_PROBE_TIMEOUT_S)
+            await asyncio.wait_for(self._driver.probe(), self._driver_probe_timeout)
         except Exception as error:  # SandboxError says what to do; anything else is named by its class
             message = str(error) if isinstance(error, SandboxError) else type(error).__name__
             if self._driver_error is None:

@@ -63,9 +63,6 @@ from serverkit import logs, metrics_http, tracing
 
 log = structlog.get_logger(__name__)
 
-_PROBE_TIMEOUT = 60.0
-_LAYER_SWEEP_SECONDS = 3600.0
-
 
 async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = None) -> None:
     """Run the agent until cancelled or until `stop` is set."""
@@ -94,7 +91,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     disk, measured = _disk_limit(settings)
     driver = _make_driver(settings, agent_id, disk)
     try:
-        await asyncio.wait_for(driver.probe(), _PROBE_TIMEOUT)
+        await asyncio.wait_for(driver.probe(), settings.driver_probe_timeout)
     except (SandboxError, TimeoutError) as exc:
         raise AgentError(f"the {settings.driver} sandbox driver cannot run here: {exc or 'probe timed out'}") from exc
     engines = _make_engines(settings)
@@ -128,7 +125,11 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             egress=egress,
             deltas=deltas,
             layers=layers,
-            timeouts=RuntimeTimeouts(git_clone=settings.git_clone_timeout),
+            timeouts=RuntimeTimeouts(
+                create_sandbox=settings.sandbox_create_timeout,
+                start_engine=settings.engine_start_timeout,
+                git_clone=settings.git_clone_timeout,
+            ),
             metrics=metrics,
         )
         reconciler = Reconciler(
@@ -213,7 +214,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
             if pool is not None:
                 loops.append(tasks.create_task(pool.run()))
             if layers is not None:
-                loops.append(tasks.create_task(layers.sweep_every(_LAYER_SWEEP_SECONDS, runtimes.layers_in_use)))
+                sweep = layers.sweep_every(settings.layer_sweep_interval, runtimes.layers_in_use)
+                loops.append(tasks.create_task(sweep))
             if measured is not None:
                 loops.append(tasks.create_task(measured.watch(runtimes.running, runtimes.stop_over_limit)))
             loops.append(tasks.create_task(relay.run()))
@@ -224,6 +226,9 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 stream_connected=lambda: relay.connected,
                 outbox=outbox,
                 driver=driver,
+                write_interval=settings.health_interval,
+                driver_probe_interval=settings.driver_probe_interval,
+                driver_probe_timeout=settings.driver_probe_timeout,
             )
             loops.append(tasks.create_task(health.run()))
             log.info(

@@ -237,27 +237,16 @@ class AgentSettings:
         ),
     )
     # The host uid a root agent's sandboxes run as (what they write is owned by it).
-    sandbox_host_uid: int = field(
-        default=DEFAULT_HOST_UID,
-        metadata=option(
-            "--sandbox-host-uid",
-            env="ASTRABOX_SANDBOX_HOST_UID",
-            type=_host_uid,
-            help="host uid and gid a root agent's sandboxes (local and docker) run as; it must own nothing else "
-            "(env %(env)s; default %(default)s)",
-        ),
-    )
+    sandbox_host_uid: int = tuned(
+        "--sandbox-host-uid", DEFAULT_HOST_UID,
+        "host uid and gid a root agent's sandboxes (local and docker) run as; it must own nothing else", type=_host_uid,
+    )  # fmt: skip
     # Each workspace's size in MiB (0: no limit), enforced by an image of its own ("image", where the
     # host can) or by measurement ("measurement"; see runtimes.disk_limit).
-    sandbox_disk_mb: int = field(
-        default=DEFAULT_DISK_MB,
-        metadata=option(
-            "--sandbox-disk-mb",
-            env="ASTRABOX_SANDBOX_DISK_MB",
-            type=not_negative_int,
-            help="most disk each sandbox's workspace may use, in MiB; 0: no limit (env %(env)s; default %(default)s)",
-        ),
-    )
+    sandbox_disk_mb: int = tuned(
+        "--sandbox-disk-mb", DEFAULT_DISK_MB, "most disk each sandbox's workspace may use, in MiB; 0: no limit",
+        type=not_negative_int,
+    )  # fmt: skip
     sandbox_disk_by: str = field(
         default="image",
         metadata=option(
@@ -269,38 +258,24 @@ class AgentSettings:
             "workspaces and stops a runtime over its limit (env %(env)s; default %(default)s)",
         ),
     )
-    sandbox_disk_check_seconds: float = field(
-        default=10.0,
-        metadata=option(
-            "--sandbox-disk-check-seconds",
-            env="ASTRABOX_SANDBOX_DISK_CHECK_SECONDS",
-            type=positive_seconds,
-            help="how often a measured disk limit is checked (env %(env)s; default %(default)s)",
-        ),
+    sandbox_disk_check_seconds: float = tuned(
+        "--sandbox-disk-check-seconds", 10.0, "how often a measured disk limit is checked", type=positive_seconds
     )
-    # Environment layers (dataplane_agent.environments) no held session uses are removed after this long unused.
+    # Environment layers (dataplane_agent.environments) no held session uses, removed once this old.
     layer_retention_days: float = tuned(
         "--layer-retention-days", 7.0, "days an environment layer no session uses is kept before it is removed"
     )
+    layer_sweep_interval: float = tuned(
+        "--layer-sweep-interval", 3600.0, "seconds between looks for unused environment layers", type=positive_seconds
+    )
     # What one workspace upload may unpack to.
-    upload_max_bytes: int = field(
-        default=DEFAULT_MAX_BYTES,
-        metadata=option(
-            "--upload-max-bytes",
-            env="ASTRABOX_UPLOAD_MAX_BYTES",
-            type=positive_int,
-            help="most bytes one workspace upload may unpack to (env %(env)s; default %(default)s)",
-        ),
+    upload_max_bytes: int = tuned(
+        "--upload-max-bytes", DEFAULT_MAX_BYTES, "most bytes one workspace upload may unpack to", type=positive_int
     )
-    upload_max_entries: int = field(
-        default=DEFAULT_MAX_ENTRIES,
-        metadata=option(
-            "--upload-max-entries",
-            env="ASTRABOX_UPLOAD_MAX_ENTRIES",
-            type=positive_int,
-            help="most files, directories and links in one workspace upload (env %(env)s; default %(default)s)",
-        ),
-    )
+    upload_max_entries: int = tuned(
+        "--upload-max-entries", DEFAULT_MAX_ENTRIES, "most files, directories and links in one workspace upload",
+        type=positive_int,
+    )  # fmt: skip
     sandbox_pids: int = field(
         default=512,
         metadata=option(
@@ -402,6 +377,13 @@ class AgentSettings:
             "sandbox then holds an idle CLI, ~160 MB (env %(env)s; default on)",
         ),
     )
+    # A session's start (runtimes/launch.py): its sandbox made, its engine started, within these.
+    sandbox_create_timeout: float = tuned(
+        "--sandbox-create-timeout", 120.0, "seconds a session's sandbox may take to be made", type=positive_seconds
+    )
+    engine_start_timeout: float = tuned(
+        "--engine-start-timeout", 120.0, "seconds a session's engine may take to start", type=positive_seconds
+    )
     # Seconds a session's git repository may take to clone at its start (runtimes/repository.py).
     git_clone_timeout: float = tuned(
         "--git-clone-timeout", 300.0, "seconds a session's git repository may take to clone before its start fails"
@@ -461,6 +443,17 @@ class AgentSettings:
     )
     relay_redial_longest: float = tuned(
         "--relay-redial-longest", 15.0, "the longest pause between redials", type=positive_seconds
+    )
+    # The health file (health.py); the driver's own check, re-run (it may start a test sandbox) and at start.
+    health_interval: float = tuned(
+        "--health-interval", 5.0, "seconds between writes of <state dir>/health.json", type=positive_seconds
+    )
+    driver_probe_interval: float = tuned(
+        "--driver-probe-interval", 60.0, "seconds between checks that the sandbox driver is usable",
+        type=positive_seconds,
+    )  # fmt: skip
+    driver_probe_timeout: float = tuned(
+        "--driver-probe-timeout", 60.0, "seconds one check of the sandbox driver may take", type=positive_seconds
     )
     # Whether a released (archived or deleted) session's sandbox is kept for inspection rather than
     # destroyed: stopped, its engine ended, recorded as retained in the state database, left alone

@@ -162,10 +162,14 @@ def test_print_config_reads_back_as_a_config_file_giving_the_same_settings(
 
 def test_every_setting_of_both_processes_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
     out = printed(AgentSettings.from_args, [], {}, capsys)
-    for name in ("relay_batch_size", "relay_window", "warm_pool_retry_first", "reconcile_retry", "api_key"):
+    for name in ("relay_batch_size", "relay_window", "warm_pool_retry_first", "reconcile_retry", "api_key",
+                 "health_interval", "driver_probe_interval", "driver_probe_timeout", "sandbox_create_timeout",
+                 "engine_start_timeout", "layer_sweep_interval"):  # fmt: skip
         assert f"{name} = " in out, name
     out = printed(ControlPlaneSettings.from_args, [], {}, capsys)  # no database URL needed to print
-    for name in ("lease_ttl", "heartbeat_interval", "credentials_ttl", "command_lease_ttl", "sweep_batch"):
+    for name in ("lease_ttl", "heartbeat_interval", "credentials_ttl", "command_lease_ttl", "sweep_batch",
+                 "workspace_reply_timeout", "workspace_delivery_timeout", "replica_connect_timeout", "oidc_leeway",
+                 "oidc_jwks_refresh"):  # fmt: skip
         assert f"{name} = " in out, name
     assert "# database_url = (not set)  # default, a secret" in out
 
