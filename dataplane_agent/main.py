@@ -293,9 +293,11 @@ def _make_layers(
     if settings.driver == "docker":
         from dataplane_agent.environments.docker_layers import DockerLayers
 
-        builder: LayerBuilder = DockerLayers(settings.state_dir / "layers", settings.image)
+        builder: LayerBuilder = DockerLayers(
+            settings.state_dir / "layers", settings.image, build_timeout=settings.layer_build_timeout
+        )
     elif settings.driver == "local":
-        builder = LocalLayers(settings.state_dir / "layers", driver, agent_id, network)
+        builder = LocalLayers(settings.state_dir / "layers", driver, agent_id, network, settings.layer_build_timeout)
     else:
         return None
     return LayerStore(builder, state, retention=retention)

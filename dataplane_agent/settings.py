@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from astrabox.secret_settings import SecretOption
+from dataplane_agent.environments.steps import STEP_TIMEOUT
 from dataplane_agent.routes.egress.policy import DEFAULT_PACKAGE_REGISTRIES
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
 from dataplane_agent.workspace.archives import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
@@ -265,6 +266,10 @@ class AgentSettings:
     layer_retention_days: float = tuned(
         "--layer-retention-days", 7.0, "days an environment layer no session uses is kept before it is removed"
     )
+    layer_build_timeout: float = tuned(
+        "--layer-build-timeout", STEP_TIMEOUT, "seconds each step of a layer's build (a download, the install, the setup "
+        "script) may take", type=positive_seconds,
+    )  # fmt: skip
     layer_sweep_interval: float = tuned(
         "--layer-sweep-interval", 3600.0, "seconds between looks for unused environment layers", type=positive_seconds
     )
@@ -352,16 +357,13 @@ class AgentSettings:
             "OTEL_EXPORTER_OTLP_ENDPOINT; needs astrabox-server[otlp]; default none: off)",
         ),
     )
-    # Sandboxes kept ready for new sessions; 0: none.
     warm_pool: int = tuned("--warm-pool", 0, "sandboxes kept ready for new sessions; 0: none", type=int)
-    # Sandboxes kept ready for each environment a session used in the last hour; 0: none.
     warm_pool_per_environment: int = tuned(
         "--warm-pool-per-environment",
         0,
         "sandboxes kept ready for each environment a session used in the last hour, made from its layer; 0: none",
         type=int,
     )
-    # Seconds a ready sandbox may wait before it is replaced.
     warm_pool_max_age: float = tuned(
         "--warm-pool-max-age", 3600.0, "seconds a ready sandbox may wait before it is replaced"
     )
@@ -388,13 +390,11 @@ class AgentSettings:
     git_clone_timeout: float = tuned(
         "--git-clone-timeout", 300.0, "seconds a session's git repository may take to clone before its start fails"
     )
-    # Seconds between the reconciler's passes (it also runs after every Welcome).
     reconcile_interval: float = tuned(
         "--reconcile-interval",
         60.0,
         "seconds between comparisons of the sandboxes held with the sessions the control plane expects (also after every reconnect)",
     )
-    # After a destruction the reconciler could not confirm, it tries again this soon.
     reconcile_retry: float = tuned(
         "--reconcile-retry", 10.0, "seconds before an unconfirmed sandbox destruction is tried again",
         type=positive_seconds,

@@ -24,14 +24,13 @@ import aiodocker
 
 from dataplane_agent.environments.downloads import download
 from dataplane_agent.environments.layers import DIGEST, BuildRequest, Layer, Progress
-from dataplane_agent.environments.steps import LayerBuildError, tail
+from dataplane_agent.environments.steps import STEP_TIMEOUT, LayerBuildError, tail
 from dataplane_agent.sandboxes.base import LAYER_BUILD_LABEL, SandboxError
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 from dataplane_agent.sandboxes.layer_mount import INNER_LAYER, layer_env
 
 REPOSITORY = "astrabox/env"
 DIGEST_LABEL = "astrabox.build_digest"
-_BUILD_TIMEOUT = 900.0
 
 
 def image_tag(build_digest: str) -> str:
@@ -59,10 +58,12 @@ def _install_script(request: BuildRequest) -> str:
 
 
 class DockerLayers:
-    """Derived images of `base_image`, their downloads staged under `root`."""
+    """Derived images of `base_image`, their downloads staged under `root`; each download, and the
+    build container, within `build_timeout` seconds."""
 
-    def __init__(self, root: Path, base_image: str, timeout: float = 60.0) -> None:
+    def __init__(self, root: Path, base_image: str, timeout: float = 60.0, build_timeout: float = STEP_TIMEOUT) -> None:
         self._root = Path(root)
+        self._build_timeout = build_timeout
         self._base = base_image
         self._engine = DockerEngine(timeout)
 
@@ -105,7 +106,7 @@ class DockerLayers:
         downloads.mkdir(parents=True)
         try:
             status = await self._base_status(work)
-            await download(request.packages, downloads, progress, dpkg_status=status)
+            await download(request.packages, downloads, progress, dpkg_status=status, step_timeout=self._build_timeout)
             if request.packages.pip:
                 await asyncio.to_thread(_unpack_wheels, downloads / "pip", downloads / "python")
             await asyncio.to_thread(_readable, downloads)
@@ -149,7 +150,7 @@ class DockerLayers:
                 "LogConfig": {"Type": "json-file"},
             },
         }
-        async with DockerEngine(_BUILD_TIMEOUT).client("build an environment image") as docker:
+        async with DockerEngine(self._build_timeout).client("build an environment image") as docker:
             container = await docker.containers.create(config)
             try:
                 await container.start()

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dataplane_agent.environments.packages import Packages
-from dataplane_agent.environments.steps import run_step
+from dataplane_agent.environments.steps import STEP_TIMEOUT, run_step
 
 # The system's Python, which the local sandbox runs (it sees the host's /usr), so wheels fit it.
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -21,10 +21,17 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 Progress = Callable[[str, str, int], Awaitable[None]]
 
 
-async def download(packages: Packages, work: Path, progress: Progress, *, dpkg_status: Path | None = None) -> None:
+async def download(
+    packages: Packages,
+    work: Path,
+    progress: Progress,
+    *,
+    dpkg_status: Path | None = None,
+    step_timeout: float = STEP_TIMEOUT,
+) -> None:
     """Fetch `packages` into `work`: `apt/` (.deb files), `pip/` (wheels), `node/` (an npm prefix
-    with node_modules, scripts not run). `dpkg_status`: resolve apt's dependencies against this
-    package database (an image's) rather than the host's."""
+    with node_modules, scripts not run), each within `step_timeout` seconds. `dpkg_status`: resolve
+    apt's dependencies against this package database (an image's) rather than the host's."""
     if packages.apt:
         await progress("apt", f"downloading {len(packages.apt)} apt package(s)", 10)
         archives = work / "apt"
@@ -34,7 +41,7 @@ async def download(packages: Packages, work: Path, progress: Progress, *, dpkg_s
         if dpkg_status is not None:
             argv += ["-o", f"Dir::State::status={dpkg_status}"]
         # A package the host (or image) has already is not downloaded: the sandbox has it.
-        await run_step("apt", [*argv, "--", *packages.apt])
+        await run_step("apt", [*argv, "--", *packages.apt], timeout=step_timeout)
     if packages.pip:
         await progress("pip", f"downloading {len(packages.pip)} pip package(s)", 30)
         wheels = work / "pip"
@@ -43,6 +50,7 @@ async def download(packages: Packages, work: Path, progress: Progress, *, dpkg_s
             "pip",
             [SYSTEM_PYTHON, "-m", "pip", "download", "--only-binary=:all:", "--no-input",
              "--disable-pip-version-check", "--dest", str(wheels), "--", *packages.pip],
+            timeout=step_timeout,
         )  # fmt: skip
     if packages.npm:
         await progress("npm", f"downloading {len(packages.npm)} npm package(s)", 50)
@@ -52,4 +60,5 @@ async def download(packages: Packages, work: Path, progress: Progress, *, dpkg_s
             "npm",
             ["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--no-save", "--prefix", str(prefix),
              "--", *packages.npm],
+            timeout=step_timeout,
         )  # fmt: skip

@@ -25,7 +25,7 @@ from typing import Protocol
 from astrabox.environments.v1 import environment_pb2 as env_pb
 from dataplane_agent.environments.downloads import download
 from dataplane_agent.environments.layers import DIGEST, BuildRequest, Layer, Progress
-from dataplane_agent.environments.steps import LayerBuildError, run_step
+from dataplane_agent.environments.steps import STEP_TIMEOUT, LayerBuildError, run_step
 from dataplane_agent.sandboxes.base import AGENT_LABEL, LAYER_BUILD_LABEL, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.sandboxes.layer_mount import layer_env
 
@@ -61,10 +61,19 @@ class BuildNetwork(Protocol):
 
 class LocalLayers:
     """Prefix layers under `root`, installed in sandboxes of `driver`; setup scripts go out through
-    `network` (None: never)."""
+    `network` (None: never); each step of a build (a download, the install, the setup script) within
+    `step_timeout` seconds."""
 
-    def __init__(self, root: Path, driver: SandboxDriver, agent_id: str, network: BuildNetwork | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        driver: SandboxDriver,
+        agent_id: str,
+        network: BuildNetwork | None = None,
+        step_timeout: float = STEP_TIMEOUT,
+    ) -> None:
         self._root = Path(root)
+        self._step_timeout = step_timeout
         self._driver = driver
         self._agent_id = agent_id
         self._network = network
@@ -105,7 +114,7 @@ class LocalLayers:
         try:
             downloads = work / "downloads"
             downloads.mkdir()
-            await download(request.packages, downloads, progress)
+            await download(request.packages, downloads, progress, step_timeout=self._step_timeout)
             await progress("install", "installing in a sandbox without network", 60)
             built = await self._install(request, downloads, work)
             await progress("commit", "making the layer usable", 95)
@@ -154,7 +163,7 @@ class LocalLayers:
 
     async def _run(self, sandbox: Sandbox, phase: str, script: str, env: Mapping[str, str]) -> None:
         launcher = await self._driver.launcher(sandbox, ["/bin/sh", "-c", script], env)
-        await run_step(phase, [str(launcher)])
+        await run_step(phase, [str(launcher)], timeout=self._step_timeout)
 
 
 def _not_plain(directory: str, names: list[str]) -> list[str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 # The end of a failed step's output that its error carries.
 ERROR_BYTES = 4096
-# A step that has not ended after this long fails (a hung mirror must not hold a session forever).
+# A step that has not ended after this long fails (a hung mirror must not hold a session forever);
+# the agent's --layer-build-timeout.
 STEP_TIMEOUT = 900.0
 
 

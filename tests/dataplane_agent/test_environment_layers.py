@@ -19,6 +19,7 @@ from dataplane_agent.environments.local_layers import LocalLayers
 from dataplane_agent.environments.steps import LayerBuildError
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
+from dataplane_agent.settings import AgentSettings
 from dataplane_agent.state import AgentState, Database
 
 # Not on the host (checked below), so only the layer can bring it.
@@ -134,6 +135,22 @@ async def test_a_failing_setup_script_fails_the_build_with_its_output(store: Lay
     request = _request(setup="echo 'configuring widgets'; echo 'widget config is broken' >&2; exit 3")
     with pytest.raises(LayerBuildError, match="widget config is broken"):
         await store.ensure(request)
+    assert not (tmp_path / "layers" / request.build_digest).exists()
+
+
+async def test_a_setup_script_longer_than_the_build_timeout_fails_the_build_saying_so(
+    tmp_path: Path, driver: LocalSandboxDriver, state: AgentState
+) -> None:
+    """--layer-build-timeout reaches the builder: a step still running after it is stopped."""
+    settings = AgentSettings.from_args(["--layer-build-timeout", "1"], {})
+    store = LayerStore(
+        LocalLayers(tmp_path / "layers", driver, "agent-1", step_timeout=settings.layer_build_timeout), state
+    )
+    await store.start()
+    request = _request(setup="sleep 120")
+    with pytest.raises(LayerBuildError, match="did not finish within 1s") as failed:
+        await store.ensure(request)
+    assert failed.value.phase == "setup"
     assert not (tmp_path / "layers" / request.build_digest).exists()
 
 
