@@ -42,7 +42,7 @@ from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.sandboxes.usage import UsageSampler
 from dataplane_agent.settings import AgentSettings
 from dataplane_agent.state import AgentState, Database
-from serverkit.settings import Option, Secret
+from serverkit.settings import CONFIG_ENV, Option, Secret
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 RULES = DEPLOY / "prometheus" / "alerts.yml"
@@ -329,8 +329,9 @@ def test_systemd_analyze_verifies_the_units_without_a_warning(tmp_path: Path) ->
 
 
 def variables(settings_type: type[Any]) -> set[str]:
-    """Every environment variable `settings_type` reads: its options' and its secrets' (with `_FILE`)."""
-    names: set[str] = set()
+    """Every environment variable `settings_type` reads: its options' and its secrets' (with `_FILE`),
+    and ASTRABOX_CONFIG, which names the config file of both processes."""
+    names: set[str] = {CONFIG_ENV}
     for field in dataclasses.fields(settings_type):
         for declared in field.metadata.values():
             if isinstance(declared, Option):
