@@ -35,6 +35,7 @@ from controlplane.errors import (
 from controlplane.kernel import SessionKernel
 from controlplane.quotas import Quotas
 from controlplane.session import SessionRecord
+from serverkit.waits import bounded
 
 Send = Callable[[runner_pb2.ConnectResponse], Awaitable[None]]
 
@@ -100,7 +101,7 @@ class WorkspaceRouter:
         if queue is None:
             return
         try:
-            await asyncio.wait_for(queue.put(reply), self._timeouts.delivery)
+            await bounded(queue.put(reply), self._timeouts.delivery)
         except TimeoutError:
             self._pending.pop(reply.request_id, None)  # the client stopped reading; the request is dropped
 
@@ -137,7 +138,7 @@ class WorkspaceRouter:
                 await send(runner_pb2.ConnectResponse(workspace_request=request))
             while True:
                 try:
-                    reply = await asyncio.wait_for(queue.get(), self._timeouts.reply)
+                    reply = await bounded(queue.get(), self._timeouts.reply)
                 except TimeoutError:
                     raise _silent(agent_id, self._timeouts.reply) from None
                 if reply.WhichOneof("body") == "error":

@@ -32,6 +32,7 @@ import structlog
 
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import SandboxDriver, SandboxError
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -104,7 +105,7 @@ class HealthFile:
     async def _probe_driver(self) -> None:
         self._driver_probed_at = time.monotonic()
         try:
-            await asyncio.wait_for(self._driver.probe(), self._driver_probe_timeout)
+            await bounded(self._driver.probe(), self._driver_probe_timeout)
         except Exception as error:  # SandboxError says what to do; anything else is named by its class
             message = str(error) if isinstance(error, SandboxError) else type(error).__name__
             if self._driver_error is None:

@@ -60,6 +60,7 @@ from dataplane_agent.turns.transcripts import TranscriptStore
 from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService
 from serverkit import logs, metrics_http, tracing
+from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
@@ -91,7 +92,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
     disk, measured = _disk_limit(settings)
     driver = _make_driver(settings, agent_id, disk)
     try:
-        await asyncio.wait_for(driver.probe(), settings.driver_probe_timeout)
+        await bounded(driver.probe(), settings.driver_probe_timeout)
     except (SandboxError, TimeoutError) as exc:
         raise AgentError(f"the {settings.driver} sandbox driver cannot run here: {exc or 'probe timed out'}") from exc
     engines = _make_engines(settings)

@@ -157,7 +157,8 @@ async def _top(client: AstraBoxClient, interval: float, console: Console) -> Non
         with Live(render(await snapshot(client)), console=console, auto_refresh=False, screen=True) as live:
             while not quit_typed.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(quit_typed.wait(), interval)
+                    async with asyncio.timeout(interval):
+                        await quit_typed.wait()
                 if not quit_typed.is_set():
                     live.update(render(await snapshot(client)), refresh=True)
 
