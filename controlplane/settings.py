@@ -109,25 +109,8 @@ class ControlPlaneSettings:
             "default: --tls-cert itself)",
         ),
     )
-    # host:port to serve Prometheus metrics on (http://host:port/metrics); empty: none (the default).
-    metrics_listen: str = field(
-        default="",
-        metadata=option(
-            "--metrics-listen",
-            env="ASTRABOX_METRICS_LISTEN",
-            help="host:port to serve Prometheus metrics on, at /metrics (env %(env)s, default none: off)",
-        ),
-    )
-    # An OTLP/gRPC collector to export traces to (serverkit.tracing); empty: none (the default).
-    otlp_endpoint: str = field(
-        default="",
-        metadata=option(
-            "--otlp-endpoint",
-            env=("ASTRABOX_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
-            help="export traces over OTLP/gRPC to this collector, e.g. http://127.0.0.1:4317 (env %(env)s or "
-            "OTEL_EXPORTER_OTLP_ENDPOINT; needs astrabox-server[otlp]; default none: off)",
-        ),
-    )
+    metrics_listen: str = serverkit_settings.metrics_listen()
+    otlp_endpoint: str = serverkit_settings.otlp_endpoint()
     # How long an agent's lease lasts without a heartbeat; its sessions' runtimes are lost after it.
     lease_ttl: timedelta = _seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat")
     # How often agents are asked to heartbeat.

@@ -152,6 +152,33 @@ def tuned(
     return dataclasses.field(default=convert(default) if convert else default, metadata=metadata)
 
 
+def metrics_listen() -> Any:
+    """The field both processes serve Prometheus metrics by (serverkit.metrics_http): host:port,
+    http://host:port/metrics; empty (the default): none."""
+    return dataclasses.field(
+        default="",
+        metadata=option(
+            "--metrics-listen",
+            env="ASTRABOX_METRICS_LISTEN",
+            help="host:port to serve Prometheus metrics on, at /metrics (env %(env)s, default none: off)",
+        ),
+    )
+
+
+def otlp_endpoint() -> Any:
+    """The field both processes export traces by (serverkit.tracing): an OTLP/gRPC collector;
+    empty (the default): none."""
+    return dataclasses.field(
+        default="",
+        metadata=option(
+            "--otlp-endpoint",
+            env=("ASTRABOX_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+            help="export traces over OTLP/gRPC to this collector, e.g. http://127.0.0.1:4317 (env %(env)s or "
+            "OTEL_EXPORTER_OTLP_ENDPOINT; needs astrabox-server[otlp]; default none: off)",
+        ),
+    )
+
+
 def secret(secret_option: SecretOption, note: str = "") -> dict[str, Secret]:
     """A field's metadata: the secret `secret_option`; `note` ends its flag's help."""
     return {_KEY: Secret(secret_option, note)}
