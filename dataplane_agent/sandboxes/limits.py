@@ -124,7 +124,7 @@ class SandboxCgroups:
     ) -> tuple[SandboxCgroups | None, dict[str, str]]:
         """The cgroups this host lets the driver make for `limits` (None: none at all), and each
         limit it cannot hold with a cgroup here: why, and what holds instead."""
-        tag = hashlib.sha256(str(sandbox_root).encode()).hexdigest()[:10]
+        tag = cgroup_tag(sandbox_root)
         found: dict[Path, tuple[list[str], list[_Write]]] = {}
         missing: dict[str, str] = {}
         for controller, limit in (("pids", limits.pids), ("memory", limits.memory_mb), ("cpu", limits.cpus)):
@@ -236,6 +236,11 @@ class SandboxCgroups:
 
     def _group(self, hierarchy: _Hierarchy, sandbox_id: str) -> Path:
         return hierarchy.parent / f"{self._tag}-{sandbox_id}"
+
+
+def cgroup_tag(sandbox_root: Path) -> str:
+    """What tells the groups of the driver of `sandbox_root` from another driver's on the host."""
+    return hashlib.sha256(str(sandbox_root).encode()).hexdigest()[:10]
 
 
 def _locate(root: Path, controller: str) -> tuple[Path, bool] | str:

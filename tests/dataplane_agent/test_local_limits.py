@@ -12,7 +12,7 @@ import pytest
 import structlog
 
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxLimits, SandboxSpec
-from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups
+from dataplane_agent.sandboxes.limits import CGROUP_ROOT, LocalLimits, SandboxCgroups, cgroup_tag
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.settings import AgentSettings
 
@@ -65,7 +65,10 @@ async def _sh(driver: LocalSandboxDriver, sandbox: Sandbox, script: str) -> subp
 
 
 def _groups(sandbox: Sandbox) -> list[Path]:
-    return [path for path in CGROUP_ROOT.glob(f"**/astrabox/*-{sandbox.sandbox_id}") if path.is_dir()]
+    """The sandbox's groups: its driver's (the tag of its sandbox root), not those another test's
+    driver left for a sandbox of the same id."""
+    tag = cgroup_tag(sandbox.workspace.parent.parent)
+    return [path for path in CGROUP_ROOT.glob(f"**/astrabox/{tag}-{sandbox.sandbox_id}") if path.is_dir()]
 
 
 def _files(groups: list[Path]) -> Iterator[tuple[str, str]]:
