@@ -62,7 +62,7 @@ from dataplane_agent.engines.base import (
 from dataplane_agent.engines.claude_failures import Failures, Redactor, looks_secret
 from dataplane_agent.engines.claude_options import PRESET_PROMPT, with_agent_config
 from dataplane_agent.engines.claude_tool_gate import ToolGate
-from dataplane_agent.engines.claude_transcripts import home, read_transcript, restore_transcript
+from dataplane_agent.engines.claude_transcripts import has_transcript, home, read_transcript, restore_transcript
 from dataplane_agent.engines.http_mcp import HttpMcpConnector
 from dataplane_agent.engines.partial import PartialMessages
 from dataplane_agent.engines.sdk_messages import message_payload
@@ -172,6 +172,14 @@ class ClaudeCodeAdapter:
             _check_mode(config.permission_mode)
         if config.transcript:
             await restore_transcript(sandbox, config)
+        session_log = log.bind(sandbox_id=sandbox.sandbox_id)
+        resume = config.resume_engine_session_id
+        if resume and not await has_transcript(sandbox, resume):
+            # Nothing to resume from: the CLI was killed before it wrote its conversation down (its
+            # first turn, which was failed then) and no turn of it ever ended with a snapshot.
+            # "No conversation found" would fail every later turn; a new conversation starts.
+            session_log.warning("conversation_not_found", engine_session_id=resume)
+            resume = ""
         await install_skills(sandbox, home(sandbox), config.agent_config.skills)
         # Marked, so that whatever of this engine outlives its launcher can be found and ended.
         marker = uuid.uuid4().hex
@@ -182,7 +190,6 @@ class ClaudeCodeAdapter:
         except SandboxError as error:
             raise EngineError(redactor(f"cannot prepare the CLI in sandbox {sandbox.sandbox_id}: {error}")) from error
         stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
-        session_log = log.bind(sandbox_id=sandbox.sandbox_id)
         gate = ToolGate(config.interactions, session_log) if config.interactions is not None else None
         base = ClaudeAgentOptions(
             cli_path=launcher,
@@ -193,7 +200,7 @@ class ClaudeCodeAdapter:
             permission_mode=config.permission_mode or None,  # type: ignore[arg-type]
             extra_args=dict(_LAUNCH_FLAGS),
             model=config.model or None,
-            resume=config.resume_engine_session_id or None,
+            resume=resume or None,
             # The SDK switches the CLI's permission prompts to its control channel when this is set.
             can_use_tool=gate,
             stderr=stderr_tail.append,
@@ -211,7 +218,7 @@ class ClaudeCodeAdapter:
             Failures(redactor, stderr_tail, session_log),
             permission_mode=config.permission_mode,
             model=config.model,
-            engine_session_id=config.resume_engine_session_id,
+            engine_session_id=resume,
             gate=gate,
             mcp_unavailable=http.unavailable,
         )

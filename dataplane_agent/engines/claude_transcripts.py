@@ -67,6 +67,21 @@ async def restore_transcript(sandbox: Sandbox, config: EngineConfig) -> None:
     )
 
 
+async def has_transcript(sandbox: Sandbox, engine_session_id: str) -> bool:
+    """Whether the sandbox holds the conversation's transcript, the file the CLI resumes from.
+
+    A CLI killed early in its conversation's first turn may not have written one yet."""
+    try:
+        await asyncio.to_thread(home(sandbox).lstat, transcript_parts(sandbox, engine_session_id))
+    except PathRefused as refused:
+        if refused.refusal is Refusal.NOT_FOUND:
+            return False
+        raise EngineError(f"cannot look for the transcript of {engine_session_id}: {refused}") from None
+    except OSError as error:
+        raise EngineError(f"cannot look for the transcript of {engine_session_id}: {error!r}") from error
+    return True
+
+
 async def read_transcript(sandbox: Sandbox, engine_session_id: str, timeout: float) -> bytes:
     """The conversation's transcript as the CLI left it in the sandbox (empty: it wrote none);
     at most MAX_TRANSCRIPT_BYTES, read through the confined home."""

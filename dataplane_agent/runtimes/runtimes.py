@@ -597,7 +597,8 @@ class Runtimes:
             permission_mode=record.permission_mode,
             model=record.model,
             resume_engine_session_id=record.engine_session_id,
-            transcript=await self._transcripts.load(session_id) if lost else b"",
+            # Restored only where the sandbox lacks its own (a new one, or a CLI that never wrote it).
+            transcript=await self._transcripts.load(session_id),
             env=self._launcher.engine_env(session_id),
             interactions=turns,
             agent_config=AgentConfig.from_bytes(record.config),

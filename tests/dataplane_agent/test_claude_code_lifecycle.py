@@ -203,6 +203,27 @@ async def test_a_stored_transcript_resumes_the_conversation_in_a_new_sandbox(
     assert "Say hello" in history and HELLO_COMMAND.replace("\\", "\\\\") in history  # the first turn came back
 
 
+async def test_a_conversation_the_cli_never_wrote_down_starts_anew_rather_than_failing_every_turn(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    # A CLI killed in its conversation's first turn has reported the conversation's id but may not
+    # have written its transcript: resuming it would answer "No conversation found" for ever.
+    never_written = "0f5c3a52-6d1e-4d43-9a8e-1c2b3d4e5f60"
+    assert not transcript_path(sandbox, never_written).exists()
+    session = await ClaudeCodeAdapter().start(
+        sandbox, driver, _config(model_route, resume_engine_session_id=never_written)
+    )
+    try:
+        outputs: list[EngineOutput] = []
+        await session.send("run: echo anew")
+        await _read_until(session, lambda seen: seen[-1].ends_turn, outputs)
+        assert session.engine_session_id not in ("", never_written)
+    finally:
+        await session.close()
+    assert outputs[-1].payload["result"] == "The command `echo anew` printed:\nanew"
+    assert transcript_path(sandbox, session.engine_session_id).exists()
+
+
 async def test_a_message_sent_mid_turn_joins_the_running_turn(
     offline_model: OfflineModel, model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
 ) -> None:
