@@ -4,7 +4,9 @@ protobuf out.
 Like AgentService its requests are bounded here and in `specs`, not by the edge's table of fields
 (`controlplane.validation.FIELDS`): a spec's fields have meanings of their own, and a refusal names
 the spec's field by its path. BuildEnvironment queues the version's layer build on the agents and
-streams their progress (`builds`); a control plane made without builds answers UNIMPLEMENTED.
+streams their progress (`builds`); a control plane made without builds answers UNIMPLEMENTED. A
+version with nothing to build (an empty build digest) has no layer: its stream ends at once, without
+a step, and no agent is asked.
 """
 
 from __future__ import annotations
@@ -129,6 +131,8 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     " start builds its environment's layer",
                     "environment",
                 )
+            if not version.build_digest:
+                return  # no layer: nothing to build, on any agent
             agents = await self._builds.targets(request.agent_id)
         except KernelError as error:
             await context.abort_with_status(to_status(error))

@@ -22,7 +22,9 @@ only through `validation.echo`. The bounds are the ones environment.proto docume
 SHA-256 of the canonical form of an EnvironmentSpec that holds only `packages` and `setup_script`
 (and, with a setup script, `network`: the script runs under that policy, so what it could fetch is
 part of what is built): what goes into the layer, so versions (and environments) that differ only
-in variables, limits or credentials share one layer.
+in variables, limits or credentials share one layer. A spec with no package and no setup script has
+nothing to build: its build digest is empty, no agent builds anything for it, and its sessions start
+on the plain sandbox (with its variables, limits and network policy).
 """
 
 from __future__ import annotations
@@ -223,10 +225,18 @@ def canonical(spec: epb.EnvironmentSpec) -> bytes:
     return named_definitions.canonical(spec)
 
 
+def needs_layer(spec: epb.EnvironmentSpec) -> bool:
+    """Whether the spec installs anything: a package of any manager, or a setup script."""
+    packages = spec.packages
+    return bool(packages.apt or packages.pip or packages.npm or spec.setup_script)
+
+
 def build_digest(spec: epb.EnvironmentSpec) -> str:
     """EnvironmentVersion.build_digest: the SHA-256, hex, of the canonical form of an EnvironmentSpec
     holding only the spec's packages and setup script, and the network policy the script runs under
-    (what its layer is built from)."""
+    (what its layer is built from); empty when there is nothing to build (no layer)."""
+    if not needs_layer(spec):
+        return ""
     built = epb.EnvironmentSpec(setup_script=spec.setup_script)
     built.packages.CopyFrom(spec.packages)
     if spec.setup_script and spec.HasField("network"):

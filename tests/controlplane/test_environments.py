@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import grpc
 import pytest
@@ -21,6 +22,7 @@ from astrabox.client import AstraBoxClient
 from astrabox.environments.v1 import environment_pb2 as epb
 from astrabox.environments.v1 import environment_service_pb2 as pb
 from astrabox.environments.v1 import environment_service_pb2_grpc as pb_grpc
+from controlplane import migrations
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from controlplane.status import error_info
@@ -347,15 +349,22 @@ async def test_a_viewer_reads_environments_but_cannot_change_them(running, calle
     assert await stored(running) == (1, 1)
 
 
+async def build_steps(callers: Callers, name: str) -> list[epb.BuildProgress]:
+    steps = []
+    async for answer in callers.developer._stub.BuildEnvironment(
+        pb.BuildEnvironmentRequest(environment=name), metadata=callers.developer._metadata, timeout=30
+    ):
+        steps.append(answer.progress)
+    return steps
+
+
 async def test_building_ahead_needs_a_connected_agent_and_says_so(running, callers) -> None:
-    await callers.developer.CreateEnvironment(pb.CreateEnvironmentRequest(request_id="r", name="py"))
+    spec = epb.EnvironmentSpec(packages=epb.Packages(pip=["six"]))
+    await callers.developer.CreateEnvironment(pb.CreateEnvironmentRequest(request_id="r", name="py", spec=spec))
 
     async def build(name: str) -> Refusal:
         with pytest.raises(grpc.aio.AioRpcError) as failed:
-            async for _ in callers.developer._stub.BuildEnvironment(
-                pb.BuildEnvironmentRequest(environment=name), metadata=callers.developer._metadata, timeout=30
-            ):
-                pass
+            await build_steps(callers, name)
         info = error_info(failed.value)
         assert info is not None
         return Refusal(failed.value.code(), info.reason, "", failed.value.details(), dict(info.metadata))
@@ -364,6 +373,58 @@ async def test_building_ahead_needs_a_connected_agent_and_says_so(running, calle
     assert nowhere.reason == "NO_AGENT_AVAILABLE"
     assert "no data-plane agent is connected" in nowhere.message
     assert (await build("nobody")).reason == "ENVIRONMENT_NOT_FOUND"
+
+
+async def test_an_environment_with_nothing_to_build_has_no_layer_and_builds_nothing(running, callers) -> None:
+    # Variables, limits and a network policy, but no package and no setup script.
+    plain = epb.EnvironmentSpec(
+        variables={"SHIP": "Argo"},
+        limits=epb.ResourceLimits(pids=64),
+        network=epb.NetworkPolicy(mode=epb.NETWORK_MODE_LIMITED, allowed_hosts=["pypi.org"]),
+    )
+    created = await callers.developer.CreateEnvironment(
+        pb.CreateEnvironmentRequest(request_id="p", name="plain", spec=plain)
+    )
+    assert created.version.build_digest == ""
+    # No agent is connected, and none is needed: the stream ends at once, without a step.
+    assert await build_steps(callers, "plain") == []
+    assert await running.pool.fetchval("SELECT count(*) FROM agent_commands") == 0
+
+    # A setup script alone is something to build, with the digest it always had.
+    scripted = epb.EnvironmentSpec(setup_script="echo hi\n")
+    updated = await callers.developer.UpdateEnvironment(pb.UpdateEnvironmentRequest(environment="plain", spec=scripted))
+    # (the digest of an EnvironmentSpec holding the packages field, empty here, as it always did)
+    assert updated.version.build_digest == sha256(
+        epb.EnvironmentSpec(packages=epb.Packages(), setup_script="echo hi\n")
+    )
+
+
+async def test_versions_made_with_the_digest_of_an_empty_build_lose_it_and_others_keep_theirs(running) -> None:
+    empty_digest = sha256(epb.EnvironmentSpec(packages=epb.Packages()))
+    kept = sha256(epb.EnvironmentSpec(packages=epb.Packages(pip=["six"])))
+    project = await running.pool.fetchval("SELECT project_id FROM projects LIMIT 1")
+    environment_id = uuid.uuid4()
+    async with running.pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO environments (environment_id, project_id, name, latest_version, request_id)"
+            " VALUES ($1, $2, 'old', 2, 'old')",
+            environment_id,
+            project,
+        )
+        for version, digest in ((1, empty_digest), (2, kept)):
+            await conn.execute(
+                "INSERT INTO environment_versions (environment_id, version, spec, spec_digest, build_digest)"
+                " VALUES ($1, $2, '', '', $3)",
+                environment_id,
+                version,
+                digest,
+            )
+        await conn.execute((Path(migrations.__file__).parent / "0030_environments_without_layer.sql").read_text())
+    rows = await running.pool.fetch(
+        "SELECT version, build_digest FROM environment_versions WHERE environment_id = $1 ORDER BY version",
+        environment_id,
+    )
+    assert [(r["version"], r["build_digest"]) for r in rows] == [(1, ""), (2, kept)]
 
 
 async def test_the_service_is_healthy_and_listed_by_reflection(running) -> None:

@@ -154,8 +154,9 @@ class EnvironmentServiceServicer:
     def BuildEnvironment(self, request, context):
         """Builds a version's layer ahead of time on every live agent (or one),
         streaming each agent's progress until every build is READY or FAILED.
-        A layer already built answers READY at once. Cancelling the call does
-        not cancel the builds.
+        A layer already built answers READY at once; a version with nothing to
+        build (an empty build_digest) ends the stream at once, without a step.
+        Cancelling the call does not cancel the builds.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
