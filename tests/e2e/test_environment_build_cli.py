@@ -80,6 +80,46 @@ async def test_build_without_wait_returns_at_the_first_step_and_the_build_goes_o
     assert unknown.returncode == 1 and "AGENT_NOT_CONNECTED" in unknown.stderr, unknown.stderr
 
 
+async def test_a_build_past_its_timeout_exits_1_naming_the_agent_and_goes_on(
+    stack: Stack, client: AstraBoxClient, tmp_path: Path
+) -> None:
+    # The setup script alone takes 8 s: the build cannot be over when a 1 s timeout runs out.
+    (tmp_path / "slow.yaml").write_text(
+        'name: slow\nsetup: |\n  sleep 8\n  echo done > "$ASTRABOX_LAYER/usr/slow.txt"\n'
+    )
+    applied = astrabox(stack, "environments", "apply", "slow.yaml", "--timeout", "1s", cwd=tmp_path)
+    assert applied.returncode == 1, applied.stdout + applied.stderr
+    assert applied.stdout.splitlines()[0] == "created slow v1"
+    [agent] = await client.admin.list_agents()
+    agent_id = agent.agent_id
+    assert "--timeout ran out waiting for the build of slow: still building on" in applied.stderr, applied.stderr
+    assert agent_id in applied.stderr and "The build goes on on the agents" in applied.stderr
+    assert "READY" not in applied.stdout
+
+    # It went on: followed again, it ends READY, and the layer holds what the script wrote.
+    steps = [step async for step in client.environments.build("slow")]
+    assert steps[-1].state == "ready", steps
+    _, version = await client.environments.get("slow")
+    assert (stack.agent_state / "layers" / version.build_digest / "usr" / "slow.txt").read_text() == "done\n"
+
+    bad = astrabox(stack, "environments", "build", "slow", "--wait", "--timeout", "soon")
+    assert bad.returncode == 2 and "is not a duration" in bad.stderr, bad.stderr
+
+
+async def test_an_environment_with_nothing_to_build_builds_nothing(stack: Stack, tmp_path: Path) -> None:
+    (tmp_path / "plain.yaml").write_text("name: plain\nvariables: {SHIP: Argo}\n")
+    applied = astrabox(stack, "environments", "apply", "plain.yaml", cwd=tmp_path)
+    assert (applied.returncode, applied.stdout) == (0, "created plain v1\n"), applied.stderr
+    built = astrabox(stack, "environments", "build", "plain", "--wait")
+    assert built.returncode == 0, built.stderr
+    assert built.stdout == (
+        "plain has no package and no setup script: no layer to build (its sessions start on the plain sandbox)\n"
+    )
+    assert not (stack.agent_state / "layers").exists() or not any(
+        entry.name != ".staging" for entry in (stack.agent_state / "layers").iterdir()
+    )
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[int]:
     """A file served over HTTP on the host's loopback at 127.0.0.2 (127.0.0.1 inside a sandbox is

@@ -39,9 +39,11 @@ class BuildView:
         self._drawn = 0
         self.failed: list[BuildProgress] = []
         self.ready: list[BuildProgress] = []
+        self._last: dict[str, BuildProgress] = {}  # agent id -> its latest step
 
     def show(self, progress: BuildProgress) -> None:
         """One step of one agent's build."""
+        self._last[progress.agent_id] = progress
         if progress.state == "failed":
             self.failed.append(progress)
             line = f"{progress.agent_id}  FAILED ({progress.phase})"
@@ -57,6 +59,11 @@ class BuildView:
             print(line, file=self._out, flush=True)
         if progress.state == "failed":
             self._error(progress.agent_id, progress.error)
+
+    def building(self) -> dict[str, str]:
+        """The agents seen building and not yet READY or FAILED, each with its latest step
+        ("pip 40%")."""
+        return {agent: f"{step.phase} {step.percent}%" for agent, step in self._last.items() if not step.done}
 
     def _redraw(self) -> None:
         text = _UP.format(self._drawn) if self._drawn else ""
