@@ -289,13 +289,13 @@ def _make_layers(
 ) -> LayerStore | None:
     """The driver's environment layers; None where the driver builds none (a session whose
     environment has packages then fails to start, saying so). Setup scripts go out through `network`
-    on the local driver; a docker build container has no network."""
+    on both drivers."""
     retention = settings.layer_retention_days * 86400
     if settings.driver == "docker":
         from dataplane_agent.environments.docker_layers import DockerLayers
 
         builder: LayerBuilder = DockerLayers(
-            settings.state_dir / "layers", settings.image, build_timeout=settings.layer_build_timeout
+            settings.state_dir / "layers", settings.image, build_timeout=settings.layer_build_timeout, network=network
         )
     elif settings.driver == "local":
         builder = LocalLayers(settings.state_dir / "layers", driver, agent_id, network, settings.layer_build_timeout)

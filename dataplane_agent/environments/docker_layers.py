@@ -8,24 +8,41 @@ the downloads mounted read-only: as root inside it, `apt-get install` of the loc
 no wheel's code runs to unpack it), the npm prefix into /opt/astrabox/env/node, then the setup
 script as the sandbox's user (uid 1000). Only `docker commit` of a container whose every step
 succeeded makes the tag, labelled astrabox.build_digest; a build container a crash left behind is
-removed at the next start."""
+removed at the next start.
+
+The setup script alone may reach the network, as on the local driver: through the agent's egress
+proxy under the environment's own network policy (`BuildNetwork`), with no credential. The build
+container then has the proxy's socket at /run/astrabox/egress.sock (and the agent's trust bundle,
+where it has one), relayed to 127.0.0.1:41801 inside as a session's sandbox has it, and the proxy
+variables; it keeps no network of its own. The install steps run with those variables unset (apt
+installs only the downloaded files); a package's maintainer script, run as root in the container,
+could still read them: it would then go out as the setup script may, under the same policy."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import secrets
+import shlex
 import shutil
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import aiodocker
 
 from dataplane_agent.environments.downloads import download
-from dataplane_agent.environments.layers import DIGEST, BuildRequest, Layer, Progress
+from dataplane_agent.environments.layers import DIGEST, BuildNetwork, BuildRequest, Layer, Progress
 from dataplane_agent.environments.steps import STEP_TIMEOUT, LayerBuildError, tail
-from dataplane_agent.sandboxes.base import LAYER_BUILD_LABEL, SandboxError
+from dataplane_agent.sandboxes.base import (
+    EGRESS_CA_INNER,
+    EGRESS_CA_NAME,
+    EGRESS_SOCKET_INNER,
+    LAYER_BUILD_LABEL,
+    SandboxError,
+    model_relay,
+)
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 from dataplane_agent.sandboxes.layer_mount import INNER_LAYER, layer_env
 
@@ -37,8 +54,13 @@ def image_tag(build_digest: str) -> str:
     return f"{REPOSITORY}:{build_digest[:20]}"
 
 
-def _install_script(request: BuildRequest) -> str:
+def _install_script(request: BuildRequest, proxy: Mapping[str, str]) -> str:
+    """The build container's program: the install steps as root (without the proxy's variables), then
+    the setup script as the sandbox's user, through the egress relay when `proxy` lets it out."""
     lines = ["set -e", f"mkdir -p {INNER_LAYER}"]
+    if proxy:
+        lines.append("(")
+        lines.append("unset " + " ".join(sorted(proxy)))
     if request.packages.apt:
         lines.append(
             "if ls /downloads/apt/*.deb >/dev/null 2>&1; then apt-get install --yes --quiet"
@@ -49,23 +71,36 @@ def _install_script(request: BuildRequest) -> str:
     if request.packages.npm:
         lines.append(f"cp -R /downloads/node {INNER_LAYER}/node")
     lines.append(f"chmod -R a+rX,go-w {INNER_LAYER}")
+    if proxy:
+        lines.append(")")
     if request.setup_script:
-        # Last, as the sandbox's user, who may add to the layer.
+        # Last, as the sandbox's user, who may add to the layer; the relay to the proxy first.
+        setup = ["/bin/sh", "-c"]
+        program = shlex.join(model_relay(setup, model=False, egress=True) if proxy else setup)
         lines.append(f"chown -R 1000:1000 {INNER_LAYER}")
         lines.append("echo ASTRABOX-SETUP >&2")
-        lines.append('exec setpriv --reuid=1000 --regid=1000 --clear-groups -- /bin/sh -c "$ASTRABOX_SETUP"')
+        lines.append(f'exec setpriv --reuid=1000 --regid=1000 --clear-groups -- {program} "$ASTRABOX_SETUP"')
     return "\n".join(lines) + "\n"
 
 
 class DockerLayers:
     """Derived images of `base_image`, their downloads staged under `root`; each download, and the
-    build container, within `build_timeout` seconds."""
+    build container, within `build_timeout` seconds; setup scripts go out through `network` (None:
+    never)."""
 
-    def __init__(self, root: Path, base_image: str, timeout: float = 60.0, build_timeout: float = STEP_TIMEOUT) -> None:
+    def __init__(
+        self,
+        root: Path,
+        base_image: str,
+        timeout: float = 60.0,
+        build_timeout: float = STEP_TIMEOUT,
+        network: BuildNetwork | None = None,
+    ) -> None:
         self._root = Path(root)
         self._build_timeout = build_timeout
         self._base = base_image
         self._engine = DockerEngine(timeout)
+        self._network = network
 
     async def existing(self, build_digest: str) -> Layer | None:
         async with self._engine.client("inspect an environment image") as docker:
@@ -133,20 +168,46 @@ class DockerLayers:
         return path
 
     async def _install(self, request: BuildRequest, downloads: Path, progress: Progress) -> Layer:
+        owner = f"layer-{request.build_digest[:20]}-{secrets.token_hex(3)}"
+        network = self._network if request.setup_script and request.network.mode else None
+        proxy = network.open(owner, request.network) if network is not None else {}
+        try:
+            return await self._run(request, downloads, progress, network.socket if proxy and network else None, proxy)
+        finally:
+            if network is not None:
+                network.close(owner)
+
+    async def _run(
+        self,
+        request: BuildRequest,
+        downloads: Path,
+        progress: Progress,
+        egress_socket: Path | None,
+        proxy: Mapping[str, str],
+    ) -> Layer:
         tag = image_tag(request.build_digest)
+        mounts = [{"Type": "bind", "Source": str(downloads), "Target": "/downloads", "ReadOnly": True}]
+        if egress_socket is not None:
+            mounts.append(
+                {"Type": "bind", "Source": str(egress_socket), "Target": EGRESS_SOCKET_INNER, "ReadOnly": True}
+            )
+            bundle = egress_socket.parent / EGRESS_CA_NAME
+            if bundle.is_file():  # the agent's trust bundle, which the proxy variables may name
+                mounts.append({"Type": "bind", "Source": str(bundle), "Target": EGRESS_CA_INNER, "ReadOnly": True})
         config: dict[str, Any] = {
             "Image": self._base,
             "User": "0:0",
-            "Cmd": ["/bin/sh", "-c", _install_script(request)],
+            "Cmd": ["/bin/sh", "-c", _install_script(request, proxy)],
             "Env": [
                 "DEBIAN_FRONTEND=noninteractive",
                 f"ASTRABOX_SETUP={request.setup_script}",
                 f"ASTRABOX_LAYER={INNER_LAYER}",
+                *(f"{name}={value}" for name, value in sorted(proxy.items())),
             ],
             "Labels": {LAYER_BUILD_LABEL: request.build_digest},
             "HostConfig": {
                 "NetworkMode": "none",
-                "Mounts": [{"Type": "bind", "Source": str(downloads), "Target": "/downloads", "ReadOnly": True}],
+                "Mounts": mounts,
                 "LogConfig": {"Type": "json-file"},
             },
         }

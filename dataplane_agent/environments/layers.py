@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -75,6 +75,20 @@ class BuildRequest:
     def empty(self) -> bool:
         """Nothing to build: the driver's base is the layer."""
         return not self.packages and not self.setup_script
+
+
+class BuildNetwork(Protocol):
+    """The egress proxy as a build's setup script sees it (routes/egress/builds.py): the only way out
+    a build has, under its environment's own policy, with no credential."""
+
+    @property
+    def socket(self) -> Path: ...
+
+    def open(self, owner: str, network: env_pb.NetworkPolicy) -> Mapping[str, str]:
+        """Lets `owner` out under `network`; the environment its programs need for that (empty: the
+        policy lets nothing out)."""
+
+    def close(self, owner: str) -> None: ...
 
 
 class LayerBuilder(Protocol):

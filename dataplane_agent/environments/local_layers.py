@@ -20,11 +20,9 @@ import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
 
-from astrabox.environments.v1 import environment_pb2 as env_pb
 from dataplane_agent.environments.downloads import download
-from dataplane_agent.environments.layers import DIGEST, BuildRequest, Layer, Progress
+from dataplane_agent.environments.layers import DIGEST, BuildNetwork, BuildRequest, Layer, Progress
 from dataplane_agent.environments.steps import STEP_TIMEOUT, LayerBuildError, run_step
 from dataplane_agent.sandboxes.base import AGENT_LABEL, LAYER_BUILD_LABEL, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.sandboxes.layer_mount import layer_env
@@ -45,18 +43,6 @@ def _install_script(request: BuildRequest) -> str:
     if request.packages.npm:
         lines.append("cp -R downloads/node/. layer/node/")
     return "\n".join(lines) + "\n"
-
-
-class BuildNetwork(Protocol):
-    """The egress proxy as a build sees it (routes/egress/builds.py)."""
-
-    @property
-    def socket(self) -> Path: ...
-
-    def open(self, owner: str, network: env_pb.NetworkPolicy) -> Mapping[str, str]:
-        """Lets `owner` out under `network`; the environment its programs need for that."""
-
-    def close(self, owner: str) -> None: ...
 
 
 class LocalLayers:

@@ -1,7 +1,8 @@
 """Environment layers on the docker driver: a derived image per build digest, built in a container without
 network from packages the host fetched (the real apt and pip), used by the environment's sandboxes; built
-once, never tagged when a step failed, and removed by the sweep once unused. They skip only when no
-Docker daemon answers."""
+once, never tagged when a step failed, and removed by the sweep once unused; a setup script reaching a
+loopback test server through the agent's egress proxy where its environment's policy allows it. They
+skip only when no Docker daemon answers."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ import pytest
 
 from astrabox.environments.v1 import environment_pb2 as env_pb
 from dataplane_agent.engines.claude_code import BUNDLED_CLI
+from dataplane_agent.engines.mcp_destinations import parse_networks
 from dataplane_agent.environments.docker_layers import DIGEST_LABEL, DockerLayers, image_tag
 from dataplane_agent.environments.layers import BuildRequest, LayerStore
 from dataplane_agent.environments.steps import LayerBuildError
+from dataplane_agent.routes.egress.bindings import NoBindings
+from dataplane_agent.routes.egress.builds import BuildEgress
+from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, SandboxLimits, SandboxSpec
 from dataplane_agent.sandboxes.docker import DockerSandboxDriver
 from dataplane_agent.settings import DEFAULT_IMAGE
@@ -26,8 +31,14 @@ from dataplane_agent.state import AgentState, Database
 from tests.support.containers import Containers
 
 
-def _request(*, apt: tuple[str, ...] = (), pip: tuple[str, ...] = (), setup: str = "") -> BuildRequest:
-    spec = env_pb.EnvironmentSpec(packages=env_pb.Packages(apt=apt, pip=pip), setup_script=setup)
+def _request(
+    *,
+    apt: tuple[str, ...] = (),
+    pip: tuple[str, ...] = (),
+    setup: str = "",
+    network: env_pb.NetworkPolicy | None = None,
+) -> BuildRequest:
+    spec = env_pb.EnvironmentSpec(packages=env_pb.Packages(apt=apt, pip=pip), setup_script=setup, network=network)
     return BuildRequest.from_spec(secrets.token_hex(32), spec)  # a digest of its own: never an earlier run's image
 
 
@@ -143,3 +154,66 @@ async def test_an_environments_limits_replace_the_drivers_for_its_container(
         250_000_000,
     )
     assert roomy_host["PidsLimit"] == 512 and roomy_host["Memory"] == 2048 * 1024 * 1024
+
+
+# Perl's HTTP::Tiny (in the image) honours http_proxy, with the proxy's credentials in its URL.
+_FETCH = (
+    'perl -MHTTP::Tiny -e \'$r = HTTP::Tiny->new->get($ARGV[0]); $r->{success} or die "$r->{status} $r->{content}\\n";'
+    ' print $r->{content}\' http://localhost:{port}/tool.txt > "$ASTRABOX_LAYER/tool.txt"\n'
+)
+
+
+async def test_a_setup_script_reaches_what_its_network_policy_allows_through_the_egress_proxy(
+    containers: Containers, tmp_path: Path
+) -> None:
+    async def origin_serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 28\r\nconnection: close\r\n\r\nfetched by the setup script\n")
+        await writer.drain()
+        writer.close()
+
+    origin = await asyncio.start_server(origin_serve, "127.0.0.1", 0)
+    port = origin.sockets[0].getsockname()[1]
+    db = await Database.open(tmp_path / "agent.db")
+    made: list[str] = []
+    try:
+        # The agent may connect to loopback for sandboxes (the test server stands for the internet).
+        async with EgressProxy(
+            tmp_path / "routes", NoBindings(), allowed_networks=parse_networks("127.0.0.0/8")
+        ) as proxy:
+            builder = DockerLayers(tmp_path / "layers", DEFAULT_IMAGE, network=BuildEgress(proxy))
+            store = LayerStore(builder, AgentState(db))
+            script = _FETCH.replace("{port}", str(port))
+
+            def limited(allowed: str) -> env_pb.NetworkPolicy:
+                return env_pb.NetworkPolicy(mode=env_pb.NETWORK_MODE_LIMITED, allowed_hosts=[allowed])
+
+            allowed = _request(setup=script, network=limited(f"localhost:{port}"))
+            made.append(image_tag(allowed.build_digest))
+            layer = await store.ensure(allowed)
+            fetched = await asyncio.to_thread(
+                subprocess.run,
+                ["docker", "run", "--rm", "--network", "none", layer.image, "cat", "/opt/astrabox/env/tool.txt"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert fetched.stdout == "fetched by the setup script\n", fetched.stderr
+
+            # The same script under a policy that does not name the host: the proxy refuses it.
+            refused = _request(setup=script, network=limited("example.com"))
+            made.append(image_tag(refused.build_digest))
+            with pytest.raises(LayerBuildError, match="403") as failed:
+                await store.ensure(refused)
+            assert failed.value.phase == "setup"
+            assert f"localhost:{port} is refused: not in this environment's allowed_hosts" in str(failed.value)
+            assert await _image_labels(image_tag(refused.build_digest)) is None
+    finally:
+        origin.close()
+        await db.close()
+        async with aiodocker.Docker() as docker:
+            for tag in made:
+                try:
+                    await docker.images.delete(tag, force=True)
+                except aiodocker.DockerError:
+                    pass

@@ -15,7 +15,8 @@ from dataplane_agent.routes.egress.proxy import EgressProxy
 
 
 class BuildEgress:
-    """What `LocalLayers` uses to give a setup script the network its environment allows."""
+    """What a driver's layers (`LocalLayers`, `DockerLayers`) use to give a setup script the network its
+    environment allows."""
 
     def __init__(self, proxy: EgressProxy) -> None:
         self._proxy = proxy
