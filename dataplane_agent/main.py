@@ -132,6 +132,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 git_clone=settings.git_clone_timeout,
             ),
             metrics=metrics,
+            disk=measured,
         )
         reconciler = Reconciler(
             state=state,

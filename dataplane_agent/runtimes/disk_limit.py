@@ -1,7 +1,8 @@
 """The workspace disk limit where no image of its own enforces it: measured, and enforced by
 stopping the runtime.
 
-`--sandbox-disk-mb` limits every workspace. Where the agent can give each workspace an ext4 image
+`--sandbox-disk-mb` limits every workspace; a session's environment may set its own limit
+(`limits.disk_bytes`), which replaces it for that session's workspace. Where the agent can give each workspace an ext4 image
 of its own (`sandboxes.disk`: a root agent with loop devices) the file system enforces it: writes
 past it fail with ENOSPC. Elsewhere — an agent that is not root, a host without loop devices, or
 `--sandbox-disk-by measurement` — this module enforces it:
@@ -50,20 +51,39 @@ class MeasuredDiskLimit:
         self.limit_bytes = limit_mb * MIB
         self.interval = interval
         self._usage = usage
+        # Sessions whose environment sets a limit of its own: theirs, in bytes.
+        self._bounds: dict[str, int] = {}
         # Sessions stopped over their limit: what they used then. Started again, they may run while
         # they use no more (to delete files); growing past it stops them again.
         self._stopped_at: dict[str, int] = {}
 
+    def bound(self, session_id: str, limit_mb: int) -> None:
+        """The session's workspace is limited to `limit_mb` MiB (its environment's; 0: the agent's)."""
+        if limit_mb:
+            self._bounds[session_id] = limit_mb * MIB
+        else:
+            self._bounds.pop(session_id, None)
+
+    def forget(self, session_id: str) -> None:
+        """The session's runtime is gone from this agent."""
+        self._bounds.pop(session_id, None)
+        self._stopped_at.pop(session_id, None)
+
+    def limit_of(self, session_id: str) -> int:
+        """The session's limit, in bytes."""
+        return self._bounds.get(session_id, self.limit_bytes)
+
     async def room(self, sandbox: Sandbox) -> int:
         """Bytes the workspace may still take: what its limit leaves, or its file system, the lesser."""
         used = await self._usage.used_bytes(sandbox.workspace)
-        return max(0, min(self.limit_bytes - used, _free_bytes(sandbox.workspace)))
+        return max(0, min(self.limit_of(sandbox.session_id) - used, _free_bytes(sandbox.workspace)))
 
     async def over(self, session_id: str, sandbox: Sandbox) -> OverLimit | None:
         """The session's workspace is over its limit and has grown since it was last stopped for it:
         why, in words for its user (None: it is not)."""
         used = await self._usage.used_bytes(sandbox.workspace)
-        if used <= self.limit_bytes:
+        limit = self.limit_of(session_id)
+        if used <= limit:
             self._stopped_at.pop(session_id, None)
             return None
         if used <= self._stopped_at.get(session_id, -1):
@@ -71,7 +91,7 @@ class MeasuredDiskLimit:
         return OverLimit(
             session_id,
             f"the workspace uses {used / MIB:.0f} MiB, over its disk limit of "
-            f"{self.limit_bytes // MIB} MiB: the runtime was stopped (files kept); "
+            f"{limit // MIB} MiB: the runtime was stopped (files kept); "
             "delete files to go on",
         )
 

@@ -32,6 +32,7 @@ from dataplane_agent.routes.egress.policy import EgressPolicy
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess
 from dataplane_agent.runtimes import repository
+from dataplane_agent.runtimes.disk_limit import MIB, MeasuredDiskLimit
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
     SESSION_LABEL,
@@ -107,8 +108,10 @@ class Launcher:
         background: Callable[[Coroutine[Any, Any, None]], object],
         egress: EgressProxy | None = None,
         layers: LayerStore | None = None,
+        disk: MeasuredDiskLimit | None = None,
     ) -> None:
         self._layers = layers
+        self._disk = disk
         self._agent_id = agent_id
         self._driver = driver
         self._adapters = dict(engines)
@@ -152,6 +155,7 @@ class Launcher:
             cpus=spec.limits.cpu_millis / 1000,
             memory_mb=spec.limits.memory_bytes // (1024 * 1024),
             pids=int(spec.limits.pids),
+            disk_mb=-(-spec.limits.disk_bytes // MIB),  # whole MiB, rounded up
         )
         packages = spec.packages
         if not (packages.apt or packages.pip or packages.npm or spec.setup_script):
@@ -163,6 +167,12 @@ class Launcher:
             )
         layer = await self._layers.ensure(request)
         return SessionEnvironment(layer=layer.path, image=layer.image, variables=variables, limits=limits)
+
+    def register_disk(self, session_id: str, environment: SessionEnvironment | None) -> None:
+        """Where the agent measures workspaces (no image of their own), hold the session's to its
+        environment's disk limit; the image of a driver that gives one is made of that size."""
+        if self._disk is not None:
+            self._disk.bound(session_id, environment.limits.disk_mb if environment else 0)
 
     def engine_env(self, session_id: str) -> Mapping[str, str]:
         egress = self._egress.env(session_id) if self._egress is not None else {}
@@ -265,3 +275,5 @@ class Launcher:
         self._model.forget(session_id)
         if self._egress is not None:
             self._egress.forget(session_id)
+        if self._disk is not None:
+            self._disk.forget(session_id)

@@ -47,7 +47,7 @@ from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess, model_env
-from dataplane_agent.runtimes.disk_limit import OverLimit
+from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit, OverLimit
 from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
 from dataplane_agent.runtimes.reconcile import DESTROYED, RETAINED, Placements
 from dataplane_agent.runtimes.repository import CloneFailed
@@ -102,6 +102,7 @@ class Runtimes:
         deltas: LiveDeltas | None = None,
         layers: LayerStore | None = None,
         metrics: AgentMetrics | None = None,
+        disk: MeasuredDiskLimit | None = None,
     ) -> None:
         self._db = db
         self._deltas = deltas
@@ -127,6 +128,7 @@ class Runtimes:
             background=self._background,
             egress=egress,
             layers=layers,
+            disk=disk,
         )
         self._guards = KeyedLocks()
         # Sessions whose rebuild by the reconciler failed: it does not try again (an input does).
@@ -216,6 +218,7 @@ class Runtimes:
                 self._placements.released(session_id)
                 self._launcher.forget(session_id)
             return
+        self._launcher.register_disk(session_id, environment)
         environment_phase: pb.StartupPhase | None = None
         if environment is not None and environment.layered:
             environment_phase = pb.StartupPhase(phase="environment", duration_ms=_ms_since(began))
@@ -591,6 +594,7 @@ class Runtimes:
         began = time.monotonic()
         # The same environment version as at the start, its layer built again if it is gone.
         environment = await self._launcher.environment(record.environment)
+        self._launcher.register_disk(session_id, environment)
         sandbox = await self._launcher.create(self._launcher.spec(session_id, environment))
         sandbox_ms = _ms_since(began)
         config = EngineConfig(

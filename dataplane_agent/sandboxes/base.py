@@ -114,6 +114,9 @@ class SandboxLimits:
     cpus: float = 0.0
     memory_mb: int = 0
     pids: int = 0
+    # The workspace's disk, where the agent limits workspaces (an image of its own, or measured);
+    # an agent that limits none (--sandbox-disk-mb 0) does not bound it either.
+    disk_mb: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """A workspace disk limit the filesystem enforces: each sandbox's workspace is an ext4 image of its own.
 
 With `--sandbox-disk-mb N` (10 GiB by default) a root agent gives every new sandbox
-`<sandbox dir>/workspace.img`, a sparse file (it takes on disk only what is
+`<sandbox dir>/workspace.img` (of N MiB, or of its environment's disk limit, which replaces N for
+the environment's sandboxes), a sparse file (it takes on disk only what is
 written in it) formatted ext4 with no reserved blocks and its root owned by
 the sandbox's user, loop-mounted nosuid,nodev on the sandbox's workspace. A
 sandbox that fills it gets ENOSPC ("No space left on device") and the host's
@@ -52,9 +53,9 @@ class WorkspaceDisk:
         """Why this host cannot give workspaces an image of their own (empty: it can)."""
         return _probe()
 
-    def attach(self, directory: Path, workspace: Path, uid: int, gid: int) -> None:
-        """Mount the sandbox's image on `workspace` (made and formatted first if it is new).
-        SandboxError if it cannot be."""
+    def attach(self, directory: Path, workspace: Path, uid: int, gid: int, size_mb: int = 0) -> None:
+        """Mount the sandbox's image on `workspace` (made and formatted first if it is new, of
+        `size_mb` MiB, 0: this disk's size). SandboxError if it cannot be."""
         if os.path.ismount(workspace):
             return
         image = directory / IMAGE
@@ -66,16 +67,16 @@ class WorkspaceDisk:
                     reason="the workspace holds files from before the disk limit was set",
                 )
                 return
-            self._format(image, uid, gid)
+            self._format(image, uid, gid, size_mb or self.size_mb)
         _run(_tool("mount"), "-o", "loop,nosuid,nodev", "-t", "ext4", str(image), str(workspace))
         with contextlib.suppress(OSError):  # mkfs's lost+found is no use to a sandbox
             os.rmdir(workspace / "lost+found")
 
-    def _format(self, image: Path, uid: int, gid: int) -> None:
+    def _format(self, image: Path, uid: int, gid: int, size_mb: int) -> None:
         partial = image.with_name(IMAGE + ".partial")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
-            os.ftruncate(fd, self.size_mb * 1024 * 1024)
+            os.ftruncate(fd, size_mb * 1024 * 1024)
         finally:
             os.close(fd)
         _run(

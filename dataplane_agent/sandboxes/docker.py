@@ -367,7 +367,7 @@ class DockerSandboxDriver:
         await asyncio.to_thread(directory.prepare, self._uid, self._gid, _sandbox_env(spec))
         try:
             if self._disk is not None:
-                await asyncio.to_thread(self._attach, directory)
+                await asyncio.to_thread(self._attach, directory, spec.limits.disk_mb)
             recipe = dataclasses.replace(
                 self._recipe,
                 image=spec.image or self._recipe.image,
@@ -402,9 +402,10 @@ class DockerSandboxDriver:
         may run as another uid than this driver's)."""
         return found.user or f"{self._uid}:{self._gid}"
 
-    def _attach(self, directory: HostDirectory) -> None:
+    def _attach(self, directory: HostDirectory, size_mb: int = 0) -> None:
+        """Mount the workspace's image (a new one of `size_mb` MiB, 0: the driver's size)."""
         assert self._disk is not None
-        self._disk.attach(directory.path, directory.workspace, self._uid, self._gid)
+        self._disk.attach(directory.path, directory.workspace, self._uid, self._gid, size_mb)
 
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
         own = {SESSION_LABEL: spec.session_id, AGENT_LABEL: spec.agent_id, INSTALLATION_LABEL: self._installation}

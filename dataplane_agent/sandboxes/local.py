@@ -231,7 +231,7 @@ class LocalSandboxDriver:
                 "agent_id": spec.agent_id,
                 "labels": dict(spec.labels),
             }
-            await asyncio.to_thread(self._prepare, directory, isolation, json.dumps(record))
+            await asyncio.to_thread(self._prepare, directory, isolation, json.dumps(record), spec.limits.disk_mb)
         except OSError as error:
             raise SandboxError(f"cannot create the directory of sandbox {sandbox_id}: {error.strerror}") from error
         self._spec_env[sandbox_id] = dict(spec.env)
@@ -267,7 +267,7 @@ class LocalSandboxDriver:
             home=directory / "home",
         )
 
-    def _prepare(self, directory: Path, isolation: Isolation, record: str) -> None:
+    def _prepare(self, directory: Path, isolation: Isolation, record: str, disk_mb: int = 0) -> None:
         """The sandbox's directory: private to the agent; inside it, what the sandbox mounts
         writable is its user's, `etc/` (its passwd and group) readable, `run/` the agent's alone.
         Its `record` (whose it is, its labels) is written first: the reconciler, listing sandboxes
@@ -282,7 +282,7 @@ class LocalSandboxDriver:
         host_user = isolation.host_user
         if isolation.disk is not None:
             owner = (host_user.uid, host_user.gid) if host_user else (os.getuid(), os.getgid())
-            isolation.disk.attach(directory, directory / "workspace", *owner)
+            isolation.disk.attach(directory, directory / "workspace", *owner, size_mb=disk_mb)
         if host_user is not None:
             for part in ("workspace", "home", "tmp"):
                 host_user.hand_over(directory / part)

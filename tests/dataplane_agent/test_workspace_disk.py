@@ -8,6 +8,7 @@ refused. (Stopping a runtime over it: tests/e2e/test_disk_limit_measured.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.runtimes.disk_limit import MIB, MeasuredDiskLimit
-from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver
+from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxLimits
 from dataplane_agent.sandboxes.disk import IMAGE, WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
@@ -66,6 +67,19 @@ async def test_a_full_workspace_refuses_writes_and_uploads_and_is_unmounted_with
     assert (directory / IMAGE).exists()
     await driver.destroy(again)
     assert not os.path.ismount(again.workspace) and not directory.exists()
+
+
+@pytest.mark.parametrize("kind", ["local", "docker"])
+async def test_an_environments_disk_limit_sizes_its_workspace_image(kind: str, sandbox_root: Path, bwrap: str) -> None:
+    if why := DISK.unavailable():
+        pytest.skip(f"workspace images cannot be mounted here: {why}")
+    spec = dataclasses.replace(SPEC, limits=SandboxLimits(disk_mb=8))
+    async with sandbox_of(kind, sandbox_root, bwrap, spec, disk=DISK) as (driver, sandbox):
+        assert (sandbox.workspace.parent / IMAGE).stat().st_size == 8 * MIB
+        client = service(driver, sandbox)
+        filled = await client.call(exec_command=pb.ExecCommand(command="head -c 16M /dev/zero > big; echo exit=$?"))
+        out = b"".join(r.stdout + r.stderr for r in filled)
+        assert b"No space left on device" in out and b"exit=1" in out, out
 
 
 # -- where no image enforces the limit: measured (disk_limit) -------------------------------------
