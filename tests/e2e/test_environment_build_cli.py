@@ -1,8 +1,10 @@
 """`astrabox environments build` and `apply` as a user runs them against a real stack (a real agent on
 the local driver building with the host's pip): each agent's progress shown as it streams, then READY
 and exit 0 for a tiny environment (pip `six`), or FAILED with pip's own error and exit 1 for a package
-that does not exist. Also `client.environments.build` yielding the steps as dataclasses, and a setup
-script reaching the network through the egress proxy only where its environment's policy allows."""
+that does not exist. Also `client.environments.build` yielding the steps as dataclasses, a setup
+script reaching the network through the egress proxy only where its environment's policy allows (on
+both drivers), `--timeout` ending the wait (not the build), and an environment with nothing to
+build building nothing."""
 
 from __future__ import annotations
 
@@ -167,3 +169,33 @@ async def test_a_setup_script_fetches_what_its_network_policy_allows(
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "FAILED (setup)" in refused.stdout, refused.stdout
     assert "curl: (22)" in refused.stdout and "403" in refused.stdout, refused.stdout
+
+
+async def test_a_docker_agents_setup_script_fetches_what_its_network_policy_allows(
+    docker_stacks: StartStack, served: int, tmp_path: Path
+) -> None:
+    """The same on the docker driver: the build container reaches the proxy over the relayed socket
+    (the image has no curl: Perl's HTTP::Tiny, which honours http_proxy, fetches)."""
+    stack = docker_stacks(args=("--egress-allowed-networks", "127.0.0.0/8"))
+    fetch = (
+        'perl -MHTTP::Tiny -e \'$r = HTTP::Tiny->new->get($ARGV[0]); $r->{success} or die "$r->{status}\\n";'
+        f' print $r->{{content}}\' http://127.0.0.2:{served}/tool.txt > "$ASTRABOX_LAYER/tool.txt"'
+    )
+    (tmp_path / "fetching.yaml").write_text(
+        f'name: fetching\nsetup: |\n  {fetch}\nnetwork:\n  mode: limited\n  allowed_hosts: ["127.0.0.2:{served}"]\n'
+    )
+    built = astrabox(stack, "environments", "apply", "fetching.yaml", cwd=tmp_path)
+    assert built.returncode == 0, built.stdout + built.stderr
+    async with AstraBoxClient.connect(stack.address) as client:
+        _, version = await client.environments.get("fetching")
+    image = f"astrabox/env:{version.build_digest[:20]}"
+    try:
+        shown = subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", image, "cat", "/opt/astrabox/env/tool.txt"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert shown.stdout == "fetched by the setup script\n", shown.stderr
+    finally:
+        subprocess.run(["docker", "rmi", "--force", image], capture_output=True, timeout=120)
