@@ -171,8 +171,10 @@ class DockerLayers:
         owner = f"layer-{request.build_digest[:20]}-{secrets.token_hex(3)}"
         network = self._network if request.setup_script and request.network.mode else None
         proxy = network.open(owner, request.network) if network is not None else {}
+        # A policy that lets nothing out gives no variables: then no socket either.
+        socket = network.socket if network is not None and proxy else None
         try:
-            return await self._run(request, downloads, progress, network.socket if proxy and network else None, proxy)
+            return await self._run(request, downloads, progress, socket, proxy)
         finally:
             if network is not None:
                 network.close(owner)
