@@ -36,7 +36,8 @@ from dataplane_agent.environments.local_layers import LocalLayers
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from tests.dataplane_agent.fakes import Agent, running_agent
 
 SPEC = env_pb.EnvironmentSpec(packages=env_pb.Packages(apt=["tree"], pip=["six"]))

@@ -79,7 +79,8 @@ from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay import credential as agent_credential
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.outbox import Outbox
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from serverkit import logs, tracing
 
 # The relay's OutputBatch size (a field default).

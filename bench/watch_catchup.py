@@ -51,7 +51,7 @@ from controlplane.settings import ControlPlaneSettings
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.deltas import LiveDeltas
-from dataplane_agent.state import Database
+from dataplane_agent.state_database import Database
 from serverkit import logs
 
 MODES = ("sql", "watch runs", "watch single", "client watch", "list")

@@ -4,8 +4,8 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
 
     main.py          composition root: wires everything below, runs until stopped
     settings.py      every setting: flag, environment variable, default
-    state.py         the agent's durable store (SQLite; writes group-committed): held sessions, queued inputs,
-                     outbox rows
+    state_database.py  the agent's durable store: one SQLite database, its tables, writes group-committed
+    state.py         what it records of what it holds: sessions, queued inputs, interactions, applied commands
     errors.py        AgentError, CommandRefused
     health.py        the agent's health in <state dir>/health.json: stream, outbox depth, driver usable
     metrics.py       the Prometheus metrics (`--metrics-listen`): every metric object, read at scrape time

@@ -55,7 +55,8 @@ from dataplane_agent.sandboxes.disk import WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
 from dataplane_agent.sandboxes.usage import UsageSampler
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
-from dataplane_agent.state import AgentState, Database, keep_private
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database, keep_private
 from dataplane_agent.turns.transcripts import TranscriptStore
 from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService

@@ -41,7 +41,8 @@ from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.sandboxes.usage import UsageSampler
 from dataplane_agent.settings import AgentSettings
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from serverkit.settings import CONFIG_ENV, Option, Secret
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"

@@ -43,7 +43,8 @@ from dataplane_agent.engines.base import ToolDecision, ToolResult
 from dataplane_agent.environments.build_command import LayerBuilds
 from dataplane_agent.errors import CommandRefused, DestroyNotDone
 from dataplane_agent.keyed_locks import KeyedLocks
-from dataplane_agent.state import AgentState, Database, Receipt
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database, Receipt
 from serverkit import tracing
 
 log = structlog.get_logger(__name__)

@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.state import Database
+from dataplane_agent.state_database import Database
 
 # The `Output.body` oneof field for each body message type.
 _BODY_FIELDS: dict[str, str] = {

@@ -52,7 +52,8 @@ from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPo
 from dataplane_agent.runtimes.reconcile import DESTROYED, RETAINED, Placements
 from dataplane_agent.runtimes.repository import CloneFailed
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
-from dataplane_agent.state import AgentState, Database, Receipt, SessionRecord, in_order
+from dataplane_agent.state import AgentState, SessionRecord
+from dataplane_agent.state_database import Database, Receipt, in_order
 from dataplane_agent.turns.session import (
     WORKSPACE_GONE_REASON,
     Input,

@@ -28,7 +28,7 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineSession, PermissionModeRefused
-from dataplane_agent.state import in_order
+from dataplane_agent.state_database import in_order
 from dataplane_agent.turns.engine_calls import describe
 from dataplane_agent.turns.ledger import TurnContext, TurnLedger
 from serverkit.waits import bounded

@@ -25,7 +25,8 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import ToolDecision, ToolRequest
 from dataplane_agent.relay.outbox import Outbox
-from dataplane_agent.state import AgentState, Database, PendingInteraction, Receipt
+from dataplane_agent.state import AgentState, PendingInteraction
+from dataplane_agent.state_database import Database, Receipt
 
 log = structlog.get_logger(__name__)
 

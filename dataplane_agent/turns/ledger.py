@@ -25,7 +25,8 @@ from dataplane_agent.engines.base import EngineSession
 from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
-from dataplane_agent.state import AgentState, Database, in_order
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database, in_order
 from dataplane_agent.turns.engine_calls import close_quietly
 from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED, Interactions
 from serverkit import tracing

@@ -29,7 +29,8 @@ from dataplane_agent.engines.base import EngineSession, ToolDecision, ToolReques
 from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.base import Sandbox
-from dataplane_agent.state import AgentState, Database, Receipt
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database, Receipt
 from dataplane_agent.turns.engine_calls import close_quietly, describe
 from dataplane_agent.turns.inputs import (
     INTERRUPTED_BEFORE_SEND,

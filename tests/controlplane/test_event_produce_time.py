@@ -17,7 +17,7 @@ from controlplane.api import SessionKernelServicer
 from controlplane.quotas import Quotas
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from dataplane_agent.relay.outbox import Outbox
-from dataplane_agent.state import Database
+from dataplane_agent.state_database import Database
 from tests.controlplane.test_session_kernel_service import SERVICE, create
 from tests.support.grpc_testing_bridge import ServicerHarness
 

@@ -45,7 +45,8 @@ from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess
 from dataplane_agent.runtimes.runtimes import Runtimes, model_env
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from dataplane_agent.turns.session import TurnLimits
 from dataplane_agent.turns.transcripts import TranscriptStore
 

@@ -27,7 +27,8 @@ from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, SandboxLimits, SandboxSpec
 from dataplane_agent.sandboxes.docker import DockerSandboxDriver
 from dataplane_agent.settings import DEFAULT_IMAGE
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from tests.support.containers import Containers
 
 

@@ -20,7 +20,8 @@ from dataplane_agent.environments.steps import LayerBuildError
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.settings import AgentSettings
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 
 # Not on the host (checked below), so only the layer can bring it.
 APT_PACKAGE = "tree"

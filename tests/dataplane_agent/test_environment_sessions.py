@@ -18,7 +18,8 @@ from dataplane_agent.environments.layers import LayerStore
 from dataplane_agent.environments.local_layers import LocalLayers
 from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from tests.dataplane_agent.fakes import (
     DirectorySandboxDriver,
     ScriptedEngine,

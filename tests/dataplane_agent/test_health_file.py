@@ -14,7 +14,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.health import HealthFile
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
-from dataplane_agent.state import Database
+from dataplane_agent.state_database import Database
 
 
 async def test_the_health_file_says_whether_the_agent_can_serve_and_how_deep_its_outbox_is(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from dataplane_agent.metrics import AgentMetrics, ScrapeSources
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.sandboxes.usage import UsageSampler, UsageSnapshot
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from serverkit import metrics_http
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

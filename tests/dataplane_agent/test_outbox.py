@@ -13,7 +13,7 @@ import pytest
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.relay.outbox import Outbox
-from dataplane_agent.state import Database
+from dataplane_agent.state_database import Database
 
 _WRITER = textwrap.dedent(
     """
@@ -21,7 +21,7 @@ _WRITER = textwrap.dedent(
     from pathlib import Path
     from astrabox.runner.v1 import runner_service_pb2 as pb
     from dataplane_agent.relay.outbox import Outbox
-    from dataplane_agent.state import Database
+    from dataplane_agent.state_database import Database
 
     async def main():
         db = await Database.open(Path(sys.argv[1]))

@@ -25,7 +25,8 @@ from dataplane_agent.runtimes.reconcile import LocalDirectoryInventory, Placemen
 from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import POOL_LABEL, DestroyVerdict, Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from dataplane_agent.turns.transcripts import TranscriptStore
 from tests.dataplane_agent.fakes import MODEL_ENV, FixedModel, ScriptedEngine, deliver, result_turn, start
 

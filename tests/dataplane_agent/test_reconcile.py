@@ -33,7 +33,8 @@ from dataplane_agent.sandboxes.base import (
     SandboxSpec,
 )
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from dataplane_agent.turns.transcripts import TranscriptStore
 from tests.dataplane_agent.fakes import (
     MODEL_ENV,

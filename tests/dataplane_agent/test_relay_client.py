@@ -20,7 +20,8 @@ from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay.client import RelayClient, RelayConfig
 from dataplane_agent.relay.commands import CommandApplier
 from dataplane_agent.relay.outbox import Outbox
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from serverkit import versions
 
 # -- the control plane's side, as a test double ----------------------------------------------

@@ -13,7 +13,7 @@ import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.relay.outbox import Outbox
-from dataplane_agent.state import Database, keep_private
+from dataplane_agent.state_database import Database, keep_private
 
 
 @pytest.fixture

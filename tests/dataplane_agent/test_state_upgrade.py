@@ -6,7 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 
 # The sessions table as agents made it before sessions kept their agent configuration.
 _OLD_SESSIONS = """

@@ -11,7 +11,8 @@ from dataplane_agent.engines.base import EngineOutput
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.runtimes.runtimes import WORKSPACE_GONE_REASON
 from dataplane_agent.sandboxes.base import SandboxSpec
-from dataplane_agent.state import AgentState, Database
+from dataplane_agent.state import AgentState
+from dataplane_agent.state_database import Database
 from dataplane_agent.turns.session import (
     INTERRUPTED_AT_DEADLINE,
     INTERRUPTED_BEFORE_SEND,

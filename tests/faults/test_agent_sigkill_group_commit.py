@@ -26,7 +26,8 @@ _AGENT = textwrap.dedent(
     from dataplane_agent.engines.claude_code import MANIFEST
     from dataplane_agent.relay.client import RelayClient, RelayConfig
     from dataplane_agent.relay.outbox import Outbox
-    from dataplane_agent.state import AgentState, Database
+    from dataplane_agent.state import AgentState
+    from dataplane_agent.state_database import Database
 
     class NoCommands:
         def submit(self, command, reply):
