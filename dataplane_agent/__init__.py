@@ -18,7 +18,11 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
       deltas.py        live deltas (text as it is written) waiting for the stream: bounded, merged, not durable
       commands.py      commands from the control plane, applied once each (receipts)
     runtimes/        a session's runtime: its sandbox plus its engine
-      runtimes.py      start, stop, destroy, recover; hands inputs and answers to `turns`
+      runtimes.py      Runtimes: the commands on a session's runtime; hands inputs and answers to `turns`,
+                       restarts an engine (after a loss, an idle stop, a restart), recovers
+      starts.py        starting one (StartRuntime): environment, sandbox, repository, engine, each phase reported
+      endings.py       its end: stopped idle or over its disk limit, destroyed, retained, released
+      held.py          what those three share: the stores, the launcher, the turns of the sessions held
       launch.py        makes a sandbox (or claims a warm one) and starts the engine in it
       reconcile.py     after a restart and periodically: the sandboxes on the host vs the sessions held
                        (at start, what an earlier agent process left running in them ended first)

@@ -5,8 +5,8 @@ One `AgentMetrics` per agent process object, with its own registry (served by
 a sandbox state. Never a session, turn or sandbox id.
 
 Recorded as things happen:
-    startup phases    `dataplane_agent.runtimes.runtimes` (each phase a start reports)
-    idle stops        ... (a StopRuntime the control plane sent an idle session, done)
+    startup phases    `dataplane_agent.runtimes.starts` (each phase a start reports)
+    idle stops        `dataplane_agent.runtimes.endings` (a StopRuntime the control plane sent an idle session, done)
 Read at scrape time (`attach`), on the event loop, from what owns them:
     the outbox        outputs and bytes not yet committed by the control plane, of how many sessions
     the relay         stream connected, its age, outputs sent on it and not yet acknowledged,

@@ -1,14 +1,15 @@
 """Session runtimes on this agent: a sandbox plus a connected engine session.
 
 `Runtimes` applies the control plane's commands to the sessions this agent
-holds: it starts runtimes (reporting each startup phase), hands inputs,
-answers, interrupts, permission modes and task stops to the session's
-`SessionTurns`, restarts an engine lazily (resuming its conversation) and
-recovers a session whose sandbox was lost, and destroys runtimes — or, with `retain_sandboxes`, keeps a released session's
-sandbox stopped for inspection (RETAINED). Each
-operation takes a `receipt`: a transaction step recording that the command
-was applied, committed with the operation's effect, so a redelivered command
-never has a second effect.
+holds: it starts runtimes (`starts.RuntimeStarts`, reporting each startup
+phase), hands inputs, answers, interrupts, permission modes and task stops to
+the session's `SessionTurns`, restarts an engine lazily (resuming its
+conversation) and recovers a session whose sandbox was lost, and stops,
+destroys or — with `retain_sandboxes` — keeps a released session's sandbox
+stopped for inspection (RETAINED) (`endings.RuntimeEndings`). Each operation
+takes a `receipt`: a transaction step recording that the command was applied,
+committed with the operation's effect, so a redelivered command never has a
+second effect.
 
 Engine readers, input pumps and interrupt deadlines live in a TaskGroup owned
 by `run()`. Whatever a shutdown leaves open stays recorded; `recover()` at the
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -39,8 +39,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.agent_config import AgentConfig
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineError, EngineSession, ToolDecision
 from dataplane_agent.environments.layers import LayerStore
-from dataplane_agent.environments.steps import LayerBuildError
-from dataplane_agent.errors import CommandRefused, DestroyNotDone
+from dataplane_agent.errors import CommandRefused
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.metrics import AgentMetrics
 from dataplane_agent.relay.deltas import LiveDeltas
@@ -48,9 +47,11 @@ from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess, model_env
 from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit, OverLimit
+from dataplane_agent.runtimes.endings import RuntimeEndings
+from dataplane_agent.runtimes.held import Held
 from dataplane_agent.runtimes.launch import Launcher, RuntimeTimeouts, SandboxPool
-from dataplane_agent.runtimes.reconcile import DESTROYED, RETAINED, Placements
-from dataplane_agent.runtimes.repository import CloneFailed
+from dataplane_agent.runtimes.reconcile import Placements
+from dataplane_agent.runtimes.starts import RuntimeStarts, mcp_unavailable, ms_since, runtime_started
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox, SandboxDriver, SandboxSpec
 from dataplane_agent.state import AgentState, SessionRecord
 from dataplane_agent.state_database import Database, Receipt, in_order
@@ -71,13 +72,8 @@ __all__ = ["RESTART_ABORT_REASON", "WORKSPACE_GONE_REASON", "Receipt", "RuntimeT
 
 RESTART_ABORT_REASON = "the data-plane agent restarted while the turn was running"
 RESTART_QUEUED_REASON = "the data-plane agent restarted before the engine took the message"
-NO_MANIFEST_REASON = "contract violation: the engine declared no capability manifest"
 # The session id a warm pool's template spec is made with (the pool replaces it).
 TEMPLATE_SESSION_ID = "template"
-
-
-def _no_receipt(c: sqlite3.Connection) -> None:
-    """A receipt for work no command asked for."""
 
 
 class Runtimes:
@@ -134,6 +130,29 @@ class Runtimes:
         self._guards = KeyedLocks()
         # Sessions whose rebuild by the reconciler failed: it does not try again (an input does).
         self._rebuild_failed: set[str] = set()
+        held = Held(
+            db=self._db,
+            state=self._state,
+            outbox=self._outbox,
+            transcripts=self._transcripts,
+            launcher=self._launcher,
+            placements=self._placements,
+            metrics=self._metrics,
+            sessions=self._sessions,
+        )
+        self._starts = RuntimeStarts(
+            held,
+            driver_name=self._driver_name,
+            limits=limits,
+            turns=self._turns,
+            background=self._background,
+        )
+        self._endings = RuntimeEndings(
+            held,
+            retain_sandboxes=retain_sandboxes,
+            guards=self._guards,
+            rebuild_failed=self._rebuild_failed,
+        )
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -184,146 +203,7 @@ class Runtimes:
         """Create the sandbox, start the engine, record the session; report the phases and the outcome."""
         self._placements.placed(session_id)
         async with self.guarded(session_id):
-            await self._start_runtime(session_id, req, receipt)
-
-    async def _start_runtime(self, session_id: str, req: pb.StartRuntime, receipt: Receipt) -> None:
-        if req.committed_output_seq:
-            # The session may have run elsewhere: number this agent's outputs after what is committed.
-            await self._outbox.ack(session_id, req.committed_output_seq)
-        existing = await self._state.session(session_id)
-        turns = self._sessions.get(session_id)
-        if existing is not None and turns is not None and turns.engine is not None:
-            # Already up: report it again rather than tear down a working runtime.
-            await self._db.write(lambda c: self._started_tx(c, existing, 0, receipt))
-            return
-        adapter = self._launcher.adapter(req.engine)
-        if adapter is None:
-            reason = f"engine {req.engine!r} is not available on this agent (available: {self._launcher.available()})"
-            await self._start_failed(session_id, reason, receipt)
-            return
-        manifest = getattr(adapter, "manifest", None)
-        if manifest is None:
-            await self._start_failed(session_id, f"{NO_MANIFEST_REASON} ({req.engine})", receipt)
-            return
-        resume = req.resume_engine_session_id or (existing.engine_session_id if existing else "")
-        pinned = req.environment.SerializeToString() if req.HasField("environment") else b""
-        self._launcher.register_egress(session_id, pinned, req.config.SerializeToString())
-        began = time.monotonic()
-        # When each phase began, for its span (the environment's, the sandbox's and ready's: `began`).
-        phase_began: dict[str, float] = {}
-        try:
-            environment = await self._launcher.environment(pinned)
-        except LayerBuildError as exc:  # the package manager's own words, for the session's owner
-            await self._start_failed(session_id, f"the environment could not be built: {exc}", receipt)
-            if existing is None:
-                self._placements.released(session_id)
-                self._launcher.forget(session_id)
-            return
-        self._launcher.register_disk(session_id, environment)
-        environment_phase: pb.StartupPhase | None = None
-        if environment is not None and environment.layered:
-            environment_phase = pb.StartupPhase(phase="environment", duration_ms=_ms_since(began))
-            await self._outbox.append(session_id, "", environment_phase)
-        try:
-            sandbox, claimed = await self._launcher.sandbox(session_id, fresh=existing is None, environment=environment)
-        except Exception as exc:  # every failure becomes a readable RuntimeStartFailed
-            await self._start_failed(session_id, f"could not create the sandbox: {describe(exc)}", receipt)
-            if existing is None:
-                self._placements.released(session_id)
-                self._launcher.forget(session_id)
-            return
-        sandbox_ms = _ms_since(began)
-        # What this start reports, committed together with the runtime's record at the end, in one
-        # transaction (and so one batch to the control plane); but when a CLI start follows (hundreds
-        # of milliseconds), the sandbox's phase goes first, for watchers to see the progress.
-        sandbox_phase = pb.StartupPhase(
-            phase="sandbox_claimed" if claimed else "sandbox_created", duration_ms=sandbox_ms
-        )
-        reports: list[pb.StartupPhase | pb.EngineInfo | pb.McpServerUnavailable] = [sandbox_phase]
-        # The repository goes into a sandbox made for this start only: a workspace this agent still
-        # holds (an idle restart) is the session's own, whatever its code did to it.
-        clone = req.HasField("git_source") and existing is None
-        if claimed is None or claimed.engine is None or clone:
-            await self._outbox.append(session_id, "", reports.pop())
-        if clone:
-            cloning = phase_began["repository"] = time.monotonic()
-            try:
-                if await self._launcher.repository(session_id, sandbox, req.git_source):
-                    reports.append(pb.StartupPhase(phase="repository", duration_ms=_ms_since(cloning)))
-            except Exception as exc:  # git's own message (CloneFailed), or why git could not run
-                if claimed is not None and claimed.engine is not None:
-                    self._background(close_quietly(claimed.engine, self._limits.close_engine))
-                if existing is None:
-                    self._placements.released(session_id)
-                    self._launcher.forget(session_id)
-                    await self._destroy_sandbox(sandbox)
-                reason = str(exc) if isinstance(exc, CloneFailed) else f"could not clone: {describe(exc)}"
-                await self._start_failed(session_id, reason, receipt)
-                return
-        if req.transcript:
-            await self._transcripts.save(session_id, req.transcript)
-        turns = self._turns(session_id, resume)
-        config = EngineConfig(
-            permission_mode=req.permission_mode,
-            model=req.model,
-            resume_engine_session_id=resume,
-            transcript=req.transcript,
-            env=self._launcher.engine_env(session_id),
-            interactions=turns,
-            agent_config=AgentConfig.from_proto(req.config),
-        )
-        connecting = phase_began["engine_adopted"] = phase_began["engine_connected"] = time.monotonic()
-        try:
-            engine, adopted = await self._launcher.engine(session_id, adapter, sandbox, config, claimed)
-        except Exception as exc:
-            if existing is None:
-                self._sessions.pop(session_id, None)
-                self._placements.released(session_id)
-                self._launcher.forget(session_id)
-                await self._destroy_sandbox(sandbox)
-            await self._start_failed(session_id, f"could not start the {req.engine} engine: {describe(exc)}", receipt)
-            return
-        try:
-            phase = "engine_adopted" if adopted else "engine_connected"
-            reports.append(pb.StartupPhase(phase=phase, duration_ms=_ms_since(connecting)))
-            reports.extend(_mcp_unavailable(engine))
-            if manifest.supports_server_info and (info := await self._launcher.server_info(session_id, engine)):
-                reports.append(info)
-            record = SessionRecord(
-                session_id=session_id,
-                engine=req.engine,
-                permission_mode=req.permission_mode,
-                model=req.model,
-                engine_session_id=engine.engine_session_id or resume,
-                sandbox=sandbox,
-                # Kept as sent, so that every later start of the session's engine applies it too.
-                config=req.config.SerializeToString(),
-                tool_grants=pb.SetToolGrants(grants=req.tool_grants).SerializeToString(),
-                environment=pinned,
-            )
-            reports.append(pb.StartupPhase(phase="ready", duration_ms=_ms_since(began)))
-
-            def started(c: sqlite3.Connection) -> None:
-                for body in reports:
-                    self._outbox.append_tx(c, session_id, "", body)
-                self._started_tx(c, record, sandbox_ms, receipt)
-
-            await self._db.write(started)
-            for report in [environment_phase, sandbox_phase, *(r for r in reports if r is not sandbox_phase)]:
-                if isinstance(report, pb.StartupPhase):
-                    self._metrics.startup_phase_done(
-                        self._driver_name, report.phase, report.duration_ms, warm=claimed is not None
-                    )
-                    attributes = {"astrabox.session_id": session_id, "astrabox.driver": self._driver_name}
-                    seconds = report.duration_ms / 1000
-                    tracing.finished_span(
-                        f"startup {report.phase}", phase_began.get(report.phase, began), seconds, attributes
-                    )
-        except BaseException:
-            await asyncio.shield(close_quietly(engine, self._limits.close_engine))
-            raise
-        turns.attach(engine, sandbox)
-        log.info("runtime_started", session_id=session_id, sandbox_id=sandbox.sandbox_id, sandbox_ms=sandbox_ms)
+            await self._starts.start(session_id, req, receipt)
 
     async def deliver_input(self, session_id: str, req: pb.DeliverInput, receipt: Receipt) -> None:
         """Queue the input for the engine; it is sent once the session's previous turn is settled."""
@@ -395,34 +275,8 @@ class Runtimes:
         await self._db.write(receipt)
 
     async def stop_runtime(self, session_id: str, req: pb.StopRuntime, receipt: Receipt) -> None:
-        """Close an idle session's engine and stop its sandbox, keeping its files; a session that is
-        busy here (a turn runs, an input waits) is left alone. The next input starts both again."""
-        async with self.guarded(session_id):
-            record = await self._state.session(session_id)
-            if record is None:  # nothing held
-                await self._db.write(receipt)
-                return
-            turns = self._sessions.get(session_id)
-            stop = functools.partial(self._stopped, record, req.reason, receipt)
-            if turns is None:  # no engine since the agent started: only the sandbox to stop
-                await stop()
-            elif not await turns.stop_idle(stop):
-                log.info("runtime_stop_skipped", session_id=session_id, reason="the session is busy on the agent")
-                await self._db.write(receipt)
-                return
-            self._metrics.idle_stops.inc()
-
-    async def _stopped(self, record: SessionRecord, reason: str, receipt: Receipt) -> None:
-        """Stop the sandbox (its engine is closed) and report it, with the command's receipt."""
-        try:
-            await self._launcher.stop(record.sandbox)
-        except Exception as exc:
-            raise CommandRefused(
-                grpc.StatusCode.UNAVAILABLE, f"the sandbox could not be stopped: {describe(exc)}", final=False
-            ) from exc
-        body = pb.RuntimeStopped(reason=reason, sandbox_id=record.sandbox.sandbox_id)
-        await self._db.write(in_order(lambda c: self._outbox.append_tx(c, record.session_id, "", body), receipt))
-        log.info("runtime_stopped", session_id=record.session_id, sandbox_id=record.sandbox.sandbox_id, reason=reason)
+        """Stop an idle session's runtime, keeping its files (`RuntimeEndings.stop_runtime`)."""
+        await self._endings.stop_runtime(session_id, req, receipt)
 
     def running(self) -> list[tuple[str, Sandbox]]:
         """The sessions whose engine runs here now, with their sandboxes."""
@@ -433,44 +287,16 @@ class Runtimes:
         ]
 
     async def stop_over_limit(self, found: OverLimit) -> None:
-        """End the session's turn and queued messages with `found.reason` and stop its runtime,
-        keeping its files (RUNTIME_STOPPED); its next message starts the runtime again."""
-        async with self.guarded(found.session_id):
-            record = await self._state.session(found.session_id)
-            turns = self._sessions.pop(found.session_id, None)
-            if record is None or turns is None:
-                return
-            await turns.close(found.reason)
-            await self._stopped(record, found.reason, _no_receipt)
+        """Stop the runtime of a session over its disk limit (`RuntimeEndings.stop_over_limit`)."""
+        await self._endings.stop_over_limit(found)
 
     async def destroy_runtime(self, session_id: str, req: pb.DestroyRuntime, receipt: Receipt) -> pb.DestroyVerdict:
-        """Stop the engine and destroy the sandbox (CONFIRMED), or keep it stopped with
-        `retain_sandboxes` (RETAINED); the session is forgotten only then. DestroyNotDone, with the
-        verdict, when the sandbox is still there."""
-        self._placements.released(session_id)
-        async with self.guarded(session_id):
-            record = await self._state.session(session_id)
-            if record is None:
-                # Nothing held: already destroyed or retained (a sandbox no record names is the reconciler's).
-                await self._db.write(receipt)
-                return await self.released_verdict(session_id)
-            reason = f"the runtime was destroyed ({req.reason})" if req.reason else "the runtime was destroyed"
-            if self._retain:
-                await self._keep(record, reason, req.reason, receipt)
-                return pb.DESTROY_VERDICT_RETAINED
-            verdict = await self._teardown(record, reason, receipt)
-        if verdict is DestroyVerdict.CONFIRMED:
-            return pb.DESTROY_VERDICT_CONFIRMED
-        message = f"sandbox {record.sandbox.sandbox_id} destruction is {verdict.value}; the session is kept"
-        if verdict is DestroyVerdict.REFUSED:
-            raise DestroyNotDone(grpc.StatusCode.FAILED_PRECONDITION, message, pb.DESTROY_VERDICT_REFUSED)
-        raise DestroyNotDone(grpc.StatusCode.UNAVAILABLE, message, pb.DESTROY_VERDICT_UNCONFIRMED)
+        """Destroy (or retain) the session's runtime (`RuntimeEndings.destroy_runtime`)."""
+        return await self._endings.destroy_runtime(session_id, req, receipt)
 
     async def released_verdict(self, session_id: str) -> pb.DestroyVerdict:
-        """What became of the sandbox of a session this agent no longer holds: RETAINED when it is
-        recorded as kept, else CONFIRMED (destroyed, or never here)."""
-        retained = await self._state.retained_session(session_id)
-        return pb.DESTROY_VERDICT_RETAINED if retained is not None else pb.DESTROY_VERDICT_CONFIRMED
+        """What became of a released session's sandbox (`RuntimeEndings.released_verdict`)."""
+        return await self._endings.released_verdict(session_id)
 
     # -- reconciliation ------------------------------------------------------
 
@@ -485,26 +311,8 @@ class Runtimes:
             yield
 
     async def release(self, session_id: str, reason: str) -> DestroyVerdict | None:
-        """Destroy the runtime of a session the control plane no longer expects here (hold its guard).
-        Forgotten, with a SandboxReconciled output, only when the destruction is confirmed. With
-        `retain_sandboxes` it is kept instead (SandboxReconciled{action: "retained"}): None, as for
-        a session not held."""
-        record = await self._state.session(session_id)
-        if record is None:
-            return None
-        sandbox = record.sandbox
-        body = pb.SandboxReconciled(
-            action=DESTROYED, sandbox_id=sandbox.sandbox_id, driver=sandbox.driver, reason=reason
-        )
-
-        def reported(c: sqlite3.Connection) -> None:
-            self._outbox.append_tx(c, session_id, "", body)
-
-        if self._retain:
-            body.action = RETAINED
-            await self._keep(record, f"the runtime was released ({reason})", reason, reported)
-            return None
-        return await self._teardown(record, f"the runtime was destroyed ({reason})", reported)
+        """Destroy (or retain) the runtime of a session not expected here (`RuntimeEndings.release`)."""
+        return await self._endings.release(session_id, reason)
 
     async def recover_lost(self, session_id: str, reason: str) -> bool:
         """Rebuild the runtime of an idle session whose sandbox is gone, now (hold its guard);
@@ -531,49 +339,6 @@ class Runtimes:
         """The spec every new session's sandbox is made from, for the warm pool."""
         return self._launcher.spec(TEMPLATE_SESSION_ID)
 
-    async def _teardown(self, record: SessionRecord, reason: str, step: Receipt) -> DestroyVerdict:
-        """Close the engine (settling its turns with `reason`) and destroy the sandbox; on a confirmed
-        destruction forget the session, committing `step` with it."""
-        session_id = record.session_id
-        bound = log.bind(session_id=session_id)
-        turns = self._sessions.get(session_id)
-        if turns is not None:
-            await turns.close(reason)
-        verdict = await self._launcher.destroy(record.sandbox)
-        if verdict is DestroyVerdict.CONFIRMED:
-            await self._db.write(in_order(lambda c: self._state.delete_session_tx(c, session_id), step))
-            self._sessions.pop(session_id, None)
-            self._rebuild_failed.discard(session_id)
-            self._launcher.forget(session_id)
-            await self._transcripts.forget(session_id)
-            bound.info("runtime_destroyed", sandbox_id=record.sandbox.sandbox_id)
-        return verdict
-
-    async def _keep(self, record: SessionRecord, reason: str, why: str, step: Receipt) -> None:
-        """Close the engine (settling its turns with `reason`) and stop the sandbox, keeping it for
-        inspection: the session is no longer held, and the sandbox is recorded as retained, with
-        `step`, in one transaction. DestroyNotDone (UNCONFIRMED) when it cannot be stopped."""
-        session_id, sandbox = record.session_id, record.sandbox
-        turns = self._sessions.get(session_id)
-        if turns is not None:
-            await turns.close(reason)
-        try:
-            await self._launcher.stop(sandbox)
-        except Exception as exc:  # whatever the driver raised: still there, tried again
-            raise DestroyNotDone(
-                grpc.StatusCode.UNAVAILABLE,
-                f"sandbox {sandbox.sandbox_id} could not be stopped to be retained: {describe(exc)}",
-                pb.DESTROY_VERDICT_UNCONFIRMED,
-            ) from exc
-        await self._db.write(in_order(lambda c: self._state.retain_session_tx(c, record, why), step))
-        self._sessions.pop(session_id, None)
-        self._rebuild_failed.discard(session_id)
-        self._launcher.forget(session_id)
-        await self._transcripts.forget(session_id)
-        log.warning(
-            "sandbox_retained", session_id=session_id, sandbox_id=sandbox.sandbox_id, workspace=str(sandbox.workspace)
-        )
-
     # -- engine (re)starts ---------------------------------------------------
 
     async def _restart_engine(self, session_id: str) -> EngineSession:
@@ -597,7 +362,7 @@ class Runtimes:
         environment = await self._launcher.environment(record.environment)
         self._launcher.register_disk(session_id, environment)
         sandbox = await self._launcher.create(self._launcher.spec(session_id, environment))
-        sandbox_ms = _ms_since(began)
+        sandbox_ms = ms_since(began)
         config = EngineConfig(
             permission_mode=record.permission_mode,
             model=record.model,
@@ -615,8 +380,8 @@ class Runtimes:
                 self._state.set_sandbox_tx(c, session_id, sandbox)
                 # The runtime is up again: after a loss, an idle stop, an engine replaced or an
                 # agent restart alike, so the control plane's view follows.
-                self._outbox.append_tx(c, session_id, "", _runtime_started(sandbox, sandbox_ms))
-                for unavailable in _mcp_unavailable(engine):
+                self._outbox.append_tx(c, session_id, "", runtime_started(sandbox, sandbox_ms))
+                for unavailable in mcp_unavailable(engine):
                     self._outbox.append_tx(c, session_id, "", unavailable)
 
             await self._db.write(tx)
@@ -658,43 +423,8 @@ class Runtimes:
         )
         return turns
 
-    def _started_tx(self, c: sqlite3.Connection, record: SessionRecord, sandbox_ms: int, receipt: Receipt) -> None:
-        self._state.put_session_tx(c, record)
-        self._outbox.append_tx(c, record.session_id, "", _runtime_started(record.sandbox, sandbox_ms))
-        receipt(c)
-
-    async def _start_failed(self, session_id: str, reason: str, receipt: Receipt) -> None:
-        log.warning("runtime_start_failed", session_id=session_id, reason=reason)
-        await self._db.write(
-            in_order(lambda c: self._outbox.append_tx(c, session_id, "", pb.RuntimeStartFailed(reason=reason)), receipt)
-        )
-
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         if self._tasks is None:  # shutting down: the engine closes with the agent
             work.close()
             return
         self._tasks.create_task(work)
-
-    async def _destroy_sandbox(self, sandbox: Sandbox) -> None:
-        verdict = await self._launcher.destroy(sandbox)
-        if verdict is not DestroyVerdict.CONFIRMED:
-            log.warning("sandbox_destroy_unconfirmed", sandbox_id=sandbox.sandbox_id, verdict=verdict.value)
-
-
-def _runtime_started(sandbox: Sandbox, sandbox_ms: int) -> pb.RuntimeStarted:
-    return pb.RuntimeStarted(
-        # Where the workspace is inside the sandbox: host paths never leave the agent.
-        sandbox_id=sandbox.sandbox_id,
-        driver=sandbox.driver,
-        workspace=sandbox.inner_workspace,
-        sandbox_ms=sandbox_ms,
-    )
-
-
-def _ms_since(began: float) -> int:
-    return int((time.monotonic() - began) * 1000)
-
-
-def _mcp_unavailable(engine: EngineSession) -> list[pb.McpServerUnavailable]:
-    """The agent's MCP servers the engine started without: reported, the session going on."""
-    return [pb.McpServerUnavailable(server=u.server, reason=u.reason) for u in engine.mcp_unavailable]

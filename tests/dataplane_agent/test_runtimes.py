@@ -12,7 +12,8 @@ from astrabox.agents.v1 import agent_pb2
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.agent_config import AgentConfig, ToolPolicy
 from dataplane_agent.engines.base import McpUnavailable
-from dataplane_agent.runtimes.runtimes import NO_MANIFEST_REASON, RESTART_ABORT_REASON, RESTART_QUEUED_REASON
+from dataplane_agent.runtimes.runtimes import RESTART_ABORT_REASON, RESTART_QUEUED_REASON
+from dataplane_agent.runtimes.starts import NO_MANIFEST_REASON
 from dataplane_agent.sandboxes.base import DestroyVerdict
 from tests.dataplane_agent.fakes import (
     MODEL_ENV,
