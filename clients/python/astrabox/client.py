@@ -40,6 +40,8 @@ from typing import Any, Literal, TypeVar, cast, overload
 
 import grpc
 
+from astrabox._watch_stream import WATCH_ADMITTED as WATCH_ADMITTED  # a public name of this module too
+from astrabox._watch_stream import WATCH_GIVE_UP_AFTER, watch_events
 from astrabox.administration import Admin
 from astrabox.agent_definitions import AgentDefinitions
 from astrabox.backoff import Backoff
@@ -68,25 +70,6 @@ SessionState = session_pb2.SessionState
 API_KEY_METADATA = "authorization"
 """Metadata key that carries `Bearer <api key>`."""
 
-WATCH_ADMITTED = "astrabox-watch"
-"""Metadata key of the headers a server sends as soon as it has admitted a watch, before any event."""
-
-# Codes after which a watch is resumed rather than surfaced: the server, its
-# database or the connection went away (a server shutting down cancels its
-# streams), or the server asks for a re-read (ABORTED).
-_RESUMABLE = frozenset({
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-})  # fmt: skip
-# A stream reset on the way (a proxy or load balancer cutting it) reads as INTERNAL or UNKNOWN
-# without an ErrorInfo; the service's own answers always carry one.
-_RESET = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
-WATCH_GIVE_UP_AFTER = 600.0
-"""Seconds `watch` goes on trying to resume by default before it raises the last error."""
-# A watch behind gets up to this many events per response (a server that predates `events` sends one each).
-_WATCH_EVENTS_PER_RESPONSE = 500
 _GIVE_UP_STATES = (SessionState.SESSION_STATE_FAILED, SessionState.SESSION_STATE_DELETED)
 
 R = TypeVar("R")
@@ -511,7 +494,7 @@ class AstraBoxClient:
         self, session_id: str, after_seq: int = 0, *, give_up_after: float | None = WATCH_GIVE_UP_AFTER, deltas: bool
     ) -> AsyncGenerator[SessionEvent | Delta, None]: ...
 
-    async def watch(
+    def watch(
         self,
         session_id: str,
         after_seq: int = 0,
@@ -534,56 +517,7 @@ class AstraBoxClient:
         `give_up_after` seconds in a row (None: it never gives up): from the
         first failure until the server admits a stream again or an event comes.
         """
-        loop = asyncio.get_running_loop()
-        last = after_seq
-        failures = 0
-        failing_since: float | None = None
-        while True:
-            request = api.WatchSessionEventsRequest(
-                session_id=session_id,
-                after_seq=last,
-                include_deltas=deltas,
-                max_events_per_response=_WATCH_EVENTS_PER_RESPONSE,
-            )
-            call = self._stub.WatchSessionEvents(request, metadata=self._metadata)
-            error: AstraBoxError | None = None
-            try:
-                if WATCH_ADMITTED in dict(await call.initial_metadata() or ()):
-                    failing_since = None
-                gap = False
-                async for response in call:
-                    if response.HasField("delta"):
-                        yield Delta.from_proto(response.delta)
-                        continue
-                    # Several events when behind; one in `event` from a server that predates `events`.
-                    for event in response.events or [response.event]:
-                        if event.seq <= last:
-                            continue  # already delivered
-                        if event.seq != last + 1:
-                            log.warning("watch gap: expected seq %d, got %d; resuming", last + 1, event.seq)
-                            gap = True
-                            break
-                        last, failures, failing_since = event.seq, 0, None
-                        yield event
-                    if gap:
-                        break
-                else:
-                    log.info("watch stream of %s ended after seq %d; resuming", session_id, last)
-            except grpc.aio.AioRpcError as rpc_error:
-                error = AstraBoxError.from_rpc_error(rpc_error)
-                if not _resumable(error):
-                    raise error from rpc_error
-                log.info("watch of %s interrupted after seq %d (%s); resuming", session_id, last, error)
-            finally:
-                call.cancel()
-            now = loop.time()
-            failing_since = now if failing_since is None else failing_since
-            if give_up_after is not None and now - failing_since >= give_up_after:
-                raise error or AstraBoxError(
-                    grpc.StatusCode.UNAVAILABLE, f"the watch of {session_id} could not resume in {give_up_after:g}s"
-                )
-            await asyncio.sleep(self._reconnect.delay(failures))
-            failures += 1
+        return watch_events(self._stub, self._metadata, self._reconnect, session_id, after_seq, give_up_after, deltas)
 
     async def wait_for_state(
         self,
@@ -651,11 +585,6 @@ class AstraBoxClient:
             return await method(request, timeout=seconds_left, metadata=self._metadata)
 
         return await within_deadline(attempt, timeout=self._timeout, backoff=self._reconnect, idempotent=idempotent)
-
-
-def _resumable(error: AstraBoxError) -> bool:
-    """Whether a watch that failed with `error` is resumed."""
-    return error.code in _RESUMABLE or (error.code in _RESET and not error.reason)
 
 
 def _new_id() -> str:
