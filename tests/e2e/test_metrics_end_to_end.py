@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from astrabox.client import AstraBoxClient
+from controlplane.metrics import SESSIONS_CACHE_S
 from dataplane_agent.sandboxes.limits import LocalLimits, SandboxCgroups
 from tests.support.stack import Stack
 
@@ -80,7 +81,10 @@ async def test_both_endpoints_move_as_a_real_turn_runs(stacks: Callable[..., Sta
     async with AstraBoxClient.connect(stack.address) as client:
         session = await client.create_session()
         await client.wait_for_state(session.session_id, ["READY"], timeout=120)
-        accepted = await client.send_message(session.session_id, "sleep: 4")
+        # Longer than two refreshes of the cached sessions gauge (SESSIONS_CACHE_S): a turn shorter
+        # than one can start and end between two refreshes and never be counted as running.
+        assert SESSIONS_CACHE_S * 2 < 12
+        accepted = await client.send_message(session.session_id, "sleep: 12")
 
         # While the turn runs: started, not ended, and its session counted as running.
         during = await until(plane_metrics, lambda s: value(s, "astrabox_sessions", state="running") == 1, "running")
