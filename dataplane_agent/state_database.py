@@ -8,7 +8,9 @@ and the output outbox (`dataplane_agent.relay.outbox`).
 WAL with synchronous=FULL: a committed transaction survives SIGKILL and power
 loss. Writes that queue up while a transaction commits are committed together in
 the next one (`Database.write`: group commit, one fsync for many outputs); each
-caller still learns its write is durable only once it is.
+caller still learns its write is durable only once it is, and so does whatever a
+write asked to be told (`Database.after_commit`: how the outbox hands the relay
+what it has just stored, never before it is durable).
 
 The state directory holds every session's output, so it is kept private
 (`keep_private`: 0700) and so are the database and its WAL and shared-memory
@@ -131,6 +133,14 @@ class _QueuedWrite:
     done: asyncio.Future[Any]
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    ok: bool
+    value: Any
+    # What the write asked to run once its transaction committed (`Database.after_commit`).
+    committed: tuple[Callable[[], None], ...] = ()
+
+
 class Database:
     """One SQLite connection for writes, used from one dedicated worker thread, writes group-committed;
     and one read-only connection on a thread of its own, so that a read (the relay's next batch) never
@@ -149,8 +159,12 @@ class Database:
         self._queue_lock = threading.Lock()
         self._queue: list[_QueuedWrite] = []
         self._group_queued = False
-        # Write transactions committed (each of one or more writes).
+        # `staged`, on the worker thread while a write runs: what it asked to run after its commit
+        # (`after_commit`); no other thread sees it.
+        self._write_local = threading.local()
+        # Write transactions committed (each of one or more writes), and read transactions run.
         self.commits = 0
+        self.reads = 0
 
     @classmethod
     async def open(cls, path: Path) -> Database:
@@ -195,6 +209,15 @@ class Database:
         """Call `listener` (on the event loop) after every committed write."""
         self._commit_listeners.append(listener)
 
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """From inside a write (on the worker thread): call `fn` on the event loop once the write's
+        transaction committed, before the commit listeners; never if the write rolled back or its
+        transaction did not commit. StateError outside a write."""
+        staged: list[Callable[[], None]] | None = getattr(self._write_local, "staged", None)
+        if staged is None:
+            raise StateError("after_commit is called from inside a write")
+        staged.append(fn)
+
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` in a read transaction (one snapshot for all its statements) on the read-only
         connection; it sees every write that had returned before the call."""
@@ -208,6 +231,7 @@ class Database:
         conn = self._read_conn
         if conn is None:
             raise StateError("the agent state database is closed")
+        self.reads += 1
         conn.execute("BEGIN")
         try:
             return fn(conn)
@@ -249,20 +273,25 @@ class Database:
                 self._executor.submit(self._commit_group, loop)  # the rest: the next group, at once
             else:
                 self._group_queued = False
-        outcomes: list[tuple[bool, Any]] = []
+        outcomes: list[_Outcome] = []
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for write in group:
                     conn.execute("SAVEPOINT write")
+                    staged: list[Callable[[], None]] = []
+                    self._write_local.staged = staged
                     try:
-                        outcomes.append((True, write.fn(conn)))
+                        value = write.fn(conn)
+                        outcomes.append(_Outcome(True, value, tuple(staged)))
                     except BaseException as error:
                         if not conn.in_transaction:
                             raise  # SQLite ended the whole transaction (disk full, I/O error): none is stored
                         conn.execute("ROLLBACK TO write")
-                        outcomes.append((False, error))
+                        outcomes.append(_Outcome(False, error))
+                    finally:
+                        self._write_local.staged = None
                     conn.execute("RELEASE write")
                 conn.execute("COMMIT")
             except BaseException:
@@ -272,21 +301,24 @@ class Database:
             self.commits += 1
         except BaseException as error:
             # No transaction (database closed) or it could not commit: none of the group is stored.
-            outcomes = [(False, error)] * len(group)
+            outcomes = [_Outcome(False, error)] * len(group)
         try:
             loop.call_soon_threadsafe(self._settle, group, outcomes)
         except RuntimeError:
             pass  # the event loop is closed: nobody waits any more
 
-    def _settle(self, group: list[_QueuedWrite], outcomes: list[tuple[bool, Any]]) -> None:
-        for write, (ok, value) in zip(group, outcomes, strict=True):
+    def _settle(self, group: list[_QueuedWrite], outcomes: list[_Outcome]) -> None:
+        for outcome in outcomes:
+            for fn in outcome.committed:
+                fn()
+        for write, outcome in zip(group, outcomes, strict=True):
             if write.done.done():
                 continue  # the caller was cancelled; its write stands (or not) all the same
-            if ok:
-                write.done.set_result(value)
+            if outcome.ok:
+                write.done.set_result(outcome.value)
             else:
-                write.done.set_exception(value)
-        if any(ok for ok, _ in outcomes):
+                write.done.set_exception(outcome.value)
+        if any(outcome.ok for outcome in outcomes):
             for listener in self._commit_listeners:
                 listener()
 

@@ -5,7 +5,7 @@ manifest) → Welcome
 (lease, committed cursor per session) → then concurrently
 - send every stored output after the committed cursors, ≤ `batch_size` and
   ≤ `max_batch_bytes` per OutputBatch, with at most `window` outputs unacknowledged (the outbox on
-  disk is the buffer; nothing is held in memory beyond the window);
+  disk is the buffer; what was just committed comes from memory, within its bound: relay/committed.py);
 - trim the outbox with every committed cursor; on a negative acknowledgement
   resend the session from its committed cursor;
 - hand commands to the applier and send its CommandAcks;

@@ -4,6 +4,11 @@ Per session, outputs are numbered 1, 2, 3 … with no gaps. The numbering lives
 in its own cursor table, so trimming acknowledged outputs never makes it
 restart. Only an acknowledgement (`ack`) deletes; nothing else does. Rows are
 the serialized `runner.v1.Output` exactly as it will be sent.
+
+Each output committed is also handed, once its transaction committed, to
+`CommittedOutputs` in memory, and `pending` serves the relay from there while
+it keeps up (relay/committed.py); SQLite remains what the relay reads after a
+reconnect, a refusal, a backlog larger than memory's bound, or a restart.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
+from dataplane_agent.relay.committed import MAX_BYTES, MAX_OUTPUTS, CommittedOutputs
 from dataplane_agent.state_database import Database
 
 # The `Output.body` oneof field for each body message type.
@@ -40,8 +46,10 @@ class OutboxCursor:
 class Outbox:
     """Append, read pending, trim on acknowledgement."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, memory_outputs: int = MAX_OUTPUTS, memory_bytes: int = MAX_BYTES) -> None:
         self._db = db
+        # Committed and not yet taken by a stream: what `pending` serves without reading SQLite.
+        self.committed = CommittedOutputs(memory_outputs, memory_bytes)
         # The newest output_seq appended per session by this process: what a live delta follows.
         self._appended: dict[str, int] = {}
         # The traceparent of each running turn's span, carried by the turn's outputs.
@@ -81,16 +89,16 @@ class Outbox:
             traceparent=self._traces.get(turn_id, "") if turn_id else "",
         )
         getattr(output, field).CopyFrom(body)
-        c.execute(
-            "INSERT INTO outbox (session_id, output_seq, body) VALUES (?, ?, ?)",
-            (session_id, seq, output.SerializeToString()),
-        )
+        data = output.SerializeToString()
+        c.execute("INSERT INTO outbox (session_id, output_seq, body) VALUES (?, ?, ?)", (session_id, seq, data))
         c.execute(
             "INSERT INTO output_cursor (session_id, last_seq) VALUES (?, ?)"
             " ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq",
             (session_id, seq),
         )
         self._appended[session_id] = seq
+        size = len(data)
+        self._db.after_commit(lambda: self.committed.committed(output, size))
         return seq
 
     async def appended(self, session_id: str) -> int:
@@ -107,7 +115,15 @@ class Outbox:
         (0 for a session not named), in the order they were appended; each
         session's part is a contiguous run. Sessions in `skip` are left out.
         With `max_bytes`, outputs stop before their serialized sizes exceed
-        it (the first one is always included, however large)."""
+        it (the first one is always included, however large).
+
+        From memory when it holds all of them (the outputs are then forgotten
+        there: a later call asking for them again reads SQLite); from SQLite
+        otherwise. One caller at a time (the relay's sender)."""
+        if not self.committed.floors_loaded:
+            self.committed.load_floors(await self._stored_last_seqs())
+        if self.committed.serves(after, skip):
+            return self.committed.take(after, limit, skip, max_bytes)
 
         def read(c: sqlite3.Connection) -> list[pb.Output]:
             sessions = [r[0] for r in c.execute("SELECT DISTINCT session_id FROM outbox")]
@@ -138,6 +154,12 @@ class Outbox:
 
         return await self._db.read(read)
 
+    async def _stored_last_seqs(self) -> dict[str, int]:
+        rows = await self._db.read(
+            lambda c: c.execute("SELECT session_id, MAX(output_seq) FROM outbox GROUP BY session_id").fetchall()
+        )
+        return dict(rows)
+
     async def ack(self, session_id: str, through_seq: int) -> int:
         """Trim every output of the session at or below `through_seq`; return how many.
 
@@ -163,6 +185,8 @@ class Outbox:
                 )
             return trimmed
 
+        for session_id, through_seq in cursors.items():
+            self.committed.acknowledged(session_id, through_seq)
         return await self._db.write(tx) if cursors else 0
 
     async def last_seq(self, session_id: str) -> int:

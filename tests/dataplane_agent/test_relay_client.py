@@ -194,6 +194,7 @@ class CountingRuntimes:
 
 @dataclass
 class Agent:
+    db: Database
     outbox: Outbox
     runtimes: CountingRuntimes
     relay: RelayClient
@@ -205,9 +206,11 @@ class Agent:
 
 
 @contextlib.asynccontextmanager
-async def agent_process(state_dir: Path, port: int, window: int = 512, batch_size: int = 64) -> AsyncIterator[Agent]:
+async def agent_process(
+    state_dir: Path, port: int, window: int = 512, batch_size: int = 64, memory_outputs: int = 4096
+) -> AsyncIterator[Agent]:
     db = await Database.open(state_dir / "agent.db")
-    state, outbox = AgentState(db), Outbox(db)
+    state, outbox = AgentState(db), Outbox(db, memory_outputs=memory_outputs)
     runtimes = CountingRuntimes(db, outbox)
     applier = CommandApplier(db, state, runtimes)
     config = RelayConfig(
@@ -225,7 +228,7 @@ async def agent_process(state_dir: Path, port: int, window: int = 512, batch_siz
     relay = RelayClient(config, state=state, outbox=outbox, commands=applier)
     tasks = [asyncio.create_task(applier.run()), asyncio.create_task(relay.run())]
     try:
-        yield Agent(outbox, runtimes, relay)
+        yield Agent(db, outbox, runtimes, relay)
     finally:
         for task in tasks:
             task.cancel()
