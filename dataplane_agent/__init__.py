@@ -15,6 +15,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
       client.py        dial, Hello/Welcome, send outputs, acknowledge, heartbeat, redial
       credential.py    the agent's own credential, made once (0600) and presented in every Hello
       outbox.py        outputs stored until the control plane commits them
+      committed.py     what the outbox just committed and no stream took yet, in memory (bounded)
       deltas.py        live deltas (text as it is written) waiting for the stream: bounded, merged, not durable
       commands.py      commands from the control plane, applied once each (receipts)
     runtimes/        a session's runtime: its sandbox plus its engine
