@@ -3,13 +3,16 @@
 Events are appended inside a `JournalTransaction`, which allocates `seq` from
 the session row in the same transaction as the insert (so the primary key
 `(session_id, seq)` can never see a gap or a duplicate) and tells the live
-tail about new events only after the transaction has committed.
+tail about new events only after the transaction has committed: the events
+themselves for the sessions watched on this replica (as `read_for_clients`
+would read them, returned by the insert), the new position for the others.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +22,7 @@ import asyncpg
 
 from controlplane import store
 from controlplane.identity import callers
-from controlplane.live import LiveTail
+from controlplane.live import LiveTail, Pushed, notice
 from controlplane.session import SessionRecord
 
 NOTIFY_CHANNEL = "astrabox_journal"
@@ -121,11 +124,17 @@ class StoredEvent:
 
 
 class JournalTransaction:
-    """One database transaction that may append events to several sessions."""
+    """One database transaction that may append events to several sessions.
 
-    def __init__(self, conn: asyncpg.Connection) -> None:
+    It never rolls back part of itself (no savepoint around an append): the events it hands to
+    watchers once committed are those its appends inserted."""
+
+    def __init__(self, conn: asyncpg.Connection, watched: Callable[[str], bool] = lambda _key: False) -> None:
         self.conn = conn
         self.wakes: dict[str, int] = {}
+        # The appended events of the sessions watched on this replica, handed to them after the commit.
+        self.pushed: dict[str, list[Pushed]] = {}
+        self._watched = watched
         # Run once the transaction has committed (metrics count what happened, not what was tried).
         self.committed: list[Callable[[], None]] = []
 
@@ -148,7 +157,10 @@ class JournalTransaction:
         }
         if not rows:
             return {}
-        last = await store.events.append_many(self.conn, rows)
+        if any(self._watched(session_id) for session_id in rows):
+            last = self._hand_over(rows, await store.events.append_many_for_clients(self.conn, rows))
+        else:
+            last = await store.events.append_many(self.conn, rows)
         if missing := sorted(set(rows) - set(last)):
             raise LookupError(f"session {missing[0]} does not exist")
         seqs: dict[str, list[int]] = {}
@@ -157,10 +169,26 @@ class JournalTransaction:
             self.wake(session_id, session_last)
         return seqs
 
+    def _hand_over(self, appended: Mapping[str, object], inserted: Sequence[asyncpg.Record]) -> dict[str, int]:
+        """Keep the inserted rows of watched sessions to hand over after the commit; each session's
+        new last seq (its last row's: the rows come in seq order), by its id as `appended` spells it."""
+        named = {str(uuid.UUID(session_id)): session_id for session_id in appended}
+        last: dict[str, int] = {}
+        for row in inserted:
+            session_id = named[row["session_id"]]
+            last[session_id] = row["seq"]
+            if self._watched(session_id):
+                self.pushed.setdefault(session_id, []).append(Pushed(StoredEvent.from_row(row), row["stored_bytes"]))
+        return last
+
     def wake(self, key: str, position: int) -> None:
         """Wake whoever follows `key` (a session id, or `agent:<id>`) once this
         transaction commits, on this replica and every other one (`notify`)."""
         self.wakes[key] = max(position, self.wakes.get(key, 0))
+
+    def notices(self) -> list[str]:
+        """The NOTIFY payloads of this transaction's wakes."""
+        return [notice(key, position) for key, position in self.wakes.items()]
 
     async def notify(self) -> None:
         """Tell the other replicas of every wake, in one statement, just before the commit
@@ -169,7 +197,7 @@ class JournalTransaction:
             await self.conn.execute(
                 "SELECT pg_notify($1, w) FROM unnest($2::text[]) AS w",
                 NOTIFY_CHANNEL,
-                [f"{key}|{position}" for key, position in self.wakes.items()],
+                self.notices(),
             )
 
 
@@ -184,13 +212,19 @@ class Journal:
     async def transaction(self) -> AsyncIterator[JournalTransaction]:
         """A transaction; its appends reach live watchers once it has committed."""
         async with self._pool.acquire() as conn:
-            tx = JournalTransaction(conn)
-            async with conn.transaction():
-                yield tx
-                await tx.notify()
-            # Committed: this replica's watchers are woken before anything else happens.
-            for key, position in tx.wakes.items():
-                self._live.publish(key, position)
+            tx = JournalTransaction(conn, self._live.watched)
+            notices: list[str] = []
+            try:
+                async with conn.transaction():
+                    yield tx
+                    await tx.notify()
+                    notices = tx.notices()
+                    self._live.expect(notices)
+                # Committed: this replica's watchers are woken (and handed the events) before anything else.
+                for key, position in tx.wakes.items():
+                    self._live.publish(key, position, tx.pushed.get(key, ()))
+            finally:
+                self._live.expected(notices)
             for committed in tx.committed:
                 committed()
 

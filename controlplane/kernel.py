@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import cast
 
 import asyncpg
 import structlog
@@ -415,11 +416,15 @@ class SessionKernel:
             ahead: asyncio.Task[list[StoredEvent]] | None = None
             stack.callback(lambda: ahead is not None and ahead.cancel())
             while True:
+                taken = subscription.take(cursor) if ahead is None else None
                 if ahead is not None:
                     events, ahead = await ahead, None
+                elif taken is not None:
+                    # Caught up: the events this replica committed since, as they were committed (no query).
+                    events = cast(list[StoredEvent], taken)
                 else:
                     events = await self._journal.read_for_clients(session_id, cursor, WATCH_PAGE)
-                if len(events) == WATCH_PAGE:
+                if taken is None and len(events) == WATCH_PAGE:
                     # Behind: the next page is read while this one is sent (PostgreSQL works meanwhile).
                     ahead = asyncio.create_task(self._journal.read_for_clients(session_id, events[-1].seq, WATCH_PAGE))
                 run: list[StoredEvent] = []
@@ -444,7 +449,7 @@ class SessionKernel:
                         order.agent_id = (await self.get_session(session_id)).agent_id
                     for delta in order.ready(queue):
                         yield delta
-                if len(events) < WATCH_PAGE:
+                if ahead is None:
                     await subscription.wait(WATCH_POLL_SECONDS)
                 else:
                     await asyncio.sleep(0)

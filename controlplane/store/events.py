@@ -20,6 +20,24 @@ import asyncpg
 EventRow = tuple[str, str | None, dict[str, Any], int | None, datetime | None]
 
 
+# What clients are sent of an event. An engine message's `message` stays the stored JSON text
+# (PostgreSQL renders it: it is passed through, never decoded and encoded again here), and its
+# other parts come as columns; any other kind's payload is decoded as usual (it is small).
+_CLIENT_COLUMNS = (
+    "session_id::text AS session_id, seq, at, kind, turn_id, output_seq, produce_time,"
+    " CASE WHEN kind = 'engine_message' THEN NULL ELSE payload END AS payload,"
+    " CASE WHEN kind = 'engine_message' THEN (payload->'message')::text END AS message_json,"
+    " payload->>'type_name' AS type_name, (payload->>'late')::boolean AS late, payload->>'actor' AS actor,"
+    " payload->'message'->>'message_id' AS message_id"
+)
+# How an append ends: each session's new last seq, or the inserted rows as clients read them.
+_LAST_SEQS = ") SELECT session_id, last_seq FROM bumped"
+_INSERTED = (
+    f" RETURNING {_CLIENT_COLUMNS}, pg_column_size(payload) AS stored_bytes)"
+    " SELECT * FROM inserted ORDER BY session_id, seq"
+)
+
+
 async def append(conn: asyncpg.Connection, session_id: str, rows: Sequence[EventRow]) -> int | None:
     """Number `rows` after the session's last seq and insert them; the session's new last seq, None
     (and nothing inserted) when there is no such session."""
@@ -31,6 +49,22 @@ async def append_many(conn: asyncpg.Connection, rows: Mapping[str, Sequence[Even
     sessions: what a relay batch commits); each session's new last seq, a session that does not exist
     left out with nothing of it inserted. Callers lock the sessions first when there are several (in
     a fixed order, against deadlocks)."""
+    found = await _append(conn, rows, _LAST_SEQS)
+    named = {uuid.UUID(str(session_id)): session_id for session_id in rows}  # as the caller spelled them
+    return {named[row["session_id"]]: row["last_seq"] for row in found}
+
+
+async def append_many_for_clients(
+    conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow]]
+) -> list[asyncpg.Record]:
+    """`append_many` returning the inserted rows as `read_for_clients` reads them, in seq order per
+    session (`session_id` as text), each with its `stored_bytes` (the size of its payload as stored):
+    this replica's watchers are handed them after the commit instead of reading them again. The
+    values PostgreSQL makes (`at`, the rendered `message_json`) come from the insert itself."""
+    return await _append(conn, rows, _INSERTED)
+
+
+async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow]], then: str) -> list[asyncpg.Record]:
     sessions: list[str] = []
     positions: list[int] = []
     kinds: list[str] = []
@@ -48,10 +82,10 @@ async def append_many(conn: asyncpg.Connection, rows: Mapping[str, Sequence[Even
             output_seqs.append(output_seq)
             produce_times.append(produce_time)
     if not sessions:
-        return {}
+        return []
     # The sessions' last_seq moves on by their row counts and the rows are numbered after the old
     # value; the payloads travel as JSON text, parsed once by the server.
-    found = await conn.fetch(
+    found: list[asyncpg.Record] = await conn.fetch(
         "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],"
         " $6::bigint[], $7::timestamptz[]) AS r (session_id, position, kind, turn_id, payload, output_seq,"
         " produce_time)),"
@@ -60,8 +94,7 @@ async def append_many(conn: asyncpg.Connection, rows: Mapping[str, Sequence[Even
         " RETURNING s.session_id, s.last_seq, s.last_seq - c.n AS base),"
         " inserted AS (INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
         " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, r.output_seq,"
-        " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position)"
-        " SELECT session_id, last_seq FROM bumped",
+        " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position" + then,
         sessions,
         positions,
         kinds,
@@ -70,8 +103,7 @@ async def append_many(conn: asyncpg.Connection, rows: Mapping[str, Sequence[Even
         output_seqs,
         produce_times,
     )
-    named = {uuid.UUID(str(session_id)): session_id for session_id in rows}  # as the caller spelled them
-    return {named[row["session_id"]]: row["last_seq"] for row in found}
+    return found
 
 
 async def read(
@@ -87,17 +119,7 @@ async def read(
     return rows
 
 
-# What clients are sent of an event. An engine message's `message` stays the stored JSON text
-# (PostgreSQL renders it: it is passed through, never decoded and encoded again here), and its
-# other parts come as columns; any other kind's payload is decoded as usual (it is small).
-_FOR_CLIENTS = (
-    "SELECT session_id::text, seq, at, kind, turn_id, output_seq, produce_time,"
-    " CASE WHEN kind = 'engine_message' THEN NULL ELSE payload END AS payload,"
-    " CASE WHEN kind = 'engine_message' THEN (payload->'message')::text END AS message_json,"
-    " payload->>'type_name' AS type_name, (payload->>'late')::boolean AS late, payload->>'actor' AS actor,"
-    " payload->'message'->>'message_id' AS message_id"
-    " FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-)
+_FOR_CLIENTS = f"SELECT {_CLIENT_COLUMNS} FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
 
 
 async def read_for_clients(
