@@ -30,8 +30,9 @@ database and nothing else. Its map:
     requests.py      idempotency of session commands (request ids)
     quotas.py        each project's limits, counted in PostgreSQL so they hold across replicas
     session.py       the session's records and states
-    journal.py       the journal transaction: events appended, watchers woken after the commit
-    live.py          the live tail: this replica's watchers, and LISTEN/NOTIFY from the others
+    journal.py       the journal transaction: events appended, watchers woken (and handed them) after the commit
+    live.py          the live tail: this replica's watchers, the events its commits hand them, and
+                     LISTEN/NOTIFY from the others
     deltas.py        live deltas (text as it is written) from agent streams to this replica's watchers:
                      per-watcher bounded queues that merge, ordered after the events before them
     deadlines.py     the sweep: lapsed leases, overdue interrupts and startups, idle runtimes

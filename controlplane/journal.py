@@ -178,7 +178,9 @@ class JournalTransaction:
             session_id = named[row["session_id"]]
             last[session_id] = row["seq"]
             if self._watched(session_id):
-                self.pushed.setdefault(session_id, []).append(Pushed(StoredEvent.from_row(row), row["stored_bytes"]))
+                event = StoredEvent.from_row(row)
+                size = max(row["stored_bytes"], len(event.message_json or ""))  # what it holds in memory, roughly
+                self.pushed.setdefault(session_id, []).append(Pushed(event, size))
         return last
 
     def wake(self, key: str, position: int) -> None:
