@@ -52,7 +52,8 @@ database and nothing else. Its map:
   store/           the SQL, one owner module per table, holding every statement on it
     sessions.py            sessions; also reads interactions, background_tasks, turns, tool_grants and
                            agents (a session's view) and agents, events, agent_commands (the sweep)
-    events.py              events; its append also moves sessions.last_seq on (one atomic step)
+    events.py              events; its append also moves sessions.last_seq on (one atomic step), and an
+                           agent's plain outputs' cursor, checking in turns that their turn goes on
     turns.py               turns            interactions.py        interactions
     background_tasks.py    background_tasks session_requests.py    session_requests
     engine_transcripts.py  engine_transcripts

@@ -230,6 +230,16 @@ class Journal:
             for committed in tx.committed:
                 committed()
 
+    async def append_outputs(self, agent_id: str, runs: Mapping[str, store.events.OutputRun]) -> dict[str, int]:
+        """Journal runs of an agent's outputs that change nothing else (`store.events.append_outputs`:
+        one statement, its own transaction, no lock taken first) and wake their watchers; each
+        session journaled, with its new last seq. Those left out need the long way (`transaction`)."""
+        async with self._pool.acquire() as conn:
+            last = await store.events.append_outputs(conn, agent_id, runs, NOTIFY_CHANNEL)
+        for session_id, position in last.items():
+            self._live.publish(session_id, position)
+        return last
+
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
         return [StoredEvent.from_row(r) for r in await store.events.read(self._pool, session_id, after_seq, limit)]
 

@@ -34,8 +34,18 @@ log = structlog.get_logger(__name__)
 _RELEASED = frozenset({SessionState.ARCHIVED.value, SessionState.DELETED.value})
 # Task statuses after which a background task is over (the SDK's TERMINAL_TASK_STATUSES).
 _TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "stopped", "killed"})
-# The engine messages whose content blocks open (tool_use) and close (tool_result) tool calls.
-_TOOL_TYPES = frozenset({"AssistantMessage", "UserMessage"})
+# The engine messages `_Applier` may do more with than journal them: `_changes_projection` reads them.
+_READ_FIRST = frozenset(
+    {
+        "ResultMessage",
+        "SystemMessage",
+        "TaskStartedMessage",
+        "TaskNotificationMessage",
+        "TaskUpdatedMessage",
+        "AssistantMessage",
+        "UserMessage",
+    }
+)
 # What of an agent's McpServerUnavailable is journaled (a server name is at most 64 characters).
 _MAX_SERVER_NAME = 64
 _MAX_UNAVAILABLE_REASON = 2048
@@ -79,6 +89,15 @@ class OutputCommitter:
             by_session[output.session_id].append(output)
         committed: dict[str, int] = {}
         refused: dict[str, OutputGap] = {}
+        # Most of a batch is the engine's messages, following what was committed and changing nothing
+        # else: those sessions' runs are committed in one statement, and only the rest the long way.
+        runs = {s: run for s, batch in by_session.items() if (run := _plain_run(batch)) is not None}
+        if runs:
+            for session_id in await self._journal.append_outputs(agent_id, runs):
+                committed[session_id] = runs[session_id].rows[-1][3]
+                del by_session[session_id]
+            if not by_session:
+                return CommitResult(committed, refused)
         fresh: dict[str, list[runner_pb2.Output]] = {}
         async with self._journal.transaction() as tx:
             # An id that is not a session's (a buggy or hostile agent's) names no row: its outputs are
@@ -109,6 +128,89 @@ class OutputCommitter:
             await tx.append_many(tails)
             await store.sessions.set_committed_output_seqs(tx.conn, {s: committed[s] for s in fresh})
         return CommitResult(committed, refused)
+
+
+def _plain_run(outputs: list[runner_pb2.Output]) -> store.events.OutputRun | None:
+    """A session's outputs as one run of journal rows, when each follows the one before it, all
+    belong to one turn (or none) and none changes more than the journal; None otherwise. Its rows are
+    what `_Applier` journals for outputs of a turn that has not ended (`append_outputs` checks it)."""
+    if not _is_session_id(outputs[0].session_id):
+        return None
+    outputs = sorted(outputs, key=lambda o: o.output_seq)
+    rows: list[store.events.OutputRow] = []
+    turn_ids = set()
+    for output in outputs:
+        if rows and output.output_seq != rows[-1][3] + 1:
+            return None
+        row = _plain_row(output)
+        if row is None:
+            return None
+        rows.append(row)
+        if output.turn_id:
+            turn_ids.add(output.turn_id)
+    if len(turn_ids) > 1:
+        return None
+    return store.events.OutputRun(rows, next(iter(turn_ids), ""))
+
+
+def _plain_row(output: runner_pb2.Output) -> store.events.OutputRow | None:
+    """The journal row of an output that changes nothing but the journal, as `_Applier` journals it,
+    with an engine message's JSON stored as the agent wrote it; None for one `_Applier` must see."""
+    body = output.WhichOneof("body")
+    turn_id: str | None = None
+    if body == "engine_message":
+        message = output.engine_message
+        text = message.payload_json or "{}"
+        if not text.lstrip().startswith("{"):
+            return None
+        if message.type_name in _READ_FIRST and _changes_projection(message.type_name, json.loads(text)):
+            return None
+        kind = EventKind.ENGINE_MESSAGE
+        payload = f'{{"type_name":{json.dumps(message.type_name)},"message":{text}}}'
+        turn_id = output.turn_id or None
+    elif body == "startup_phase":
+        phase = output.startup_phase
+        kind = EventKind.STARTUP_PHASE
+        payload = json.dumps({"phase": phase.phase, "duration_ms": phase.duration_ms})
+    elif body == "sandbox_reconciled":
+        done = output.sandbox_reconciled
+        kind = EventKind.SANDBOX_RECONCILED
+        payload = json.dumps(
+            {"action": done.action, "sandbox_id": done.sandbox_id, "driver": done.driver, "reason": done.reason}
+        )
+    else:
+        return None
+    return (kind.value, turn_id, payload, output.output_seq, _produce_time(output))
+
+
+def _changes_projection(type_name: str, data: dict[str, Any]) -> bool:
+    """Whether `_Applier._on_engine_message` does more with this message than journal it: a result, the
+    engine's init, a background task's start or end, a tool call opened or answered."""
+    if type_name == "ResultMessage":
+        return True
+    if type_name == "SystemMessage":
+        return data.get("subtype") == "init"
+    if type_name in ("TaskStartedMessage", "TaskNotificationMessage", "TaskUpdatedMessage"):
+        return bool(data.get("task_id"))
+    return bool(_tool_calls(type_name, data) or _tool_results(type_name, data))
+
+
+def _tool_calls(type_name: str, data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The tool calls an AssistantMessage opens (its tool_use blocks): id and tool name."""
+    if type_name != "AssistantMessage":
+        return []
+    return [(str(b["id"]), str(b.get("name") or "")) for b in _blocks(data) if _is_block(b, "ToolUseBlock", "id")]
+
+
+def _tool_results(type_name: str, data: dict[str, Any]) -> list[str]:
+    """The tool calls a UserMessage answers (its tool_result blocks): their ids."""
+    if type_name != "UserMessage":
+        return []
+    return [str(b["tool_use_id"]) for b in _blocks(data) if _is_block(b, "ToolResultBlock", "tool_use_id")]
+
+
+def _blocks(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for b in data.get("content") or [] if isinstance(b, dict)]
 
 
 def _dropped(agent_id: str, session_id: str, outputs: list[runner_pb2.Output]) -> int:
@@ -247,16 +349,15 @@ class _Applier:
         message that asks for it, rather than left open: its turn's settle has passed, nobody waits
         for its result, and an open row would outlive the engine (the result the engine may still
         send is journaled late, like the rest of the turn's output)."""
-        blocks = [b for b in data.get("content") or [] if isinstance(b, dict)] if type_name in _TOOL_TYPES else []
         if type_name == "AssistantMessage":
-            calls = [(str(b["id"]), str(b.get("name") or "")) for b in blocks if _is_block(b, "ToolUseBlock", "id")]
+            calls = _tool_calls(type_name, data)
             if calls and turn_id in self._ended:
                 reason = "its turn had already ended"
                 self._pending.extend(tool_call_settled(turn_id, call_id, name, reason) for call_id, name in calls)
             elif calls:
                 await store.tool_calls.open_calls(self._tx.conn, self._session_id, turn_id, calls)
         elif type_name == "UserMessage":
-            results = [str(b["tool_use_id"]) for b in blocks if _is_block(b, "ToolResultBlock", "tool_use_id")]
+            results = _tool_results(type_name, data)
             if results:
                 await store.tool_calls.answered(self._tx.conn, self._session_id, results)
 

@@ -2,7 +2,9 @@
 
 One exception to one table per module: `append` also moves `sessions.last_seq` on, in the same
 transaction as the insert and first (the update locks the session row), because allocating the
-numbers and inserting the events are one operation.
+numbers and inserting the events are one operation; `append_outputs` moves the session's
+`committed_output_seq` on with them, for the same reason, and reads `turns` to see that the outputs'
+turn has not ended (what marks them late), in the same statement.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +21,17 @@ import asyncpg
 # An event as a row: kind, turn_id (None for none), payload, output_seq, produce_time (when the agent
 # produced the output it journals; None for an event the control plane makes).
 EventRow = tuple[str, str | None, dict[str, Any], int | None, datetime | None]
+# An agent's output as a row: kind, turn_id (None for none), payload as JSON text, output_seq, produce_time.
+OutputRow = tuple[str, str | None, str, int, datetime | None]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRun:
+    """A session's outputs of one relay batch, contiguous in output_seq, that change nothing but the
+    journal: their rows, and the one turn they belong to ("" for none)."""
+
+    rows: Sequence[OutputRow]
+    turn_id: str
 
 
 # What clients are sent of an event. An engine message's `message` stays the stored JSON text
@@ -104,6 +118,86 @@ async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow
         produce_times,
     )
     return found
+
+
+# One autocommitted statement. The agent's sessions are locked in the order of their ids (as
+# `sessions.lock_many` does, against deadlocks); each that is not deleted, whose cursor stands just
+# before its run, and whose run's turn is current or has not ended (an ended turn's output is
+# journaled late, the long way) has its last_seq and cursor moved on, its rows inserted numbered
+# after the old last_seq, and its watchers on other replicas notified at the commit. Its row must be
+# the version this statement's snapshot read (`xmin`): a transaction that changed it meanwhile (a
+# settle ends the turn and clears current_turn_id in one) makes the snapshot's view of its turns
+# stale, so the session is left for the long way, which reads them after its lock. A session any
+# condition fails for is left untouched.
+_APPEND_OUTPUTS = (
+    "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],"
+    " $6::bigint[], $7::timestamptz[]) AS r (session_id, position, kind, turn_id, payload, output_seq,"
+    " produce_time)),"
+    " c AS (SELECT * FROM unnest($8::uuid[], $9::text[], $10::bigint[], $11::bigint[], $12::text[])"
+    " AS c (session_id, name, n, through, turn_id)),"
+    " seen AS MATERIALIZED (SELECT session_id, xmin AS version FROM sessions WHERE session_id = ANY($8::uuid[])),"
+    " locked AS MATERIALIZED (SELECT session_id FROM sessions WHERE session_id = ANY($8::uuid[])"
+    " AND agent_id = $13 ORDER BY session_id FOR UPDATE),"
+    " bumped AS (UPDATE sessions s SET last_seq = s.last_seq + c.n, committed_output_seq = c.through,"
+    " updated_at = now() FROM c JOIN locked USING (session_id) JOIN seen USING (session_id)"
+    " WHERE s.session_id = c.session_id AND s.xmin = seen.version AND s.agent_id = $13"
+    " AND s.state <> 'deleted' AND s.committed_output_seq = c.through - c.n"
+    " AND (c.turn_id = '' OR s.current_turn_id = c.turn_id OR NOT EXISTS (SELECT 1 FROM turns t"
+    " WHERE t.session_id = s.session_id AND t.turn_id = c.turn_id AND t.state IN ('completed', 'failed',"
+    " 'interrupted')))"
+    " RETURNING s.session_id, c.name, s.last_seq, s.last_seq - c.n AS base),"
+    " inserted AS (INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
+    " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, r.output_seq,"
+    " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position)"
+    " SELECT b.name, b.last_seq, pg_notify($14, b.name || '|' || b.last_seq) FROM bumped b"
+)
+
+
+async def append_outputs(
+    conn: asyncpg.Connection, agent_id: str, runs: Mapping[str, OutputRun], channel: str
+) -> dict[str, int]:
+    """Journal each session's run of outputs and move its committed_output_seq to the run's last, in
+    one statement that is its own transaction, notifying `channel` of each; each session done, with
+    its new last seq. A session is done only if it is `agent_id`'s, not deleted, its cursor is just
+    before the run, the run's turn (if any) has not ended, and no other transaction changed its row
+    while this one waited for it; the others are left to the caller."""
+    sessions: list[str] = []
+    positions: list[int] = []
+    kinds: list[str] = []
+    turn_ids: list[str | None] = []
+    payloads: list[str] = []
+    output_seqs: list[int] = []
+    produce_times: list[datetime | None] = []
+    for session_id, run in runs.items():
+        for position, (kind, turn_id, payload, output_seq, produce_time) in enumerate(run.rows, 1):
+            sessions.append(session_id)
+            positions.append(position)
+            kinds.append(kind)
+            turn_ids.append(turn_id)
+            payloads.append(payload)
+            output_seqs.append(output_seq)
+            produce_times.append(produce_time)
+    if not sessions:
+        return {}
+    names = list(runs)
+    found = await conn.fetch(
+        _APPEND_OUTPUTS,
+        sessions,
+        positions,
+        kinds,
+        turn_ids,
+        payloads,
+        output_seqs,
+        produce_times,
+        names,
+        names,
+        [len(run.rows) for run in runs.values()],
+        [run.rows[-1][3] for run in runs.values()],
+        [run.turn_id for run in runs.values()],
+        agent_id,
+        channel,
+    )
+    return {row["name"]: row["last_seq"] for row in found}
 
 
 async def read(
