@@ -230,6 +230,11 @@ class Journal:
             for committed in tx.committed:
                 committed()
 
+    def watched(self, session_id: str) -> bool:
+        """Whether anyone on this replica watches the session: its commits are then handed over to
+        them (`transaction`), which `append_outputs` does not do."""
+        return self._live.watched(session_id)
+
     async def append_outputs(self, agent_id: str, runs: Mapping[str, store.events.OutputRun]) -> dict[str, int]:
         """Journal runs of an agent's outputs that change nothing else (`store.events.append_outputs`:
         one statement, its own transaction, no lock taken first) and wake their watchers; each

@@ -136,3 +136,35 @@ async def test_a_mixed_batch_journals_what_one_output_per_commit_journals(api, p
     ] + [("engine_message", {"type_name": "StreamEvent", "message": {"n": 0}}, 5)]
     resent = await plane.committer.commit("agent-1", _outputs(plain, 2, texts))
     assert resent.committed == {plain: 5} and await _journal(plane, plain, "") == plain_journal
+
+
+async def test_a_session_watched_here_is_handed_its_events_and_an_unwatched_one_takes_the_short_way(
+    api, plane, monkeypatch
+) -> None:
+    watched, _ = await _started_turn(api, plane, "watched")
+    unwatched, _ = await _started_turn(api, plane, "unwatched")
+    texts = [("", _engine("StreamEvent", json.dumps({"n": n}))) for n in range(3)]
+    short_way: list[set[str]] = []
+    append_outputs = plane.journal.append_outputs
+
+    async def spy(agent_id: str, runs: Any) -> dict[str, int]:
+        short_way.append(set(runs))
+        return await append_outputs(agent_id, runs)
+
+    monkeypatch.setattr(plane.journal, "append_outputs", spy)
+    with plane.live.subscribe(watched) as subscription:
+        cursor = (await _state(plane, watched, ""))[0]["last_seq"]
+        assert subscription.take(cursor) is None  # a new watcher reads the journal first
+        batch = _outputs(watched, 2, texts) + _outputs(unwatched, 2, texts)
+        assert (await plane.committer.commit("agent-1", batch)).committed == {watched: 4, unwatched: 4}
+        handed = subscription.take(cursor)
+
+    assert short_way == [{unwatched}]
+    assert handed is not None, "the watcher would have to read the journal"
+    assert [e.seq for e in handed] == [cursor + 1, cursor + 2, cursor + 3]
+    assert [json.loads(e.message_json) for e in handed] == [{"n": n} for n in range(3)]
+    assert [e.output_seq for e in handed] == [2, 3, 4]
+    # Both ways journal the same rows.
+    assert [r[1:] for r in (await _journal(plane, watched, ""))[-3:]] == [
+        r[1:] for r in (await _journal(plane, unwatched, ""))[-3:]
+    ]
