@@ -61,7 +61,7 @@ class DeltaBench(Bench):
     """`Bench`, with the agent's stream carrying live deltas to the control plane's `kernel`."""
 
     def __init__(self, args: argparse.Namespace, controlplane: RunningControlPlane, api_key: str, db: Database) -> None:
-        super().__init__(args, controlplane.pool, controlplane.address, api_key, db)
+        super().__init__(args, controlplane.pool, controlplane.address, api_key, db, metrics_address="")
         self.kernel = controlplane.kernel
         self.deltas = LiveDeltas()
 
