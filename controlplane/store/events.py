@@ -78,24 +78,27 @@ async def append_many_for_clients(
     return await _append(conn, rows, _INSERTED)
 
 
-async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow]], then: str) -> list[asyncpg.Record]:
-    sessions: list[str] = []
-    positions: list[int] = []
-    kinds: list[str] = []
-    turn_ids: list[str | None] = []
-    payloads: list[str] = []
-    output_seqs: list[int | None] = []
-    produce_times: list[datetime | None] = []
+def _unnested(rows: Mapping[str, Sequence[EventRow | OutputRow]]) -> list[list[Any]]:
+    """Several sessions' rows as the seven arrays the inserts unnest ($1-$7): session, position among
+    its session's rows (from 1), kind, turn, payload as JSON text (a dict encoded here, text as
+    given), output_seq, produce_time."""
+    columns: list[list[Any]] = [[], [], [], [], [], [], []]
+    sessions, positions, kinds, turn_ids, payloads, output_seqs, produce_times = columns
     for session_id, session_rows in rows.items():
         for position, (kind, turn_id, payload, output_seq, produce_time) in enumerate(session_rows, 1):
             sessions.append(session_id)
             positions.append(position)
             kinds.append(kind)
             turn_ids.append(turn_id)
-            payloads.append(json.dumps(payload, separators=(",", ":")))
+            payloads.append(payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":")))
             output_seqs.append(output_seq)
             produce_times.append(produce_time)
-    if not sessions:
+    return columns
+
+
+async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow]], then: str) -> list[asyncpg.Record]:
+    columns = _unnested(rows)
+    if not columns[0]:
         return []
     # The sessions' last_seq moves on by their row counts and the rows are numbered after the old
     # value; the payloads travel as JSON text, parsed once by the server.
@@ -109,13 +112,7 @@ async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow
         " inserted AS (INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
         " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, r.output_seq,"
         " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position" + then,
-        sessions,
-        positions,
-        kinds,
-        turn_ids,
-        payloads,
-        output_seqs,
-        produce_times,
+        *columns,
     )
     return found
 
@@ -161,34 +158,13 @@ async def append_outputs(
     its new last seq. A session is done only if it is `agent_id`'s, not deleted, its cursor is just
     before the run, the run's turn (if any) has not ended, and no other transaction changed its row
     while this one waited for it; the others are left to the caller."""
-    sessions: list[str] = []
-    positions: list[int] = []
-    kinds: list[str] = []
-    turn_ids: list[str | None] = []
-    payloads: list[str] = []
-    output_seqs: list[int] = []
-    produce_times: list[datetime | None] = []
-    for session_id, run in runs.items():
-        for position, (kind, turn_id, payload, output_seq, produce_time) in enumerate(run.rows, 1):
-            sessions.append(session_id)
-            positions.append(position)
-            kinds.append(kind)
-            turn_ids.append(turn_id)
-            payloads.append(payload)
-            output_seqs.append(output_seq)
-            produce_times.append(produce_time)
-    if not sessions:
+    columns = _unnested({session_id: run.rows for session_id, run in runs.items()})
+    if not columns[0]:
         return {}
     names = list(runs)
     found = await conn.fetch(
         _APPEND_OUTPUTS,
-        sessions,
-        positions,
-        kinds,
-        turn_ids,
-        payloads,
-        output_seqs,
-        produce_times,
+        *columns,
         names,
         names,
         [len(run.rows) for run in runs.values()],
