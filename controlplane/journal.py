@@ -123,6 +123,24 @@ class StoredEvent:
         return value if isinstance(value, str) else ""
 
 
+def _handed_over(
+    inserted: Sequence[asyncpg.Record], name: Callable[[asyncpg.Record], str], watched: Callable[[str], bool]
+) -> tuple[dict[str, int], dict[str, list[Pushed]]]:
+    """From rows an append returned for clients (in seq order per session): each session's new last
+    seq, by `name` (how the caller spelled its id), and the events of those `watched` on this replica,
+    to hand them over once committed."""
+    last: dict[str, int] = {}
+    pushed: dict[str, list[Pushed]] = {}
+    for row in inserted:
+        session_id = name(row)
+        last[session_id] = row["seq"]
+        if watched(session_id):
+            event = StoredEvent.from_row(row)
+            size = max(row["stored_bytes"], len(event.message_json or ""))  # what it holds in memory, roughly
+            pushed.setdefault(session_id, []).append(Pushed(event, size))
+    return last, pushed
+
+
 class JournalTransaction:
     """One database transaction that may append events to several sessions.
 
@@ -173,14 +191,9 @@ class JournalTransaction:
         """Keep the inserted rows of watched sessions to hand over after the commit; each session's
         new last seq (its last row's: the rows come in seq order), by its id as `appended` spells it."""
         named = {str(uuid.UUID(session_id)): session_id for session_id in appended}
-        last: dict[str, int] = {}
-        for row in inserted:
-            session_id = named[row["session_id"]]
-            last[session_id] = row["seq"]
-            if self._watched(session_id):
-                event = StoredEvent.from_row(row)
-                size = max(row["stored_bytes"], len(event.message_json or ""))  # what it holds in memory, roughly
-                self.pushed.setdefault(session_id, []).append(Pushed(event, size))
+        last, pushed = _handed_over(inserted, lambda row: named[row["session_id"]], self._watched)
+        for session_id, events in pushed.items():
+            self.pushed.setdefault(session_id, []).extend(events)
         return last
 
     def wake(self, key: str, position: int) -> None:
@@ -230,19 +243,23 @@ class Journal:
             for committed in tx.committed:
                 committed()
 
-    def watched(self, session_id: str) -> bool:
-        """Whether anyone on this replica watches the session: its commits are then handed over to
-        them (`transaction`), which `append_outputs` does not do."""
-        return self._live.watched(session_id)
-
     async def append_outputs(self, agent_id: str, runs: Mapping[str, store.events.OutputRun]) -> dict[str, int]:
         """Journal runs of an agent's outputs that change nothing else (`store.events.append_outputs`:
-        one statement, its own transaction, no lock taken first) and wake their watchers; each
-        session journaled, with its new last seq. Those left out need the long way (`transaction`)."""
-        async with self._pool.acquire() as conn:
-            last = await store.events.append_outputs(conn, agent_id, runs, NOTIFY_CHANNEL)
-        for session_id, position in last.items():
-            self._live.publish(session_id, position)
+        one statement, its own transaction, no lock taken first) and wake their watchers, handing the
+        events to those on this replica; each session journaled, with its new last seq. Those left
+        out need the long way (`transaction`)."""
+        watched = [session_id for session_id in runs if self._live.watched(session_id)]
+        # The statement's own NOTIFYs may overtake its reply: they wait until its events are handed over.
+        with self._live.publishing(watched):
+            async with self._pool.acquire() as conn:
+                if not watched:
+                    last = await store.events.append_outputs(conn, agent_id, runs, NOTIFY_CHANNEL)
+                    pushed: dict[str, list[Pushed]] = {}
+                else:
+                    rows = await store.events.append_outputs_for_clients(conn, agent_id, runs, NOTIFY_CHANNEL)
+                    last, pushed = _handed_over(rows, lambda row: row["name"], self._live.watched)
+            for session_id, position in last.items():
+                self._live.publish(session_id, position, pushed.get(session_id, ()))
         return last
 
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:

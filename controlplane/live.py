@@ -67,6 +67,8 @@ class Subscription:
         """The journal now ends at `position` at least; `events` are committed events of it."""
         if position <= 0:
             self._stale = True  # a wake-up that says nothing of where the journal ends
+        elif position <= self._known and not events:
+            return  # news already had: the watcher was woken for it
         self._known = max(self._known, position)
         for pushed in events:
             if pushed.event.seq not in self._held:
@@ -131,6 +133,10 @@ class LiveTail:
         # commit's own hand-over (they travel on different connections): it is ignored, the
         # hand-over that follows says more (the events).
         self._own: collections.Counter[str] = collections.Counter()
+        # Keys this replica is committing to in a statement whose positions it learns only from its
+        # reply (`publishing`), and the furthest position NOTIFYed for each meanwhile.
+        self._publishing: collections.Counter[str] = collections.Counter()
+        self._held_back: dict[str, int] = {}
 
     def expect(self, notices: Sequence[str]) -> None:
         """`notices` are about to be committed by this replica, which publishes them itself."""
@@ -144,6 +150,24 @@ class LiveTail:
                 self._own[payload] = left
             else:
                 self._own.pop(payload, None)
+
+    @contextlib.contextmanager
+    def publishing(self, keys: Sequence[str]) -> Iterator[None]:
+        """This replica commits to `keys` in a statement that NOTIFYs itself and publishes what it
+        committed once its reply comes. Those NOTIFYs can overtake the reply (they travel on another
+        connection): any NOTIFY for `keys` arriving meanwhile is held back until the block ends, then
+        wakes the watchers only if it says more than was published."""
+        self._publishing.update(keys)
+        try:
+            yield
+        finally:
+            for key in keys:
+                if (left := self._publishing[key] - 1) > 0:
+                    self._publishing[key] = left
+                    continue
+                del self._publishing[key]
+                if (position := self._held_back.pop(key, None)) is not None:
+                    self.publish(key, position)
 
     @contextlib.contextmanager
     def subscribe(self, key: str) -> Iterator[Subscription]:
@@ -172,6 +196,17 @@ class LiveTail:
             for subscription in subscriptions:
                 subscription.invalidate()
 
+    def heard(self, payload: str) -> None:
+        """A NOTIFY: wake the watchers of its key, unless it is this replica's own (`expect`) or waits
+        for this replica's statement in flight (`publishing`)."""
+        if self._own[payload] > 0:
+            return
+        key, _, position = payload.rpartition("|")
+        if key in self._publishing:
+            self._held_back[key] = max(self._held_back.get(key, 0), int(position or 0))
+            return
+        self.publish(key, int(position or 0))
+
     async def follow_postgres(self, dsn: str, channel: str) -> None:
         """Relay NOTIFYs from other replicas until cancelled; reconnects while the database is away."""
         while True:
@@ -187,14 +222,8 @@ class LiveTail:
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _c, lost=lost: lost.set())
 
-        def on_notify(_c: object, _pid: int, _channel: str, payload: str) -> None:
-            if self._own[payload] > 0:
-                return
-            key, _, position = payload.rpartition("|")
-            self.publish(key, int(position or 0))
-
         try:
-            await conn.add_listener(channel, on_notify)
+            await conn.add_listener(channel, lambda _c, _pid, _channel, payload: self.heard(payload))
             self.publish_all()  # what was committed while nobody listened
             await lost.wait()
             log.warning("live_tail_connection_lost")

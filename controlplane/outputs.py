@@ -91,13 +91,7 @@ class OutputCommitter:
         refused: dict[str, OutputGap] = {}
         # Most of a batch is the engine's messages, following what was committed and changing nothing
         # else: those sessions' runs are committed in one statement, and only the rest the long way.
-        # A session watched on this replica goes the long way, whose commit hands its watchers the
-        # events themselves (controlplane.live): a query saved per watcher outweighs a statement.
-        runs = {
-            s: run
-            for s, batch in by_session.items()
-            if not self._journal.watched(s) and (run := _plain_run(batch)) is not None
-        }
+        runs = {s: run for s, batch in by_session.items() if (run := _plain_run(batch)) is not None}
         if runs:
             for session_id in await self._journal.append_outputs(agent_id, runs):
                 committed[session_id] = runs[session_id].rows[-1][3]

@@ -125,7 +125,7 @@ async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow
 # the version this statement's snapshot read (`xmin`): a transaction that changed it meanwhile (a
 # settle ends the turn and clears current_turn_id in one) makes the snapshot's view of its turns
 # stale, so the session is left for the long way, which reads them after its lock. A session any
-# condition fails for is left untouched.
+# condition fails for is left untouched. It ends with one of the two endings below.
 _APPEND_OUTPUTS = (
     "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],"
     " $6::bigint[], $7::timestamptz[]) AS r (session_id, position, kind, turn_id, payload, output_seq,"
@@ -145,8 +145,16 @@ _APPEND_OUTPUTS = (
     " RETURNING s.session_id, c.name, s.last_seq, s.last_seq - c.n AS base),"
     " inserted AS (INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
     " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, r.output_seq,"
-    " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position)"
-    " SELECT b.name, b.last_seq, pg_notify($14, b.name || '|' || b.last_seq) FROM bumped b"
+    " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position"
+)
+# Each session done: its name as the caller spelled it and its new last seq.
+_OUTPUTS_DONE = ") SELECT b.name, b.last_seq, pg_notify($14, b.name || '|' || b.last_seq) FROM bumped b"
+# The inserted rows as `read_for_clients` reads them (with `stored_bytes`), in seq order per session,
+# each with its session's name and new last seq (notified once, with its last row).
+_OUTPUTS_INSERTED = (
+    f" RETURNING {_CLIENT_COLUMNS}, pg_column_size(payload) AS stored_bytes)"
+    " SELECT i.*, b.name, b.last_seq, CASE WHEN i.seq = b.last_seq THEN pg_notify($14, b.name || '|' || b.last_seq)"
+    " END AS notified FROM inserted i JOIN bumped b ON b.session_id::text = i.session_id ORDER BY i.session_id, i.seq"
 )
 
 
@@ -158,12 +166,28 @@ async def append_outputs(
     its new last seq. A session is done only if it is `agent_id`'s, not deleted, its cursor is just
     before the run, the run's turn (if any) has not ended, and no other transaction changed its row
     while this one waited for it; the others are left to the caller."""
+    found = await _append_outputs(conn, agent_id, runs, channel, _OUTPUTS_DONE)
+    return {row["name"]: row["last_seq"] for row in found}
+
+
+async def append_outputs_for_clients(
+    conn: asyncpg.Connection, agent_id: str, runs: Mapping[str, OutputRun], channel: str
+) -> list[asyncpg.Record]:
+    """`append_outputs` returning the inserted rows as `append_many_for_clients` does, each with its
+    session's `name` (as `runs` spells it) and new `last_seq`: what this replica's watchers are
+    handed once the statement (its own transaction) has returned."""
+    return await _append_outputs(conn, agent_id, runs, channel, _OUTPUTS_INSERTED)
+
+
+async def _append_outputs(
+    conn: asyncpg.Connection, agent_id: str, runs: Mapping[str, OutputRun], channel: str, then: str
+) -> list[asyncpg.Record]:
     columns = _unnested({session_id: run.rows for session_id, run in runs.items()})
     if not columns[0]:
-        return {}
+        return []
     names = list(runs)
-    found = await conn.fetch(
-        _APPEND_OUTPUTS,
+    found: list[asyncpg.Record] = await conn.fetch(
+        _APPEND_OUTPUTS + then,
         *columns,
         names,
         names,
@@ -173,7 +197,7 @@ async def append_outputs(
         agent_id,
         channel,
     )
-    return {row["name"]: row["last_seq"] for row in found}
+    return found
 
 
 async def read(

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
 
 import pytest
 import pytest_asyncio
@@ -286,3 +288,24 @@ async def test_a_watcher_on_another_replica_gets_every_event_through_notify(
             await watcher.close()
     assert [e.seq for e in events] == list(range(1, events[-1].seq + 1))
     assert events == await plane.journal.read_for_clients(session_id, 0, 1000)
+
+
+def test_a_notify_overtaking_the_reply_of_the_statement_that_sent_it_waits_for_its_hand_over() -> None:
+    # The one-statement append NOTIFYs at its commit, on another connection than its reply: the
+    # NOTIFY can come first. Heard then, it would send the watcher to the journal for events it is
+    # about to be handed; it waits instead, and wakes nobody when it says nothing more.
+    live = LiveTail()
+    event = StoredEvent("s", 5, datetime.now(UTC), EventKind.ENGINE_MESSAGE, "", {})
+    with live.subscribe("s") as subscription:
+        assert subscription.take(4) is None  # a new watcher reads the journal first
+        with live.publishing(["s"]):
+            live.heard("s|5")
+            assert subscription.take(4) == []  # not woken to read: nothing is known yet
+            live.publish("s", 5, [Pushed(event, 10)])
+        assert subscription.take(4) == [event]
+
+        # Another replica's commit heard meanwhile says more: it wakes the watcher once the block ends.
+        with live.publishing(["s"]):
+            live.heard("s|7")
+            live.publish("s", 6, [Pushed(dataclasses.replace(event, seq=6), 10)])
+        assert subscription.take(5) is None  # seq 7 is not held: read the journal
