@@ -6,7 +6,11 @@ declared here, once, for their owners: what the agent holds (`dataplane_agent.st
 and the output outbox (`dataplane_agent.relay.outbox`).
 
 WAL with synchronous=FULL: a committed transaction survives SIGKILL and power
-loss. Writes that queue up while a transaction commits are committed together in
+loss. A write that may be lost (`write(durable=False)`: trimming acknowledged
+outputs, which are resent and skipped as duplicates when the trim is lost) is
+committed without an fsync when its whole group is such: it still survives
+SIGKILL, and power loss can take only a suffix of the transactions (the WAL is
+synced in order), never one without those before it. Writes that queue up while a transaction commits are committed together in
 the next one (`Database.write`: group commit, one fsync for many outputs); each
 caller still learns its write is durable only once it is, and so does whatever a
 write asked to be told (`Database.after_commit`: how the outbox hands the relay
@@ -131,6 +135,7 @@ GROUP_LIMIT = 256
 class _QueuedWrite:
     fn: Callable[[sqlite3.Connection], Any]
     done: asyncio.Future[Any]
+    durable: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +164,9 @@ class Database:
         self._queue_lock = threading.Lock()
         self._queue: list[_QueuedWrite] = []
         self._group_queued = False
+        # The connection's synchronous setting, on the worker thread: FULL, or NORMAL for a group of
+        # writes that may all be lost.
+        self._synced = True
         # `staged`, on the worker thread while a write runs: what it asked to run after its commit
         # (`after_commit`); no other thread sees it.
         self._write_local = threading.local()
@@ -238,7 +246,7 @@ class Database:
         finally:
             conn.execute("COMMIT")
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """Run `fn` in a write transaction; return once that transaction committed, or raise what `fn`
         raised (its changes rolled back, nobody else's).
 
@@ -247,11 +255,15 @@ class Database:
         when the worker thread takes it, at most `GROUP_LIMIT` writes: no write waits for others
         to arrive, so an idle agent commits each write alone at once and a busy one commits many
         per fsync. Writes run in the order they were called, and a read called after a write
-        returned sees it. The commit listeners run once per committed group."""
+        returned sees it. The commit listeners run once per committed group.
+
+        `durable=False`: the write may be lost on power loss (never on a crash of this process), and
+        with it whatever was committed after it and is not durable either; a group of such writes
+        only commits without an fsync."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Any] = loop.create_future()
         with self._queue_lock:
-            self._queue.append(_QueuedWrite(fn, done))
+            self._queue.append(_QueuedWrite(fn, done, durable))
             submit = not self._group_queued
             self._group_queued = True
         if submit:
@@ -276,6 +288,7 @@ class Database:
         outcomes: list[_Outcome] = []
         try:
             conn = self._connection()
+            self._sync(conn, any(write.durable for write in group))
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for write in group:
@@ -321,6 +334,13 @@ class Database:
         if any(outcome.ok for outcome in outcomes):
             for listener in self._commit_listeners:
                 listener()
+
+    def _sync(self, conn: sqlite3.Connection, durable: bool) -> None:
+        """Before a group's transaction: an fsync at its commit (FULL) or not (NORMAL, in WAL mode:
+        the WAL is synced by the next FULL commit or checkpoint, in order)."""
+        if durable != self._synced:
+            conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+            self._synced = durable
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:

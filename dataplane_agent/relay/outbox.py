@@ -187,7 +187,8 @@ class Outbox:
 
         for session_id, through_seq in cursors.items():
             self.committed.acknowledged(session_id, through_seq)
-        return await self._db.write(tx) if cursors else 0
+        # Not durable: a trim lost with power is only outputs sent again, which the control plane skips.
+        return await self._db.write(tx, durable=False) if cursors else 0
 
     async def last_seq(self, session_id: str) -> int:
         """The newest output_seq assigned for the session (0 if none ever was)."""

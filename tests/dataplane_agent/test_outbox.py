@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -170,4 +171,52 @@ async def test_an_acknowledgement_naming_many_sessions_trims_them_with_one_commi
     assert db.commits == commits + 1  # one transaction, one fsync, whatever the number of sessions
     got = await outbox.pending({}, limit=100)
     assert [(o.session_id, o.output_seq) for o in got] == [("s-3", 1), ("s-3", 2), ("s-1", 3), ("s-3", 3)]
+    await db.close()
+
+
+def _synchronous(c) -> int:
+    """The synchronous setting the transaction commits with: 1 NORMAL (no fsync in WAL mode), 2 FULL."""
+    return int(c.execute("PRAGMA synchronous").fetchone()[0])
+
+
+async def test_a_group_of_writes_that_may_be_lost_commits_without_an_fsync_and_any_other_with_one(
+    tmp_path: Path,
+) -> None:
+    db = await Database.open(tmp_path / "agent.db")
+    assert await db.write(_synchronous, durable=False) == 1
+    assert await db.write(_synchronous) == 2
+    # Queued together behind a transaction: one group, committed as its most demanding write asks.
+    gate = threading.Event()
+    first = asyncio.ensure_future(db.write(lambda _c: gate.wait(10)))
+    await asyncio.sleep(0.05)  # the worker thread holds the first write
+    grouped = [
+        asyncio.ensure_future(db.write(_synchronous, durable=False)),
+        asyncio.ensure_future(db.write(_synchronous)),
+    ]
+    gate.set()
+    assert await first
+    assert await asyncio.gather(*grouped) == [2, 2]
+    assert await db.write(_synchronous, durable=False) == 1
+    await db.close()
+
+
+async def test_outputs_are_stored_durably_and_acknowledgements_trim_them_without_waiting_for_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, outbox = await _open(tmp_path / "agent.db")
+    asked: list[bool] = []
+    write = db.write
+
+    async def spy(fn, *, durable: bool = True):  # type: ignore[no-untyped-def]
+        asked.append(durable)
+        return await write(fn, durable=durable)
+
+    monkeypatch.setattr(db, "write", spy)
+    await outbox.append("s-1", "t", _message(1))
+    assert await outbox.ack("s-1", 1) == 1
+    assert asked == [True, False]
+    await db.close()
+    # A trim is still committed: survives reopening (a lost one would only resend what is skipped).
+    db, outbox = await _open(tmp_path / "agent.db")
+    assert await outbox.pending({}, limit=10) == []
     await db.close()
