@@ -39,7 +39,8 @@ database and nothing else. Its map:
     retention.py     ... and released sessions forgotten with all of theirs after --session-retention
   agents
     relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats
-    outputs.py       an agent's outputs journaled exactly once, with their projection changes
+    outputs.py       an agent's outputs journaled exactly once: plain runs in one statement, the rest
+    output_applier.py  ... the rest: each output's events and projection changes, in the batch's transaction
     verdicts.py      an agent's verdicts on its commands, and what each settles
     destructions.py  a released session's sandbox: what a destroy verdict does, the retries' backoff
     agents.py        leases granted, engine manifests, placement, the commands queued for agents
