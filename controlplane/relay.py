@@ -295,6 +295,10 @@ class _AgentStream:
                     outputs.extend(following.output_batch.outputs)
                     following = None
                 await self._on_outputs(outputs)
+                # The watchers just handed this commit's events go first: otherwise they wait behind
+                # the next batch's preparation (its span, its rows), which would not suspend till its
+                # statement. Batches read meanwhile join the next commit.
+                await asyncio.sleep(0)
             elif kind == "command_ack":
                 ack = request.command_ack
                 await self._verdicts.record(
