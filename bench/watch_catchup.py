@@ -6,20 +6,24 @@ embedded PostgreSQL and, as its only agent, the agent's real `Outbox`,
 `LiveDeltas` and `RelayClient` (`relay_throughput.Bench`). One session is
 created through the client API and --events engine messages are journaled for
 it by the control plane's own `OutputCommitter`. Then, per round, in rotating
-order, each reads all of them from seq 0:
+order, each mode reads all of them from seq 0, in a reader process of its own
+(bench/_catchup_reader.py), as a client is to its server:
 
-  sql            pages of --page rows `SELECT * FROM events` on a connection of
-                 its own (payloads as text, nothing decoded): the baseline
+  sql            pages of --page rows `SELECT * FROM events` on a connection
+                 open for the whole run (payloads as text, nothing decoded):
+                 the baseline
   watch runs     WatchSessionEvents with max_events_per_response=--per-response
   watch single   WatchSessionEvents without it: one event per response (before)
   client watch   `AstraBoxClient.watch`, which asks for runs and yields each event
   list           ListSessionEvents, pages of 1,000
 
-The process freezes its startup heap once the control plane serves, as `python -m controlplane`
-does (serverkit.heap), and collects before each read: a full collection of the ~130,000 startup
-objects of this process (control plane, agent, SDK) took ~150 ms and, left to chance, landed on
-whichever mode was reading (mostly 'watch runs', which is why it measured slower than 'client
-watch', which reads the same responses and does more per event).
+Until these, the readers ran in the control plane's process (a watch's client and server on one
+interpreter, while the SQL read's server, PostgreSQL, worked in parallel), the SQL read connected
+anew each time (its set-up counted, and whichever mode came next measured 5-10% slower), and a full
+collection of this process's ~130,000 startup objects (~150 ms) landed on whichever mode was
+reading (mostly 'watch runs': why it measured slower than 'client watch'). Now this process freezes
+its startup heap once the control plane serves, as `python -m controlplane` does (serverkit.heap),
+and both processes collect before each read.
 
 Prints the median seconds per mode, each mode against the SQL read (ratio of
 rates) and the cost per event in µs. Then the delta phase: the agent's
@@ -37,22 +41,21 @@ import argparse
 import asyncio
 import datetime
 import gc
+import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import asyncpg
+import _catchup_reader
 from _common import api_key_file, embedded_postgres, percentile, revision
 from relay_throughput import Bench, StartRuntimeSink, engine_message
 
 from astrabox.client import AstraBoxClient
 from astrabox.events import Delta
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
@@ -110,56 +113,6 @@ async def journal(b: Bench, session_id: str, count: int, payload_bytes: int) -> 
     return last
 
 
-async def read_sql(dsn: str, session_id: str, last: int, page: int) -> int:
-    conn = await asyncpg.connect(dsn)
-    try:
-        read, cursor = 0, 0
-        while cursor < last:
-            rows = await conn.fetch(
-                "SELECT * FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                session_id,
-                cursor,
-                page,
-            )
-            read += len(rows)
-            cursor = rows[-1]["seq"]
-        return read
-    finally:
-        await conn.close()
-
-
-async def read_watch(client: AstraBoxClient, session_id: str, last: int, per_response: int) -> int:
-    runs = {"max_events_per_response": per_response} if per_response else {}  # a tree without it: 0 only
-    request = api.WatchSessionEventsRequest(session_id=session_id, **runs)
-    call = client._stub.WatchSessionEvents(request, metadata=client._metadata)
-    read = 0
-    try:
-        async for response in call:
-            events = (per_response and response.events) or [response.event]
-            read += len(events)
-            if events[-1].seq >= last:
-                return read
-    finally:
-        call.cancel()
-    raise RuntimeError("the watch ended")
-
-
-async def read_client_watch(client: AstraBoxClient, session_id: str, last: int) -> int:
-    read = 0
-    async for event in client.watch(session_id):
-        read += 1
-        if event.seq >= last:
-            return read
-    raise RuntimeError("the watch ended")
-
-
-async def read_list(client: AstraBoxClient, session_id: str, last: int) -> int:
-    read = 0
-    async for _ in client.iter_events(session_id, page_size=1000):
-        read += 1
-    return read
-
-
 async def delta_latency(
     b: DeltaBench, client: AstraBoxClient, session_id: str, rate: int, seconds: float
 ) -> list[float]:
@@ -201,6 +154,40 @@ async def delta_latency(
     return latencies[total // 10 :]
 
 
+async def catch_up(b: DeltaBench, dsn: str, session_id: str, last: int) -> dict[str, list[float]]:
+    """Each mode's seconds to read the session's events, per round, in rotating order: read in a
+    process of its own (_catchup_reader), this one serving as the control plane."""
+    args = b.args
+    names = [mode for mode in MODES if mode in args.modes]
+    seconds: dict[str, list[float]] = {mode: [] for mode in names}
+    pipe, child_end = multiprocessing.get_context("spawn").Pipe()
+    reader = multiprocessing.get_context("spawn").Process(
+        target=_catchup_reader.serve_reads,
+        args=(child_end, b.address, b.api_key, dsn, session_id, last, args.per_response, args.page),
+        daemon=True,
+    )
+    reader.start()
+    try:
+        for r in range(args.rounds):
+            for mode in names[r % len(names) :] + names[: r % len(names)]:
+                gc.collect()  # the control plane's garbage of the read before, not collected in this one
+                cpu = time.process_time()
+                pipe.send(mode)
+                async with asyncio.timeout(args.timeout):
+                    read, wall, reader_cpu = await asyncio.to_thread(pipe.recv)
+                cpu = time.process_time() - cpu
+                assert read == last, (mode, read, last)
+                seconds[mode].append(wall)
+                print(
+                    f"round {r + 1} {mode:<14} {wall:.3f} s  cpu: reader {reader_cpu:.3f} s, control plane {cpu:.3f} s",
+                    file=sys.stderr,
+                )
+    finally:
+        pipe.send(None)
+        await asyncio.to_thread(reader.join, 30)
+    return seconds
+
+
 async def run(b: DeltaBench, dsn: str) -> None:
     args = b.args
     relay = b.start_relay()
@@ -211,25 +198,7 @@ async def run(b: DeltaBench, dsn: str) -> None:
         session_id = (await client.create_session()).session_id
         await b.drained([session_id], 1)  # RuntimeStarted: the committer is known from here
         last = await journal(b, session_id, args.events, args.payload_bytes)
-        modes: dict[str, Callable[[], Awaitable[int]]] = {
-            "sql": lambda: read_sql(dsn, session_id, last, args.page),
-            "watch runs": lambda: read_watch(client, session_id, last, args.per_response),
-            "watch single": lambda: read_watch(client, session_id, last, 0),
-            "client watch": lambda: read_client_watch(client, session_id, last),
-            "list": lambda: read_list(client, session_id, last),
-        }
-        modes = {mode: read for mode, read in modes.items() if mode in args.modes}
-        seconds: dict[str, list[float]] = {mode: [] for mode in modes}
-        names = list(modes)
-        for r in range(args.rounds):
-            for mode in names[r % len(names) :] + names[: r % len(names)]:
-                gc.collect()  # each read pays for the collections of its own garbage, not of the one before
-                began, cpu = time.perf_counter(), time.process_time()
-                read = await modes[mode]()
-                seconds[mode].append(time.perf_counter() - began)
-                assert read == last, (mode, read, last)
-                cpu = time.process_time() - cpu  # this process's (not PostgreSQL's): idle = waiting
-                print(f"round {r + 1} {mode:<14} {seconds[mode][-1]:.3f} s  cpu {cpu:.3f} s", file=sys.stderr)
+        seconds = await catch_up(b, dsn, session_id, last)
         deltas = await delta_latency(b, client, session_id, args.delta_rate, args.delta_seconds)
     await b.stop_relay()
 
