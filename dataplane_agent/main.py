@@ -60,14 +60,16 @@ from dataplane_agent.state_database import Database, keep_private
 from dataplane_agent.turns.transcripts import TranscriptStore
 from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService
-from serverkit import logs, metrics_http, tracing
+from serverkit import heap, logs, metrics_http, tracing
 from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
 
-async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = None) -> None:
-    """Run the agent until cancelled or until `stop` is set."""
+async def run_agent(
+    settings: AgentSettings, *, stop: asyncio.Event | None = None, started: Callable[[], None] | None = None
+) -> None:
+    """Run the agent until cancelled or until `stop` is set; `started` is called once it serves."""
     keep_private(settings.state_dir)
     try:
         tracing.configure("astrabox-agent", settings.otlp_endpoint)
@@ -76,7 +78,7 @@ async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = Non
     with _exclusive(settings.state_dir / "agent.lock"):
         db = await Database.open(settings.state_dir / "agent.db")
         try:
-            await _run(settings, db, stop or asyncio.Event())
+            await _run(settings, db, stop or asyncio.Event(), started)
         finally:
             await db.close()
             # The SDK lets go of an ended CLI's subprocess transport without closing it; collected
@@ -85,7 +87,7 @@ async def run_agent(settings: AgentSettings, *, stop: asyncio.Event | None = Non
             gc.collect()
 
 
-async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> None:
+async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event, started: Callable[[], None] | None) -> None:
     state, outbox = AgentState(db), Outbox(db)
     metrics = AgentMetrics()
     agent_id = settings.agent_id or await _stable_agent_id(state)
@@ -243,6 +245,8 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event) -> No
                 offline_model=settings.uses_offline_model,
                 metrics_address=endpoint.address if endpoint else None,
             )
+            if started is not None:
+                started()
             await stop.wait()
             log.info("agent_stopping")
             await workspace.close()
@@ -498,7 +502,8 @@ async def _serve(settings: AgentSettings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        await run_agent(settings, stop=stop)
+        # Its startup objects out of every later collection, which would stall its streams (serverkit.heap).
+        await run_agent(settings, stop=stop, started=heap.freeze_startup)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
