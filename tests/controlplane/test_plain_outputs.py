@@ -5,10 +5,12 @@ outputs in two batches, journal the same events and leave the same session behin
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
+from controlplane import outputs as outputs_module
 from tests.controlplane.test_conversation import api, ok, ready
 
 __all__ = ["api"]  # the fixture
@@ -166,3 +168,36 @@ async def test_a_session_watched_here_takes_the_short_way_too_and_is_handed_its_
     assert [r[1:] for r in (await _journal(plane, watched, ""))[-3:]] == [
         r[1:] for r in (await _journal(plane, unwatched, ""))[-3:]
     ]
+
+
+async def test_a_turn_settled_while_the_one_statement_way_waits_for_its_session_leaves_the_outputs_to_the_long_way(
+    api, plane
+) -> None:
+    # The statement reads the turns in the snapshot it started with, before it waits for the session's
+    # lock. A settle committed meanwhile ends the turn: the statement must see the session's row has
+    # changed (its xmin) and leave it, or it would journal the turn's output as if the turn went on.
+    session_id, turn = await _started_turn(api, plane, "raced")
+    outputs = _outputs(session_id, 2, _late(turn))
+    run = outputs_module._plain_run(outputs)
+    assert run is not None
+    async with plane.pool.acquire() as settle:
+        async with settle.transaction():
+            await settle.execute("SELECT 1 FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
+            appended = asyncio.create_task(plane.journal.append_outputs("agent-1", {session_id: run}))
+            async with asyncio.timeout(30):
+                while not await plane.pool.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted"):
+                    await asyncio.sleep(0.01)  # the statement waits for the session's row
+            await settle.execute(
+                "UPDATE turns SET state = 'completed' WHERE session_id = $1 AND turn_id = $2", session_id, turn
+            )
+            await settle.execute(
+                "UPDATE sessions SET state = 'ready', current_turn_id = NULL WHERE session_id = $1", session_id
+            )
+        assert await appended == {}  # left untouched
+    before = await _journal(plane, session_id, turn)
+    assert (await _state(plane, session_id, turn))[0]["committed_output_seq"] == 1
+    # The long way journals it late, as it does any output of a turn that had ended.
+    assert (await plane.committer.commit("agent-1", outputs)).committed == {session_id: 2}
+    journal = await _journal(plane, session_id, turn)
+    assert len(journal) == len(before) + 1
+    assert journal[-1][3]["late"] is True
