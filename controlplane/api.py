@@ -19,10 +19,18 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.conversation import Answer, Conversation, SendMessage
-from controlplane.convert import delta_to_proto, event_to_proto, session_to_proto, state_from_proto, watch_responses
+from controlplane.convert import (
+    delta_to_proto,
+    event_to_proto,
+    events_into,
+    session_to_proto,
+    state_from_proto,
+    watch_responses,
+)
 from controlplane.deltas import LiveDelta
 from controlplane.errors import InvalidArgument, KernelError
 from controlplane.identity import callers
+from controlplane.journal import ClientPage
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.listing import SessionFilter, session_filter
 from controlplane.status import maps_errors, to_status
@@ -138,7 +146,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
                     for response in watch_responses(item, most):
                         yield response
                 else:
-                    for event in item:
+                    for event in item.events() if isinstance(item, ClientPage) else item:
                         yield pb.WatchSessionEventsResponse(event=event_to_proto(event))
         except KernelError as error:
             await context.abort_with_status(to_status(error))
@@ -151,8 +159,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
             request.session_id, request.after_seq, request.page_size, request.page_token
         )
         response = pb.ListSessionEventsResponse(next_page_token=token)
-        for event in events:
-            event_to_proto(event, response.events.add())
+        events_into(events, response.events)
         return response
 
     @maps_errors

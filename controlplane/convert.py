@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 
+import asyncpg
 from google.protobuf import json_format, timestamp_pb2
 
 from astrabox.environments.v1 import environment_pb2
@@ -15,7 +16,7 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as kernel_pb2
 from controlplane import session_config
 from controlplane.deltas import LiveDelta
 from controlplane.engines import EngineManifest
-from controlplane.journal import EventKind, StoredEvent
+from controlplane.journal import ClientPage, EventKind, StoredEvent
 from controlplane.session import (
     InteractionKind,
     InteractionRecord,
@@ -35,6 +36,7 @@ _STATE_OF: dict[int, SessionState] = {number: state for state, number in _STATES
 _KINDS: dict[EventKind, events_pb2.EventKind] = {
     kind: cast(events_pb2.EventKind, events_pb2.EventKind.Value(f"EVENT_KIND_{kind.name}")) for kind in EventKind
 }
+_ENGINE_MESSAGE = _KINDS[EventKind.ENGINE_MESSAGE]
 _INTERACTION_KINDS: dict[InteractionKind, session_pb2.InteractionKind] = {
     k: cast(session_pb2.InteractionKind, session_pb2.InteractionKind.Value(f"INTERACTION_KIND_{k.name}"))
     for k in InteractionKind
@@ -248,15 +250,65 @@ def event_to_proto(event: StoredEvent, message: events_pb2.SessionEvent | None =
 # event is itself that large (which goes anyway, as it would alone).
 MAX_RUN_BYTES = 1024 * 1024
 
+# What an engine message's numbers and tags (seq, time, kind, produce_time, output_seq, late, and
+# the lengths before its strings) take on the wire at most: the rest is its strings' bytes.
+_ENGINE_NUMBERS_BYTES = 80
 
-def watch_responses(events: Sequence[StoredEvent], most: int) -> Iterator[kernel_pb2.WatchSessionEventsResponse]:
-    """`events` in order, at most `most` and about MAX_RUN_BYTES per response, in its `events`."""
+
+def _write_row(row: asyncpg.Record, message: events_pb2.SessionEvent) -> int:
+    """A row read for clients (`ClientPage`) written into `message` (empty); about how many bytes it
+    takes, never fewer. An engine message is written straight from the row, its stored JSON passed
+    through (no StoredEvent, nothing decoded: a catch-up writes thousands a second); any other kind
+    goes through `event_to_proto`."""
+    if row["kind"] != "engine_message":
+        return event_to_proto(StoredEvent.from_row(row), message).ByteSize()
+    message.session_id = session_id = row["session_id"]
+    message.seq = row["seq"]
+    _set_time(message.time, row["at"])
+    message.turn_id = turn_id = row["turn_id"] or ""
+    message.kind = _ENGINE_MESSAGE
+    message.actor = actor = row["actor"] or ""
+    if (produced := row["produce_time"]) is not None:
+        _set_time(message.produce_time, produced)
+    target = message.engine_message
+    target.type_name = type_name = row["type_name"]
+    target.payload_json = text = row["message_json"]  # as stored: never decoded here
+    target.output_seq = row["output_seq"] or 0
+    if row["late"]:
+        target.late = True
+    # UTF-8 takes at most 4 bytes a character: the short strings are counted so, the payload exactly.
+    short = len(session_id) + len(turn_id) + len(actor) + len(type_name)
+    return _ENGINE_NUMBERS_BYTES + 4 * short + (len(text) if text.isascii() else len(text.encode()))
+
+
+def _written(
+    run: ClientPage | Sequence[StoredEvent],
+) -> tuple[Iterable[Any], Callable[[Any, events_pb2.SessionEvent], int]]:
+    """`run`'s items, and how one is written into a SessionEvent (returning about its size)."""
+    if isinstance(run, ClientPage):
+        return run.rows, _write_row
+    return run, lambda event, message: event_to_proto(event, message).ByteSize()
+
+
+def events_into(run: ClientPage | Sequence[StoredEvent], field: Any) -> None:
+    """`run`'s events appended to `field` (a repeated SessionEvent field), in order."""
+    items, write = _written(run)
+    for item in items:
+        write(item, field.add())
+
+
+def watch_responses(
+    run: ClientPage | Sequence[StoredEvent], most: int
+) -> Iterator[kernel_pb2.WatchSessionEventsResponse]:
+    """`run`'s events in order, at most `most` and about MAX_RUN_BYTES per response, in its `events`."""
     response = kernel_pb2.WatchSessionEventsResponse()
-    size = 0
-    for event in events:
-        size += event_to_proto(event, response.events.add()).ByteSize()
-        if len(response.events) >= most or size >= MAX_RUN_BYTES:
+    count = size = 0
+    items, write = _written(run)
+    for item in items:
+        size += write(item, response.events.add())
+        count += 1
+        if count >= most or size >= MAX_RUN_BYTES:
             yield response
-            response, size = kernel_pb2.WatchSessionEventsResponse(), 0
-    if response.events:
+            response, count, size = kernel_pb2.WatchSessionEventsResponse(), 0, 0
+    if count:
         yield response

@@ -123,6 +123,26 @@ class StoredEvent:
         return value if isinstance(value, str) else ""
 
 
+@dataclass(frozen=True, slots=True)
+class ClientPage:
+    """A page of a session's journal as clients are sent it (`store.events.read_for_clients`), kept
+    as the rows read: a watcher's catch-up goes to protobuf straight from them
+    (`convert.watch_responses`), with no StoredEvent per event; `events()` makes those when asked."""
+
+    rows: Sequence[asyncpg.Record]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def last_seq(self) -> int:
+        seq: int = self.rows[-1]["seq"]
+        return seq
+
+    def events(self) -> list[StoredEvent]:
+        return [StoredEvent.from_row(row) for row in self.rows]
+
+
 def _handed_over(
     inserted: Sequence[asyncpg.Record], name: Callable[[asyncpg.Record], str], watched: Callable[[str], bool]
 ) -> tuple[dict[str, int], dict[str, list[Pushed]]]:
@@ -265,10 +285,10 @@ class Journal:
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
         return [StoredEvent.from_row(r) for r in await store.events.read(self._pool, session_id, after_seq, limit)]
 
-    async def read_for_clients(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
-        """`read` as clients are sent it: engine messages' JSON passed through (`message_json`)."""
-        rows = await store.events.read_for_clients(self._pool, session_id, after_seq, limit)
-        return [StoredEvent.from_row(r) for r in rows]
+    async def read_for_clients(self, session_id: str, after_seq: int, limit: int) -> ClientPage:
+        """`read` as clients are sent it (engine messages' JSON passed through, as `message_json`),
+        kept as rows."""
+        return ClientPage(await store.events.read_for_clients(self._pool, session_id, after_seq, limit))
 
     async def last_output_seq(self, session_id: str, through_seq: int) -> int:
         """Where a watcher that has been sent every event through `through_seq` stands among the

@@ -35,7 +35,7 @@ from controlplane.deltas import DeltaHub, DeltaOrder, DeltaQueue, LiveDelta
 from controlplane.engines import DEFAULT_ENGINE
 from controlplane.environments.definitions import EnvironmentDefinitions, PinnedEnvironment
 from controlplane.errors import InvalidArgument, RequestIdReused, SessionNotFound
-from controlplane.journal import EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
+from controlplane.journal import ClientPage, EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
 from controlplane.listing import SessionFilter, filters_changed
 from controlplane.live import LiveTail
 from controlplane.page_tokens import PageTokens
@@ -367,7 +367,7 @@ class SessionKernel:
 
     async def list_events(
         self, session_id: str, after_seq: int, page_size: int, page_token: str
-    ) -> tuple[list[StoredEvent], str]:
+    ) -> tuple[ClientPage, str]:
         session_id = validation.session_id(session_id)
         size = validation.page_size(page_size, default=100, maximum=1000)
         scope = f"events/{session_id}"
@@ -379,9 +379,11 @@ class SessionKernel:
         elif after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
         await self.get_session(session_id)
-        events = await self._journal.read_for_clients(session_id, after_seq, size + 1)
-        next_token = self._page_tokens.issue(scope, {"after": events[size - 1].seq}) if len(events) > size else ""
-        return events[:size], next_token
+        page = await self._journal.read_for_clients(session_id, after_seq, size + 1)
+        if len(page) <= size:
+            return page, ""
+        page = ClientPage(page.rows[:size])
+        return page, self._page_tokens.issue(scope, {"after": page.last_seq})
 
     async def watch(
         self, session_id: str, after_seq: int, include_deltas: bool = False
@@ -391,17 +393,18 @@ class SessionKernel:
             if isinstance(item, LiveDelta):
                 yield item
             else:
-                for event in item:
+                for event in item.events() if isinstance(item, ClientPage) else item:
                     yield event
 
     async def watch_runs(
         self, session_id: str, after_seq: int, include_deltas: bool = False
-    ) -> AsyncIterator[list[StoredEvent] | LiveDelta]:
+    ) -> AsyncIterator[ClientPage | list[StoredEvent] | LiveDelta]:
         """Replay stored events after `after_seq`, then follow live ones, forever; with
         `include_deltas`, also the live deltas written from now on (controlplane.deltas).
 
-        Events come in runs, in order: those one read of the journal found, cut where a delta goes
-        between two of them (a watcher behind gets long runs, one up to date runs of one or a few)."""
+        Events come in runs, in order: a page of the journal as read (a watcher behind gets long
+        runs, a ClientPage of rows), or those this replica committed since (one up to date gets runs
+        of one or a few), cut where a delta goes between two of them."""
         session_id = validation.session_id(session_id)
         if after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
@@ -413,34 +416,38 @@ class SessionKernel:
             if include_deltas:
                 queue = stack.enter_context(self._deltas.follow(session_id, subscription.notify))
                 order = DeltaOrder(record.agent_id, await self._journal.last_output_seq(session_id, after_seq))
-            ahead: asyncio.Task[list[StoredEvent]] | None = None
+            ahead: asyncio.Task[ClientPage] | None = None
             stack.callback(lambda: ahead is not None and ahead.cancel())
             while True:
                 taken = subscription.take(cursor) if ahead is None else None
+                run: ClientPage | list[StoredEvent]
                 if ahead is not None:
-                    events, ahead = await ahead, None
+                    run, ahead = await ahead, None
                 elif taken is not None:
                     # Caught up: the events this replica committed since, as they were committed (no query).
-                    events = cast(list[StoredEvent], taken)
+                    run = cast(list[StoredEvent], taken)
                 else:
-                    events = await self._journal.read_for_clients(session_id, cursor, WATCH_PAGE)
-                if taken is None and len(events) == WATCH_PAGE:
+                    run = await self._journal.read_for_clients(session_id, cursor, WATCH_PAGE)
+                if isinstance(run, ClientPage) and len(run) == WATCH_PAGE:
                     # Behind: the next page is read while this one is sent (PostgreSQL works meanwhile).
-                    ahead = asyncio.create_task(self._journal.read_for_clients(session_id, events[-1].seq, WATCH_PAGE))
-                run: list[StoredEvent] = []
-                for event in events:
-                    if queue is not None and order is not None:
+                    ahead = asyncio.create_task(self._journal.read_for_clients(session_id, run.last_seq, WATCH_PAGE))
+                if run and (queue is None or order is None):
+                    yield run  # no delta to put between its events: the run goes as it is
+                    cursor = run.last_seq if isinstance(run, ClientPage) else run[-1].seq
+                elif run and queue is not None and order is not None:
+                    piece: list[StoredEvent] = []
+                    for event in run.events() if isinstance(run, ClientPage) else run:
                         deltas = list(order.ready(queue))  # those that go before `event`
-                        if deltas and run:
-                            yield run
-                            run = []
+                        if deltas and piece:
+                            yield piece
+                            piece = []
                         for delta in deltas:
                             yield delta
                         order.sent(event)
-                    run.append(event)
-                    cursor = event.seq
-                if run:
-                    yield run
+                        piece.append(event)
+                        cursor = event.seq
+                    if piece:
+                        yield piece
                 if queue is not None and order is not None:
                     head = queue.peek()
                     if head is not None and head.agent_id != order.agent_id and time.monotonic() - checked > 2:

@@ -110,7 +110,7 @@ async def test_a_delta_comes_after_the_events_before_it_and_never_after_its_mess
     # A watcher that did not ask sees events only, the same ones ListSessionEvents holds.
     plain_items = await plain.until_quiet()
     assert all(isinstance(i, StoredEvent) for i in plain_items)
-    listed, _ = await kernel.list_events(session_id, 0, 1000, "")
+    listed = (await kernel.list_events(session_id, 0, 1000, ""))[0].events()
     assert [e.seq for e in listed] == list(range(1, len(listed) + 1))
     assert not any(isinstance(i, LiveDelta) for i in before)
     await watch.close()

@@ -23,7 +23,7 @@ from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.conversation import SendMessage
 from controlplane.forwarding import read_cluster_secret
 from controlplane.identity import callers
-from controlplane.journal import NOTIFY_CHANNEL, EventKind, Journal, NewEvent, StoredEvent
+from controlplane.journal import NOTIFY_CHANNEL, ClientPage, EventKind, Journal, NewEvent, StoredEvent
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.live import LiveTail, Pushed
 from controlplane.page_tokens import PageTokens
@@ -46,7 +46,7 @@ class Reads:
         self.count = 0
         read = journal.read_for_clients
 
-        async def counted(session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
+        async def counted(session_id: str, after_seq: int, limit: int) -> ClientPage:
             self.count += 1
             return await read(session_id, after_seq, limit)
 
@@ -128,7 +128,7 @@ async def test_events_handed_over_are_those_a_read_of_the_journal_returns(plane:
             await tx.append(session_id, [NewEvent(EventKind.PERMISSION_MODE_CHANGED, {"mode": "plan"})])
 
         taken = subscription.take(cursor)
-        read = await plane.journal.read_for_clients(session_id, cursor, 1000)
+        read = (await plane.journal.read_for_clients(session_id, cursor, 1000)).events()
     kinds = {event.kind for event in read}
     assert {EventKind.USER_MESSAGE_ACCEPTED, EventKind.ENGINE_MESSAGE, EventKind.TURN_COMPLETED} <= kinds
     assert EventKind.PERMISSION_MODE_CHANGED in kinds
@@ -178,7 +178,7 @@ async def test_a_caught_up_watcher_gets_new_events_without_reading_the_journal(
         finally:
             await watcher.close()
     assert [e.seq for e in events] == list(range(1, events[-1].seq + 1))
-    assert events == await plane.journal.read_for_clients(session_id, 0, 1000)
+    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000)).events()
 
 
 async def watched_through(plane: Plane, session_id: str, reads: Reads, scenario: Callable[[], object]) -> int:
@@ -193,7 +193,7 @@ async def watched_through(plane: Plane, session_id: str, reads: Reads, scenario:
     finally:
         await watcher.close()
     assert [e.seq for e in events] == list(range(1, events[-1].seq + 1))
-    assert events == await plane.journal.read_for_clients(session_id, 0, 1000)
+    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000)).events()
     return reads.count - before
 
 
@@ -287,7 +287,7 @@ async def test_a_watcher_on_another_replica_gets_every_event_through_notify(
         finally:
             await watcher.close()
     assert [e.seq for e in events] == list(range(1, events[-1].seq + 1))
-    assert events == await plane.journal.read_for_clients(session_id, 0, 1000)
+    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000)).events()
 
 
 def test_a_notify_overtaking_the_reply_of_the_statement_that_sent_it_waits_for_its_hand_over() -> None:

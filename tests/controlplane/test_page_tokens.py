@@ -72,8 +72,8 @@ async def test_the_kernel_refuses_tampered_tokens(plane) -> None:
 
     _, sessions_token = await plane.kernel.list_sessions(plane.project_id, 1, "")
     events, events_token = await plane.kernel.list_events(first.session_id, 0, 1, "")
-    assert sessions_token and events_token and [e.seq for e in events] == [1]
-    assert (await plane.kernel.list_events(first.session_id, 0, 1, events_token))[0][0].seq == 2
+    assert sessions_token and events_token and [e.seq for e in events.events()] == [1]
+    assert (await plane.kernel.list_events(first.session_id, 0, 1, events_token))[0].events()[0].seq == 2
 
     # ("" is no token: the first page.)
     for bad in [*filter(None, tampered(sessions_token)), events_token]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest_asyncio
@@ -15,6 +16,8 @@ import pytest_asyncio
 from astrabox.client import AstraBoxClient
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
+from controlplane.convert import MAX_RUN_BYTES
+from controlplane.journal import EventKind, NewEvent
 from controlplane.kernel import CreateSession
 from controlplane.server import RunningControlPlane, serve
 from tests.controlplane.conftest import Plane
@@ -180,3 +183,59 @@ async def test_deltas_come_between_the_events_of_a_run(plane, running, client) -
     # No delta after the run that holds its message's complete event.
     first_after = next(i for i, (kind, s) in enumerate(shape) if kind == "events" and last + 4 in s)
     assert all(kind == "events" for kind, _ in shape[first_after:])
+
+
+# Engine messages a hostile or merely unusual agent may write: text in many scripts, escapes that
+# JSON keeps (quotes, backslashes, control characters), a message too large for more than one per
+# response, late ones, and events of other kinds between them.
+HOSTILE_TEXTS = [
+    "plain",
+    'quo"tes \\ back\\slash \n newline \t tab \u0001 control',
+    "née ✓ 漢字 עברית 🚀🚀 \u200b zero-width",
+    "",
+    "🚀" * 120_000,  # 480,000 bytes of UTF-8 in 120,000 characters (240,000 in JSON's UTF-16 length)
+    "\U0001d518\U0001d52b\U0001d526 " * 80_000,  # four-byte letters outside the BMP, and spaces
+]
+
+
+async def test_a_run_read_from_rows_is_what_each_event_alone_would_be_and_stays_within_its_bytes(plane, client) -> None:
+    session = await plane.kernel.create_session(CreateSession("corpus", plane.project_id))
+    session_id = session.session_id
+    produced = datetime(2026, 12, 2, 12, 0, 0, 123456, tzinfo=UTC)
+    async with plane.journal.transaction() as tx:
+        for n, text in enumerate(HOSTILE_TEXTS * 3, start=1):
+            payload = {
+                "type_name": "AssistantMessage" if n % 2 else "ResultMessage",
+                "message": {"message_id": f"msg_{n}", "content": [{"type": "text", "text": text}]},
+                **({"late": True} if n % 3 == 0 else {}),
+            }
+            await tx.append(
+                session_id,
+                [
+                    NewEvent(
+                        EventKind.ENGINE_MESSAGE,
+                        payload,
+                        turn_id="" if n % 4 == 0 else f"turn-{n % 2}",
+                        output_seq=n,
+                        produce_time=None if n % 5 == 0 else produced + timedelta(microseconds=n),
+                    ),
+                    NewEvent(EventKind.PERMISSION_MODE_CHANGED, {"mode": "plan"}),
+                ],
+            )
+    last = (await plane.kernel.get_session(session_id)).last_seq
+    # Each event alone: the one-per-response watch, made from a StoredEvent (event_to_proto).
+    alone = {e.seq: e for r in await responses(client, last, session_id=session_id) for e in [r.event]}
+    runs = await responses(client, last, session_id=session_id, max_events_per_response=1000)
+    assert seqs(runs) == list(range(1, last + 1))
+    for response in runs:
+        for event in response.events:
+            assert event == alone[event.seq]
+        # A response closes once it holds MAX_RUN_BYTES: only its last event may take it over.
+        assert sum(e.ByteSize() for e in response.events[:-1]) < MAX_RUN_BYTES
+    assert max(len(r.events) for r in runs) > 1
+    engine = [alone[seq] for seq in sorted(alone) if alone[seq].HasField("engine_message")]
+    assert [json.loads(e.engine_message.payload_json)["content"][0]["text"] for e in engine] == HOSTILE_TEXTS * 3
+    assert [e.engine_message.late for e in engine] == [n % 3 == 0 for n in range(1, len(HOSTILE_TEXTS) * 3 + 1)]
+    assert engine[0].produce_time.ToDatetime(tzinfo=UTC) == produced + timedelta(microseconds=1)
+    assert not engine[4].HasField("produce_time")  # output 5, made without one
+    assert [e.turn_id for e in engine[:4]] == ["turn-1", "turn-0", "turn-1", ""]
