@@ -34,9 +34,10 @@ class OutputRun:
     turn_id: str
 
 
-# What clients are sent of an event. An engine message's `message` stays the stored JSON text
-# (PostgreSQL renders it: it is passed through, never decoded and encoded again here), and its
-# other parts come as columns; any other kind's payload is decoded as usual (it is small).
+# What clients are sent of an event, in this order (controlplane.convert writes a row by position).
+# An engine message's `message` stays the stored JSON text (PostgreSQL renders it: it is passed
+# through, never decoded and encoded again here), and its other parts come as columns; any other
+# kind's payload is decoded as usual (it is small).
 _CLIENT_COLUMNS = (
     "session_id::text AS session_id, seq, at, kind, turn_id, output_seq, produce_time,"
     " CASE WHEN kind = 'engine_message' THEN NULL ELSE payload END AS payload,"
