@@ -16,6 +16,7 @@ leaves its no-op API in place instead: no span is recorded and no trace id is lo
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import threading
@@ -30,7 +31,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 __all__ = [
@@ -89,9 +90,14 @@ def _otlp_exporter(endpoint: str) -> SpanExporter:
     return OTLPSpanExporter(endpoint=endpoint, insecure=not endpoint.startswith("https://"))
 
 
+# Got once, as OpenTelemetry suggests: until `configure` installs the provider it is a proxy, which
+# then hands spans to the provider's tracer (a provider makes a new tracer on each get_tracer).
+_TRACER = trace.get_tracer(TRACER_NAME)
+
+
 def tracer() -> trace.Tracer:
     """The tracer every AstraBox span comes from (a no-op one until `configure`)."""
-    return trace.get_tracer(TRACER_NAME)
+    return _TRACER
 
 
 def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -121,12 +127,20 @@ def context_of(text: str) -> otel_context.Context | None:
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
+@functools.lru_cache(maxsize=1024)
+def _span_context_of(text: str) -> SpanContext | None:
+    """The span `text` (a traceparent) names, None for none: parsed once for the many batches of a
+    turn's outputs that carry it (bounded, and immutable, so shared safely)."""
+    ctx = context_of(text)
+    return trace.get_current_span(ctx).get_span_context() if ctx is not None else None
+
+
 def links(texts: Iterable[str]) -> list[Link]:
     """A link to each distinct valid span among `texts` (traceparents), in their order."""
     seen: dict[str, Link] = {}
     for text in texts:
-        if text and text not in seen and (ctx := context_of(text)) is not None:
-            seen[text] = Link(trace.get_current_span(ctx).get_span_context())
+        if text and text not in seen and (span_context := _span_context_of(text)) is not None:
+            seen[text] = Link(span_context)
     return list(seen.values())
 
 
