@@ -127,10 +127,15 @@ def context_of(text: str) -> otel_context.Context | None:
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
+# The longest traceparent kept parsed: W3C's version 00 is 55 characters (later versions may add
+# fields); a longer text an agent sends names no span and is not kept.
+MAX_TRACEPARENT_CHARS = 256
+
+
 @functools.lru_cache(maxsize=1024)
 def _span_context_of(text: str) -> SpanContext | None:
     """The span `text` (a traceparent) names, None for none: parsed once for the many batches of a
-    turn's outputs that carry it (bounded, and immutable, so shared safely)."""
+    turn's outputs that carry it (bounded in number and size, and immutable, so shared safely)."""
     ctx = context_of(text)
     return trace.get_current_span(ctx).get_span_context() if ctx is not None else None
 
@@ -139,7 +144,9 @@ def links(texts: Iterable[str]) -> list[Link]:
     """A link to each distinct valid span among `texts` (traceparents), in their order."""
     seen: dict[str, Link] = {}
     for text in texts:
-        if text and text not in seen and (span_context := _span_context_of(text)) is not None:
+        if not text or len(text) > MAX_TRACEPARENT_CHARS or text in seen:
+            continue
+        if (span_context := _span_context_of(text)) is not None:
             seen[text] = Link(span_context)
     return list(seen.values())
 

@@ -86,6 +86,10 @@ def test_a_traceparent_names_its_span_and_anything_else_names_none(
     for junk in ("", "00-not-a-trace", "x" * 60):
         assert tracing.context_of(junk) is None
     assert len(tracing.links([text, text, "junk", ""])) == 1
+    # Parsed traceparents are kept for the next batch: never one too long to be one (an agent's).
+    padded = text + "-" + "0" * 10_000
+    kept = tracing._span_context_of.cache_info().currsize
+    assert tracing.links([padded]) == [] and tracing._span_context_of.cache_info().currsize == kept
 
 
 def test_joining_is_the_child_of_the_first_trace_linked_to_each_and_never_of_the_current_span(
