@@ -408,16 +408,22 @@ class SessionKernel:
         session_id = validation.session_id(session_id)
         if after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
-        record = await self.get_session(session_id)
         cursor = after_seq
         with contextlib.ExitStack() as stack:
             subscription = stack.enter_context(self._live.subscribe(session_id))
+            # The first page is read while the session is looked up (a query each, at once); nothing
+            # is sent before it is found. A new subscription holds nothing (its `take` is None): told
+            # so, it knows the watcher reads the journal now.
+            subscription.take(cursor)
+            ahead: asyncio.Task[ClientPage] | None = asyncio.create_task(
+                self._journal.read_for_clients(session_id, cursor, WATCH_PAGE)
+            )
+            stack.callback(lambda: _drop(ahead))
+            record = await self.get_session(session_id)
             queue, order, checked = None, None, time.monotonic()
             if include_deltas:
                 queue = stack.enter_context(self._deltas.follow(session_id, subscription.notify))
                 order = DeltaOrder(record.agent_id, await self._journal.last_output_seq(session_id, after_seq))
-            ahead: asyncio.Task[ClientPage] | None = None
-            stack.callback(lambda: ahead is not None and ahead.cancel())
             while True:
                 taken = subscription.take(cursor) if ahead is None else None
                 run: ClientPage | list[StoredEvent]
@@ -464,3 +470,10 @@ class SessionKernel:
     def delta_queues(self, session_id: str) -> list[DeltaQueue]:
         """The delta queues of the session's watchers on this replica (for tests and diagnostics)."""
         return self._deltas.queues(session_id)
+
+
+def _drop(read: asyncio.Task[ClientPage] | None) -> None:
+    """A read the watch no longer wants: cancelled, or its failure taken (else asyncio logs it as
+    never retrieved, e.g. when the session lookup beside it failed for the same reason)."""
+    if read is not None and not read.cancel() and not read.cancelled():
+        read.exception()
