@@ -437,10 +437,12 @@ class SessionKernel:
                 if isinstance(run, ClientPage) and len(run) == WATCH_PAGE:
                     # Behind: the next page is read while this one is sent (PostgreSQL works meanwhile).
                     ahead = asyncio.create_task(self._journal.read_for_clients(session_id, run.last_seq, WATCH_PAGE))
-                if run and (queue is None or order is None):
+                if not run:
+                    pass
+                elif queue is None or order is None:
                     yield run  # no delta to put between its events: the run goes as it is
                     cursor = run.last_seq if isinstance(run, ClientPage) else run[-1].seq
-                elif run and queue is not None and order is not None:
+                else:
                     piece: list[StoredEvent] = []
                     for event in run.events() if isinstance(run, ClientPage) else run:
                         deltas = list(order.ready(queue))  # those that go before `event`

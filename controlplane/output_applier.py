@@ -223,24 +223,25 @@ class OutputApplier:
         )
 
     async def _on_turn_aborted(self, output: runner_pb2.Output, aborted: runner_pb2.TurnAborted) -> None:
-        await self.flush()
-        settled = await self._turns.settle(
-            self._tx, self._session_id, output.turn_id, TurnOutcome.FAILED, aborted.reason, output.output_seq
-        )
-        if not settled:
-            log.info("late_turn_output", session_id=self._session_id, turn_id=output.turn_id, kind="turn_aborted")
+        if not await self._settle(output, TurnOutcome.FAILED, aborted.reason, "turn_aborted"):
             return
         # The agent aborts a running turn only when its engine is gone (it ended, refused the
         # message, or the agent restarted): so are the engine's background tasks.
         await self._turns.engine_gone(self._tx, self._session_id, aborted.reason)
 
     async def _on_turn_interrupted(self, output: runner_pb2.Output, interrupted: runner_pb2.TurnInterrupted) -> None:
+        await self._settle(output, TurnOutcome.INTERRUPTED, interrupted.reason, "turn_interrupted")
+
+    async def _settle(self, output: runner_pb2.Output, outcome: TurnOutcome, reason: str, kind: str) -> bool:
+        """Settle the output's turn as the agent reports it, after what came before; False (logged)
+        when the turn had already been settled (late output)."""
         await self.flush()
         settled = await self._turns.settle(
-            self._tx, self._session_id, output.turn_id, TurnOutcome.INTERRUPTED, interrupted.reason, output.output_seq
+            self._tx, self._session_id, output.turn_id, outcome, reason, output.output_seq
         )
         if not settled:
-            log.info("late_turn_output", session_id=self._session_id, turn_id=output.turn_id, kind="turn_interrupted")
+            log.info("late_turn_output", session_id=self._session_id, turn_id=output.turn_id, kind=kind)
+        return settled
 
     async def _on_interaction_requested(
         self, output: runner_pb2.Output, requested: runner_pb2.InteractionRequested
