@@ -156,7 +156,7 @@ def _handed_over(
         last[session_id] = row["seq"]
         if watched(session_id):
             event = StoredEvent.from_row(row)
-            size = max(row["stored_bytes"], len(event.message_json or ""))  # what it holds in memory, roughly
+            size = max(row["payload_bytes"], len(event.message_json or ""))  # what it holds in memory, roughly
             pushed.setdefault(session_id, []).append(Pushed(event, size))
     return last, pushed
 

@@ -45,12 +45,16 @@ _CLIENT_COLUMNS = (
     " payload->>'type_name' AS type_name, (payload->>'late')::boolean AS late, payload->>'actor' AS actor,"
     " payload->'message'->>'message_id' AS message_id"
 )
+# How both appends insert their rows (`r`, the unnested arrays, numbered after `b.base`): the payload's
+# JSON text parsed once, and its size as written kept beside it (what reads cut pages by).
+_INSERT_ROWS = (
+    "INSERT INTO events (session_id, seq, kind, turn_id, payload, payload_bytes, output_seq, produce_time)"
+    " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, octet_length(r.payload),"
+    " r.output_seq, r.produce_time"
+)
 # How an append ends: each session's new last seq, or the inserted rows as clients read them.
 _LAST_SEQS = ") SELECT session_id, last_seq FROM bumped"
-_INSERTED = (
-    f" RETURNING {_CLIENT_COLUMNS}, pg_column_size(payload) AS stored_bytes)"
-    " SELECT * FROM inserted ORDER BY session_id, seq"
-)
+_INSERTED = f" RETURNING {_CLIENT_COLUMNS}, payload_bytes) SELECT * FROM inserted ORDER BY session_id, seq"
 
 
 async def append(conn: asyncpg.Connection, session_id: str, rows: Sequence[EventRow]) -> int | None:
@@ -73,9 +77,9 @@ async def append_many_for_clients(
     conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow]]
 ) -> list[asyncpg.Record]:
     """`append_many` returning the inserted rows as `read_for_clients` reads them, in seq order per
-    session (`session_id` as text), each with its `stored_bytes` (the size of its payload as stored):
-    this replica's watchers are handed them after the commit instead of reading them again. The
-    values PostgreSQL makes (`at`, the rendered `message_json`) come from the insert itself."""
+    session (`session_id` as text), each with its `payload_bytes`: this replica's watchers are handed
+    them after the commit instead of reading them again. The values PostgreSQL makes (`at`, the
+    rendered `message_json`) come from the insert itself."""
     return await _append(conn, rows, _INSERTED)
 
 
@@ -110,9 +114,8 @@ async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow
         " bumped AS (UPDATE sessions s SET last_seq = s.last_seq + c.n, updated_at = now()"
         " FROM (SELECT session_id, count(*) AS n FROM r GROUP BY session_id) c WHERE s.session_id = c.session_id"
         " RETURNING s.session_id, s.last_seq, s.last_seq - c.n AS base),"
-        " inserted AS (INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
-        " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, r.output_seq,"
-        " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position" + then,
+        f" inserted AS ({_INSERT_ROWS} FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position"
+        + then,
         *columns,
     )
     return found
@@ -144,16 +147,14 @@ _APPEND_OUTPUTS = (
     " WHERE t.session_id = s.session_id AND t.turn_id = c.turn_id AND t.state IN ('completed', 'failed',"
     " 'interrupted')))"
     " RETURNING s.session_id, c.name, s.last_seq, s.last_seq - c.n AS base),"
-    " inserted AS (INSERT INTO events (session_id, seq, kind, turn_id, payload, output_seq, produce_time)"
-    " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, r.output_seq,"
-    " r.produce_time FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position"
+    f" inserted AS ({_INSERT_ROWS} FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position"
 )
 # Each session done: its name as the caller spelled it and its new last seq.
 _OUTPUTS_DONE = ") SELECT b.name, b.last_seq, pg_notify($14, b.name || '|' || b.last_seq) FROM bumped b"
-# The inserted rows as `read_for_clients` reads them (with `stored_bytes`), in seq order per session,
+# The inserted rows as `read_for_clients` reads them (with `payload_bytes`), in seq order per session,
 # each with its session's name and new last seq (notified once, with its last row).
 _OUTPUTS_INSERTED = (
-    f" RETURNING {_CLIENT_COLUMNS}, pg_column_size(payload) AS stored_bytes)"
+    f" RETURNING {_CLIENT_COLUMNS}, payload_bytes)"
     " SELECT i.*, b.name, b.last_seq, CASE WHEN i.seq = b.last_seq THEN pg_notify($14, b.name || '|' || b.last_seq)"
     " END AS notified FROM inserted i JOIN bumped b ON b.session_id::text = i.session_id ORDER BY i.session_id, i.seq"
 )
