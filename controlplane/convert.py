@@ -260,8 +260,9 @@ def _write_row(row: asyncpg.Record, message: events_pb2.SessionEvent) -> int:
     takes, never fewer. An engine message is written straight from the row, its stored JSON passed
     through (no StoredEvent, nothing decoded: a catch-up writes thousands a second); any other kind
     goes through `event_to_proto`."""
-    # By position (store.events' _CLIENT_COLUMNS order): a lookup by name each costs as much again.
-    session_id, seq, at, kind, turn_id, output_seq, produced, _, text, type_name, late, actor, _ = row
+    # By position (store.events' _CLIENT_COLUMNS order, then `fits`): a lookup by name each costs as
+    # much again.
+    session_id, seq, at, kind, turn_id, output_seq, produced, _, text, type_name, late, actor, _, _ = row
     if kind != "engine_message":
         return event_to_proto(StoredEvent.from_row(row), message).ByteSize()
     message.session_id = session_id

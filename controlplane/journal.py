@@ -130,6 +130,8 @@ class ClientPage:
     (`convert.watch_responses`), with no StoredEvent per event; `events()` makes those when asked."""
 
     rows: Sequence[asyncpg.Record]
+    # Whether the journal held more events after these when they were read (a reader behind).
+    more: bool = False
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -285,10 +287,11 @@ class Journal:
     async def read(self, session_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
         return [StoredEvent.from_row(r) for r in await store.events.read(self._pool, session_id, after_seq, limit)]
 
-    async def read_for_clients(self, session_id: str, after_seq: int, limit: int) -> ClientPage:
+    async def read_for_clients(self, session_id: str, after_seq: int, limit: int, max_bytes: int) -> ClientPage:
         """`read` as clients are sent it (engine messages' JSON passed through, as `message_json`),
-        kept as rows."""
-        return ClientPage(await store.events.read_for_clients(self._pool, session_id, after_seq, limit))
+        kept as rows; no more of them than fit in `max_bytes` of payload, but at least one."""
+        rows, more = await store.events.read_for_clients(self._pool, session_id, after_seq, limit, max_bytes)
+        return ClientPage(rows, more)
 
     async def last_output_seq(self, session_id: str, through_seq: int) -> int:
         """Where a watcher that has been sent every event through `through_seq` stands among the

@@ -48,6 +48,13 @@ log = structlog.get_logger(__name__)
 WATCH_POLL_SECONDS = 2.0
 # The events one query of a watch reads: a watcher far behind catches up a page at a time.
 WATCH_PAGE = 1000
+# And the payload bytes (as journaled) a page of a watch holds at most, past its first event: a watch
+# behind holds its page and the one read ahead, so large events cannot make it hold gigabytes.
+WATCH_PAGE_BYTES = 8 * 1024 * 1024
+# The payload bytes a ListSessionEvents page holds at most, past its first event: PostgreSQL renders
+# JSON at most about 1.5 times as long as it was written, so the response stays within the 4 MiB a
+# gRPC client takes by default (unless one event alone is larger).
+LIST_PAGE_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,10 +386,9 @@ class SessionKernel:
         elif after_seq < 0:
             raise InvalidArgument("after_seq", f"after_seq must not be negative, got {after_seq}")
         await self.get_session(session_id)
-        page = await self._journal.read_for_clients(session_id, after_seq, size + 1)
-        if len(page) <= size:
+        page = await self._journal.read_for_clients(session_id, after_seq, size, LIST_PAGE_BYTES)
+        if not page.more:
             return page, ""
-        page = ClientPage(page.rows[:size])
         return page, self._page_tokens.issue(scope, {"after": page.last_seq})
 
     async def watch(
@@ -416,7 +422,7 @@ class SessionKernel:
             # so, it knows the watcher reads the journal now.
             subscription.take(cursor)
             ahead: asyncio.Task[ClientPage] | None = asyncio.create_task(
-                self._journal.read_for_clients(session_id, cursor, WATCH_PAGE)
+                self._journal.read_for_clients(session_id, cursor, WATCH_PAGE, WATCH_PAGE_BYTES)
             )
             stack.callback(lambda: _drop(ahead))
             record = await self.get_session(session_id)
@@ -433,10 +439,12 @@ class SessionKernel:
                     # Caught up: the events this replica committed since, as they were committed (no query).
                     run = cast(list[StoredEvent], taken)
                 else:
-                    run = await self._journal.read_for_clients(session_id, cursor, WATCH_PAGE)
-                if isinstance(run, ClientPage) and len(run) == WATCH_PAGE:
+                    run = await self._journal.read_for_clients(session_id, cursor, WATCH_PAGE, WATCH_PAGE_BYTES)
+                if isinstance(run, ClientPage) and run.more:
                     # Behind: the next page is read while this one is sent (PostgreSQL works meanwhile).
-                    ahead = asyncio.create_task(self._journal.read_for_clients(session_id, run.last_seq, WATCH_PAGE))
+                    ahead = asyncio.create_task(
+                        self._journal.read_for_clients(session_id, run.last_seq, WATCH_PAGE, WATCH_PAGE_BYTES)
+                    )
                 if not run:
                     pass
                 elif queue is None or order is None:

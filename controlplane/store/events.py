@@ -1,14 +1,16 @@
 """The `events` table: every session's journal, numbered by `seq` with no gap and no duplicate.
 
-One exception to one table per module: `append` also moves `sessions.last_seq` on, in the same
-transaction as the insert and first (the update locks the session row), because allocating the
-numbers and inserting the events are one operation; `append_outputs` moves the session's
+One exception to one table per module: `append` also moves `sessions.last_seq` (and the session's
+payload total, `sessions.payload_bytes`) on, in the same transaction as the insert and first (the
+update locks the session row), because allocating the numbers (and the payloads' offsets) and
+inserting the events are one operation; `append_outputs` moves the session's
 `committed_output_seq` on with them, for the same reason, and reads `turns` to see that the outputs'
 turn has not ended (what marks them late), in the same statement.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -45,12 +47,19 @@ _CLIENT_COLUMNS = (
     " payload->>'type_name' AS type_name, (payload->>'late')::boolean AS late, payload->>'actor' AS actor,"
     " payload->'message'->>'message_id' AS message_id"
 )
-# How both appends insert their rows (`r`, the unnested arrays, numbered after `b.base`): the payload's
-# JSON text parsed once, and its size as written kept beside it (what reads cut pages by).
+# Both appends' rows, the arrays `_unnested` makes ($1-$9).
+_ROWS = (
+    "r AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[],"
+    " $7::timestamptz[], $8::integer[], $9::bigint[]) AS r (session_id, position, kind, turn_id, payload,"
+    " output_seq, produce_time, bytes, before))"
+)
+# How both appends insert them, numbered after their session's old last seq (`b.base`) and placed after
+# its old payload total (`b.bytes_base`): the payload's JSON text is parsed once, and its size as
+# written and where it starts among the session's payloads are kept beside it (what reads cut pages by).
 _INSERT_ROWS = (
-    "INSERT INTO events (session_id, seq, kind, turn_id, payload, payload_bytes, output_seq, produce_time)"
-    " SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, octet_length(r.payload),"
-    " r.output_seq, r.produce_time"
+    "INSERT INTO events (session_id, seq, kind, turn_id, payload, payload_bytes, payload_offset, output_seq,"
+    " produce_time) SELECT r.session_id, b.base + r.position, r.kind, r.turn_id, r.payload::jsonb, r.bytes,"
+    " b.bytes_base + r.before, r.output_seq, r.produce_time"
 )
 # How an append ends: each session's new last seq, or the inserted rows as clients read them.
 _LAST_SEQS = ") SELECT session_id, last_seq FROM bumped"
@@ -83,37 +92,45 @@ async def append_many_for_clients(
     return await _append(conn, rows, _INSERTED)
 
 
-def _unnested(rows: Mapping[str, Sequence[EventRow | OutputRow]]) -> list[list[Any]]:
-    """Several sessions' rows as the seven arrays the inserts unnest ($1-$7): session, position among
+def _unnested(rows: Mapping[str, Sequence[EventRow | OutputRow]]) -> tuple[list[list[Any]], dict[str, int]]:
+    """Several sessions' rows as the nine arrays the inserts unnest (`_ROWS`): session, position among
     its session's rows (from 1), kind, turn, payload as JSON text (a dict encoded here, text as
-    given), output_seq, produce_time."""
-    columns: list[list[Any]] = [[], [], [], [], [], [], []]
-    sessions, positions, kinds, turn_ids, payloads, output_seqs, produce_times = columns
+    given), output_seq, produce_time, the payload's size in bytes (UTF-8, as PostgreSQL counts it)
+    and the bytes of the session's payloads before it here; and each session's payload bytes."""
+    columns: list[list[Any]] = [[], [], [], [], [], [], [], [], []]
+    sessions, positions, kinds, turn_ids, payloads, output_seqs, produce_times, sizes, befores = columns
+    totals: dict[str, int] = {}
     for session_id, session_rows in rows.items():
+        total = 0
         for position, (kind, turn_id, payload, output_seq, produce_time) in enumerate(session_rows, 1):
+            text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+            size = len(text) if text.isascii() else len(text.encode())
             sessions.append(session_id)
             positions.append(position)
             kinds.append(kind)
             turn_ids.append(turn_id)
-            payloads.append(payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":")))
+            payloads.append(text)
             output_seqs.append(output_seq)
             produce_times.append(produce_time)
-    return columns
+            sizes.append(size)
+            befores.append(total)
+            total += size
+        totals[session_id] = total
+    return columns, totals
 
 
 async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow]], then: str) -> list[asyncpg.Record]:
-    columns = _unnested(rows)
+    columns, _ = _unnested(rows)
     if not columns[0]:
         return []
-    # The sessions' last_seq moves on by their row counts and the rows are numbered after the old
-    # value; the payloads travel as JSON text, parsed once by the server.
+    # The sessions' last_seq and payload total move on by their rows and the rows are numbered after
+    # the old values; the payloads travel as JSON text, parsed once by the server.
     found: list[asyncpg.Record] = await conn.fetch(
-        "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],"
-        " $6::bigint[], $7::timestamptz[]) AS r (session_id, position, kind, turn_id, payload, output_seq,"
-        " produce_time)),"
-        " bumped AS (UPDATE sessions s SET last_seq = s.last_seq + c.n, updated_at = now()"
-        " FROM (SELECT session_id, count(*) AS n FROM r GROUP BY session_id) c WHERE s.session_id = c.session_id"
-        " RETURNING s.session_id, s.last_seq, s.last_seq - c.n AS base),"
+        f"WITH {_ROWS},"
+        " bumped AS (UPDATE sessions s SET last_seq = s.last_seq + c.n, payload_bytes = s.payload_bytes + c.bytes,"
+        " updated_at = now() FROM (SELECT session_id, count(*) AS n, sum(bytes) AS bytes FROM r GROUP BY session_id)"
+        " c WHERE s.session_id = c.session_id"
+        " RETURNING s.session_id, s.last_seq, s.last_seq - c.n AS base, s.payload_bytes - c.bytes AS bytes_base),"
         f" inserted AS ({_INSERT_ROWS} FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position"
         + then,
         *columns,
@@ -131,31 +148,30 @@ async def _append(conn: asyncpg.Connection, rows: Mapping[str, Sequence[EventRow
 # stale, so the session is left for the long way, which reads them after its lock. A session any
 # condition fails for is left untouched. It ends with one of the two endings below.
 _APPEND_OUTPUTS = (
-    "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],"
-    " $6::bigint[], $7::timestamptz[]) AS r (session_id, position, kind, turn_id, payload, output_seq,"
-    " produce_time)),"
-    " c AS (SELECT * FROM unnest($8::uuid[], $9::text[], $10::bigint[], $11::bigint[], $12::text[])"
-    " AS c (session_id, name, n, through, turn_id)),"
-    " seen AS MATERIALIZED (SELECT session_id, xmin AS version FROM sessions WHERE session_id = ANY($8::uuid[])),"
-    " locked AS MATERIALIZED (SELECT session_id FROM sessions WHERE session_id = ANY($8::uuid[])"
-    " AND agent_id = $13 ORDER BY session_id FOR UPDATE),"
+    f"WITH {_ROWS},"
+    " c AS (SELECT * FROM unnest($10::uuid[], $11::text[], $12::bigint[], $13::bigint[], $14::text[],"
+    " $15::bigint[]) AS c (session_id, name, n, through, turn_id, bytes)),"
+    " seen AS MATERIALIZED (SELECT session_id, xmin AS version FROM sessions WHERE session_id = ANY($10::uuid[])),"
+    " locked AS MATERIALIZED (SELECT session_id FROM sessions WHERE session_id = ANY($10::uuid[])"
+    " AND agent_id = $16 ORDER BY session_id FOR UPDATE),"
     " bumped AS (UPDATE sessions s SET last_seq = s.last_seq + c.n, committed_output_seq = c.through,"
-    " updated_at = now() FROM c JOIN locked USING (session_id) JOIN seen USING (session_id)"
-    " WHERE s.session_id = c.session_id AND s.xmin = seen.version AND s.agent_id = $13"
+    " payload_bytes = s.payload_bytes + c.bytes, updated_at = now()"
+    " FROM c JOIN locked USING (session_id) JOIN seen USING (session_id)"
+    " WHERE s.session_id = c.session_id AND s.xmin = seen.version AND s.agent_id = $16"
     " AND s.state <> 'deleted' AND s.committed_output_seq = c.through - c.n"
     " AND (c.turn_id = '' OR s.current_turn_id = c.turn_id OR NOT EXISTS (SELECT 1 FROM turns t"
     " WHERE t.session_id = s.session_id AND t.turn_id = c.turn_id AND t.state IN ('completed', 'failed',"
     " 'interrupted')))"
-    " RETURNING s.session_id, c.name, s.last_seq, s.last_seq - c.n AS base),"
+    " RETURNING s.session_id, c.name, s.last_seq, s.last_seq - c.n AS base, s.payload_bytes - c.bytes AS bytes_base),"
     f" inserted AS ({_INSERT_ROWS} FROM r JOIN bumped b USING (session_id) ORDER BY r.session_id, r.position"
 )
 # Each session done: its name as the caller spelled it and its new last seq.
-_OUTPUTS_DONE = ") SELECT b.name, b.last_seq, pg_notify($14, b.name || '|' || b.last_seq) FROM bumped b"
+_OUTPUTS_DONE = ") SELECT b.name, b.last_seq, pg_notify($17, b.name || '|' || b.last_seq) FROM bumped b"
 # The inserted rows as `read_for_clients` reads them (with `payload_bytes`), in seq order per session,
 # each with its session's name and new last seq (notified once, with its last row).
 _OUTPUTS_INSERTED = (
     f" RETURNING {_CLIENT_COLUMNS}, payload_bytes)"
-    " SELECT i.*, b.name, b.last_seq, CASE WHEN i.seq = b.last_seq THEN pg_notify($14, b.name || '|' || b.last_seq)"
+    " SELECT i.*, b.name, b.last_seq, CASE WHEN i.seq = b.last_seq THEN pg_notify($17, b.name || '|' || b.last_seq)"
     " END AS notified FROM inserted i JOIN bumped b ON b.session_id::text = i.session_id ORDER BY i.session_id, i.seq"
 )
 
@@ -184,7 +200,7 @@ async def append_outputs_for_clients(
 async def _append_outputs(
     conn: asyncpg.Connection, agent_id: str, runs: Mapping[str, OutputRun], channel: str, then: str
 ) -> list[asyncpg.Record]:
-    columns = _unnested({session_id: run.rows for session_id, run in runs.items()})
+    columns, totals = _unnested({session_id: run.rows for session_id, run in runs.items()})
     if not columns[0]:
         return []
     names = list(runs)
@@ -196,6 +212,7 @@ async def _append_outputs(
         [len(run.rows) for run in runs.values()],
         [run.rows[-1][3] for run in runs.values()],
         [run.turn_id for run in runs.values()],
+        list(totals.values()),
         agent_id,
         channel,
     )
@@ -215,17 +232,34 @@ async def read(
     return rows
 
 
-_FOR_CLIENTS = f"SELECT {_CLIENT_COLUMNS} FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+# A page: the events after $2, at most $3, in order (read by the index, as the planner does for an
+# ORDER BY with a LIMIT), each with `fits`: whether its payload ends within $4 bytes of where the
+# first's starts (the first fits whatever its size). One that does not fit comes without its payload
+# (never rendered nor sent), and so does every one after it: payloads lie end to end in seq order, so
+# the page is cut at the first that does not fit. Events journaled before `payload_offset` existed
+# (NULL) fit (paged by count alone), and one that has it does not fit a page that starts among them.
+_FOR_CLIENTS = (
+    f"SELECT {_CLIENT_COLUMNS}, fits FROM (SELECT session_id, seq, at, kind, turn_id, output_seq, produce_time,"
+    " CASE WHEN fits THEN payload END AS payload, fits FROM (SELECT *, coalesce(payload_offset = s.start"
+    " OR payload_offset + payload_bytes <= s.start + $4, payload_offset IS NULL) AS fits FROM events,"
+    " (SELECT (SELECT payload_offset FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT 1) AS start) s"
+    " WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e) p"
+)
 
 
 async def read_for_clients(
-    db: asyncpg.Connection | asyncpg.Pool, session_id: str, after_seq: int, limit: int
-) -> list[asyncpg.Record]:
+    db: asyncpg.Connection | asyncpg.Pool, session_id: str, after_seq: int, limit: int, max_bytes: int
+) -> tuple[list[asyncpg.Record], bool]:
     """`read`, with an engine message's `message` as JSON text (`message_json`) and the rest of its
     payload as `type_name`, `late`, `actor` and `message_id`: what ListSessionEvents and
-    WatchSessionEvents send, in one query per page."""
-    rows: list[asyncpg.Record] = await db.fetch(_FOR_CLIENTS, session_id, after_seq, limit)
-    return rows
+    WatchSessionEvents send, in one query per page. The page also ends before the event that would
+    take its payloads past `max_bytes` (as journaled: `payload_bytes`), so a page of large events
+    stays within what a reader holds, unless its first event alone is larger (it comes all the same,
+    alone). Also whether more events follow the page now."""
+    rows: list[asyncpg.Record] = await db.fetch(_FOR_CLIENTS, session_id, after_seq, limit + 1, max_bytes)
+    # The rows that fit come first (`fits` is the last column): the page is those, `limit` at most.
+    cut = min(limit, bisect.bisect_left(rows, True, key=lambda row: not row[-1]))
+    return rows[:cut], len(rows) > cut
 
 
 async def last_output_seq(db: asyncpg.Connection | asyncpg.Pool, session_id: str, through_seq: int) -> int:

@@ -46,9 +46,9 @@ class Reads:
         self.count = 0
         read = journal.read_for_clients
 
-        async def counted(session_id: str, after_seq: int, limit: int) -> ClientPage:
+        async def counted(session_id: str, after_seq: int, limit: int, max_bytes: int) -> ClientPage:
             self.count += 1
-            return await read(session_id, after_seq, limit)
+            return await read(session_id, after_seq, limit, max_bytes)
 
         journal.read_for_clients = counted  # type: ignore[method-assign]
 
@@ -128,7 +128,7 @@ async def test_events_handed_over_are_those_a_read_of_the_journal_returns(plane:
             await tx.append(session_id, [NewEvent(EventKind.PERMISSION_MODE_CHANGED, {"mode": "plan"})])
 
         taken = subscription.take(cursor)
-        read = (await plane.journal.read_for_clients(session_id, cursor, 1000)).events()
+        read = (await plane.journal.read_for_clients(session_id, cursor, 1000, 1 << 30)).events()
     kinds = {event.kind for event in read}
     assert {EventKind.USER_MESSAGE_ACCEPTED, EventKind.ENGINE_MESSAGE, EventKind.TURN_COMPLETED} <= kinds
     assert EventKind.PERMISSION_MODE_CHANGED in kinds
@@ -178,7 +178,7 @@ async def test_a_caught_up_watcher_gets_new_events_without_reading_the_journal(
         finally:
             await watcher.close()
     assert [e.seq for e in events] == list(range(1, events[-1].seq + 1))
-    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000)).events()
+    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000, 1 << 30)).events()
 
 
 async def watched_through(plane: Plane, session_id: str, reads: Reads, scenario: Callable[[], object]) -> int:
@@ -193,7 +193,7 @@ async def watched_through(plane: Plane, session_id: str, reads: Reads, scenario:
     finally:
         await watcher.close()
     assert [e.seq for e in events] == list(range(1, events[-1].seq + 1))
-    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000)).events()
+    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000, 1 << 30)).events()
     return reads.count - before
 
 
@@ -287,7 +287,7 @@ async def test_a_watcher_on_another_replica_gets_every_event_through_notify(
         finally:
             await watcher.close()
     assert [e.seq for e in events] == list(range(1, events[-1].seq + 1))
-    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000)).events()
+    assert events == (await plane.journal.read_for_clients(session_id, 0, 1000, 1 << 30)).events()
 
 
 def test_a_notify_overtaking_the_reply_of_the_statement_that_sent_it_waits_for_its_hand_over() -> None:
