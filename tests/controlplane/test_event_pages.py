@@ -179,3 +179,19 @@ async def test_events_journaled_before_their_sizes_are_paged_whole(plane: Plane,
     for after in (1, 5, 7, 8, 9, 12, last - 1):  # from old rows or new, the rest comes whole and in order
         rest = [e async for e in client.iter_events(session_id, after_seq=after, page_size=1000)]
         assert [e.seq for e in rest] == list(range(after + 1, last + 1))
+
+
+async def test_an_event_larger_than_a_default_grpc_message_is_watched_and_listed(
+    plane: Plane, client: AstraBoxClient
+) -> None:
+    # An image a tool read, say: 6 MB of base64, more than the 4 MiB gRPC takes by default.
+    image = "iVBORw0KGgo" * 550_000
+    session_id = await journal_texts(plane, ["before", image, "after"])
+    last = (await plane.kernel.get_session(session_id)).last_seq
+    watched = []
+    async for event in client.watch(session_id):
+        watched.append(event)
+        if event.seq == last:
+            break
+    listed = [e async for e in client.iter_events(session_id)]
+    assert texts_of(watched) == texts_of(listed) == ["before", image, "after"]

@@ -109,6 +109,14 @@ def _utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+# The largest message the client takes (unless `connect(options=...)` says otherwise): one event may
+# be as large as the largest output an agent can relay (32 MiB), and PostgreSQL may render its JSON
+# somewhat longer than it was written; gRPC's default, 4 MiB, would refuse a session's watch and
+# listing at its first large event (an image a tool read, say) with RESOURCE_EXHAUSTED.
+MAX_RECEIVE_BYTES = 64 * 1024 * 1024
+_MAX_RECEIVE_OPTION = "grpc.max_receive_message_length"
+
+
 class AstraBoxClient:
     """A connection to one AstraBox control plane.
 
@@ -169,6 +177,8 @@ class AstraBoxClient:
             ("grpc.max_reconnect_backoff_ms", int(reconnect.maximum * 1000)),
             *options,
         ]
+        if not any(name == _MAX_RECEIVE_OPTION for name, _ in channel_options):
+            channel_options.append((_MAX_RECEIVE_OPTION, MAX_RECEIVE_BYTES))
         # Every call carries the caller's current OpenTelemetry span, when there is one.
         interceptors = trace_interceptors()
         if credentials is None:
