@@ -47,6 +47,9 @@ class TurnLimits:
     engine_turn_wait: float = 300.0
     # Snapshots larger than this are kept locally but not sent (the relay's messages must stay sendable).
     transcript_cap: int = 16 * 1024 * 1024
+    # Engine messages whose JSON is larger than this are sent with their longest strings elided
+    # (`dataplane_agent.turns.elision`), for the same reason.
+    engine_message_cap: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 
 import structlog
@@ -26,6 +25,7 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineDelta, EngineOutput, EngineSession, ToolDecision, ToolRequest
 from dataplane_agent.sandboxes.base import Sandbox
+from dataplane_agent.turns.elision import fitted_json
 from dataplane_agent.turns.engine_calls import describe
 from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED
 from dataplane_agent.turns.ledger import Turn, TurnContext, TurnLedger
@@ -117,7 +117,10 @@ class OutputRouter:
                 self._note_task_event(output)
             turn_id = turn.turn_id if turn is not None else ""
             new_id = engine.engine_session_id if engine.engine_session_id != ledger.engine_session_id else ""
-            body = pb.EngineMessage(type_name=output.type_name, payload_json=json.dumps(output.payload, default=str))
+            text, elided = fitted_json(output.payload, ctx.limits.engine_message_cap)
+            if elided:
+                self._log.warning("engine_message_elided", type_name=output.type_name, elided_bytes=elided)
+            body = pb.EngineMessage(type_name=output.type_name, payload_json=text)
             # The turn this output ends (its ResultMessage), if any.
             ending = turn if turn is not None and output.ends_turn else None
 
