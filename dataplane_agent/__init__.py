@@ -34,6 +34,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
       ledger.py        the running turn and the attached engine
       inputs.py        queued messages, one turn at a time
       outputs.py       the engine's messages, recorded under their turn
+      elision.py       a message too large for the relay, its longest strings elided
       interrupts.py    stopping a turn, with a deadline
       interactions.py  a turn parked on a question for a human
       engine_calls.py  bounded calls into an engine
