@@ -10,6 +10,7 @@ from datetime import timedelta
 import asyncpg
 import pytest_asyncio
 
+from astrabox.client import AstraBoxClient
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import AgentHello, Agents
@@ -26,6 +27,7 @@ from controlplane.kernel import SessionKernel
 from controlplane.live import LiveTail
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
+from controlplane.server import RunningControlPlane, serve
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
 from dataplane_agent.engines.claude_code import MANIFEST as AGENT_CLAUDE_CODE
@@ -110,3 +112,20 @@ async def plane(database_url: str) -> AsyncIterator[Plane]:
         )
     finally:
         await pool.close()
+
+
+@pytest_asyncio.fixture
+async def running(plane: Plane, database_url: str, bootstrap_key_file: str) -> AsyncIterator[RunningControlPlane]:
+    """A control plane serving on the `plane`'s database, with the plane's agent on record."""
+    from tests.controlplane.test_quotas import settings  # a test module: imported once conftest is
+
+    await plane.connect_agent()
+    async with serve(settings(database_url, bootstrap_key_file)) as control_plane:
+        yield control_plane
+
+
+@pytest_asyncio.fixture
+async def client(running: RunningControlPlane) -> AsyncIterator[AstraBoxClient]:
+    """A client of `running`, with its bootstrap admin key (from the environment)."""
+    async with AstraBoxClient.connect(running.address) as connected:
+        yield connected

@@ -6,19 +6,15 @@ repeated: events journaled before their sizes were (no `payload_offset`) include
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from astrabox.client import AstraBoxClient
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import kernel as kernel_module
 from controlplane.journal import ClientPage, EventKind, NewEvent, StoredEvent
 from controlplane.kernel import LIST_PAGE_BYTES, CreateSession
-from controlplane.server import RunningControlPlane, serve
 from tests.controlplane.conftest import Plane
-from tests.controlplane.test_quotas import settings
 
 # What a gRPC client accepts by default, and so what a page of ListSessionEvents must stay within.
 CLIENT_LIMIT = 4 * 1024 * 1024
@@ -37,19 +33,6 @@ TEXTS = [
     "🚀" * 300_000,
     "w" * 800_000,
 ]
-
-
-@pytest_asyncio.fixture
-async def running(plane: Plane, database_url: str, bootstrap_key_file: str) -> AsyncIterator[RunningControlPlane]:
-    await plane.connect_agent()
-    async with serve(settings(database_url, bootstrap_key_file)) as control_plane:
-        yield control_plane
-
-
-@pytest_asyncio.fixture
-async def client(running: RunningControlPlane) -> AsyncIterator[AstraBoxClient]:
-    async with AstraBoxClient.connect(running.address) as connected:
-        yield connected
 
 
 async def journal_texts(plane: Plane, texts: list[str]) -> str:

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import grpc
-import pytest_asyncio
 
 from astrabox.client import AstraBoxClient
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
@@ -19,22 +17,7 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from controlplane.convert import MAX_RUN_BYTES
 from controlplane.journal import EventKind, NewEvent
 from controlplane.kernel import CreateSession
-from controlplane.server import RunningControlPlane, serve
 from tests.controlplane.conftest import Plane
-from tests.controlplane.test_quotas import settings
-
-
-@pytest_asyncio.fixture
-async def running(plane: Plane, database_url: str, bootstrap_key_file: str) -> AsyncIterator[RunningControlPlane]:
-    await plane.connect_agent()
-    async with serve(settings(database_url, bootstrap_key_file)) as control_plane:
-        yield control_plane
-
-
-@pytest_asyncio.fixture
-async def client(running: RunningControlPlane) -> AsyncIterator[AstraBoxClient]:
-    async with AstraBoxClient.connect(running.address) as connected:
-        yield connected
 
 
 def message(n: int, message_id: str = "") -> runner_pb2.EngineMessage:
