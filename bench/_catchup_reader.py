@@ -5,7 +5,8 @@ control plane's process, a watch's client and server shared one interpreter whil
 server worked alongside in PostgreSQL's.
 
 `serve_reads` runs in the child: it reads for each mode the parent sends down the pipe and answers
-(events read, seconds, this process's CPU seconds); None ends it."""
+(events read, seconds, this process's CPU seconds), or a line saying why the read failed (then it
+exits); None ends it."""
 
 from __future__ import annotations
 
@@ -45,7 +46,11 @@ async def _serve(
             while (mode := await asyncio.to_thread(pipe.recv)) is not None:
                 gc.collect()  # each read pays for the collections of its own garbage, not of the one before
                 began, cpu = time.perf_counter(), time.process_time()
-                read = await modes[mode]()
+                try:
+                    read = await modes[mode]()
+                except Exception as error:  # told to the parent, which would otherwise wait out its timeout
+                    pipe.send(f"{mode}: {error!r}"[:2000])
+                    raise
                 pipe.send((read, time.perf_counter() - began, time.process_time() - cpu))
         finally:
             await sql.close()

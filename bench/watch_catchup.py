@@ -48,6 +48,7 @@ import shutil
 import sys
 import tempfile
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import _catchup_reader
@@ -155,6 +156,16 @@ async def delta_latency(
     return latencies[total // 10 :]
 
 
+async def _answer(pipe: Connection) -> tuple[int, float, float]:
+    """The reader's answer to the mode just sent: (events read, seconds, its CPU seconds); a read
+    that failed there (for example a refused request) is raised here, with the reader's reason."""
+    answer = await asyncio.to_thread(pipe.recv)
+    if isinstance(answer, str):
+        raise RuntimeError(f"the reader failed: {answer}")
+    read, wall, cpu = answer
+    return read, wall, cpu
+
+
 async def catch_up(b: DeltaBench, dsn: str, session_id: str, last: int) -> dict[str, list[float]]:
     """Each mode's seconds to read the session's events, per round, in rotating order: read in a
     process of its own (_catchup_reader), this one serving as the control plane."""
@@ -172,14 +183,14 @@ async def catch_up(b: DeltaBench, dsn: str, session_id: str, last: int) -> dict[
         for mode in names:  # untimed: the first read of each pays for cold caches, statements, windows
             pipe.send(mode)
             async with asyncio.timeout(args.timeout):
-                await asyncio.to_thread(pipe.recv)
+                await _answer(pipe)
         for r in range(args.rounds):
             for mode in names[r % len(names) :] + names[: r % len(names)]:
                 gc.collect()  # the control plane's garbage of the read before, not collected in this one
                 cpu = time.process_time()
                 pipe.send(mode)
                 async with asyncio.timeout(args.timeout):
-                    read, wall, reader_cpu = await asyncio.to_thread(pipe.recv)
+                    read, wall, reader_cpu = await _answer(pipe)
                 cpu = time.process_time() - cpu
                 assert read == last, (mode, read, last)
                 seconds[mode].append(wall)
