@@ -6,6 +6,11 @@ agent serves the built-in offline model when no ANTHROPIC_API_KEY is set.
 `astrabox up` takes its database URL like the control plane does: from the
 environment or a file, so that nothing here puts a secret on a command line.
 
+Its enrollment token is random, made (0600) in `<data dir>/enrollment-token` on the first start
+(ASTRABOX_ENROLLMENT_TOKEN overrides it), never empty; its own agent is admitted by a join token
+minted for it at each start (spent at once, or expired in ten minutes). Any other agent, even
+with the token, waits until an operator admits it (`astrabox hosts admit ID`).
+
 On a database with no API key yet, the control plane registers an admin key
 of the operator project (`controlplane.identity.bootstrap`): the one in
 $ASTRABOX_BOOTSTRAP_KEY_FILE, else a new one written to `<data dir>/admin-key`
@@ -20,11 +25,13 @@ import argparse
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import asyncpg
@@ -36,8 +43,8 @@ from controlplane.credential_store import cipher
 from controlplane.database import DatabaseUnreachable
 from controlplane.embedded_postgres import EmbeddedPostgres
 from controlplane.server import serve
-from controlplane.settings import CREDENTIAL_KEY, DATABASE_URL, DEFAULT_LISTEN, ControlPlaneSettings
-from serverkit import heap, logs
+from controlplane.settings import CREDENTIAL_KEY, DATABASE_URL, DEFAULT_LISTEN, ENROLLMENT_TOKEN, ControlPlaneSettings
+from serverkit import heap, logs, private_files
 from serverkit import settings as serverkit_settings
 from serverkit.settings import option, secret
 from serverkit.waits import bounded
@@ -45,6 +52,9 @@ from serverkit.waits import bounded
 log = structlog.get_logger(__name__)
 
 AGENT_READY_TIMEOUT = 60.0
+ENROLLMENT_TOKEN_FILE = "enrollment-token"
+# Long enough for the local agent's first Hello after a slow start; it is spent by then.
+LOCAL_JOIN_TOKEN_TTL = timedelta(minutes=10)
 BOOTSTRAP_KEY_FILE_ENV = "ASTRABOX_BOOTSTRAP_KEY_FILE"
 
 
@@ -90,19 +100,26 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
         # The credential store's key, made (0600) in the state directory on the first start.
         credential_key = os.environ.get(CREDENTIAL_KEY.env) or cipher.key_file(data_dir / "credential-key", create=True)
         remember(credential_key)
+        enrollment_token = _enrollment_token(data_dir)
         settings = ControlPlaneSettings(
             database_url=database_url,
             listen=listen,
             bootstrap_key_file=str(key_file),
             credential_key=credential_key,
+            enrollment_token=enrollment_token,
         )
         async with serve(settings) as controlplane:
+            # The local agent is admitted by construction: a join token for it alone, used at once.
+            _, join_token = await controlplane.admission.mint_join_token(LOCAL_JOIN_TOKEN_TTL, None, "astrabox up")
+            remember(join_token)
             # `--config ''`: the file ASTRABOX_CONFIG names is one process's, never this local agent's.
             agent_settings = AgentSettings.from_args(
                 ["--config", ""],
                 controlplane=controlplane.address,
                 state_dir=(data_dir / "agent").expanduser(),
                 agent_id="local",
+                enrollment_token=enrollment_token,
+                join_token=join_token,
             )
             stop = asyncio.Event()
             agent = asyncio.create_task(run_agent(agent_settings, stop=stop), name="agent")
@@ -120,6 +137,24 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
                 await postgres.stop()
         finally:
             release_mounts(data_dir)
+
+
+def _enrollment_token(data_dir: Path) -> str:
+    """The stack's enrollment token: ASTRABOX_ENROLLMENT_TOKEN, else a random one made (0600) in the
+    state directory on the first start. Never empty: an agent that enrols with it still waits to be
+    admitted (`astrabox hosts admit`), and one without it is refused."""
+    token = os.environ.get(ENROLLMENT_TOKEN.env, "")
+    if not token:
+        path = data_dir / ENROLLMENT_TOKEN_FILE
+        private_files.create(path, secrets.token_urlsafe(32))
+        try:
+            token = private_files.read(path, "the enrollment token file", 1024).decode(errors="replace").strip()
+        except private_files.NotPrivate as error:
+            raise SecretSettingError(str(error)) from None
+        if not token:
+            raise SecretSettingError(f"the enrollment token file {path} is empty: remove it to make a new one")
+    remember(token)
+    return token
 
 
 def _make_private(data_dir: Path) -> None:

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))  # the benchmarks drive processes with the tests' 
 
 from controlplane.embedded_postgres import EmbeddedPostgres  # noqa: E402
 from controlplane.identity import keys  # noqa: E402
+from tests.support import admission  # noqa: E402
 from tests.support.processes import Process  # noqa: E402 - also re-exported for the scripts
 
 
@@ -51,12 +52,22 @@ def api_key_file(work: Path) -> tuple[Path, str]:
     return path, key
 
 
+# The benchmarks' control planes admit the agents they start at once, as a single-team installation
+# would (`--agent-admission automatic` with an enrollment token); agents are otherwise pending until
+# an operator admits them (controlplane.identity.agent_admission).
+ENROLLMENT_TOKEN = admission.TOKEN  # tests.support.runner_stub, an agent of the heartbeats benchmark, presents it
+CONTROLPLANE_ADMISSION = {"enrollment_token": ENROLLMENT_TOKEN, "agent_admission": "automatic"}
+CONTROLPLANE_ADMISSION_ENV = {"ASTRABOX_ENROLLMENT_TOKEN": ENROLLMENT_TOKEN, "ASTRABOX_AGENT_ADMISSION": "automatic"}
+AGENT_ADMISSION_ENV = {"ASTRABOX_ENROLLMENT_TOKEN": ENROLLMENT_TOKEN}
+
+
 def offline_agent(address: str, work: Path, *args: str) -> Process:
     """A data-plane agent for a benchmark: state in `work/agent`, log in `work/agent.log`, the
     offline model, extra flags `args`."""
     argv = [sys.executable, "-m", "dataplane_agent", "--controlplane", address, "--state-dir", str(work / "agent"),
             "--agent-id", "bench-agent", "--capacity", "4", "--log-format", "json", *args]  # fmt: skip
-    return Process("agent", argv, work / "agent.log", env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""})
+    env = {"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": "", **AGENT_ADMISSION_ENV}
+    return Process("agent", argv, work / "agent.log", env=env)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
-from _common import ROOT, Process, api_key_file, embedded_postgres, percentile, revision
+from _common import CONTROLPLANE_ADMISSION, ROOT, Process, api_key_file, embedded_postgres, percentile, revision
 
 from astrabox.client import AstraBoxClient
 
@@ -56,6 +56,7 @@ def serve_controlplane(args: argparse.Namespace) -> None:
             bootstrap_key_file=os.environ["ASTRABOX_BOOTSTRAP_KEY_FILE"],
             lease_ttl=timedelta(seconds=args.lease_ttl),
             heartbeat_interval=timedelta(seconds=args.heartbeat_interval),
+            **CONTROLPLANE_ADMISSION,
         )
         async with serve(settings) as running:
             print(f"controlplane listening on {running.address}", flush=True)

@@ -61,7 +61,16 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from _common import Process, api_key_file, embedded_postgres, peak_rss_mb, percentile, revision
+from _common import (
+    CONTROLPLANE_ADMISSION_ENV,
+    ENROLLMENT_TOKEN,
+    Process,
+    api_key_file,
+    embedded_postgres,
+    peak_rss_mb,
+    percentile,
+    revision,
+)
 from _relay_latency import engine_message, latency
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -138,7 +147,7 @@ class Bench:
         config = RelayConfig(
             target=self.address,
             agent_id="bench-agent",
-            enrollment_token="",
+            enrollment_token=ENROLLMENT_TOKEN,
             credential=self.credential,
             capacity=10_000,
             instance_id=uuid.uuid4().hex,
@@ -283,7 +292,11 @@ async def bench(args: argparse.Namespace) -> None:
                 "controlplane",
                 [sys.executable, str(Path(__file__).resolve()), CONTROLPLANE_CHILD, args.metrics, args.tracing, *flags],
                 work / "controlplane.log",
-                env={"ASTRABOX_DATABASE_URL": dsn, "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file)},
+                env={
+                    "ASTRABOX_DATABASE_URL": dsn,
+                    "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file),
+                    **CONTROLPLANE_ADMISSION_ENV,
+                },
             )
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
             metrics_address = ""

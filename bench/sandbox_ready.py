@@ -23,7 +23,16 @@ from collections import defaultdict
 from pathlib import Path
 
 import asyncpg
-from _common import Process, api_key_file, embedded_postgres, percentile, revision, summary_row
+from _common import (
+    AGENT_ADMISSION_ENV,
+    CONTROLPLANE_ADMISSION_ENV,
+    Process,
+    api_key_file,
+    embedded_postgres,
+    percentile,
+    revision,
+    summary_row,
+)
 
 from astrabox.client import AstraBoxClient
 from serverkit import logs
@@ -126,7 +135,11 @@ async def bench(args: argparse.Namespace) -> None:
                 "controlplane",
                 [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
                 work / "controlplane.log",
-                env={"ASTRABOX_DATABASE_URL": dsn, "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file)},
+                env={
+                    "ASTRABOX_DATABASE_URL": dsn,
+                    "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file),
+                    **CONTROLPLANE_ADMISSION_ENV,
+                },
             )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)
@@ -159,7 +172,7 @@ async def bench(args: argparse.Namespace) -> None:
                         f"agent-{number}",
                         argv,
                         work / f"agent-{number}.log",  # the offline model:
-                        env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},
+                        env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": "", **AGENT_ADMISSION_ENV},
                     )
                     processes.append(agent)
                     try:

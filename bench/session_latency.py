@@ -32,7 +32,16 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from _common import Process, api_key_file, embedded_postgres, offline_agent, percentile, revision, summary_row
+from _common import (
+    CONTROLPLANE_ADMISSION_ENV,
+    Process,
+    api_key_file,
+    embedded_postgres,
+    offline_agent,
+    percentile,
+    revision,
+    summary_row,
+)
 
 from astrabox.client import AstraBoxClient
 from dataplane_agent.engines.base import EngineConfig
@@ -146,7 +155,11 @@ async def bench(args: argparse.Namespace) -> None:
                 "controlplane",
                 [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0"],
                 work / "controlplane.log",
-                env={"ASTRABOX_DATABASE_URL": dsn, "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file)},
+                env={
+                    "ASTRABOX_DATABASE_URL": dsn,
+                    "ASTRABOX_BOOTSTRAP_KEY_FILE": str(key_file),
+                    **CONTROLPLANE_ADMISSION_ENV,
+                },
             )
             processes.append(controlplane)
             address = (await asyncio.to_thread(controlplane.wait_for_line, r"listening on (\S+)")).group(1)

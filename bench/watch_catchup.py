@@ -52,7 +52,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import _catchup_reader
-from _common import api_key_file, embedded_postgres, percentile, revision
+from _common import CONTROLPLANE_ADMISSION, ENROLLMENT_TOKEN, api_key_file, embedded_postgres, percentile, revision
 from relay_throughput import Bench, StartRuntimeSink, engine_message
 
 from astrabox.client import AstraBoxClient
@@ -81,7 +81,7 @@ class DeltaBench(Bench):
         config = RelayConfig(
             target=self.address,
             agent_id="bench-agent",
-            enrollment_token="",
+            enrollment_token=ENROLLMENT_TOKEN,
             credential=self.credential,
             capacity=10_000,
             instance_id="watch-catchup",
@@ -248,7 +248,9 @@ async def bench(args: argparse.Namespace) -> None:
     try:
         async with embedded_postgres(args.fast_postgres) as dsn:
             key_file, api_key = api_key_file(work)
-            settings = ControlPlaneSettings(database_url=dsn, listen="127.0.0.1:0", bootstrap_key_file=str(key_file))
+            settings = ControlPlaneSettings(
+                database_url=dsn, listen="127.0.0.1:0", bootstrap_key_file=str(key_file), **CONTROLPLANE_ADMISSION
+            )
             async with serve(settings) as controlplane:
                 heap.freeze_startup()  # as `python -m controlplane` does once it serves
                 db = await Database.open(work / "agent.db")

@@ -35,7 +35,14 @@ import asyncpg
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store, validation
 from controlplane.engines import EngineManifest
-from controlplane.errors import AgentsCordoned, CapacityExhausted, InvalidArgument, NoAgentAvailable
+from controlplane.errors import (
+    AgentsCordoned,
+    CapacityExhausted,
+    DedicatedHostsUnavailable,
+    InvalidArgument,
+    NoAgentAvailable,
+)
+from controlplane.identity import store as identity_store
 from controlplane.journal import JournalTransaction
 from serverkit import tracing
 
@@ -54,6 +61,12 @@ class _Full(Exception):
 async def _has_room(conn: asyncpg.Connection, agent_id: str) -> bool:
     load = await store.agents.open_load(conn, agent_id)
     return load is not None and load[1] < load[0]
+
+
+def _dedicated_load(engine: str, agents: int, capacity: int, live: int) -> str:
+    if agents == 0:
+        return f"none of them that can run {engine} is connected and uncordoned"
+    return f"all are full ({_agents(agents)}, {live} of {capacity} live runtimes)"
 
 
 def agent_key(agent_id: str) -> str:
@@ -148,13 +161,22 @@ class Agents:
         pool while holding the first can exhaust the pool under load."""
         return await store.agents.pick_for(conn or self._pool, engine, project_id)
 
-    async def place(self, conn: asyncpg.Connection, engine: str, project_id: uuid.UUID | None) -> str:
+    async def place(
+        self, conn: asyncpg.Connection, engine: str, project_id: uuid.UUID | None, binds_credentials: bool = False
+    ) -> str:
         """Claim a slot for a session on the live agent that runs `engine` for the project with the
         most free ones (`pick_for`), inside the transaction of `conn`, which keeps the agent's row
-        locked until it ends. Raises CapacityExhausted when live agents run the engine but all are
-        full, NoAgentAvailable when none does."""
+        locked until it ends. A session that `binds_credentials` of a project whose credential_hosts
+        is "dedicated" goes only to the project's own agents (DedicatedHostsUnavailable when none has
+        a free slot). Raises CapacityExhausted when live agents run the engine but all are full,
+        NoAgentAvailable when none does."""
+        dedicated = (
+            binds_credentials
+            and project_id is not None
+            and await identity_store.credential_hosts(conn, project_id) == "dedicated"
+        )
         for _ in range(_PLACE_ATTEMPTS):
-            agent_id = await store.agents.pick_for(conn, engine, project_id)
+            agent_id = await store.agents.pick_for(conn, engine, project_id, dedicated)
             if agent_id is None:
                 break
             try:
@@ -167,7 +189,17 @@ class Agents:
             except _Full:
                 continue
             return agent_id
-        agents, capacity, live = await store.agents.fleet_load(conn, engine, project_id)
+        agents, capacity, live = await store.agents.fleet_load(conn, engine, project_id, dedicated)
+        if dedicated:
+            raise DedicatedHostsUnavailable(
+                f"the session binds credentials, and its project runs such sessions only on its dedicated hosts"
+                f" (credential_hosts: dedicated): {_dedicated_load(engine, agents, capacity, live)}; free a slot,"
+                " dedicate another agent (`astrabox hosts dedicate AGENT_ID --project PROJECT_ID`), or let the"
+                " shared pool run them (`astrabox projects credential-hosts any`)",
+                agents,
+                capacity,
+                live,
+            )
         if agents == 0 and (cordoned := await store.agents.cordoned_count(conn, engine, project_id)):
             raise AgentsCordoned(
                 f"every connected data-plane agent that can run {engine} is cordoned or draining"

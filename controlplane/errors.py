@@ -18,6 +18,9 @@
     ├── QuotaExceeded          RESOURCE_EXHAUSTED   reason QUOTA_EXCEEDED; metadata quota, limit, used; a
     │                                                   RetryInfo where waiting makes room
     ├── CapacityExhausted      RESOURCE_EXHAUSTED   reason CAPACITY_EXHAUSTED; metadata agents, capacity, live
+    ├── DedicatedHostsUnavailable FAILED_PRECONDITION reason DEDICATED_HOSTS_UNAVAILABLE; metadata agents,
+    │                                                   capacity, live
+    ├── CredentialsHostNotDedicated PERMISSION_DENIED reason CREDENTIALS_HOST_NOT_DEDICATED (ResolveCredentials)
     ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
     ├── AgentNotConnected      UNAVAILABLE          reason AGENT_NOT_CONNECTED
     ├── Unauthenticated        UNAUTHENTICATED      reason CREDENTIALS_MISSING, CREDENTIALS_INVALID,
@@ -27,6 +30,7 @@
     ├── DatabaseConflict       ABORTED              reason DATABASE_CONFLICT (nothing was done; re-read, retry)
     ├── RoleInsufficient       PERMISSION_DENIED    reason ROLE_INSUFFICIENT
     ├── AgentIdBound           PERMISSION_DENIED    reason AGENT_ID_BOUND
+    ├── AgentPendingAdmission  PERMISSION_DENIED    reason AGENT_PENDING_ADMISSION; metadata agent_id, fingerprint
     ├── AgentVersionUnsupported FAILED_PRECONDITION reason AGENT_VERSION_UNSUPPORTED; metadata agent_version
     ├── ProjectNotFound        NOT_FOUND            reason PROJECT_NOT_FOUND
     ├── ProjectExists          ALREADY_EXISTS       reason PROJECT_EXISTS
@@ -142,6 +146,31 @@ class CapacityExhausted(KernelError):
         super().__init__(message, {"agents": str(agents), "capacity": str(capacity), "live": str(live)})
 
 
+class DedicatedHostsUnavailable(KernelError):
+    """The session binds credentials, its project lets only its dedicated agents run such sessions
+    (credential_hosts "dedicated"), and none of them has a free slot: it never falls back to the
+    shared pool."""
+
+    reason = "DEDICATED_HOSTS_UNAVAILABLE"
+
+    def __init__(self, message: str, agents: int, capacity: int, live: int) -> None:
+        super().__init__(message, {"agents": str(agents), "capacity": str(capacity), "live": str(live)})
+
+
+class CredentialsHostNotDedicated(KernelError):
+    """An agent asked for the credentials of a session whose project gives them only to its dedicated
+    agents, and it is not one of them."""
+
+    reason = "CREDENTIALS_HOST_NOT_DEDICATED"
+
+    def __init__(self, session_id: str, agent_id: str) -> None:
+        super().__init__(
+            f"agent {agent_id} is not dedicated to the project of session {session_id}, whose credentials go only"
+            " to the project's dedicated hosts",
+            {"session_id": session_id, "agent_id": agent_id},
+        )
+
+
 class RuntimeNotAvailable(KernelError):
     reason = "RUNTIME_NOT_AVAILABLE"
 
@@ -213,6 +242,21 @@ class AgentIdBound(KernelError):
         super().__init__(
             f"agent {agent_id} is enrolled with another credential: this Hello cannot use its id",
             {"agent_id": agent_id},
+        )
+
+
+class AgentPendingAdmission(KernelError):
+    """An enrolled agent that no operator admitted yet (`identity.agent_admission`): it is given no
+    work, no credential and no workspace request until it is."""
+
+    reason = "AGENT_PENDING_ADMISSION"
+
+    def __init__(self, agent_id: str, fingerprint: str) -> None:
+        super().__init__(
+            f"agent {agent_id} (credential fingerprint {fingerprint}) is enrolled but not admitted: an operator"
+            f" admits it with `astrabox hosts admit {agent_id}`, or start it with a join token"
+            " (`astrabox hosts join-token`)",
+            {"agent_id": agent_id, "fingerprint": fingerprint},
         )
 
 

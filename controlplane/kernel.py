@@ -182,7 +182,9 @@ class SessionKernel:
         pinned, environment = pins
         engine, mode, model = config.engine, config.permission_mode, config.model
         placing = time.monotonic()
-        agent_id = await self._agents.place(tx.conn, engine, request.project_id)
+        spec = named_definitions.canonical(environment.spec) if environment is not None else None
+        binds = session_config.binds_credentials(config, spec)
+        agent_id = await self._agents.place(tx.conn, engine, request.project_id, binds)
         placed_ms = int((time.monotonic() - placing) * 1000)
         inserted = await store.sessions.insert(
             tx.conn,
@@ -206,8 +208,7 @@ class SessionKernel:
             session_config.turn_timeout(config),
         )
         runtime_environment = None
-        if environment is not None:
-            spec = named_definitions.canonical(environment.spec)
+        if environment is not None and spec is not None:
             await store.sessions.set_environment(
                 tx.conn,
                 session_id,

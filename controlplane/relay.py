@@ -159,7 +159,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             )
         try:
             await self._settings.admission.admit(
-                hello.agent_id, hello.agent_credential, hello.enrollment_token, context.peer()
+                hello.agent_id, hello.agent_credential, hello.enrollment_token, context.peer(), hello.join_token
             )
         except KernelError as refusal:
             await context.abort_with_status(to_status(refusal))

@@ -40,7 +40,7 @@ from controlplane.environments.definitions import EnvironmentDefinitions
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.health import HealthMonitor
 from controlplane.identity.admin import AdminServicer
-from controlplane.identity.agent_admission import AgentAdmission, loopback_only
+from controlplane.identity.agent_admission import Admission, AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
 from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, KERNEL
@@ -87,6 +87,8 @@ class RunningControlPlane:
     # Where /metrics is served ("" when --metrics-listen is off), and what it serves.
     metrics_address: str
     metrics: ControlPlaneMetrics
+    # Which agents may connect: `astrabox up` mints its own agent's join token here.
+    admission: AgentAdmission
 
 
 class RunnerService:
@@ -134,6 +136,12 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         raise SettingsError(
             f"an empty enrollment token lets any host that reaches {settings.listen} enrol as an agent: set "
             "ASTRABOX_ENROLLMENT_TOKEN (or --enrollment-token-file), or listen on loopback only"
+        )
+    if settings.agent_admission == Admission.AUTOMATIC.value and not settings.enrollment_token:
+        raise SettingsError(
+            "--agent-admission automatic with no enrollment token would give every project's work to any "
+            "process that reaches the port: set ASTRABOX_ENROLLMENT_TOKEN (or --enrollment-token-file), or "
+            "admit agents by hand (--agent-admission manual)"
         )
     if settings.heartbeat_interval >= settings.lease_ttl:
         raise SettingsError(
@@ -189,7 +197,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             raise OSError(f"cannot listen on {settings.listen}")
         advertised = advertise_address(settings, host, bound)
         live = LiveTail()
-        admission = AgentAdmission(pool, settings.enrollment_token)
+        admission = AgentAdmission(pool, settings.enrollment_token, Admission(settings.agent_admission))
         journal = Journal(pool, live)
         agents = Agents(pool, settings.lease_ttl)
         turns = Turns(agents, metrics)
@@ -291,7 +299,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             ]
             try:
                 yield RunningControlPlane(
-                    address, server, pool, kernel, advertised, endpoint.address if endpoint else "", metrics
+                    address, server, pool, kernel, advertised, endpoint.address if endpoint else "", metrics, admission
                 )
             finally:
                 for loop in loops:

@@ -34,6 +34,17 @@ def effective(pinned: ResolvedAgent | None, engine: str, permission_mode: str, m
     return spec
 
 
+def binds_credentials(config: agent_pb2.AgentSpec, environment_spec: bytes | None) -> bool:
+    """Whether the session is given secrets of the project's credential store: its environment binds
+    one to hosts, or one of its agent's HTTP MCP servers names one. Such a session runs only where
+    the project's credential_hosts allows (`controlplane.agents.Agents.place`)."""
+    if any(server.WhichOneof("transport") == "http" and server.http.credential for server in config.mcp_servers):
+        return True
+    if not environment_spec:
+        return False
+    return bool(environment_pb2.EnvironmentSpec.FromString(environment_spec).credentials)
+
+
 def turn_timeout(spec: agent_pb2.AgentSpec) -> timedelta | None:
     """How long one of the session's turns may run; None: no limit."""
     if not spec.limits.HasField("turn_timeout"):

@@ -81,9 +81,23 @@ class ControlPlaneSettings:
             "listen address, or <hostname>:<port> when it is a wildcard)",
         ),
     )
-    # Secret agents present in Hello; empty: any agent on loopback.
+    # Secret agents present in Hello to enrol; empty: any agent on loopback.
     enrollment_token: str = field(
         default="", repr=False, metadata=secret(ENROLLMENT_TOKEN, note="; default none: any agent on loopback")
+    )
+    # What the enrollment token alone gives a new agent (controlplane.identity.agent_admission):
+    # "manual", pending until an operator admits it; "automatic", admitted at once.
+    agent_admission: str = field(
+        default="manual",
+        metadata=option(
+            "--agent-admission",
+            env="ASTRABOX_AGENT_ADMISSION",
+            choices=("manual", "automatic"),
+            help="manual: an agent enrolling with the enrollment token waits until an operator admits it "
+            "(`astrabox hosts admit`) or presents a join token; automatic: admitted at once, only where every "
+            "holder of the token may run every project's work; needs an enrollment token (env %(env)s, "
+            "default %(default)s)",
+        ),
     )
     # TLS: the server's certificate chain and private key, PEM files; both empty: plaintext. `tls_ca`
     # verifies the other replicas' certificates when forwarding (empty: tls_cert itself, for replicas

@@ -274,7 +274,9 @@ class Turns:
     async def _place_again(self, tx: JournalTransaction, session: SessionRecord) -> str:
         """Start the session's runtime on a live agent with a free slot, resuming its conversation;
         NoAgentAvailable or CapacityExhausted when there is none."""
-        agent_id = await self._agents.place(tx.conn, session.engine, session.project_id)
+        config = session_config.decode(session.config, session.engine, session.permission_mode, session.model)
+        binds = session_config.binds_credentials(config, session.environment.spec if session.environment else None)
+        agent_id = await self._agents.place(tx.conn, session.engine, session.project_id, binds)
         transcript = await store.engine_transcripts.find(tx.conn, session.session_id)
         committed = await store.sessions.committed_output_seq(tx.conn, session.session_id)
         # Without a transcript (no turn of the conversation ever ended) another agent has nothing
@@ -294,9 +296,7 @@ class Turns:
                     transcript=transcript.content if transcript else b"",
                     committed_output_seq=committed,
                     tool_grants=await tool_grants.in_force(tx.conn, session.session_id),
-                    config=session_config.decode(
-                        session.config, session.engine, session.permission_mode, session.model
-                    ),
+                    config=config,
                     environment=session_config.runtime_environment(session.environment),
                     # A sandbox made anew (another agent, or its old one lost) gets the repository
                     # again; the agent leaves a workspace it still holds as it is.

@@ -167,6 +167,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event, start
                 target=settings.controlplane,
                 agent_id=agent_id,
                 enrollment_token=settings.enrollment_token,
+                join_token=settings.join_token,
                 credential=agent_credential,
                 instance_id=uuid.uuid4().hex,
                 drivers=(driver.name,),

@@ -14,7 +14,7 @@ the help says:
   workspace every `--sandbox-disk-check-seconds` and stops a runtime over its limit
   (`runtimes.disk_limit`).
 - Secrets come from the environment or from a file (`--enrollment-token-file`,
-  `$ASTRABOX_ENROLLMENT_TOKEN_FILE`, `--api-key-file`, `$ANTHROPIC_API_KEY_FILE`), so they never
+  `$ASTRABOX_ENROLLMENT_TOKEN_FILE`, `--join-token-file`, `--api-key-file`, `$ANTHROPIC_API_KEY_FILE`), so they never
   show in `ps`; `--enrollment-token` and `--api-key` work too, with a warning
   (`astrabox.secret_settings`).
 """
@@ -44,12 +44,13 @@ DEFAULT_IMAGE = "astrabox/sandbox:latest"
 ANTHROPIC_API_URL = "https://api.anthropic.com"
 
 ENROLLMENT_TOKEN = SecretOption("enrollment-token", "ASTRABOX_ENROLLMENT_TOKEN", "the control plane's enrollment token")
+JOIN_TOKEN = SecretOption("join-token", "ASTRABOX_JOIN_TOKEN", "a join token an operator minted for this agent")
 API_KEY = SecretOption("api-key", "ANTHROPIC_API_KEY", "the model API key")
 PROG = "astrabox agent"
 DESCRIPTION = (
     "The AstraBox data-plane agent: dials the control plane, runs sandboxes and engine sessions, "
     "and relays their output. Secrets come from the environment or a file: ASTRABOX_ENROLLMENT_TOKEN "
-    "(--enrollment-token-file), ANTHROPIC_API_KEY (--api-key-file)."
+    "(--enrollment-token-file), ASTRABOX_JOIN_TOKEN (--join-token-file), ANTHROPIC_API_KEY (--api-key-file)."
 )
 
 
@@ -87,6 +88,13 @@ class AgentSettings:
         ),
     )
     enrollment_token: str = field(default="", repr=False, metadata=secret(ENROLLMENT_TOKEN, note="; default none"))
+    # Admits the agent at its first Hello (`astrabox hosts join-token`); without one an agent that
+    # enrols with the enrollment token waits for an operator to admit it.
+    join_token: str = field(
+        default="",
+        repr=False,
+        metadata=secret(JOIN_TOKEN, note="; default none: wait to be admitted (`astrabox hosts admit ID`)"),
+    )
     api_key: str = field(
         default="",
         repr=False,

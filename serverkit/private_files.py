@@ -3,7 +3,8 @@ private key anyone can read: one check for both halves of the server (the agent'
 directory, the control plane's credentials key file).
 
 `problem` says what is wrong with a file's (or directory's) status, or None; `read` opens a file
-without following a link, checks it and reads it. Neither ever quotes what the file holds.
+without following a link, checks it and reads it; `create` writes a new one (0600) unless it
+exists. None ever quotes what the file holds.
 """
 
 from __future__ import annotations
@@ -49,3 +50,15 @@ def read(path: Path, what: str, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise NotPrivate(f"{what} {path} is larger than {max_bytes} bytes")
     return data
+
+
+def create(path: Path, text: str) -> None:
+    """Write `text` and a newline to a new private file (0600) at `path`; nothing when a file is there
+    already (made meanwhile by another process too): `read` then checks and reads that one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as file:
+        file.write(text + "\n")

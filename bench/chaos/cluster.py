@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from _common import AGENT_ADMISSION_ENV, CONTROLPLANE_ADMISSION_ENV
+
 from chaos.proxy import CuttingProxy
 from tests.support.processes import Process
 from tests.support.restartable_postgres import RestartablePostgres
@@ -158,6 +160,7 @@ class Cluster:
     async def start(self) -> None:
         dsn = await self.postgres.start()
         env = {"ASTRABOX_DATABASE_URL": dsn, "ASTRABOX_BOOTSTRAP_KEY_FILE": str(self.api_key_file)}
+        env |= CONTROLPLANE_ADMISSION_ENV
         for index in range(self.replicas):
             # First on a free port; afterwards always on the same one.
             member = self._controlplane(index, "127.0.0.1:0", env)
@@ -189,7 +192,7 @@ class Cluster:
         if self.driver == "docker":
             argv += ["--installation", self.installation]
         # No key and no URL: the agent serves the built-in offline model on loopback.
-        env = {"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""}
+        env = {"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": "", **AGENT_ADMISSION_ENV}
         return Member(agent_id, argv, self.work / f"{agent_id}.log", env, r"(relay_connected)")
 
     async def ensure_running(self) -> None:

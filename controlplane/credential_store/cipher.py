@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
 import secrets
 import uuid
 from dataclasses import dataclass, field
@@ -81,15 +80,8 @@ def new_key_text() -> str:
 def key_file(path: Path, create: bool = False) -> str:
     """The key text of a private key file (0600, this user's; KeyInvalid otherwise, naming the fix);
     with `create`, a new random key is written there first when the file does not exist."""
-    if create and not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            pass  # made by another process meanwhile: read it
-        else:
-            with os.fdopen(fd, "w") as file:
-                file.write(new_key_text() + "\n")
+    if create:
+        private_files.create(path, new_key_text())
     try:
         data = private_files.read(path, "the credentials key file", MAX_KEY_FILE_BYTES)
     except private_files.NotPrivate as error:

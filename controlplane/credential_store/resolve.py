@@ -4,7 +4,9 @@ the egress proxy of the agent the session is placed on, and for no one else.
 The calling agent proves who it is as in Connect's Hello, by its enrolled credential, carried in
 the call's metadata (`astrabox-agent-id`, `astrabox-agent-credential`): a wrong or missing one is
 UNAUTHENTICATED, and nothing is enrolled by this call. A session that is not placed on that agent
-(or does not exist) is PERMISSION_DENIED, alike, so an agent cannot probe other sessions. The
+(or does not exist) is PERMISSION_DENIED, alike, so an agent cannot probe other sessions; so is
+an agent not dedicated to the session's project when the project gives credentials only to its
+dedicated hosts (credential_hosts "dedicated"), and a pending agent (`identity.agent_admission`). The
 secrets are opened for the answer only; the log line names the credentials, never what they hold.
 """
 
@@ -20,7 +22,7 @@ from astrabox.environments.v1 import environment_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store, validation
 from controlplane.credential_store.credentials import CredentialStore
-from controlplane.errors import SessionNotOnAgent
+from controlplane.errors import CredentialsHostNotDedicated, SessionNotOnAgent
 from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.status import maps_errors
 
@@ -48,6 +50,9 @@ class CredentialResolver:
         if holder is None or holder["agent_id"] != agent_id:
             log.warning("credentials_refused_to_agent", agent_id=agent_id, session_id=session_id)
             raise SessionNotOnAgent(session_id, agent_id)
+        if holder["credential_hosts"] == "dedicated" and not holder["dedicated_host"]:
+            log.warning("credentials_refused_to_shared_host", agent_id=agent_id, session_id=session_id)
+            raise CredentialsHostNotDedicated(session_id, agent_id)
         if holder["environment_spec"] is None:
             return runner_pb2.ResolveCredentialsResponse()
         spec = environment_pb2.EnvironmentSpec.FromString(bytes(holder["environment_spec"]))

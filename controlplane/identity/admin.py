@@ -17,7 +17,12 @@ from controlplane.convert import timestamp
 from controlplane.drains import DEFAULT_DRAIN_TIMEOUT, MAX_DRAIN_TIMEOUT, Drains, Hold
 from controlplane.errors import AgentNotFound, InvalidArgument, ProjectNotFound
 from controlplane.identity import audit, callers, keys, store
-from controlplane.identity.agent_admission import AgentAdmission
+from controlplane.identity.agent_admission import (
+    MAX_JOIN_TOKEN_TTL,
+    MIN_JOIN_TOKEN_TTL,
+    AgentAdmission,
+    fingerprint,
+)
 from controlplane.identity.callers import Caller, Role
 from controlplane.status import maps_errors
 from controlplane.store.agent_credentials import AgentCredential
@@ -29,12 +34,17 @@ PROJECT_NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
 MAX_KEY_NAME_CHARS = 128
 
 
+_CREDENTIAL_HOSTS = {"any": pb.CREDENTIAL_HOSTS_ANY, "dedicated": pb.CREDENTIAL_HOSTS_DEDICATED}
+DEFAULT_JOIN_TOKEN_TTL = timedelta(hours=1)
+
+
 def project_to_proto(record: store.ProjectRecord) -> pb.Project:
     return pb.Project(
         project_id=str(record.project_id),
         name=record.name,
         operator=record.operator,
         create_time=timestamp(record.created_at),
+        credential_hosts=_CREDENTIAL_HOSTS[record.credential_hosts],
     )
 
 
@@ -249,6 +259,58 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         return pb.RevokeAgentResponse(agent=agent_to_proto(revoked))
 
     @maps_errors
+    async def AdmitAgent(
+        self, request: pb.AdmitAgentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AdmitAgentResponse:
+        if not request.agent_id:
+            raise InvalidArgument("agent_id", "name the agent to admit (astrabox hosts list shows the pending ones)")
+        admitted = await self._admission.admit_pending(request.agent_id, callers.current().who)
+        return pb.AdmitAgentResponse(agent=agent_to_proto(admitted))
+
+    @maps_errors
+    async def CreateJoinToken(
+        self, request: pb.CreateJoinTokenRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateJoinTokenResponse:
+        ttl = request.ttl.ToTimedelta() if request.HasField("ttl") else timedelta(0)
+        ttl = ttl or DEFAULT_JOIN_TOKEN_TTL
+        if not MIN_JOIN_TOKEN_TTL <= ttl <= MAX_JOIN_TOKEN_TTL:
+            raise InvalidArgument(
+                "ttl", f"ttl must be 60 seconds to 7 days, got {echo(str(int(ttl.total_seconds())))} seconds"
+            )
+        project_id = None
+        if request.project_id:
+            project_id = _project_id(request.project_id)
+            if await store.find_project(self._pool, project_id) is None:
+                raise ProjectNotFound(str(project_id))
+        token, secret = await self._admission.mint_join_token(ttl, project_id, callers.current().who)
+        return pb.CreateJoinTokenResponse(
+            join_token=pb.JoinToken(
+                token_id=token.token_id,
+                project_id=str(token.project_id) if token.project_id else "",
+                create_time=timestamp(token.created_at),
+                expire_time=timestamp(token.expires_at),
+                created_by=token.created_by,
+            ),
+            token=secret,
+        )
+
+    @maps_errors
+    async def SetCredentialHosts(
+        self, request: pb.SetCredentialHostsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SetCredentialHostsResponse:
+        wanted = {v: k for k, v in _CREDENTIAL_HOSTS.items()}.get(request.credential_hosts)
+        if wanted is None:
+            raise InvalidArgument(
+                "credential_hosts", "credential_hosts must be CREDENTIAL_HOSTS_ANY or CREDENTIAL_HOSTS_DEDICATED"
+            )
+        project_id = await self._managed(callers.current(), request.project_id)
+        project = await store.set_credential_hosts(self._pool, project_id, wanted)
+        if project is None:
+            raise ProjectNotFound(str(project_id))
+        log.info("credential_hosts_set", project_id=str(project_id), credential_hosts=wanted, by=callers.current().who)
+        return pb.SetCredentialHostsResponse(project=project_to_proto(project))
+
+    @maps_errors
     async def DedicateAgent(
         self, request: pb.DedicateAgentRequest, context: grpc.aio.ServicerContext
     ) -> pb.DedicateAgentResponse:
@@ -313,9 +375,20 @@ def hold_to_proto(hold: Hold) -> pb.AgentHold:
 
 
 def agent_to_proto(agent: AgentCredential) -> pb.Agent:
-    proto = pb.Agent(agent_id=agent.agent_id, enroll_time=timestamp(agent.enrolled_at))
-    if agent.revoked_at is not None:
-        proto.revoke_time.CopyFrom(timestamp(agent.revoked_at))
+    proto = pb.Agent(
+        agent_id=agent.agent_id,
+        enroll_time=timestamp(agent.enrolled_at),
+        admitted_by=agent.admitted_by,
+        fingerprint=fingerprint(agent.secret_sha256),
+        last_peer=agent.last_peer,
+    )
+    for field, value in (
+        ("revoke_time", agent.revoked_at),
+        ("admit_time", agent.admitted_at),
+        ("last_refused_time", agent.last_refused_at),
+    ):
+        if value is not None:
+            getattr(proto, field).CopyFrom(timestamp(value))
     return proto
 
 

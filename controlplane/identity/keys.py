@@ -24,7 +24,12 @@ import secrets
 from dataclasses import dataclass
 
 PREFIX = "abx"
-_KEY = re.compile(r"abx_([a-z2-7]{16})_([A-Za-z0-9_-]{43})")
+# An agent's join token (`identity.agent_admission`) has the same form under its own prefix, so
+# neither is ever taken for the other.
+JOIN_PREFIX = "abxj"
+_FORM = r"_([a-z2-7]{16})_([A-Za-z0-9_-]{43})"
+_KEY = re.compile(PREFIX + _FORM)
+_JOIN_TOKEN = re.compile(JOIN_PREFIX + _FORM)
 KEY_ID = re.compile(r"[a-z2-7]{16}")
 
 
@@ -36,15 +41,22 @@ class NewKey:
     secret_sha256: bytes
 
 
-def new_key() -> NewKey:
+def new_key(prefix: str = PREFIX) -> NewKey:
+    """A new API key, or with JOIN_PREFIX a new join token."""
     key_id = base64.b32encode(secrets.token_bytes(10)).decode().lower()
     secret = secrets.token_urlsafe(32)
-    return NewKey(key_id, f"{PREFIX}_{key_id}_{secret}", digest(secret))
+    return NewKey(key_id, f"{prefix}_{key_id}_{secret}", digest(secret))
 
 
 def parse(key: str) -> tuple[str, str] | None:
     """(key_id, secret) of a well-formed key; None for anything else."""
     match = _KEY.fullmatch(key)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def parse_join_token(token: str) -> tuple[str, str] | None:
+    """(token_id, secret) of a well-formed join token; None for anything else."""
+    match = _JOIN_TOKEN.fullmatch(token)
     return (match.group(1), match.group(2)) if match else None
 
 

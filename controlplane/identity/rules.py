@@ -82,6 +82,10 @@ _ADMIN_RULES = {
     "ListAgents": Rule(Role.ADMIN, operator=True),
     "RevokeAgent": Rule(Role.ADMIN, operator=True, mutates=True),
     "DedicateAgent": Rule(Role.ADMIN, operator=True, mutates=True),
+    "AdmitAgent": Rule(Role.ADMIN, operator=True, mutates=True),
+    "CreateJoinToken": Rule(Role.ADMIN, operator=True, mutates=True),
+    # A project's admin chooses where its own credentials may go; an operator admin for any project.
+    "SetCredentialHosts": _MANAGE_AND_CHANGE,
     "GetStatus": Rule(Role.ADMIN, operator=True),
     "CordonAgent": Rule(Role.ADMIN, operator=True, mutates=True),
     "UncordonAgent": Rule(Role.ADMIN, operator=True, mutates=True),

@@ -21,6 +21,8 @@ class ProjectRecord:
     name: str
     operator: bool
     created_at: datetime
+    # Where its sessions that bind credentials may run: "any" or "dedicated" (migration 0033).
+    credential_hosts: str = "any"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ _KEY_COLUMNS = (
 
 
 def _project(row: asyncpg.Record) -> ProjectRecord:
-    return ProjectRecord(row["project_id"], row["name"], row["operator"], row["created_at"])
+    return ProjectRecord(row["project_id"], row["name"], row["operator"], row["created_at"], row["credential_hosts"])
 
 
 def _key(row: asyncpg.Record) -> KeyRecord:
@@ -162,6 +164,21 @@ async def list_projects(pool: asyncpg.Pool, only: uuid.UUID | None = None) -> li
         "SELECT * FROM projects WHERE $1::uuid IS NULL OR project_id = $1 ORDER BY name LIMIT $2", only, MAX_LISTED
     )
     return [_project(row) for row in rows]
+
+
+async def set_credential_hosts(
+    pool: asyncpg.Pool, project_id: uuid.UUID, credential_hosts: str
+) -> ProjectRecord | None:
+    row = await pool.fetchrow(
+        "UPDATE projects SET credential_hosts = $2 WHERE project_id = $1 RETURNING *", project_id, credential_hosts
+    )
+    return _project(row) if row else None
+
+
+async def credential_hosts(conn: asyncpg.Connection | asyncpg.Pool, project_id: uuid.UUID) -> str:
+    """Where the project's sessions that bind credentials may run: "any" or "dedicated"."""
+    found: str | None = await conn.fetchval("SELECT credential_hosts FROM projects WHERE project_id = $1", project_id)
+    return found or "any"
 
 
 async def operator_project(conn: asyncpg.Connection) -> ProjectRecord:

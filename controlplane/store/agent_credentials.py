@@ -1,9 +1,11 @@
-"""The `agent_credentials` table: each agent's credential, bound at enrollment, and its revocation."""
+"""The `agent_credentials` table: each agent's credential, bound at enrollment, its admission and its
+revocation; and the `agent_join_tokens` that admit a new agent once."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -14,10 +16,28 @@ class AgentCredential:
     secret_sha256: bytes
     enrolled_at: datetime
     revoked_at: datetime | None
+    # None: pending, given no work until admitted.
+    admitted_at: datetime | None = None
+    admitted_by: str = ""
+    # The project its join token dedicated it to.
+    project_id: uuid.UUID | None = None
+    # A pending agent's latest refused Hello, and where it came from.
+    last_refused_at: datetime | None = None
+    last_peer: str = ""
 
 
 def _credential(row: asyncpg.Record) -> AgentCredential:
-    return AgentCredential(row["agent_id"], bytes(row["secret_sha256"]), row["enrolled_at"], row["revoked_at"])
+    return AgentCredential(
+        row["agent_id"],
+        bytes(row["secret_sha256"]),
+        row["enrolled_at"],
+        row["revoked_at"],
+        row["admitted_at"],
+        row["admitted_by"],
+        row["project_id"],
+        row["last_refused_at"],
+        row["last_peer"],
+    )
 
 
 async def find(db: asyncpg.Connection | asyncpg.Pool, agent_id: str) -> AgentCredential | None:
@@ -25,15 +45,50 @@ async def find(db: asyncpg.Connection | asyncpg.Pool, agent_id: str) -> AgentCre
     return _credential(row) if row else None
 
 
-async def enrol(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, secret_sha256: bytes) -> AgentCredential:
-    """Bind the credential to `agent_id`, unless one is bound already (a racing Hello): the bound one."""
+async def enrol(
+    db: asyncpg.Connection | asyncpg.Pool,
+    agent_id: str,
+    secret_sha256: bytes,
+    admitted_by: str | None = None,
+    project_id: uuid.UUID | None = None,
+) -> AgentCredential:
+    """Bind the credential to `agent_id` (admitted when `admitted_by` is given, else pending), unless
+    one is bound already (a racing Hello): the bound one."""
     row = await db.fetchrow(
-        "INSERT INTO agent_credentials (agent_id, secret_sha256) VALUES ($1, $2)"
+        "INSERT INTO agent_credentials (agent_id, secret_sha256, admitted_at, admitted_by, project_id)"
+        " VALUES ($1, $2, CASE WHEN $3::text IS NULL THEN NULL ELSE now() END, coalesce($3, ''), $4)"
         " ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id RETURNING *",
         agent_id,
         secret_sha256,
+        admitted_by,
+        project_id,
     )
     return _credential(row)
+
+
+async def admit(
+    db: asyncpg.Connection | asyncpg.Pool, agent_id: str, admitted_by: str, project_id: uuid.UUID | None = None
+) -> AgentCredential | None:
+    """Admit the agent (an admitted one stays as it was); None when it never enrolled."""
+    row = await db.fetchrow(
+        "UPDATE agent_credentials SET admitted_at = coalesce(admitted_at, now()),"
+        " admitted_by = CASE WHEN admitted_at IS NULL THEN $2 ELSE admitted_by END,"
+        " project_id = CASE WHEN admitted_at IS NULL THEN coalesce($3, project_id) ELSE project_id END"
+        " WHERE agent_id = $1 RETURNING *",
+        agent_id,
+        admitted_by,
+        project_id,
+    )
+    return _credential(row) if row else None
+
+
+async def note_refused(db: asyncpg.Connection | asyncpg.Pool, agent_id: str, peer: str) -> None:
+    """A pending agent asked again: when, and from where (bounded)."""
+    await db.execute(
+        "UPDATE agent_credentials SET last_refused_at = now(), last_peer = $2 WHERE agent_id = $1",
+        agent_id,
+        peer[:256],
+    )
 
 
 async def revoke(conn: asyncpg.Connection, agent_id: str) -> AgentCredential | None:
@@ -48,3 +103,57 @@ async def revoke(conn: asyncpg.Connection, agent_id: str) -> AgentCredential | N
 async def listed(db: asyncpg.Connection | asyncpg.Pool, limit: int) -> list[AgentCredential]:
     rows = await db.fetch("SELECT * FROM agent_credentials ORDER BY enrolled_at DESC, agent_id LIMIT $1", limit)
     return [_credential(row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class JoinToken:
+    token_id: str
+    project_id: uuid.UUID | None
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
+
+
+def _join_token(row: asyncpg.Record) -> JoinToken:
+    return JoinToken(row["token_id"], row["project_id"], row["created_by"], row["created_at"], row["expires_at"])
+
+
+async def insert_join_token(
+    db: asyncpg.Connection | asyncpg.Pool,
+    token_id: str,
+    secret_sha256: bytes,
+    project_id: uuid.UUID | None,
+    created_by: str,
+    ttl: timedelta,
+) -> JoinToken:
+    row = await db.fetchrow(
+        "INSERT INTO agent_join_tokens (token_id, secret_sha256, project_id, created_by, expires_at)"
+        " VALUES ($1, $2, $3, $4, now() + $5) RETURNING *",
+        token_id,
+        secret_sha256,
+        project_id,
+        created_by,
+        ttl,
+    )
+    return _join_token(row)
+
+
+async def join_token_digest(conn: asyncpg.Connection, token_id: str) -> bytes | None:
+    """The secret's digest of a token that is unused and unexpired, locked until the transaction
+    ends (two agents presenting it at once: one gets it); None otherwise."""
+    digest = await conn.fetchval(
+        "SELECT secret_sha256 FROM agent_join_tokens WHERE token_id = $1 AND used_at IS NULL AND expires_at > now()"
+        " FOR UPDATE",
+        token_id,
+    )
+    return bytes(digest) if digest is not None else None
+
+
+async def use_join_token(conn: asyncpg.Connection, token_id: str, agent_id: str) -> JoinToken:
+    """Spend the token (locked by `join_token_digest`) on `agent_id`."""
+    row = await conn.fetchrow(
+        "UPDATE agent_join_tokens SET used_at = now(), used_by_agent = $2 WHERE token_id = $1 RETURNING *",
+        token_id,
+        agent_id,
+    )
+    return _join_token(row)

@@ -28,10 +28,12 @@ async def register(
     version: str = "",
 ) -> asyncpg.Record:
     """Insert the agent or renew its row with a new lease generation: generation, lease_expires_at.
-    A cordon or drain stays as it is: reconnecting does not lift it."""
+    A cordon or drain stays as it is: reconnecting does not lift it. A new row is dedicated to the
+    project the agent's join token named (agent_credentials.project_id), from its first lease on."""
     return await db.fetchrow(
         "INSERT INTO agents (agent_id, generation, lease_expires_at, drivers, engines, engine_manifests, capacity,"
-        " instance_id, agent_version, heartbeat_at) VALUES ($1, 1, now() + $2, $3, $4, $5, $6, $7, $8, now())"
+        " instance_id, agent_version, heartbeat_at, project_id) VALUES ($1, 1, now() + $2, $3, $4, $5, $6, $7, $8,"
+        " now(), (SELECT c.project_id FROM agent_credentials c WHERE c.agent_id = $1))"
         " ON CONFLICT (agent_id) DO UPDATE SET generation = agents.generation + 1,"
         "  lease_expires_at = EXCLUDED.lease_expires_at, drivers = EXCLUDED.drivers,"
         "  engines = EXCLUDED.engines, engine_manifests = EXCLUDED.engine_manifests, capacity = EXCLUDED.capacity,"
@@ -128,32 +130,37 @@ OCCUPYING = (
     " OR (s.state = 'ready' AND s.runtime_available AND NOT s.runtime_stopped))"
 )
 
-# The live agents that could run engine $1 for project $2 (their own, or the shared pool's), each with
-# the number of sessions occupying it (o.live); _ELIGIBLE those of them not cordoned.
+# The live agents that could run engine $1 for project $2 (their own, or the shared pool's unless $3:
+# the project's own only), each with the number of sessions occupying it (o.live); _ELIGIBLE those of
+# them not cordoned.
 _RUNNING = (
     " FROM agents a, LATERAL (SELECT count(*) AS live FROM sessions s WHERE s.agent_id = a.agent_id AND "
     + OCCUPYING
-    + ") o WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines) AND (a.project_id IS NULL OR a.project_id = $2)"
+    + ") o WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines)"
+    " AND (a.project_id = $2 OR (a.project_id IS NULL AND NOT $3))"
 )
 _ELIGIBLE = _RUNNING + " AND a.cordoned_at IS NULL"
 
 
-async def pick_for(db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None) -> str | None:
+async def pick_for(
+    db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None, dedicated_only: bool = False
+) -> str | None:
     """The live agent that runs `engine` for the project with the most free capacity: one dedicated to
-    the project first, else one of the shared pool (never another project's); None when none has a
-    free slot. A read only: `load` claims the slot."""
+    the project first, else (unless `dedicated_only`) one of the shared pool, never another
+    project's; None when none has a free slot. A read only: `load` claims the slot."""
     agent_id: str | None = await db.fetchval(
         "SELECT a.agent_id"
         + _ELIGIBLE
         + " AND o.live < a.capacity ORDER BY a.project_id IS NULL, a.capacity - o.live DESC, a.agent_id LIMIT 1",
         engine,
         project_id,
+        dedicated_only,
     )
     return agent_id
 
 
 async def fleet_load(
-    db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None
+    db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None, dedicated_only: bool = False
 ) -> tuple[int, int, int]:
     """Of the live agents that may run `engine` for the project: how many, their capacity and the
     sessions occupying them, all summed."""
@@ -162,14 +169,19 @@ async def fleet_load(
         + _ELIGIBLE,
         engine,
         project_id,
+        dedicated_only,
     )
     assert row is not None
     return row["agents"], row["capacity"], row["live"]
 
 
-async def cordoned_count(db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None) -> int:
+async def cordoned_count(
+    db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None, dedicated_only: bool = False
+) -> int:
     """How many live agents that could run `engine` for the project are cordoned (or draining)."""
-    count: int = await db.fetchval("SELECT count(*)" + _RUNNING + " AND a.cordoned_at IS NOT NULL", engine, project_id)
+    count: int = await db.fetchval(
+        "SELECT count(*)" + _RUNNING + " AND a.cordoned_at IS NOT NULL", engine, project_id, dedicated_only
+    )
     return count
 
 

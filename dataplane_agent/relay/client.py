@@ -57,6 +57,8 @@ class RelayConfig:
     instance_id: str
     # The agent's own credential (`relay.credential`); empty: none (an agent before credentials).
     credential: str = field(default="", repr=False)
+    # A join token that admits the agent at once (AdminService.CreateJoinToken); empty: none.
+    join_token: str = field(default="", repr=False)
     drivers: tuple[str, ...] = ()
     # The manifest of each engine this agent runs, declared in its Hello.
     engines: tuple[EngineManifest, ...] = ()
@@ -265,6 +267,7 @@ class RelayClient:
             instance_id=cfg.instance_id,
             engine_manifests=[engine_manifest_proto(m) for m in cfg.engines],
             agent_version=versions.VERSION,
+            join_token=cfg.join_token,
         )
         async with asyncio.timeout(cfg.connect_timeout):
             try:

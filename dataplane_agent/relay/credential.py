@@ -1,14 +1,18 @@
 """The agent's own credential: made once, kept in its state directory, presented in every Hello.
 
-The first Hello of an agent id binds the credential to that id (the enrollment
-token admits it); from then on the credential alone admits the agent, and
-nobody holding only the token can connect under its id. The agent makes the
+The first Hello of an agent id binds the credential to that id (with the
+enrollment token or a join token); from then on the credential alone recognises
+the agent, and nobody holding only the token can connect under its id. An
+operator admitting a pending agent tells it apart by the credential's
+fingerprint, which the agent logs at every start (`agent_credential_ready`) and
+`astrabox hosts list` shows. The agent makes the
 secret itself and writes it (0600, fsynced) before it first dials, so a crash
 at any point leaves it holding the credential the control plane may have bound.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import stat
@@ -23,8 +27,18 @@ log = structlog.get_logger(__name__)
 FILE_NAME = "agent-credential"
 
 
+def fingerprint(credential: str) -> str:
+    """The credential's public fingerprint, as the control plane shows it (the start of its SHA-256)."""
+    return "SHA256:" + hashlib.sha256(credential.encode()).hexdigest()[:16]
+
+
 def load_or_create(state_dir: Path) -> str:
-    path = state_dir / FILE_NAME
+    credential = _load_or_create(state_dir / FILE_NAME)
+    log.info("agent_credential_ready", fingerprint=fingerprint(credential))
+    return credential
+
+
+def _load_or_create(path: Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:

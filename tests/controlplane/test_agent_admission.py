@@ -1,5 +1,7 @@
-"""Agents with their own credentials: an agent_id is bound to the credential it enrolled with, an
-impersonator holding the enrollment token is refused, and a revoked agent's stream closes."""
+"""Agents with their own credentials, admitted before they get work: an agent_id is bound to the
+credential it enrolled with, an impersonator holding the enrollment token is refused, an agent
+with the enrollment token alone waits until an operator admits it or it presents a join token
+(single-use, expiring), and a revoked agent's stream closes."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings, SettingsError
 from controlplane.status import error_info
+from dataplane_agent.relay.credential import fingerprint as credential_fingerprint
 from serverkit import versions
 
 TOKEN = "enrol-" + "x" * 26
@@ -25,6 +28,7 @@ TOKEN = "enrol-" + "x" * 26
 
 @pytest_asyncio.fixture
 async def running(database_url: str, bootstrap_key_file: str) -> AsyncIterator[RunningControlPlane]:
+    """A control plane that admits agents by hand (the default)."""
     settings = ControlPlaneSettings(
         database_url=database_url,
         listen="127.0.0.1:0",
@@ -40,7 +44,13 @@ class AgentStream:
     """A Connect stream as an agent holds it: Hello, then heartbeats until told to stop."""
 
     def __init__(
-        self, address: str, agent_id: str, credential: str, token: str = TOKEN, agent_version: str = versions.VERSION
+        self,
+        address: str,
+        agent_id: str,
+        credential: str,
+        token: str = TOKEN,
+        agent_version: str = versions.VERSION,
+        join_token: str = "",
     ) -> None:
         self._channel = grpc.aio.insecure_channel(address)
         self._outgoing: asyncio.Queue[runner_pb2.ConnectRequest | None] = asyncio.Queue()
@@ -51,6 +61,7 @@ class AgentStream:
             instance_id=secrets.token_hex(4),
             capacity=1,
             agent_version=agent_version,
+            join_token=join_token,
         )
         self._outgoing.put_nowait(runner_pb2.ConnectRequest(hello=hello))
         self.call = self._channel.stream_stream(
@@ -97,16 +108,27 @@ class AgentStream:
         await self._channel.close()
 
 
-async def hello(address: str, agent_id: str, credential: str, token: str = TOKEN):
-    stream = AgentStream(address, agent_id, credential, token)
+async def hello(address: str, agent_id: str, credential: str, token: str = TOKEN, join_token: str = ""):
+    stream = AgentStream(address, agent_id, credential, token, join_token=join_token)
     try:
         return await stream.first()
     finally:
         await stream.close()
 
 
+PENDING = (grpc.StatusCode.PERMISSION_DENIED, "AGENT_PENDING_ADMISSION")
+
+
+async def admitted(running: RunningControlPlane, agent_id: str, credential: str) -> None:
+    """Enrol the agent with the enrollment token, then admit it as an operator would."""
+    assert (await hello(running.address, agent_id, credential))[:2] == PENDING
+    async with AstraBoxClient.connect(running.address) as admin:
+        await admin.admin.admit_agent(agent_id)
+
+
 async def test_an_agent_id_is_bound_to_the_credential_it_enrolled_with(running: RunningControlPlane) -> None:
     mine = secrets.token_urlsafe(32)
+    await admitted(running, "host-1", mine)
     assert (await hello(running.address, "host-1", mine)).WhichOneof("message") == "welcome"
     generation = await running.pool.fetchval("SELECT generation FROM agents WHERE agent_id = 'host-1'")
     # The enrollment token does not let another credential take the id.
@@ -131,6 +153,7 @@ async def test_an_agent_id_is_bound_to_the_credential_it_enrolled_with(running: 
 
 async def test_a_revoked_agents_stream_closes_and_it_cannot_come_back(running: RunningControlPlane) -> None:
     credential = secrets.token_urlsafe(32)
+    await admitted(running, "host-r", credential)
     stream = AgentStream(running.address, "host-r", credential)
     try:
         assert (await stream.first()).WhichOneof("message") == "welcome"
@@ -156,4 +179,91 @@ async def test_a_revoked_agents_stream_closes_and_it_cannot_come_back(running: R
 async def test_an_empty_enrollment_token_is_refused_off_loopback(database_url: str) -> None:
     with pytest.raises(SettingsError, match="empty enrollment token"):
         async with serve(ControlPlaneSettings(database_url=database_url, listen="0.0.0.0:0")):
+            pass
+
+
+async def test_the_enrollment_token_alone_gets_no_lease_until_an_operator_admits_the_agent(
+    running: RunningControlPlane,
+) -> None:
+    credential = secrets.token_urlsafe(32)
+    for _ in range(2):  # it keeps asking; each time it is refused, holding no lease
+        refused = await hello(running.address, "host-p", credential)
+        assert refused[:2] == PENDING
+        assert "astrabox hosts admit host-p" in refused[2]
+    assert await running.pool.fetchval("SELECT count(*) FROM agents WHERE agent_id = 'host-p'") == 0
+    async with AstraBoxClient.connect(running.address) as admin:
+        [pending] = await admin.admin.list_agents()
+        # The operator sees the fingerprint the agent logs, and where it asked from.
+        assert pending.fingerprint == credential_fingerprint(credential)
+        assert not pending.HasField("admit_time") and pending.last_peer.startswith("ipv4:127.0.0.1")
+        admitted_agent = await admin.admin.admit_agent("host-p")
+        assert admitted_agent.HasField("admit_time") and admitted_agent.admitted_by.startswith("key:")
+        with pytest.raises(AstraBoxError) as unknown:
+            await admin.admin.admit_agent("never-enrolled")
+        assert unknown.value.reason == "AGENT_NOT_FOUND"
+        [record] = [
+            r for r in (await admin.admin.list_audit_records()).records if r.method == "AdmitAgent" and r.code == "OK"
+        ]
+        assert record.details["agent_id"] == "host-p"
+    assert (await hello(running.address, "host-p", credential)).WhichOneof("message") == "welcome"
+    # Admission binds the credential, not the id: another one is still refused.
+    assert (await hello(running.address, "host-p", secrets.token_urlsafe(32)))[:2] == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "AGENT_ID_BOUND",
+    )
+
+
+async def test_a_join_token_admits_one_new_agent_once_before_it_expires(running: RunningControlPlane) -> None:
+    async with AstraBoxClient.connect(running.address) as admin:
+        project = await admin.admin.create_project("joined")
+        made = await admin.admin.create_join_token(timedelta(minutes=5), project_id=project.project_id)
+        expiring = await admin.admin.create_join_token()
+        with pytest.raises(AstraBoxError) as too_long:
+            await admin.admin.create_join_token(timedelta(days=30))
+        assert too_long.value.reason == "INVALID_ARGUMENT"
+    assert made.token.startswith(f"abxj_{made.join_token.token_id}_")
+    stored = await running.pool.fetchrow(
+        "SELECT * FROM agent_join_tokens WHERE token_id = $1", made.join_token.token_id
+    )
+    assert made.token.encode() not in b"".join(str(v).encode() for v in stored.values())
+    # No enrollment token needed: the join token admits the agent and dedicates it to its project.
+    credential = secrets.token_urlsafe(32)
+    welcome = await hello(running.address, "host-j", credential, token="", join_token=made.token)
+    assert welcome.WhichOneof("message") == "welcome"
+    assert await running.pool.fetchval("SELECT project_id::text FROM agents WHERE agent_id = 'host-j'") == (
+        project.project_id
+    )
+    # Ignored once the agent is admitted; never a second agent's.
+    assert (await hello(running.address, "host-j", credential, join_token=made.token)).WhichOneof(
+        "message"
+    ) == "welcome"
+    for token in (made.token, made.token[:-1] + "A", "abxj_x", "garbage\x00" * 100):
+        refused = await hello(running.address, "host-k", secrets.token_urlsafe(32), join_token=token)
+        assert refused[:2] == (grpc.StatusCode.UNAUTHENTICATED, "JOIN_TOKEN_INVALID")
+    # An expired token admits no one, even with the enrollment token: that agent stays pending.
+    await running.pool.execute(
+        "UPDATE agent_join_tokens SET expires_at = now() - interval '1 second' WHERE token_id = $1",
+        expiring.join_token.token_id,
+    )
+    refused = await hello(running.address, "host-e", secrets.token_urlsafe(32), join_token=expiring.token)
+    assert refused[:2] == (grpc.StatusCode.UNAUTHENTICATED, "JOIN_TOKEN_INVALID")
+    # A pending agent restarted with a join token is admitted by it.
+    pending = secrets.token_urlsafe(32)
+    assert (await hello(running.address, "host-q", pending))[:2] == PENDING
+    async with AstraBoxClient.connect(running.address) as admin:
+        fresh = await admin.admin.create_join_token()
+    assert (await hello(running.address, "host-q", pending, join_token=fresh.token)).WhichOneof("message") == "welcome"
+    assert (
+        await running.pool.fetchval("SELECT admitted_by FROM agent_credentials WHERE agent_id = 'host-q'")
+        == f"join:{fresh.join_token.token_id}"
+    )
+    assert (
+        await running.pool.fetchval("SELECT count(*) FROM agent_credentials WHERE agent_id IN ('host-k', 'host-e')")
+        == 0
+    )
+
+
+async def test_automatic_admission_needs_an_enrollment_token(database_url: str) -> None:
+    with pytest.raises(SettingsError, match="automatic with no enrollment token"):
+        async with serve(ControlPlaneSettings(database_url=database_url, agent_admission="automatic")):
             pass

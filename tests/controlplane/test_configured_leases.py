@@ -17,6 +17,7 @@ from controlplane.settings import ControlPlaneSettings
 from dataplane_agent.engines.claude_code import MANIFEST as AGENT_CLAUDE_CODE
 from dataplane_agent.relay.client import engine_manifest_proto
 from serverkit import versions
+from tests.support import admission
 
 
 async def welcome(address: str) -> runner_pb2.Welcome:
@@ -24,6 +25,7 @@ async def welcome(address: str) -> runner_pb2.Welcome:
     hello = runner_pb2.Hello(
         agent_id="agent-configured",
         agent_credential=secrets.token_urlsafe(24),
+        enrollment_token=admission.TOKEN,
         instance_id="test",
         drivers=["local"],
         engines=["claude_code"],
@@ -58,7 +60,11 @@ async def test_the_lease_and_heartbeat_in_the_config_file_are_what_an_agent_is_g
 ) -> None:
     config = tmp_path / "controlplane.toml"
     config.write_text("lease_ttl = 3600\nheartbeat_interval = 7.5\n")
-    environ = {"ASTRABOX_DATABASE_URL": database_url, "ASTRABOX_BOOTSTRAP_KEY_FILE": bootstrap_key_file}
+    environ = {
+        "ASTRABOX_DATABASE_URL": database_url,
+        "ASTRABOX_BOOTSTRAP_KEY_FILE": bootstrap_key_file,
+        **admission.CONTROLPLANE_ENV,
+    }
     settings = ControlPlaneSettings.from_args(["--config", str(config), "--listen", "127.0.0.1:0"], environ)
 
     async with serve(settings) as running:

@@ -162,8 +162,8 @@ def spec_binding(*names: str) -> bytes:
 async def placed(plane) -> str:
     """A session placed on AGENT (enrolled with AGENT_CREDENTIAL), its environment binding `git` and `absent`."""
     await plane.connect_agent(AGENT)
-    await store.agent_credentials.enrol(plane.pool, AGENT, keys.digest(AGENT_CREDENTIAL))
-    await store.agent_credentials.enrol(plane.pool, "agent-2", keys.digest("d" * 43))
+    await store.agent_credentials.enrol(plane.pool, AGENT, keys.digest(AGENT_CREDENTIAL), admitted_by="test")
+    await store.agent_credentials.enrol(plane.pool, "agent-2", keys.digest("d" * 43), admitted_by="test")
     session = await plane.kernel.create_session(CreateSession(request_id="s1", project_id=plane.project_id))
     await plane.pool.execute(
         "UPDATE sessions SET environment_spec = $2 WHERE session_id = $1",

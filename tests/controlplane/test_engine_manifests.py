@@ -21,6 +21,7 @@ from controlplane.server import serve
 from controlplane.settings import ControlPlaneSettings
 from serverkit import versions
 from tests.controlplane.conftest import CLAUDE_CODE
+from tests.support import admission
 
 OTHER = EngineManifest(
     kind="other",
@@ -135,6 +136,7 @@ def settings(database_url: str, bootstrap_key_file: str) -> ControlPlaneSettings
         listen="127.0.0.1:0",
         lease_ttl=timedelta(minutes=1),
         bootstrap_key_file=bootstrap_key_file,
+        **admission.AUTOMATIC,
     )
 
 
@@ -159,6 +161,7 @@ async def test_a_hello_with_a_manifest_requests_cannot_be_validated_against_is_r
             runner_pb2.Hello(
                 agent_id="bad-manifest",
                 agent_credential=secrets.token_urlsafe(32),
+                enrollment_token=admission.TOKEN,
                 instance_id="i1",
                 agent_version=versions.VERSION,
                 engines=["x"],
@@ -177,6 +180,7 @@ async def test_the_manifests_of_a_hello_are_what_its_sessions_are_validated_agai
             runner_pb2.Hello(
                 agent_id="agent-h",
                 agent_credential=secrets.token_urlsafe(32),
+                enrollment_token=admission.TOKEN,
                 instance_id="i1",
                 agent_version=versions.VERSION,
                 engines=["other", "claude_code"],

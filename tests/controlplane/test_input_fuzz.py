@@ -39,7 +39,7 @@ from controlplane.settings import ControlPlaneSettings
 from controlplane.status import ERROR_DOMAIN, code_for, error_info
 from controlplane.validation import FIELD_TOO_LONG, PAGE_TOKEN_INVALID
 from serverkit import versions
-from tests.support import auth
+from tests.support import admission, auth
 
 PROTO = Path(__file__).resolve().parents[2] / "proto/astrabox/sessionkernel/v1/session_kernel_service.proto"
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
@@ -397,6 +397,7 @@ async def control_plane(
         lease_ttl=timedelta(minutes=10),
         idle_stop_after=timedelta(0),
         bootstrap_key_file=bootstrap_key_file,
+        **admission.AUTOMATIC,
     )
     async with serve(settings) as running:
         yield running, sessions
@@ -493,7 +494,11 @@ async def test_an_agent_stream_that_turns_to_garbage_is_refused_as_malformed(con
     running, _ = control_plane
     hello = runner_service_pb2.ConnectRequest(
         hello=runner_service_pb2.Hello(
-            agent_id="garbage-agent", agent_credential="c" * 43, instance_id="i1", agent_version=versions.VERSION
+            agent_id="garbage-agent",
+            agent_credential="c" * 43,
+            enrollment_token=admission.TOKEN,
+            instance_id="i1",
+            agent_version=versions.VERSION,
         )
     )
     connect = "/astrabox.runner.v1.RunnerService/Connect"

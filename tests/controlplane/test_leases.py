@@ -26,6 +26,7 @@ from dataplane_agent.engines.claude_code import MANIFEST as AGENT_CLAUDE_CODE
 from dataplane_agent.relay.client import engine_manifest_proto
 from serverkit import versions
 from tests.controlplane.conftest import CLAUDE_CODE
+from tests.support import admission
 
 HELLO = AgentHello("agent-1", "i1", ["local"], [CLAUDE_CODE], 4, {})
 
@@ -133,6 +134,7 @@ class _Agent:
         hello = runner_pb2.Hello(
             agent_id="agent-1",
             agent_credential=secrets.token_urlsafe(24),
+            enrollment_token=admission.TOKEN,
             instance_id="test",
             drivers=["local"],
             engines=["claude_code"],
@@ -173,6 +175,7 @@ async def test_heartbeats_renew_the_lease_while_an_output_batch_waits_for_its_co
         lease_ttl=timedelta(seconds=1),
         heartbeat_interval=timedelta(milliseconds=200),
         sweep_interval=timedelta(milliseconds=200),
+        **admission.AUTOMATIC,
     )
     async with serve(settings) as running, AstraBoxClient.connect(running.address) as client:
         agent = _Agent(running.address)

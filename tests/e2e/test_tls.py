@@ -17,6 +17,7 @@ import pytest
 
 from astrabox.client import AstraBoxClient, AstraBoxError
 from tests.e2e.test_session_end_to_end import collect_turn
+from tests.support import admission
 from tests.support.processes import Process, start_controlplane
 from tests.support.stack import Stack
 
@@ -171,7 +172,7 @@ async def test_replicas_forward_workspace_calls_to_each_other_over_tls(
                 str(cert),
             ],
             tmp_path / "agent.log",
-            env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": ""},
+            env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": "", **admission.AGENT_ENV},
         )
         processes.append(agent)
         await asyncio.to_thread(agent.wait_for_line, r"relay_connected", 60)

@@ -17,6 +17,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support import admission
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -102,7 +104,7 @@ def start_controlplane(
         [sys.executable, "-m", "controlplane", "--listen", listen, *args],
         log_dir / "controlplane.log",
         # By environment, as a user should: the URL holds the database's password.
-        env={"ASTRABOX_DATABASE_URL": database_url},
+        env={"ASTRABOX_DATABASE_URL": database_url, **admission.CONTROLPLANE_ENV},
     )
     address = process.wait_for_line(r"controlplane listening on (\S+)").group(1)
     return process, address
@@ -132,7 +134,7 @@ def start_agent(
         ],
         log_dir / "agent.log",
         # No key: the agent serves the built-in offline model on loopback.
-        env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": "", **(env or {})},
+        env={"ANTHROPIC_API_KEY": "", "ASTRABOX_MODEL_BASE_URL": "", **admission.AGENT_ENV, **(env or {})},
     )
     process.wait_for_line(r"relay_connected", timeout=60)
     return process

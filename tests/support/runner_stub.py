@@ -33,6 +33,7 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay.client import engine_manifest_proto
 from serverkit import versions
+from tests.support import admission
 
 
 class RunnerStub:
@@ -80,6 +81,7 @@ class RunnerStub:
         return pb.Hello(
             agent_id=self._agent_id,
             agent_credential=secrets.token_urlsafe(24),
+            enrollment_token=admission.TOKEN,
             instance_id=secrets.token_hex(4),
             drivers=["local"],
             engines=[CLAUDE_CODE.kind],

@@ -7,7 +7,9 @@
     astrabox keys list [--project ID]
     astrabox keys revoke KEY_ID
     astrabox audit [--project ID] [--session ID] [--limit N]
-    astrabox hosts list | revoke AGENT_ID | dedicate AGENT_ID [--project ID]    (operator admins)
+    astrabox projects credential-hosts any|dedicated [--project ID]
+    astrabox hosts list | admit AGENT_ID | revoke AGENT_ID | dedicate AGENT_ID [--project ID]  (operator admins)
+    astrabox hosts join-token [--ttl 1h] [--project ID]
     astrabox hosts cordon AGENT_ID | uncordon AGENT_ID | drain AGENT_ID [--timeout SECONDS]
     astrabox quotas show [--project ID]
     astrabox quotas set [--project ID] [--live-sessions N|default] [--sessions-per-minute N|default]
@@ -47,6 +49,11 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     actions = projects.add_subparsers(dest="action", required=True)
     actions.add_parser("create", help="create a project (operator admins)").add_argument("name")
     actions.add_parser("list", help="the projects this key may manage")
+    hosts_policy = actions.add_parser(
+        "credential-hosts", help="where sessions that bind credentials may run: any host, or dedicated ones only"
+    )
+    hosts_policy.add_argument("credential_hosts", choices=("any", "dedicated"))
+    hosts_policy.add_argument("--project", default="", help="project id (default: the key in use's)")
     keys = sub.add_parser("keys", help="create, list and revoke API keys", parents=[connection])
     actions = keys.add_subparsers(dest="action", required=True)
     create = actions.add_parser("create", help="create a key and print it (shown only now)")
@@ -65,7 +72,13 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     trail.add_argument("--limit", type=int, default=50, help="at most this many records (default %(default)s)")
     hosts = sub.add_parser("hosts", help="list, revoke and dedicate hosts (data-plane agents)", parents=[connection])
     actions = hosts.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="the hosts whose agents enrolled")
+    actions.add_parser("list", help="the hosts whose agents enrolled, pending ones with their fingerprint")
+    actions.add_parser(
+        "admit", help="give a pending agent work (check its fingerprint against the agent's log first)"
+    ).add_argument("agent_id")
+    join = actions.add_parser("join-token", help="mint a token that admits one new agent, once (shown once)")
+    join.add_argument("--ttl", type=_duration, default=None, metavar="DURATION", help="e.g. 30m, 1h, 2d (default 1h)")
+    join.add_argument("--project", default="", help="dedicate the agent to this project id (default: shared pool)")
     actions.add_parser("revoke", help="close its stream and refuse it from now on").add_argument("agent_id")
     dedicate = actions.add_parser("dedicate", help="run only a project's sessions on it (no --project: shared)")
     dedicate.add_argument("agent_id")
@@ -92,6 +105,13 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
 
 
 _DEFAULT = -1  # `quotas set --NAME default`
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> timedelta:
+    """`90s`, `30m`, `1h`, `2d` (a bare number: seconds)."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    return timedelta(seconds=float(number) * _UNITS[unit])
 
 
 def _quota_value(text: str) -> int:
@@ -139,6 +159,17 @@ async def _hold(client: AstraBoxClient, args: argparse.Namespace) -> admin.Agent
     return await client.admin.drain_agent(args.agent_id, timeout_seconds=args.timeout)
 
 
+def _agent_line(agent: admin.Agent) -> str:
+    if agent.HasField("revoke_time"):
+        state = f"revoked {_when(agent.revoke_time, True)}"
+    elif agent.HasField("admit_time"):
+        state = f"admitted {_when(agent.admit_time, True)} by {agent.admitted_by}"
+    else:
+        seen = f", last tried {_when(agent.last_refused_time, True)} from {agent.last_peer}" if agent.last_peer else ""
+        state = f"PENDING (astrabox hosts admit {agent.agent_id}){seen}"
+    return f"{agent.agent_id}  {agent.fingerprint}  enrolled {_when(agent.enroll_time, True)}  {state}"
+
+
 def _hold_line(hold: admin.AgentHold) -> str:
     if hold.HasField("drain_deadline"):
         return f"{hold.agent_id} draining: no new sessions; turns still running at {_when(hold.drain_deadline, True)} are interrupted"
@@ -152,8 +183,18 @@ async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
     if args.command == "hosts":
         if args.action == "list":
             for agent in await client.admin.list_agents():
-                revoked = f"  revoked {_when(agent.revoke_time, True)}" if agent.HasField("revoke_time") else ""
-                print(f"{agent.agent_id}  enrolled {_when(agent.enroll_time, True)}{revoked}")
+                print(_agent_line(agent))
+        elif args.action == "admit":
+            print(f"admitted {_agent_line(await client.admin.admit_agent(args.agent_id))}")
+        elif args.action == "join-token":
+            made = await client.admin.create_join_token(args.ttl, args.project)
+            where = f"dedicated to project {made.join_token.project_id}" if made.join_token.project_id else "shared"
+            print(
+                f"join token {made.join_token.token_id}: admits one new agent ({where}) until"
+                f" {_when(made.join_token.expire_time, True)}; give it as ASTRABOX_JOIN_TOKEN (or --join-token-file)",
+                file=sys.stderr,
+            )
+            print(made.token)
         elif args.action in ("cordon", "uncordon", "drain"):
             print(_hold_line(await _hold(client, args)))
         elif args.action == "dedicate":
@@ -192,6 +233,10 @@ async def run(args: argparse.Namespace, client: AstraBoxClient) -> int:
         role = admin.Role.Name(caller.role).removeprefix("ROLE_").lower()
         operator = " (operator)" if caller.project.operator else ""
         print(f"key {caller.key_id}: {role} of project {caller.project.name}{operator} {caller.project.project_id}")
+    elif args.command == "projects" and args.action == "credential-hosts":
+        project = await client.admin.set_credential_hosts(args.credential_hosts, args.project)
+        hosts = admin.CredentialHosts.Name(project.credential_hosts).removeprefix("CREDENTIAL_HOSTS_").lower()
+        print(f"{project.project_id}  {project.name}: sessions that bind credentials run on {hosts} hosts")
     elif args.command == "projects" and args.action == "create":
         project = await client.admin.create_project(args.name)
         print(f"{project.project_id}  {project.name}")

@@ -11,7 +11,7 @@ await client.admin.set_quotas(project_id, live_sessions=10)   # operator admins;
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -107,6 +107,34 @@ class Admin:
         request = admin.RevokeAgentRequest(agent_id=agent_id)
         agent: admin.Agent = (await self._unary(self._stub.RevokeAgent, request)).agent
         return agent
+
+    async def admit_agent(self, agent_id: str) -> admin.Agent:
+        """Admit a pending agent: from its next Hello it is given work (operator admins). Compare its
+        `fingerprint` (list_agents) with the one the agent logged first."""
+        agent: admin.Agent = (
+            await self._unary(self._stub.AdmitAgent, admin.AdmitAgentRequest(agent_id=agent_id))
+        ).agent
+        return agent
+
+    async def create_join_token(
+        self, ttl: timedelta | None = None, project_id: str = ""
+    ) -> admin.CreateJoinTokenResponse:
+        """A join token that admits the first new agent presenting it, once, within `ttl` (default an
+        hour), dedicated to `project_id` if given (operator admins). `.token` is shown only now."""
+        request = admin.CreateJoinTokenRequest(project_id=project_id)
+        if ttl is not None:
+            request.ttl.FromTimedelta(ttl)
+        response: admin.CreateJoinTokenResponse = await self._unary(self._stub.CreateJoinToken, request)
+        return response
+
+    async def set_credential_hosts(self, credential_hosts: str, project_id: str = "") -> admin.Project:
+        """Where the project's sessions that bind credentials may run: "any" (its dedicated agents,
+        then the shared pool) or "dedicated" (only its own agents)."""
+        request = admin.SetCredentialHostsRequest(
+            project_id=project_id, credential_hosts=f"CREDENTIAL_HOSTS_{credential_hosts.upper()}"
+        )
+        project: admin.Project = (await self._unary(self._stub.SetCredentialHosts, request)).project
+        return project
 
     async def dedicate_agent(self, agent_id: str, project_id: str = "") -> admin.DedicateAgentResponse:
         """Dedicate an agent to a project ("": back to the shared pool) (operator admins)."""

@@ -18,6 +18,12 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_DEVELOPER: _ClassVar[Role]
     ROLE_ADMIN: _ClassVar[Role]
 
+class CredentialHosts(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CREDENTIAL_HOSTS_UNSPECIFIED: _ClassVar[CredentialHosts]
+    CREDENTIAL_HOSTS_ANY: _ClassVar[CredentialHosts]
+    CREDENTIAL_HOSTS_DEDICATED: _ClassVar[CredentialHosts]
+
 class StuckKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     STUCK_KIND_UNSPECIFIED: _ClassVar[StuckKind]
@@ -31,6 +37,9 @@ ROLE_UNSPECIFIED: Role
 ROLE_VIEWER: Role
 ROLE_DEVELOPER: Role
 ROLE_ADMIN: Role
+CREDENTIAL_HOSTS_UNSPECIFIED: CredentialHosts
+CREDENTIAL_HOSTS_ANY: CredentialHosts
+CREDENTIAL_HOSTS_DEDICATED: CredentialHosts
 STUCK_KIND_UNSPECIFIED: StuckKind
 STUCK_KIND_SESSION_STARTUP_OVERDUE: StuckKind
 STUCK_KIND_SESSION_INTERRUPT_OVERDUE: StuckKind
@@ -40,16 +49,32 @@ STUCK_KIND_RELAY_LAGGING: StuckKind
 STUCK_KIND_DRAIN_OVERDUE: StuckKind
 
 class Project(_message.Message):
-    __slots__ = ("project_id", "name", "operator", "create_time")
+    __slots__ = ("project_id", "name", "operator", "create_time", "credential_hosts")
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_HOSTS_FIELD_NUMBER: _ClassVar[int]
     project_id: str
     name: str
     operator: bool
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, project_id: _Optional[str] = ..., name: _Optional[str] = ..., operator: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    credential_hosts: CredentialHosts
+    def __init__(self, project_id: _Optional[str] = ..., name: _Optional[str] = ..., operator: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., credential_hosts: _Optional[_Union[CredentialHosts, str]] = ...) -> None: ...
+
+class SetCredentialHostsRequest(_message.Message):
+    __slots__ = ("project_id", "credential_hosts")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    credential_hosts: CredentialHosts
+    def __init__(self, project_id: _Optional[str] = ..., credential_hosts: _Optional[_Union[CredentialHosts, str]] = ...) -> None: ...
+
+class SetCredentialHostsResponse(_message.Message):
+    __slots__ = ("project",)
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    project: Project
+    def __init__(self, project: _Optional[_Union[Project, _Mapping]] = ...) -> None: ...
 
 class ApiKey(_message.Message):
     __slots__ = ("key_id", "project_id", "name", "role", "create_time", "expire_time", "revoke_time", "last_use_time", "created_by")
@@ -209,14 +234,66 @@ class ListAuditRecordsResponse(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Agent(_message.Message):
-    __slots__ = ("agent_id", "enroll_time", "revoke_time")
+    __slots__ = ("agent_id", "enroll_time", "revoke_time", "admit_time", "admitted_by", "fingerprint", "last_refused_time", "last_peer")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     ENROLL_TIME_FIELD_NUMBER: _ClassVar[int]
     REVOKE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ADMIT_TIME_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_BY_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    LAST_REFUSED_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_PEER_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     enroll_time: _timestamp_pb2.Timestamp
     revoke_time: _timestamp_pb2.Timestamp
-    def __init__(self, agent_id: _Optional[str] = ..., enroll_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    admit_time: _timestamp_pb2.Timestamp
+    admitted_by: str
+    fingerprint: str
+    last_refused_time: _timestamp_pb2.Timestamp
+    last_peer: str
+    def __init__(self, agent_id: _Optional[str] = ..., enroll_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., admit_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., admitted_by: _Optional[str] = ..., fingerprint: _Optional[str] = ..., last_refused_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_peer: _Optional[str] = ...) -> None: ...
+
+class AdmitAgentRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class AdmitAgentResponse(_message.Message):
+    __slots__ = ("agent",)
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    agent: Agent
+    def __init__(self, agent: _Optional[_Union[Agent, _Mapping]] = ...) -> None: ...
+
+class JoinToken(_message.Message):
+    __slots__ = ("token_id", "project_id", "create_time", "expire_time", "created_by")
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    token_id: str
+    project_id: str
+    create_time: _timestamp_pb2.Timestamp
+    expire_time: _timestamp_pb2.Timestamp
+    created_by: str
+    def __init__(self, token_id: _Optional[str] = ..., project_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
+
+class CreateJoinTokenRequest(_message.Message):
+    __slots__ = ("ttl", "project_id")
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    ttl: _duration_pb2.Duration
+    project_id: str
+    def __init__(self, ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., project_id: _Optional[str] = ...) -> None: ...
+
+class CreateJoinTokenResponse(_message.Message):
+    __slots__ = ("join_token", "token")
+    JOIN_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    join_token: JoinToken
+    token: str
+    def __init__(self, join_token: _Optional[_Union[JoinToken, _Mapping]] = ..., token: _Optional[str] = ...) -> None: ...
 
 class ListAgentsRequest(_message.Message):
     __slots__ = ()

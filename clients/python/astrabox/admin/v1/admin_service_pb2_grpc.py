@@ -55,6 +55,10 @@ class AdminServiceStub:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
+    JOIN_TOKEN_INVALID       (UNAUTHENTICATED, RunnerService) a Hello's join
+    token is malformed, unknown, used or expired
+    AGENT_PENDING_ADMISSION  (PERMISSION_DENIED, RunnerService) the agent
+    enrolled but no operator admitted it yet
     AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id (or, for
     CordonAgent, UncordonAgent and DrainAgent, none
     ever connected with it)
@@ -100,6 +104,11 @@ class AdminServiceStub:
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListProjectsRequest.SerializeToString,
                 response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListProjectsResponse.FromString,
                 _registered_method=True)
+        self.SetCredentialHosts = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/SetCredentialHosts',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetCredentialHostsRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetCredentialHostsResponse.FromString,
+                _registered_method=True)
         self.CreateApiKey = channel.unary_unary(
                 '/astrabox.admin.v1.AdminService/CreateApiKey',
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CreateApiKeyRequest.SerializeToString,
@@ -129,6 +138,16 @@ class AdminServiceStub:
                 '/astrabox.admin.v1.AdminService/RevokeAgent',
                 request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.SerializeToString,
                 response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.FromString,
+                _registered_method=True)
+        self.AdmitAgent = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/AdmitAgent',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.AdmitAgentRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.AdmitAgentResponse.FromString,
+                _registered_method=True)
+        self.CreateJoinToken = channel.unary_unary(
+                '/astrabox.admin.v1.AdminService/CreateJoinToken',
+                request_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CreateJoinTokenRequest.SerializeToString,
+                response_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CreateJoinTokenResponse.FromString,
                 _registered_method=True)
         self.DedicateAgent = channel.unary_unary(
                 '/astrabox.admin.v1.AdminService/DedicateAgent',
@@ -197,6 +216,10 @@ class AdminServiceServicer:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
+    JOIN_TOKEN_INVALID       (UNAUTHENTICATED, RunnerService) a Hello's join
+    token is malformed, unknown, used or expired
+    AGENT_PENDING_ADMISSION  (PERMISSION_DENIED, RunnerService) the agent
+    enrolled but no operator admitted it yet
     AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id (or, for
     CordonAgent, UncordonAgent and DrainAgent, none
     ever connected with it)
@@ -237,6 +260,16 @@ class AdminServiceServicer:
 
     def ListProjects(self, request, context):
         """Every project for an operator admin; the caller's own for other admins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetCredentialHosts(self, request, context):
+        """Sets where the project's sessions that bind credentials may run
+        (Project.credential_hosts). An admin sets its own project's; an operator
+        admin any project's. Sessions already placed stay where they are, but
+        from then on no host the policy excludes is given their credentials.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -284,6 +317,27 @@ class AdminServiceServicer:
         """Revokes an agent: its stream closes at its next heartbeat, it cannot
         connect with its id again, and its sessions are placed on another agent
         with their next message. Operator admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdmitAgent(self, request, context):
+        """Admits a pending agent (one that enrolled with the enrollment token
+        alone): from its next Hello it is given work. Check its fingerprint
+        (Agent.fingerprint) against the one the agent logged at start before
+        admitting it. Admitting an admitted agent changes nothing; a revoked one
+        stays refused. Operator admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateJoinToken(self, request, context):
+        """Mints a join token: it admits the first new agent that presents it
+        (Hello.join_token), once, before it expires, and dedicates that agent to
+        a project if one is named. The token is returned once; only its SHA-256
+        is kept. Operator admins only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -374,6 +428,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListProjectsRequest.FromString,
                     response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListProjectsResponse.SerializeToString,
             ),
+            'SetCredentialHosts': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCredentialHosts,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetCredentialHostsRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetCredentialHostsResponse.SerializeToString,
+            ),
             'CreateApiKey': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateApiKey,
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CreateApiKeyRequest.FromString,
@@ -403,6 +462,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeAgent,
                     request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.FromString,
                     response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.SerializeToString,
+            ),
+            'AdmitAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdmitAgent,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.AdmitAgentRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.AdmitAgentResponse.SerializeToString,
+            ),
+            'CreateJoinToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateJoinToken,
+                    request_deserializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CreateJoinTokenRequest.FromString,
+                    response_serializer=astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CreateJoinTokenResponse.SerializeToString,
             ),
             'DedicateAgent': grpc.unary_unary_rpc_method_handler(
                     servicer.DedicateAgent,
@@ -477,6 +546,10 @@ class AdminService:
     may see
     PROJECT_EXISTS           (ALREADY_EXISTS) a project already has that name
     KEY_NOT_FOUND            (NOT_FOUND) no such key in the caller's projects
+    JOIN_TOKEN_INVALID       (UNAUTHENTICATED, RunnerService) a Hello's join
+    token is malformed, unknown, used or expired
+    AGENT_PENDING_ADMISSION  (PERMISSION_DENIED, RunnerService) the agent
+    enrolled but no operator admitted it yet
     AGENT_NOT_FOUND          (NOT_FOUND) no agent enrolled with that id (or, for
     CordonAgent, UncordonAgent and DrainAgent, none
     ever connected with it)
@@ -572,6 +645,33 @@ class AdminService:
             '/astrabox.admin.v1.AdminService/ListProjects',
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListProjectsRequest.SerializeToString,
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.ListProjectsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCredentialHosts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/SetCredentialHosts',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetCredentialHostsRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.SetCredentialHostsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -734,6 +834,60 @@ class AdminService:
             '/astrabox.admin.v1.AdminService/RevokeAgent',
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentRequest.SerializeToString,
             astrabox_dot_admin_dot_v1_dot_admin__service__pb2.RevokeAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdmitAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/AdmitAgent',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.AdmitAgentRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.AdmitAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateJoinToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.admin.v1.AdminService/CreateJoinToken',
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CreateJoinTokenRequest.SerializeToString,
+            astrabox_dot_admin_dot_v1_dot_admin__service__pb2.CreateJoinTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,
