@@ -24,10 +24,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from astrabox.admin.v1 import admin_service_pb2
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.errors import Unauthenticated
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings, SettingsError, oidc_settings
+from tests.support import auth
 
 ISSUER = "https://sso.example.test"
 AUDIENCE = "astrabox"
@@ -190,6 +192,33 @@ async def test_a_bad_token_is_refused(
     refused = await refusal(plane.address, credential)
     assert (refused.code, refused.reason) == (grpc.StatusCode.UNAUTHENTICATED, reason)
     assert not any(part and part in refused.message for part in (credential, *credential.split(".")))
+
+
+async def test_a_subject_with_a_nul_and_a_lone_surrogate_is_audited_escaped(
+    plane: RunningControlPlane, signing_key: rsa.RSAPrivateKey
+) -> None:
+    """A token's subject is the caller's choice, and JSON carries a NUL and a lone surrogate: each call
+    it makes that changes something still leaves one audit record, its actor escaped and cut."""
+    subject = "eve\x00\ud800" + "z" * 300
+    async with auth.channel(plane.address, key=token(signing_key, sub=subject)) as channel:
+        create = channel.unary_unary(
+            "/astrabox.sessionkernel.v1.SessionKernelService/CreateSession",
+            request_serializer=session_kernel_service_pb2.CreateSessionRequest.SerializeToString,
+            response_deserializer=session_kernel_service_pb2.CreateSessionResponse.FromString,
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await create(session_kernel_service_pb2.CreateSessionRequest(request_id="r\x00"))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    rows = await plane.pool.fetch("SELECT actor, method, details, code FROM audit_records")
+    assert [(r["actor"], r["method"], r["details"], r["code"]) for r in rows] == [
+        (
+            # 128 characters, escapes whole; the rest counted of the subject as kept (its first 256).
+            "oidc:eve\\x00\\ud800" + "z" * 110 + f"…[{len('oidc:') + 256 - 120} more characters]",
+            "CreateSession",
+            {"request_id": "r\\x00"},
+            "INVALID_ARGUMENT",
+        )
+    ]
 
 
 async def test_a_key_added_to_the_jwks_file_is_used_without_a_restart(
