@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import structlog
 
-from astrabox.secret_settings import SecretOption, SecretSettingError
+from astrabox.secret_settings import SecretOption, SecretSettingError, redact_text
 from controlplane.identity.tokens import OidcSettings
 from serverkit import private_files
 from serverkit import settings as serverkit_settings
@@ -256,7 +256,19 @@ class ControlPlaneSettings:
         metadata=option(
             "--oidc-jwks",
             env="ASTRABOX_OIDC_JWKS",
-            help="the issuer's public keys: a JWKS file (re-read when it changes) or https URL (env %(env)s)",
+            help="the issuer's public keys: a JWKS file (re-read when it changes) or https:// URL (env %(env)s)",
+        ),
+    )
+    # Keys fetched over plain http could be replaced on the way, and a forged key signs any token:
+    # refused at start, except for a test's issuer on loopback.
+    oidc_allow_insecure_jwks: bool = field(
+        default=False,
+        metadata=option(
+            "--oidc-allow-insecure-jwks",
+            env="ASTRABOX_OIDC_ALLOW_INSECURE_JWKS",
+            switch=True,
+            help="take --oidc-jwks as a plain http:// URL; only for tests, since anyone on the way could "
+            "replace the keys and sign tokens (env %(env)s; default off: an http URL is refused at start)",
         ),
     )
     oidc_project_claim: str = field(
@@ -361,12 +373,19 @@ def _key_files_private(loaded: serverkit_settings.Loaded, environ: Mapping[str, 
 
 
 def oidc_settings(settings: ControlPlaneSettings) -> OidcSettings | None:
-    """Single sign-on's settings; None when it is off. SettingsError when it is half configured."""
+    """Single sign-on's settings; None when it is off. SettingsError when it is half configured, or
+    its keys would come over plain http without --oidc-allow-insecure-jwks."""
     given = (settings.oidc_issuer, settings.oidc_audience, settings.oidc_jwks)
     if not any(given):
         return None
     if not all(given):
         raise SettingsError("single sign-on needs all of --oidc-issuer, --oidc-audience and --oidc-jwks")
+    if settings.oidc_jwks.lower().startswith("http://") and not settings.oidc_allow_insecure_jwks:
+        raise SettingsError(
+            f"--oidc-jwks {redact_text(settings.oidc_jwks)} is a plain http URL: anyone between this host and "
+            "the issuer could replace its keys and sign tokens for any project; give an https:// URL or a file "
+            "(--oidc-allow-insecure-jwks takes http, for tests only)"
+        )
     return OidcSettings(
         *given,
         settings.oidc_project_claim,

@@ -50,7 +50,7 @@ def looks_like_jwt(credential: str) -> bool:
 class OidcSettings:
     issuer: str
     audience: str
-    # A file path, or an https:// (or, for tests and sidecars, http://127.0.0.1) URL.
+    # A file path, or an https:// URL (http:// only with --oidc-allow-insecure-jwks: `settings.oidc_settings`).
     jwks: str
     project_claim: str = "astrabox_project"
     role_claim: str = "astrabox_role"

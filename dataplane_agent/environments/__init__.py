@@ -3,6 +3,7 @@
     packages.py   the package entries, re-checked here (names and pins only; never an option)
     steps.py      one build step run as a program: its output's end (bounded) is the error it fails with
     downloads.py  fetching on the host what the packages are, running no package code
+    npm.py        npm packages from the registry only: resolved, every source checked, then installed
     layers.py     the layer store: one build per digest at a time, staging then an atomic rename,
                   failures not cached, last use recorded, unused old layers swept
 
@@ -11,8 +12,9 @@ Downloading happens on the host, as the agent's user, through the host's configu
 with steps that execute nothing of a package: `apt-get install --download-only` into a private
 archive directory (no locking of the host's apt), `pip download --only-binary=:all:` (wheels only:
 no setup.py runs, so a package published only as an sdist fails the build with pip's own message)
-and `npm install --ignore-scripts --prefix` into the staging directory (no install script ever
-runs, so a package that needs one to build a native module does not work). Installing happens in a
+and npm's resolution, checked, then `npm ci --ignore-scripts --prefix` into the staging directory (no
+install script ever runs, so a package that needs one to build a native module does not work; a
+dependency on a git repository, a tarball URL, a file or a directory fails the build, `npm.py`). Installing happens in a
 sandbox with no network: on the local driver the Debian packages are extracted with `dpkg-deb -x`
 (no maintainer scripts) and the wheels installed by `pip install --no-index --find-links` inside a
 sandbox of the driver itself (its namespaces, user and limits; the build's directory its only

@@ -4,14 +4,16 @@ Each step uses the host's configured registries (apt sources, pip.conf, .npmrc) 
 that download and unpack: apt-get's download-only mode into a private archive directory (without
 taking the host's apt locks), pip's download of wheels only (an sdist would run setup.py, so a
 package without a wheel fails the build with pip's message) and npm's install with scripts ignored
-(so no install script runs; a package that needs one does not work). Entries come checked
-(`packages.Packages`) and go after `--`."""
+(so no install script runs; a package that needs one does not work), from the registry only: a
+dependency on a git repository, a URL, a file or a directory fails the build (`npm`). Entries come
+checked (`packages.Packages`) and go after `--`."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from dataplane_agent.environments import npm
 from dataplane_agent.environments.packages import Packages
 from dataplane_agent.environments.steps import STEP_TIMEOUT, run_step
 
@@ -56,9 +58,4 @@ async def download(
         await progress("npm", f"downloading {len(packages.npm)} npm package(s)", 50)
         prefix = work / "node"
         prefix.mkdir(parents=True, exist_ok=True)
-        await run_step(
-            "npm",
-            ["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--no-save", "--prefix", str(prefix),
-             "--", *packages.npm],
-            timeout=step_timeout,
-        )  # fmt: skip
+        await npm.install(packages.npm, prefix, logs=work / "npm-logs", step_timeout=step_timeout)

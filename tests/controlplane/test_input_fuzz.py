@@ -4,8 +4,9 @@ control characters, forged page tokens, and bytes that are no protobuf at all.
 
 Whatever comes back is a documented answer: OK, or a code and ErrorInfo reason listed in the
 service's comment in session_kernel_service.proto; never UNKNOWN or INTERNAL; and the message is
-short and never carries the oversized input back. A seeded generator rather than hypothesis: one
-server and database for the whole run, the same requests every run.
+short and never carries the oversized input back. Every mutating call, refused or not, leaves
+exactly one audit record, its identifiers escaped and bounded. A seeded generator rather than
+hypothesis: one server and database for the whole run, the same requests every run.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import asyncio
 import random
 import re
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+import asyncpg
 import grpc
 import pytest
 import pytest_asyncio
@@ -33,6 +36,9 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from controlplane import errors
 from controlplane.edge import MALFORMED_REQUEST
 from controlplane.forwarding import SECRET_METADATA, read_cluster_secret
+from controlplane.identity import audit
+from controlplane.identity.callers import Caller, Role
+from controlplane.identity.rules import RULES
 from controlplane.kernel import CreateSession
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings
@@ -374,6 +380,43 @@ async def exchange(
         await channel.unary_unary(path, request_serializer=serialize, response_deserializer=deserialize)(request)
 
 
+# ---- the audit trail ---------------------------------------------------------------------------
+
+# What a recorded text may be at most: MAX_RECORDED_CHARS, then the marker of what was cut.
+MAX_RECORDED = audit.MAX_RECORDED_CHARS + len("…[99999999 more characters]")
+
+
+def mutates(service: str, rpc: str) -> bool:
+    return RULES[f"/{service}/{rpc}"].mutates
+
+
+async def audited_calls(pool: asyncpg.Pool) -> Counter[str]:
+    """How many audit records each method has."""
+    rows = await pool.fetch("SELECT method, count(*) AS n FROM audit_records GROUP BY method")
+    return Counter({row["method"]: row["n"] for row in rows})
+
+
+async def audit_problems(pool: asyncpg.Pool, expected: Counter[str]) -> list[str]:
+    """What is wrong with the audit trail, given the mutating calls made per method: a call with no
+    record or more than one (waited for a while: a call's record is written as it ends), a text not
+    escaped or not bounded."""
+    for _ in range(100):
+        found = await audited_calls(pool)
+        if found == expected:
+            break
+        await asyncio.sleep(0.1)
+    problems = [
+        f"{method}: {found[method]} audit records for {n} calls" for method, n in expected.items() if found[method] != n
+    ]
+    problems += [f"{method}: {n} audit records, no such calls" for method, n in found.items() if method not in expected]
+    for row in await pool.fetch("SELECT actor, method, details, code FROM audit_records"):
+        texts = [row["actor"], row["method"], row["code"], *row["details"], *row["details"].values()]
+        for text in texts:
+            if len(text) > MAX_RECORDED or any(ord(c) < 0x20 or 0xD800 <= ord(c) <= 0xDFFF for c in text):
+                problems.append(f"{row['method']}: an audit text not escaped or bounded: {text[:200]!r}")
+    return problems
+
+
 # ---- the run -----------------------------------------------------------------------------------
 
 
@@ -420,6 +463,7 @@ async def test_every_rpc_answers_generated_input_with_a_documented_status(contro
             valid = request_for(method.name, values).SerializeToString()
             jobs.append((method.name, garbage(rng, valid), [garbage(rng, valid)] if method.client_streaming else []))
     rng.shuffle(jobs)
+    calls = Counter(rpc for rpc, _, _ in jobs if mutates(SERVICE.full_name, rpc))
 
     limit = asyncio.Semaphore(CONCURRENCY)
     options = [("grpc.max_send_message_length", 64 * MB), ("grpc.max_receive_message_length", 64 * MB)]
@@ -451,6 +495,17 @@ async def test_every_rpc_answers_generated_input_with_a_documented_status(contro
     assert {"INVALID_ARGUMENT", "FIELD_TOO_LONG", "MALFORMED_REQUEST", "PAGE_TOKEN_INVALID"} <= refusals
     # Valid workspace calls reach the (unattached) agent's turn: the session has no runtime, or no stream here.
     assert {"RUNTIME_NOT_AVAILABLE", "AGENT_NOT_CONNECTED"} <= refusals
+
+    # Every mutating call, refused or not, left exactly one audit record, whatever its identifiers held.
+    assert sum(calls.values()) >= 2000
+    problems = await audit_problems(running.pool, calls)
+    assert problems == [], "\n".join(problems[:40])
+    values = [
+        v for row in await running.pool.fetch("SELECT details FROM audit_records") for v in row["details"].values()
+    ]
+    escaped = sum("\\x00" in value for value in values)
+    cut = sum(value.endswith(" more characters]") for value in values)
+    assert escaped > 100 and cut > 100, (escaped, cut)
 
 
 async def test_bytes_that_are_no_request_are_invalid_argument(control_plane) -> None:
@@ -543,6 +598,7 @@ async def test_the_operators_rpcs_answer_generated_input_with_a_documented_statu
     rng = random.Random(SEED)
     values = Values(rng, sessions)
     seen = Seen()
+    calls: Counter[str] = Counter()
     async with auth.channel(running.address) as channel:
         for rpc in OPERATOR_RPCS:
             method = ADMIN.methods_by_name[rpc]
@@ -553,6 +609,7 @@ async def test_the_operators_rpcs_answer_generated_input_with_a_documented_statu
             )
             for _ in range(60):
                 request = admin_request_for(rpc, values)
+                calls[rpc] += mutates(ADMIN.full_name, rpc)
                 try:
                     await asyncio.wait_for(call(request), 60)
                     seen.ok(rpc, refusable(request))
@@ -561,3 +618,57 @@ async def test_the_operators_rpcs_answer_generated_input_with_a_documented_statu
     assert seen.problems == [], "\n".join(sorted(set(seen.problems))[:40])
     answers = {answer for _, answer in seen.answers}
     assert {"OK", "NOT_FOUND/AGENT_NOT_FOUND", "INVALID_ARGUMENT/PAGE_TOKEN_INVALID"} <= answers, answers
+    assert await audit_problems(running.pool, +calls) == []
+
+
+# The texts a caller controls in an audit record, where a gRPC request cannot carry them all: a
+# single-sign-on subject comes from a token's JSON (a lone surrogate is valid JSON).
+HOSTILE_TEXTS = [
+    "",
+    "\x00",
+    "a\x00b",
+    "\x00" * 300,
+    "x" * 3 * MB,
+    "é" * 129,
+    "\ud800",
+    "a\udfffb",
+    "\udc80" * 200,
+    "\\x00",
+    "\\" * 100,
+    "\u202e\u2028\u2029\ufeff\u200d",
+    "\U000e0001tag",
+    "".join(chr(c) for c in range(0x20)) + "\x7f\x80\x9f",
+    "'; DROP TABLE audit_records; --",
+    "🦀" * 200,
+]
+
+
+@dataclass
+class Named:
+    """A request as the audit trail reads it: the identifiers it names."""
+
+    session_id: str = ""
+    request_id: str = ""
+    name: str = ""
+    agent_id: str = ""
+
+
+async def test_hostile_actors_methods_and_identifiers_each_leave_one_escaped_bounded_record(plane) -> None:
+    calls: Counter[str] = Counter()
+    for i, text in enumerate(HOSTILE_TEXTS):
+        for j, other in enumerate(HOSTILE_TEXTS):
+            caller = Caller(plane.project_id, "default", Role.ADMIN, "", subject=text)
+            method = f"M{i}{other}" if j % 3 == 0 else f"M{i}"
+            await audit.record(plane.pool, caller, method, Named(other, text, other[::-1], "agent-1"), other)
+            calls[audit.recorded(method)] += 1
+    assert await audit_problems(plane.pool, calls) == []
+    records = await audit.page(plane.pool, plane.project_id, None, None, 500)
+    by_actor = {record.actor for record in records}
+    assert {"oidc:", "oidc:\\x00", "oidc:a\\x00b", "oidc:\\ud800", "oidc:\\\\x00"} <= by_actor
+    assert "oidc:" + "x" * 123 + f"…[{3 * MB - 123} more characters]" in by_actor
+    assert {r.details.get("session_id") for r in records} >= {"a\\udfffb", "\\u202e\\u2028\\u2029\\ufeff\\u200d"}
+    # A session id that is a UUID goes to its column.
+    session_id = uuid.uuid4()
+    await audit.record(plane.pool, plane.caller, "CreateSession", Named(str(session_id)), "OK")
+    [latest] = await audit.page(plane.pool, plane.project_id, session_id, None, 10)
+    assert (latest.session_id, latest.details) == (session_id, {})

@@ -24,10 +24,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from astrabox.admin.v1 import admin_service_pb2
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
+from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.errors import Unauthenticated
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings, SettingsError, oidc_settings
+from tests.support import auth
 
 ISSUER = "https://sso.example.test"
 AUDIENCE = "astrabox"
@@ -192,6 +194,33 @@ async def test_a_bad_token_is_refused(
     assert not any(part and part in refused.message for part in (credential, *credential.split(".")))
 
 
+async def test_a_subject_with_a_nul_and_a_lone_surrogate_is_audited_escaped(
+    plane: RunningControlPlane, signing_key: rsa.RSAPrivateKey
+) -> None:
+    """A token's subject is the caller's choice, and JSON carries a NUL and a lone surrogate: each call
+    it makes that changes something still leaves one audit record, its actor escaped and cut."""
+    subject = "eve\x00\ud800" + "z" * 300
+    async with auth.channel(plane.address, key=token(signing_key, sub=subject)) as channel:
+        create = channel.unary_unary(
+            "/astrabox.sessionkernel.v1.SessionKernelService/CreateSession",
+            request_serializer=session_kernel_service_pb2.CreateSessionRequest.SerializeToString,
+            response_deserializer=session_kernel_service_pb2.CreateSessionResponse.FromString,
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await create(session_kernel_service_pb2.CreateSessionRequest(request_id="r\x00"))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    rows = await plane.pool.fetch("SELECT actor, method, details, code FROM audit_records")
+    assert [(r["actor"], r["method"], r["details"], r["code"]) for r in rows] == [
+        (
+            # 128 characters, escapes whole; the rest counted of the subject as kept (its first 256).
+            "oidc:eve\\x00\\ud800" + "z" * 110 + f"…[{len('oidc:') + 256 - 120} more characters]",
+            "CreateSession",
+            {"request_id": "r\\x00"},
+            "INVALID_ARGUMENT",
+        )
+    ]
+
+
 async def test_a_key_added_to_the_jwks_file_is_used_without_a_restart(
     plane: RunningControlPlane, signing_key: rsa.RSAPrivateKey, tmp_path: Path
 ) -> None:
@@ -211,7 +240,8 @@ def test_single_sign_on_half_configured_is_refused_at_start() -> None:
 async def test_the_key_set_can_come_from_a_url(
     database_url: str, bootstrap_key_file: str, signing_key: rsa.RSAPrivateKey
 ) -> None:
-    """An issuer's JWKS served over HTTP (here on loopback): fetched, and used to verify."""
+    """An issuer's JWKS served over HTTP (here on loopback, allowed for the test): fetched, and used
+    to verify."""
     body = json.dumps(jwks(k1=signing_key)).encode()
 
     class Keys(http.server.BaseHTTPRequestHandler):
@@ -235,6 +265,7 @@ async def test_the_key_set_can_come_from_a_url(
             oidc_issuer=ISSUER,
             oidc_audience=AUDIENCE,
             oidc_jwks=f"http://127.0.0.1:{server.server_port}/jwks.json",
+            oidc_allow_insecure_jwks=True,  # a test's issuer, on loopback
         )
         async with serve(settings) as running:
             async with AstraBoxClient.connect(running.address, api_key=token(signing_key)) as client:
@@ -243,6 +274,41 @@ async def test_the_key_set_can_come_from_a_url(
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8080/jwks.json", "HTTP://sso.example.test/keys", "http://u:hunter22@idp/k"]
+)
+async def test_a_jwks_url_over_plain_http_is_refused_at_start(database_url: str, url: str) -> None:
+    """Keys fetched over http could be replaced on the way, and a forged key signs any token: the control
+    plane does not start with one, unless told it is a test's (flag or variable)."""
+    settings = ControlPlaneSettings(
+        database_url=database_url, listen="127.0.0.1:0", oidc_issuer=ISSUER, oidc_audience=AUDIENCE, oidc_jwks=url
+    )
+    with pytest.raises(SettingsError) as refused:
+        async with serve(settings):
+            pass
+    message = str(refused.value)
+    assert "plain http URL" in message and "https://" in message and "--oidc-allow-insecure-jwks" in message
+    assert "hunter22" not in message
+
+    environ = {
+        "ASTRABOX_DATABASE_URL": database_url,
+        "ASTRABOX_OIDC_ISSUER": ISSUER,
+        "ASTRABOX_OIDC_AUDIENCE": AUDIENCE,
+        "ASTRABOX_OIDC_JWKS": url,
+    }
+    with pytest.raises(SettingsError, match="plain http URL"):
+        oidc_settings(ControlPlaneSettings.from_args([], environ))
+    for allowed in (
+        ControlPlaneSettings.from_args(["--oidc-allow-insecure-jwks"], environ),
+        ControlPlaneSettings.from_args([], {**environ, "ASTRABOX_OIDC_ALLOW_INSECURE_JWKS": "1"}),
+    ):
+        taken = oidc_settings(allowed)
+        assert taken is not None and taken.jwks == url
+    # https and files need no flag.
+    for jwks_source in ("https://sso.example.test/keys", "/etc/astrabox/jwks.json"):
+        assert oidc_settings(ControlPlaneSettings.from_args([], {**environ, "ASTRABOX_OIDC_JWKS": jwks_source}))
 
 
 async def test_the_clock_skew_allowed_is_the_oidc_leeway_setting(

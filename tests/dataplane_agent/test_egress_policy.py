@@ -8,7 +8,13 @@ import pytest
 
 from astrabox.agents.v1 import agent_pb2
 from astrabox.environments.v1 import environment_pb2 as env_pb
-from dataplane_agent.engines.mcp_destinations import parse_networks, refused_kind
+from dataplane_agent.engines.mcp_destinations import (
+    DestinationRefused,
+    McpDestinations,
+    parse_networks,
+    reachable,
+    refused_kind,
+)
 from dataplane_agent.routes.egress.policy import DEFAULT_PACKAGE_REGISTRIES, EgressPolicy, Mode, parse_patterns
 from dataplane_agent.routes.egress.reports import RefusalReports
 
@@ -90,6 +96,101 @@ def test_unrestricted_allows_any_host() -> None:
 )
 def test_the_addresses_never_reached_for_a_sandbox(address: str, kind: str | None) -> None:
     assert refused_kind(ipaddress.ip_address(address), ()) == kind
+
+
+# IPv4 addresses a sandbox never reaches, with their kind; and public ones.
+LOCAL_IPV4 = {
+    "127.0.0.1": "loopback",
+    "127.255.255.254": "loopback",
+    "169.254.169.254": "link-local",
+    "10.0.0.5": "private",
+    "172.31.255.255": "private",
+    "192.168.0.1": "private",
+    "100.64.0.1": "private",
+    "100.127.255.254": "private",
+    "0.0.0.0": "unspecified",
+    "0.1.2.3": "private",
+    "224.0.0.251": "multicast",
+    "255.255.255.255": "private",  # as Python counts it
+    "192.0.0.8": "non-public",
+}
+PUBLIC_IPV4 = ["93.184.216.34", "8.8.8.8", "1.1.1.1"]
+
+
+def embeddings(v4: str) -> dict[str, str]:
+    """Every IPv6 form that stands for the IPv4 address `v4`, by name."""
+    n = int(ipaddress.IPv4Address(v4))
+    forms = {
+        "mapped": (0xFFFF << 32) | n,
+        "translated": (0xFFFF << 48) | n,
+        "compatible": n,
+        "nat64": (0x64FF9B << 96) | n,
+        "6to4": (0x2002 << 112) | (n << 80) | 1,
+    }
+    return {name: str(ipaddress.IPv6Address(value)) for name, value in forms.items()}
+
+
+HOSTILE = [
+    *LOCAL_IPV4.items(),
+    *[(form, kind) for v4, kind in LOCAL_IPV4.items() for form in embeddings(v4).values()],
+    ("::ffff:127.0.0.1", "loopback"),  # the dotted spellings parse to the same addresses
+    ("64:ff9b::169.254.169.254", "link-local"),
+    ("::127.0.0.1", "loopback"),
+    ("2002:7f00:1:ffff:ffff:ffff:ffff:ffff", "loopback"),
+    ("2002:a9fe:a9fe::", "link-local"),
+    ("64:ff9b:1::a9fe:a9fe", "local-use NAT64"),
+    ("64:ff9b:1:ffff:ffff:ffff:ffff:ffff", "local-use NAT64"),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"),
+    ("2001::1", "Teredo"),
+    ("::1", "loopback"),
+    ("::", "unspecified"),
+    ("fe80::1", "link-local"),
+    ("fec0::1", "private"),
+    ("fd00:ec2::254", "private"),
+    ("fc00::1", "private"),
+    ("ff02::1", "multicast"),
+]
+
+
+@pytest.mark.parametrize(("address", "kind"), HOSTILE)
+def test_every_form_of_a_local_address_is_refused(address: str, kind: str) -> None:
+    """IPv4 addresses of the host, its networks and the metadata service, and every IPv6 form that
+    carries one (mapped, translated, compatible, NAT64, 6to4) or a tunnel that hides one: refused to
+    sandboxes, and never an MCP server's."""
+    parsed = ipaddress.ip_address(address)
+    assert refused_kind(parsed, ()) == kind
+    assert not reachable(parsed, ())
+
+
+def test_the_hostile_corpus_is_large() -> None:
+    assert len(HOSTILE) >= 70
+
+
+@pytest.mark.parametrize("address", [*PUBLIC_IPV4, *[form for v4 in PUBLIC_IPV4 for form in embeddings(v4).values()]])
+def test_an_ipv6_form_of_a_public_ipv4_address_is_judged_by_it(address: str) -> None:
+    parsed = ipaddress.ip_address(address)
+    assert refused_kind(parsed, ()) is None
+    assert reachable(parsed, ())
+
+
+def test_an_embedding_or_tunnel_network_the_operator_allows_is_reached() -> None:
+    nat64 = ipaddress.ip_address("64:ff9b::a00:5")  # 10.0.0.5
+    assert refused_kind(nat64, ()) == "private"
+    assert refused_kind(nat64, parse_networks("10.0.0.0/8")) is None  # its IPv4 network
+    assert refused_kind(nat64, parse_networks("64:ff9b::/96")) is None  # or the prefix itself
+    assert reachable(nat64, parse_networks("64:ff9b::/96"))
+    local_nat64 = ipaddress.ip_address("64:ff9b:1::a00:5")
+    assert refused_kind(local_nat64, parse_networks("10.0.0.0/8")) == "local-use NAT64"
+    assert refused_kind(local_nat64, parse_networks("64:ff9b:1::/48")) is None
+
+
+async def test_an_mcp_server_at_an_embedded_local_address_is_left_out() -> None:
+    destinations = McpDestinations()
+    for v4 in ("127.0.0.1", "169.254.169.254", "10.1.2.3"):
+        for form in embeddings(v4).values():
+            with pytest.raises(DestinationRefused, match=f"{LOCAL_IPV4.get(v4, 'private')} address"):
+                await destinations.check(f"http://[{form}]:8080/mcp")
+    await destinations.check("https://[64:ff9b::5db8:d822]/mcp")  # 93.184.216.34
 
 
 def test_the_operator_allows_networks() -> None:

@@ -516,3 +516,17 @@ async def test_a_session_binding_no_credential_goes_out_while_credentials_cannot
     assert [head for head in origin.heads if head] == [origin.heads[0]] and "GET / " in origin.heads[0]
     assert bound.startswith(b"HTTP/1.1 502 "), bound[:200]
     assert b"could not be had" in bound and unavailable.calls == 1
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["::ffff:127.0.0.1", "::127.0.0.1", "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "64:ff9b:1::1"],
+)
+async def test_an_ipv6_form_of_a_local_address_is_refused(address: str, reports: Reports, tmp_path: Path) -> None:
+    """An address that carries a loopback or metadata IPv4 address (mapped, compatible, NAT64, 6to4),
+    or a local-use NAT64 one, is refused before any connection."""
+    async with _proxy(tmp_path, reports, loopback=False) as proxy:
+        proxy.register("s1", _policy(UNRESTRICTED))
+        answer = await _raw(proxy, f"CONNECT [{address}]:443 HTTP/1.1\r\n{_auth(proxy, 's1')}\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 403 "), answer
+    assert b"address (an operator may allow its network with --egress-allowed-networks)" in answer
