@@ -25,6 +25,7 @@ from controlplane.credential_store.cipher import Keyring, SealBroken, Sealed, Se
 from controlplane.errors import CredentialNotFound, CredentialsUnavailable, CredentialUnreadable, InvalidArgument
 from controlplane.page_tokens import PageTokens
 from controlplane.validation import echo
+from serverkit import credential_reach, host_patterns
 
 log = structlog.get_logger(__name__)
 
@@ -64,10 +65,13 @@ class Resolved:
     """One binding of a session's environment with its credential's secret."""
 
     name: str
+    # Host patterns, each with `port` (`serverkit.credential_reach.pinned`).
     hosts: tuple[str, ...]
     scheme: environment_pb2.CredentialScheme
     header: str
     secret: str
+    port: int
+    allow_plain_http: bool
 
 
 class CredentialStore:
@@ -175,5 +179,21 @@ class CredentialStore:
                     " credential; put it again",
                     row["name"],
                 ) from None
-            found.append(Resolved(row["name"], tuple(binding.hosts), binding.scheme, binding.header, secret))
+            port = credential_reach.port(binding.port)
+            hosts = tuple(str(p) for p in credential_reach.pinned(_parsed(binding.hosts), port))
+            if hosts:
+                found.append(
+                    Resolved(row["name"], hosts, binding.scheme, binding.header, secret, port, binding.allow_plain_http)
+                )
         return found
+
+
+def _parsed(hosts: Sequence[str]) -> list[host_patterns.HostPattern]:
+    """The patterns that parse (the definition was validated; one stored before a rule was not)."""
+    parsed = []
+    for text in hosts:
+        try:
+            parsed.append(host_patterns.parse(text))
+        except host_patterns.HostPatternError:
+            continue
+    return parsed

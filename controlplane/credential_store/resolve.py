@@ -62,7 +62,13 @@ class CredentialResolver:
         return runner_pb2.ResolveCredentialsResponse(
             credentials=[
                 runner_pb2.ResolvedCredential(
-                    name=r.name, hosts=r.hosts, scheme=r.scheme, header=r.header, secret=r.secret
+                    name=r.name,
+                    hosts=r.hosts,
+                    scheme=r.scheme,
+                    header=r.header,
+                    secret=r.secret,
+                    port=r.port,
+                    allow_plain_http=r.allow_plain_http,
                 )
                 for r in resolved
             ]

@@ -146,11 +146,16 @@ async def test_no_key_answers_credentials_unavailable(control_plane: Serve) -> N
 # ---- ResolveCredentials ------------------------------------------------------------------------------
 
 
-def spec_binding(*names: str) -> bytes:
+def spec_binding(*names: str, port: int = 8443) -> bytes:
+    """An environment binding each of `names` to git.test and *.api.test on `port`, and (as stored
+    before bindings had a port) to old.test:9000."""
     spec = env_pb.EnvironmentSpec(
         credentials=[
             env_pb.CredentialBinding(
-                credential=name, hosts=["git.test", "*.api.test:8443"], scheme=env_pb.CREDENTIAL_SCHEME_BEARER
+                credential=name,
+                hosts=["git.test", "*.api.test", "old.test:9000"],
+                scheme=env_pb.CREDENTIAL_SCHEME_BEARER,
+                port=port,
             )
             for name in names
         ]
@@ -193,8 +198,8 @@ async def test_the_placed_agent_gets_the_bound_secrets(control_plane: Serve, pla
         await put(running.address, "unbound", "not-for-this-session")
         with capture_logs() as logs:
             answer = await resolve(running.address, placed)
-    assert [(c.name, list(c.hosts), c.scheme, c.secret) for c in answer.credentials] == [
-        ("git", ["git.test", "*.api.test:8443"], env_pb.CREDENTIAL_SCHEME_BEARER, SECRET)
+    assert [(c.name, list(c.hosts), c.port, c.allow_plain_http, c.scheme, c.secret) for c in answer.credentials] == [
+        ("git", ["git.test:8443", "*.api.test:8443"], 8443, False, env_pb.CREDENTIAL_SCHEME_BEARER, SECRET)
     ]
     assert any(entry.get("missing") == ["absent"] for entry in logs)
     assert SECRET not in repr(logs)
@@ -289,8 +294,10 @@ async def test_the_agent_source_gets_bindings_and_keeps_them_for_its_ttl(control
         )
         try:
             (found,) = await source.bindings(placed)
-            assert found.name == "git" and found.matches("git.test", 443) and found.matches("x.api.test", 8443)
-            assert not found.matches("x.api.test", 443)
+            assert found.name == "git" and found.port == 8443
+            assert found.matches("git.test", 8443, tls=True) and found.matches("x.api.test", 8443, tls=True)
+            assert not found.matches("git.test", 8443, tls=False)  # never in plain HTTP
+            assert not found.matches("x.api.test", 443, tls=True) and not found.matches("old.test", 9000, tls=True)
             assert found.header_line() == ("Authorization", f"Bearer {SECRET}")
             assert SECRET not in repr(found)
             async with auth.channel(running.address) as channel:
@@ -317,6 +324,22 @@ async def test_the_agent_source_refused_says_why_without_a_secret(control_plane:
                 await source.close()
             assert SECRET not in str(refused.value)
             assert "UNAUTHENTICATED" in str(refused.value) or "PERMISSION_DENIED" in str(refused.value)
+
+
+async def test_a_binding_stored_before_ports_existed_means_https_on_443(
+    control_plane: Serve, placed: str, plane
+) -> None:
+    old = env_pb.EnvironmentSpec(credentials=[env_pb.CredentialBinding(credential="git", hosts=["git.test"])])
+    await plane.pool.execute("UPDATE sessions SET environment_spec = $1", old.SerializeToString())
+    async with control_plane() as running:
+        await put(running.address, "git", SECRET)
+        (answer,) = (await resolve(running.address, placed)).credentials
+    found = binding(answer)
+
+    assert (list(answer.hosts), answer.port, answer.allow_plain_http) == (["git.test:443"], 443, False)
+    assert found.matches("git.test", 443, tls=True)
+    assert not found.matches("git.test", 443, tls=False) and not found.matches("git.test", 80, tls=False)
+    assert not found.matches("git.test", 8443, tls=True)
 
 
 def test_a_binding_written_without_a_scheme_is_sent_as_bearer() -> None:

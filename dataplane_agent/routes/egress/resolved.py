@@ -27,7 +27,7 @@ from astrabox.runner.v1 import runner_service_pb2_grpc as pb_grpc
 from dataplane_agent.credentials import CredentialUnavailable
 from dataplane_agent.keyed_locks import KeyedLocks
 from dataplane_agent.routes.egress.bindings import CredentialBinding, Scheme
-from serverkit import host_patterns
+from serverkit import credential_reach, host_patterns
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +61,10 @@ def binding(resolved: pb.ResolvedCredential) -> CredentialBinding:
     scheme = _SCHEMES.get(resolved.scheme)
     if scheme is None:
         raise CredentialUnavailable(f"credential {resolved.name!r} has no scheme this agent knows")
+    # 0: a control plane that does not say, whose bindings all mean HTTPS on 443.
+    port = credential_reach.port(resolved.port)
+    if not 1 <= port <= 65535:
+        raise CredentialUnavailable(f"credential {resolved.name!r} is bound to port {port}, which is none")
     try:
         hosts = tuple(host_patterns.parse(h) for h in resolved.hosts)
     except host_patterns.HostPatternError as error:
@@ -69,10 +73,12 @@ def binding(resolved: pb.ResolvedCredential) -> CredentialBinding:
         ) from None
     return CredentialBinding(
         name=resolved.name,
-        hosts=hosts,
+        hosts=credential_reach.pinned(hosts, port),
         scheme=scheme,
         header=resolved.header if scheme is Scheme.HEADER else "Authorization",
         secret=resolved.secret,
+        port=port,
+        allow_plain_http=resolved.allow_plain_http,
     )
 
 
