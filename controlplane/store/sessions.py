@@ -292,10 +292,12 @@ async def project_of(db: asyncpg.Connection | asyncpg.Pool, session_id: uuid.UUI
 
 
 async def credential_holder(db: asyncpg.Connection | asyncpg.Pool, session_id: uuid.UUID) -> asyncpg.Record | None:
-    """What ResolveCredentials needs of a live session: its project, the agent it is placed on and its
-    pinned environment's spec (NULL: the built-in environment); None when there is no such session."""
+    """What ResolveCredentials needs of a live session: its project, the agent it is placed on, its
+    pinned environment's spec (NULL: the built-in environment) and its agent's spec (`config`, NULL
+    or empty: none stored); None when there is no such session."""
     return await db.fetchrow(
-        "SELECT project_id, agent_id, environment_spec FROM sessions WHERE session_id = $1 AND deleted_at IS NULL",
+        "SELECT project_id, agent_id, environment_spec, config FROM sessions"
+        " WHERE session_id = $1 AND deleted_at IS NULL",
         session_id,
     )
 

@@ -22,13 +22,12 @@ import pytest
 
 from astrabox.environments.v1 import environment_pb2 as env_pb
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.credentials import CredentialUnavailable
+from dataplane_agent.credentials import CredentialUnavailable, binding
 from dataplane_agent.engines.mcp_destinations import parse_networks
 from dataplane_agent.routes.egress.bindings import BindingSource, CredentialBinding, NoBindings, Scheme
 from dataplane_agent.routes.egress.interception import Interception
 from dataplane_agent.routes.egress.policy import EgressPolicy
 from dataplane_agent.routes.egress.proxy import EgressProxy
-from dataplane_agent.routes.egress.resolved import binding
 from dataplane_agent.sandboxes.base import Sandbox, SandboxSpec
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from serverkit.host_patterns import parse
