@@ -9,7 +9,8 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
     errors.py        AgentError, CommandRefused
     health.py        the agent's health in <state dir>/health.json: stream, outbox depth, driver usable
     metrics.py       the Prometheus metrics (`--metrics-listen`): every metric object, read at scrape time
-    credentials.py   named secrets the agent sends for a session (HTTP MCP servers'): 0600 files, by name
+    credentials.py   a session's secrets from the control plane (ResolveCredentials), kept briefly: the
+                     egress proxy's bindings and the HTTP MCP servers' credentials, none on disk
     keyed_locks.py   one lock per session id, dropped when unused
     relay/           the one stream to the control plane (RunnerService.Connect)
       client.py        dial, Hello/Welcome, send outputs, acknowledge, heartbeat, redial
@@ -52,7 +53,7 @@ One process per host (`python -m dataplane_agent`, `astrabox agent`). Its map:
         policy.py        a session's network policy (NONE, LIMITED, UNRESTRICTED) from its environment
         reports.py       EgressRefused outputs, rate-limited per session
         interception.py  the agent's CA: TLS ended only for hosts a credential is bound to
-        bindings.py      credential bindings (the secret kept out of repr); resolved.py: from the control plane
+        bindings.py      credential bindings: one host and port, TLS only unless allow_plain_http (secret out of repr)
     engines/         engine adapters (Claude Code through claude-agent-sdk: claude_code.py, with its
                      transcripts, tool gate and failure messages in claude_*.py), their manifests, and the
                      check at start that the sandbox's user can run the CLI (cli_check.py); a session's

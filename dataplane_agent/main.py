@@ -24,7 +24,7 @@ import structlog
 from astrabox.backoff import Backoff
 from astrabox.runner.v1.runner_service_pb2 import EgressRefused
 from astrabox.secret_settings import SecretSettingError, warn_on_command_line
-from dataplane_agent.credentials import DirectoryCredentials
+from dataplane_agent.credentials import ControlPlaneLink, ResolvedCredentials
 from dataplane_agent.engines.base import EngineAdapter, EngineError
 from dataplane_agent.environments.build_command import LayerBuilds
 from dataplane_agent.environments.layers import LayerBuilder, LayerStore
@@ -44,7 +44,6 @@ from dataplane_agent.routes.egress.bindings import BindingSource
 from dataplane_agent.routes.egress.builds import BuildEgress
 from dataplane_agent.routes.egress.interception import Interception
 from dataplane_agent.routes.egress.proxy import EgressProxy
-from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings
 from dataplane_agent.routes.model import ModelRoute, Upstream
 from dataplane_agent.runtimes.disk_limit import MeasuredDiskLimit
 from dataplane_agent.runtimes.launch import RuntimeTimeouts
@@ -54,7 +53,7 @@ from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError,
 from dataplane_agent.sandboxes.disk import WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
 from dataplane_agent.sandboxes.usage import UsageSampler
-from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings
+from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings, RetiredSetting
 from dataplane_agent.state import AgentState
 from dataplane_agent.state_database import Database, keep_private
 from dataplane_agent.turns.transcripts import TranscriptStore
@@ -98,17 +97,18 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event, start
         await bounded(driver.probe(), settings.driver_probe_timeout)
     except (SandboxError, TimeoutError) as exc:
         raise AgentError(f"the {settings.driver} sandbox driver cannot run here: {exc or 'probe timed out'}") from exc
-    engines = _make_engines(settings)
-    await _check_cli(driver, _cli(settings), agent_id)
-    placements = Placements()
-    inventory = inventory_for(driver, agent_id, settings.state_dir / "sandboxes")
     agent_credential = credential.load_or_create(settings.state_dir)
-    # The egress proxy's credential bindings, resolved from the control plane per session.
-    bindings = ResolvedBindings(
+    # Sessions' credentials from the control plane: the egress proxy's bindings and the HTTP MCP
+    # servers' secrets, one source for both.
+    credentials = ResolvedCredentials(
         ControlPlaneLink(settings.controlplane, agent_id, agent_credential, _controlplane_ca(settings)),
         ttl=settings.egress_credentials_ttl,
     )
-    async with _model(settings) as model, _egress(settings, outbox, bindings) as egress:
+    engines = _make_engines(settings, credentials)
+    await _check_cli(driver, _cli(settings), agent_id)
+    placements = Placements()
+    inventory = inventory_for(driver, agent_id, settings.state_dir / "sandboxes")
+    async with _model(settings) as model, _egress(settings, outbox, credentials) as egress:
         layers = _make_layers(settings, driver, state, agent_id, BuildEgress(egress))
         if layers is not None:
             await layers.start()
@@ -251,7 +251,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event, start
             await stop.wait()
             log.info("agent_stopping")
             await workspace.close()
-            await bindings.close()
+            await credentials.close()
             for task in reversed(loops):  # relay first, engines last
                 task.cancel()
             if endpoint is not None:
@@ -404,13 +404,12 @@ def _controlplane_ca(settings: AgentSettings) -> bytes | None:
         ) from error
 
 
-def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:
+def _make_engines(settings: AgentSettings, credentials: ResolvedCredentials) -> dict[str, EngineAdapter]:
     from dataplane_agent.engines.claude_code import ClaudeCodeAdapter
     from dataplane_agent.engines.http_mcp import HttpMcpConnector
     from dataplane_agent.engines.mcp_destinations import McpDestinations, parse_networks
 
-    # HTTP MCP servers' credentials, by name; never in a sandbox (engines/http_mcp.py).
-    credentials = DirectoryCredentials(settings.credentials_path)
+    _warn_of_credential_files(settings.state_dir / "credentials")
     try:
         destinations = McpDestinations(parse_networks(settings.mcp_allowed_networks))
     except ValueError as error:
@@ -418,6 +417,23 @@ def _make_engines(settings: AgentSettings) -> dict[str, EngineAdapter]:
     connector = HttpMcpConnector(credentials, destinations=destinations)
     adapter = ClaudeCodeAdapter(cli_path=_cli(settings), http_mcp=connector)
     return {adapter.kind: adapter}
+
+
+def _warn_of_credential_files(directory: Path) -> None:
+    """The directory HTTP MCP servers' credentials were once read from: its files are used no more,
+    and are secrets lying on the host, so the operator is told to move them to the credential store."""
+    try:
+        names = sorted(entry.name for entry in directory.iterdir())
+    except OSError:
+        return
+    if names:
+        log.warning(
+            "credential_files_unused",
+            directory=str(directory),
+            files=names[:20],
+            hint="HTTP MCP servers' credentials come from the project's credential store now: put each with"
+            " `astrabox credentials put NAME` and delete these files",
+        )
 
 
 @contextlib.asynccontextmanager
@@ -513,7 +529,7 @@ async def _serve(settings: AgentSettings) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     try:
         settings = AgentSettings.from_args(argv)
-    except SecretSettingError as error:
+    except (SecretSettingError, RetiredSetting) as error:
         sys.exit(f"astrabox agent: {error}")
     logs.configure(settings.log_format, settings.log_level, stream=sys.stdout)
     warn_on_command_line(settings.secrets_on_command_line, "astrabox agent", log)

@@ -22,6 +22,8 @@ the help says:
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,19 +121,6 @@ class AgentSettings:
             help="durable outbox, sessions and sandboxes (env %(env)s; default %(default)s)",
         ),
     )
-    # Empty: <state dir>/credentials.
-    credentials_dir: str = field(
-        default="",
-        metadata=option(
-            "--credentials-dir",
-            env="ASTRABOX_AGENT_CREDENTIALS_DIR",
-            help=(
-                "credentials the agent sends to agents' HTTP MCP servers: one file per credential, named after it,"
-                " mode 0600, in a directory of mode 0700, both the agent user's (env %(env)s; default: the"
-                " state dir's credentials/)"
-            ),
-        ),
-    )
     # CIDRs of non-public networks sandboxes may reach through the egress proxy (routes/egress/).
     egress_allowed_networks: str = field(
         default="",
@@ -157,7 +146,7 @@ class AgentSettings:
             ),
         ),
     )
-    # How long the egress proxy keeps a session's resolved credentials (routes/egress/resolved.py): a
+    # How long the egress proxy keeps a session's resolved credentials (dataplane_agent/credentials.py): a
     # credential replaced or deleted in the control plane takes effect within this time.
     egress_credentials_ttl: float = field(
         default=60.0,
@@ -472,18 +461,38 @@ class AgentSettings:
         """`astrabox agent`'s command line, its defaults from `environ` (default os.environ)."""
         return serverkit_settings.parser(cls, environ, prog=PROG, description=DESCRIPTION, config_env=CONFIG_ENV)
 
-    @property
-    def credentials_path(self) -> Path:
-        """Where the credentials of agents' HTTP MCP servers are (credentials.py)."""
-        return _expanded_path(self.credentials_dir) if self.credentials_dir else self.state_dir / "credentials"
-
     @classmethod
     def from_args(
         cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
     ) -> AgentSettings:
         """The settings from the command line `argv` (default sys.argv), `environ` (default os.environ)
         and `overrides`. SecretSettingError when a secret is given twice or its file cannot be read;
-        exits as argparse does on a bad flag or value."""
+        RetiredSetting when a setting the agent no longer has is given (`RETIRED`); exits as argparse
+        does on a bad flag or value."""
+        _refuse_retired(sys.argv[1:] if argv is None else argv, os.environ if environ is None else environ)
         return serverkit_settings.from_args(
             cls, argv, environ, prog=PROG, description=DESCRIPTION, config_env=CONFIG_ENV, **overrides
         )
+
+
+class RetiredSetting(Exception):
+    """A setting the agent no longer has was given; the message says what replaces it."""
+
+
+# Settings the agent no longer has, with what replaces them: given, they stop the start with that
+# message rather than being ignored (an operator would otherwise believe them in force).
+RETIRED = {
+    ("--credentials-dir", "ASTRABOX_AGENT_CREDENTIALS_DIR"): (
+        "HTTP MCP servers' credentials are no longer files on the agent's host: an agent definition's"
+        " `credential` names a credential of its project's encrypted store, which the control plane gives"
+        " the agent a session is placed on. Put each secret there with `astrabox credentials put NAME`"
+        " (from a file or standard input), delete the files, and start the agent without"
+    ),
+}
+
+
+def _refuse_retired(argv: Sequence[str], environ: Mapping[str, str]) -> None:
+    for (flag, variable), replacement in RETIRED.items():
+        given = any(arg == flag or arg.startswith(flag + "=") for arg in argv)
+        if given or environ.get(variable):
+            raise RetiredSetting(f"{flag if given else variable} is no longer a setting. {replacement} it.")

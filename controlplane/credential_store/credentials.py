@@ -1,5 +1,6 @@
 """A project's credentials: put (created, or replaced as a new version), listed, deleted; and the
-secrets a session's pinned environment binds, opened for the agent running it.
+secrets a session needs (those its pinned environment binds, those its agent's HTTP MCP servers
+name), opened for the agent running it.
 
 Every call takes the caller's project and touches only its credentials: another project's answers
 exactly as one that does not exist. Without a key (`Keyring`) every call answers
@@ -19,12 +20,14 @@ from datetime import datetime
 import asyncpg
 import structlog
 
+from astrabox.agents.v1 import agent_pb2
 from astrabox.environments.v1 import environment_pb2
 from controlplane import store, validation
 from controlplane.credential_store.cipher import Keyring, SealBroken, Sealed, SealedUnderOtherKey
 from controlplane.errors import CredentialNotFound, CredentialsUnavailable, CredentialUnreadable, InvalidArgument
 from controlplane.page_tokens import PageTokens
 from controlplane.validation import echo
+from serverkit import credential_reach, host_patterns
 
 log = structlog.get_logger(__name__)
 
@@ -64,10 +67,30 @@ class Resolved:
     """One binding of a session's environment with its credential's secret."""
 
     name: str
+    # Host patterns, each with `port` (`serverkit.credential_reach.pinned`).
     hosts: tuple[str, ...]
     scheme: environment_pb2.CredentialScheme
     header: str
     secret: str
+    port: int
+    allow_plain_http: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedMcp:
+    """The credential an HTTP MCP server of a session's agent names, with its secret."""
+
+    server: str
+    name: str
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSecrets:
+    """What ResolveCredentials answers for one session."""
+
+    bindings: tuple[Resolved, ...] = ()
+    mcp: tuple[ResolvedMcp, ...] = ()
 
 
 class CredentialStore:
@@ -138,26 +161,53 @@ class CredentialStore:
             raise CredentialNotFound(name)
         log.info("credential_deleted", name=name, project_id=str(project_id))
 
-    async def resolve(self, project_id: uuid.UUID, spec: environment_pb2.EnvironmentSpec) -> list[Resolved]:
-        """Each binding of `spec` whose credential the project holds, with its secret (a binding whose
-        credential is missing is left out: the agent reports it). CredentialUnreadable when a bound
-        credential does not decrypt."""
-        bindings: Sequence[environment_pb2.CredentialBinding] = spec.credentials
-        if not bindings:
-            return []
-        keys = self._keys()
-        rows = {
-            r["name"]: r
-            for r in await store.credential_store.named(self._pool, project_id, [b.credential for b in bindings])
-        }
+    async def resolve(
+        self,
+        project_id: uuid.UUID,
+        environment: environment_pb2.EnvironmentSpec | None,
+        agent: agent_pb2.AgentSpec | None,
+    ) -> SessionSecrets:
+        """The secrets a session needs: each binding of its `environment`, and each HTTP MCP server of
+        its `agent` naming a credential, whose credential the project holds (one it lacks is left out:
+        the agent reports it). CredentialUnreadable when a named credential does not decrypt."""
+        bindings: Sequence[environment_pb2.CredentialBinding] = environment.credentials if environment else ()
+        servers = [
+            (server.name, server.http.credential)
+            for server in (agent.mcp_servers if agent else ())
+            if server.WhichOneof("transport") == "http" and server.http.credential
+        ]
+        if not bindings and not servers:
+            return SessionSecrets()
+        secrets = await self._opened(project_id, {b.credential for b in bindings} | {name for _, name in servers})
         found = []
         for binding in bindings:
-            row = rows.get(binding.credential)
-            if row is None:
+            if (secret := secrets.get(binding.credential)) is None:
                 continue
+            port = credential_reach.port(binding.port)
+            hosts = tuple(str(p) for p in credential_reach.pinned(_parsed(binding.hosts), port))
+            if hosts:
+                found.append(
+                    Resolved(
+                        binding.credential,
+                        hosts,
+                        binding.scheme,
+                        binding.header,
+                        secret,
+                        port,
+                        binding.allow_plain_http,
+                    )
+                )
+        mcp = [ResolvedMcp(server, name, secrets[name]) for server, name in servers if name in secrets]
+        return SessionSecrets(tuple(found), tuple(mcp))
+
+    async def _opened(self, project_id: uuid.UUID, names: set[str]) -> dict[str, str]:
+        """The secrets of the credentials named that the project holds, by name."""
+        keys = self._keys()
+        opened = {}
+        for row in await store.credential_store.named(self._pool, project_id, sorted(names)):
             sealed = Sealed(bytes(row["ciphertext"]), bytes(row["nonce"]), row["key_id"])
             try:
-                secret = keys.open(project_id, row["name"], row["version"], sealed)
+                opened[row["name"]] = keys.open(project_id, row["name"], row["version"], sealed)
             except SealedUnderOtherKey as other:
                 log.error("credential_key_mismatch", name=row["name"], project_id=str(project_id), key_id=other.key_id)
                 raise CredentialUnreadable(
@@ -175,5 +225,15 @@ class CredentialStore:
                     " credential; put it again",
                     row["name"],
                 ) from None
-            found.append(Resolved(row["name"], tuple(binding.hosts), binding.scheme, binding.header, secret))
-        return found
+        return opened
+
+
+def _parsed(hosts: Sequence[str]) -> list[host_patterns.HostPattern]:
+    """The patterns that parse (the definition was validated; one stored before a rule was not)."""
+    parsed = []
+    for text in hosts:
+        try:
+            parsed.append(host_patterns.parse(text))
+        except host_patterns.HostPatternError:
+            continue
+    return parsed

@@ -1,5 +1,6 @@
-"""RunnerService.ResolveCredentials: the secrets a session's pinned environment binds to hosts, for
-the egress proxy of the agent the session is placed on, and for no one else.
+"""RunnerService.ResolveCredentials: the secrets a session needs, for the agent the session is placed
+on and for no one else: those its pinned environment binds to hosts (for the agent's egress proxy)
+and those its agent's HTTP MCP servers name (for the agent to send them).
 
 The calling agent proves who it is as in Connect's Hello, by its enrolled credential, carried in
 the call's metadata (`astrabox-agent-id`, `astrabox-agent-credential`): a wrong or missing one is
@@ -18,6 +19,7 @@ import asyncpg
 import grpc
 import structlog
 
+from astrabox.agents.v1 import agent_pb2
 from astrabox.environments.v1 import environment_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store, validation
@@ -53,22 +55,36 @@ class CredentialResolver:
         if holder["credential_hosts"] == "dedicated" and not holder["dedicated_host"]:
             log.warning("credentials_refused_to_shared_host", agent_id=agent_id, session_id=session_id)
             raise CredentialsHostNotDedicated(session_id, agent_id)
-        if holder["environment_spec"] is None:
-            return runner_pb2.ResolveCredentialsResponse()
-        spec = environment_pb2.EnvironmentSpec.FromString(bytes(holder["environment_spec"]))
-        resolved = await self._credentials.resolve(holder["project_id"], spec)
+        stored_environment, stored_agent = holder["environment_spec"], holder["config"]
+        environment = (
+            environment_pb2.EnvironmentSpec.FromString(bytes(stored_environment)) if stored_environment else None
+        )
+        agent = agent_pb2.AgentSpec.FromString(bytes(stored_agent)) if stored_agent else None
+        found = await self._credentials.resolve(holder["project_id"], environment, agent)
+        bound = {b.credential for b in environment.credentials} if environment else set()
+        named = {s.http.credential for s in agent.mcp_servers if s.http.credential} if agent else set()
         log.info(
             "credentials_resolved",
             agent_id=agent_id,
             session_id=session_id,
-            credentials=[r.name for r in resolved],
-            missing=sorted({b.credential for b in spec.credentials} - {r.name for r in resolved}),
+            credentials=[r.name for r in found.bindings],
+            mcp_servers=[m.server for m in found.mcp],
+            missing=sorted((bound | named) - {r.name for r in found.bindings} - {m.name for m in found.mcp}),
         )
         return runner_pb2.ResolveCredentialsResponse(
             credentials=[
                 runner_pb2.ResolvedCredential(
-                    name=r.name, hosts=r.hosts, scheme=r.scheme, header=r.header, secret=r.secret
+                    name=r.name,
+                    hosts=r.hosts,
+                    scheme=r.scheme,
+                    header=r.header,
+                    secret=r.secret,
+                    port=r.port,
+                    allow_plain_http=r.allow_plain_http,
                 )
-                for r in resolved
-            ]
+                for r in found.bindings
+            ],
+            mcp_credentials=[
+                runner_pb2.ResolvedMcpCredential(server=m.server, name=m.name, secret=m.secret) for m in found.mcp
+            ],
         )

@@ -16,7 +16,11 @@ only through `validation.echo`. The bounds are the ones environment.proto docume
 - limits 0 (the agent's default) or more;
 - the network policy's patterns through `serverkit.host_patterns` (the egress proxy matches with
   the same code), allowed_hosts only with LIMITED, at most 256;
-- credential bindings: a credential's name, 1-64 host patterns, a header's name for HEADER only.
+- credential bindings: a credential's name, 1-64 host patterns without a port, a port 0 (443) to
+  65535, a header's name for HEADER only; `allow_plain_http` only where every host is non-public
+  (`serverkit.credential_reach`: localhost, .localhost, .internal, .local, .home.arpa, loopback and
+  private addresses), refused otherwise with reason PLAIN_HTTP_CREDENTIAL_TO_PUBLIC_HOST: the
+  secret would cross the internet readable.
 
 `canonical` is the form stored and digested (`named_definitions.canonical`). `build_digest` is the
 SHA-256 of the canonical form of an EnvironmentSpec that holds only `packages` and `setup_script`
@@ -36,9 +40,10 @@ from astrabox.environments.v1 import environment_pb2 as epb
 from controlplane import named_definitions
 from controlplane.errors import InvalidArgument
 from controlplane.validation import echo
-from serverkit import host_patterns
+from serverkit import credential_reach, host_patterns
 
 INVALID_ENVIRONMENT_SPEC = "INVALID_ENVIRONMENT_SPEC"
+PLAIN_HTTP_CREDENTIAL_TO_PUBLIC_HOST = "PLAIN_HTTP_CREDENTIAL_TO_PUBLIC_HOST"
 
 MAX_PACKAGES = 256
 MAX_PACKAGE_BYTES = 256
@@ -186,12 +191,14 @@ def _network(field: str, network: epb.NetworkPolicy) -> None:
     _patterns(f"{field}.allowed_hosts", network.allowed_hosts)
 
 
-def _patterns(field: str, patterns: Sequence[str]) -> None:
+def _patterns(field: str, patterns: Sequence[str]) -> list[host_patterns.HostPattern]:
+    parsed = []
     for index, text in enumerate(patterns):
         try:
-            host_patterns.parse(text)
+            parsed.append(host_patterns.parse(text))
         except host_patterns.HostPatternError as error:
             raise refused(f"{field}[{index}]", f"{field}[{index}] is no host pattern: {error}") from None
+    return parsed
 
 
 _CREDENTIAL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -207,7 +214,27 @@ def _binding(field: str, binding: epb.CredentialBinding) -> None:
         )
     if not 1 <= len(binding.hosts) <= MAX_BINDING_HOSTS:
         raise refused(f"{field}.hosts", f"{field}.hosts must name 1 to {MAX_BINDING_HOSTS} host patterns")
-    _patterns(f"{field}.hosts", binding.hosts)
+    hosts = _patterns(f"{field}.hosts", binding.hosts)
+    for index, pattern in enumerate(hosts):
+        if pattern.port is not None:
+            raise refused(
+                f"{field}.hosts[{index}]",
+                f"{field}.hosts[{index}] names a port ({echo(binding.hosts[index])}): write the host alone and"
+                f" the port in {field}.port (0 or absent: 443)",
+            )
+    if not 0 <= binding.port <= 65535:
+        raise refused(f"{field}.port", f"{field}.port must be a port from 1 to 65535 (0: 443), got {binding.port}")
+    if binding.allow_plain_http:
+        public = next((index for index, pattern in enumerate(hosts) if not credential_reach.non_public(pattern)), None)
+        if public is not None:
+            raise InvalidArgument(
+                f"{field}.allow_plain_http",
+                f"{field}.allow_plain_http would send credential {echo(binding.credential)} unencrypted to"
+                f" {echo(binding.hosts[public])}, which may be on the internet: plain HTTP may carry a credential"
+                f" only to localhost, names under .{', .'.join(credential_reach.PLAIN_HTTP_SUFFIXES)}"
+                " and loopback or private addresses; reach the host over HTTPS and leave allow_plain_http false",
+                PLAIN_HTTP_CREDENTIAL_TO_PUBLIC_HOST,
+            )
     if binding.scheme not in epb.CredentialScheme.values():
         raise refused(f"{field}.scheme", f"{field}.scheme must be BEARER, BASIC or HEADER, got {binding.scheme}")
     if binding.scheme == epb.CREDENTIAL_SCHEME_HEADER:

@@ -128,6 +128,9 @@ class EngineConfig:
     # The session's agent: system prompt, tools and their policies, MCP servers, skills, limits.
     # The same for every engine of the session (the agent's state keeps it); the default: none.
     agent_config: AgentConfig = field(default_factory=AgentConfig)
+    # The session the engine runs for, whose credentials its HTTP MCP servers are sent; empty for an
+    # engine started ahead of any session (a warm one, which has no MCP server).
+    session_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,7 +208,7 @@ class ClaudeCodeAdapter:
             include_partial_messages=True,
         )
         # The session's agent: its system prompt, tools and their policies, MCP servers, skills, limits.
-        http = await self._http_mcp.connect(config.agent_config)
+        http = await self._http_mcp.connect(config.agent_config, config.session_id)
         options = with_agent_config(base, config.agent_config, config.interactions, http.servers)
         session = ClaudeCodeSession(
             ClaudeSDKClient(options),

@@ -1,10 +1,11 @@
 """An agent's HTTP MCP servers, reached by the data-plane agent on the engine's behalf: the sandbox
 has no network, and the server's credential must never be in it.
 
-At each engine start, for each HTTP server of the session's agent, the agent resolves the server's
-credential by name (`dataplane_agent.credentials`), connects with the `mcp` package's Streamable
-HTTP client, the credential in a header (`Authorization: Bearer <secret>`, or the raw secret in
-the header the definition names), and lists the server's tools. It then offers those tools to the
+At each engine start, for each HTTP server of the session's agent, the agent asks for the secret of
+the credential the server names (a credential of the project's encrypted store, given by the
+control plane for the session: `McpCredentials`, `dataplane_agent.credentials`), connects with the
+`mcp` package's Streamable HTTP client, the secret in a header (`Authorization: Bearer <secret>`,
+or the raw secret in the header the definition names), and lists the server's tools. It then offers those tools to the
 engine as an in-process SDK MCP server of the same name (`create_sdk_mcp_server`): the CLI in the
 sandbox sees `mcp__<name>__<tool>` like any other MCP tool, and asks the SDK, over its control
 channel, to call one; the agent makes the call on a connection of its own, adding the credential.
@@ -15,10 +16,11 @@ and more firmly: the CLI, which enforces those hooks, runs in the sandbox, so a 
 `enabled_tools` or denied by a policy is not offered by the in-process server at all, and cannot be
 called with the credential whatever the sandbox's code does. (`ask` is the CLI's to hold.)
 
-Every call opens its own short connection (initialize, call, close): no session to keep alive or
-lose between turns, and a rotated credential is read again at the next call. Every wait is bounded
+Every call opens its own short connection (initialize, call, close) and asks for the secret again:
+no session to keep alive or lose between turns, and a rotated credential is sent from the next
+call on. Every wait is bounded
 (`HttpMcpTimeouts`). A server that cannot be reached, answers 401/403, or whose credential this
-agent does not hold, when the engine starts, is left out: the engine starts without it, and the
+session's project does not hold, when the engine starts, is left out: the engine starts without it, and the
 session's runtime reports it (McpServerUnavailable, journaled as MCP_SERVER_UNAVAILABLE) with the
 server's name. A call that fails later is an error result the model reads. No reason, log line or
 result carries the secret: every message passes through a redactor that blanks it. A server whose
@@ -32,7 +34,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx2
 import structlog
@@ -40,7 +42,7 @@ from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_serv
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from dataplane_agent.credentials import Credentials, CredentialUnavailable, NoCredentials
+from dataplane_agent.credentials import CredentialUnavailable
 from dataplane_agent.engines.agent_config import AgentConfig, HttpMcpServer, McpServer, ToolPolicy, Tools
 from dataplane_agent.engines.base import McpUnavailable
 from dataplane_agent.engines.mcp_destinations import DestinationRefused, McpDestinations
@@ -73,36 +75,50 @@ class HttpMcpServers:
     unavailable: tuple[McpUnavailable, ...] = ()
 
 
+class McpCredentials(Protocol):
+    """Where an HTTP MCP server's secret comes from (`dataplane_agent.credentials.ResolvedCredentials`)."""
+
+    async def mcp_secret(self, session_id: str, server: str, credential: str) -> str:
+        """The secret of `credential`, named by the session's server `server`, as it is now;
+        CredentialUnavailable, saying why without a secret, when it cannot be had."""
+
+
+class NoMcpCredentials:
+    """An agent with no way to credentials: every server naming one is left out."""
+
+    async def mcp_secret(self, session_id: str, server: str, credential: str) -> str:
+        raise CredentialUnavailable(f"this agent has no way to its sessions' credentials (so not {credential[:64]!r})")
+
+
 class HttpMcpConnector:
     """Connects a session's HTTP MCP servers for its engine (see the module docstring)."""
 
     def __init__(
         self,
-        credentials: Credentials | None = None,
+        credentials: McpCredentials | None = None,
         timeouts: HttpMcpTimeouts | None = None,
         destinations: McpDestinations | None = None,
     ) -> None:
-        self._credentials = credentials if credentials is not None else NoCredentials()
+        self._credentials = credentials if credentials is not None else NoMcpCredentials()
         self._timeouts = timeouts or HttpMcpTimeouts()
         self._destinations = destinations or McpDestinations()
 
-    async def connect(self, config: AgentConfig) -> HttpMcpServers:
-        """The SDK servers of the agent's HTTP servers that could be reached; the others, unavailable."""
+    async def connect(self, config: AgentConfig, session_id: str) -> HttpMcpServers:
+        """The SDK servers of the agent's HTTP servers that could be reached, their credentials the
+        session's; the others, unavailable."""
         http = [server for server in config.mcp_servers if server.http is not None]
         if not http:
             return HttpMcpServers({})
-        results = await asyncio.gather(*(self._connect_one(server, config.tools) for server in http))
+        results = await asyncio.gather(*(self._connect_one(server, config.tools, session_id) for server in http))
         offered = {name: config for name, config in results if isinstance(config, dict)}
         unavailable = tuple(result for _, result in results if isinstance(result, McpUnavailable))
         return HttpMcpServers(offered, unavailable)
 
-    async def _connect_one(self, server: McpServer, policies: Tools) -> tuple[str, McpSdkServerConfig | McpUnavailable]:
+    async def _connect_one(
+        self, server: McpServer, policies: Tools, session_id: str
+    ) -> tuple[str, McpSdkServerConfig | McpUnavailable]:
         assert server.http is not None
-        try:
-            secret = self._resolve(server.http)
-            remote = _Remote(server.name, server.http, secret, self._timeouts, self._destinations)
-        except CredentialUnavailable as unavailable:
-            return server.name, self._left_out(server.name, f"its credential is not available: {unavailable}")
+        remote = _Remote(server.name, server.http, self._secret(session_id, server), self._timeouts, self._destinations)
         try:
             async with asyncio.timeout(self._timeouts.connect):
                 tools = await remote.list_tools()
@@ -117,10 +133,17 @@ class HttpMcpConnector:
         sdk_tools = [_sdk_tool(remote, tool, self._timeouts.call) for tool in offered]
         return server.name, create_sdk_mcp_server(server.name, tools=sdk_tools)
 
-    def _resolve(self, http: HttpMcpServer) -> str:
-        if not http.credential:
-            return ""
-        return self._credentials.resolve(http.credential)
+    def _secret(self, session_id: str, server: McpServer) -> Callable[[], Awaitable[str]]:
+        """How the server's secret is had at each use ("" for a server naming no credential)."""
+        assert server.http is not None
+        credential = server.http.credential
+
+        async def secret() -> str:
+            if not credential:
+                return ""
+            return await self._credentials.mcp_secret(session_id, server.name, credential)
+
+        return secret
 
     @staticmethod
     def _left_out(name: str, reason: str) -> McpUnavailable:
@@ -134,10 +157,15 @@ class RemoteFailed(Exception):
 
 
 class _Remote:
-    """One HTTP MCP server with its secret: connections that carry it, messages that never do."""
+    """One HTTP MCP server and how its secret is had: connections that carry it, messages that never do."""
 
     def __init__(
-        self, name: str, http: HttpMcpServer, secret: str, timeouts: HttpMcpTimeouts, destinations: McpDestinations
+        self,
+        name: str,
+        http: HttpMcpServer,
+        secret: Callable[[], Awaitable[str]],
+        timeouts: HttpMcpTimeouts,
+        destinations: McpDestinations,
     ) -> None:
         self.name = name
         self.url = http.url
@@ -145,8 +173,7 @@ class _Remote:
         # Each HTTP exchange within the longest wait (the caller bounds the whole with its own).
         self._http_timeout = httpx2.Timeout(max(timeouts.call, timeouts.connect), connect=timeouts.connect)
         self._secret = secret
-        header = http.header or AUTHORIZATION
-        self._headers = {header: f"Bearer {secret}" if header.lower() == "authorization" else secret} if secret else {}
+        self._header = http.header or AUTHORIZATION
 
     async def list_tools(self) -> list[Any]:
         """The server's tools (RemoteFailed if it cannot be used)."""
@@ -185,8 +212,14 @@ class _Remote:
         except DestinationRefused as refused:
             raise RemoteFailed(str(refused)) from None
         try:
+            secret = await self._secret()
+        except CredentialUnavailable as unavailable:
+            raise RemoteFailed(f"its credential is not available: {unavailable}") from None
+        header = self._header
+        headers = {header: f"Bearer {secret}" if header.lower() == "authorization" else secret} if secret else {}
+        try:
             async with httpx2.AsyncClient(
-                headers=self._headers,
+                headers=headers,
                 timeout=self._http_timeout,
                 follow_redirects=False,
                 event_hooks={"response": [note_refusal]},
@@ -199,12 +232,11 @@ class _Remote:
                 raise RemoteFailed(f"{self.url} refused the credential (HTTP {refusals[-1]})") from None
             cause = _innermost(error)
             what = "could not be reached" if isinstance(cause, httpx2.TransportError) else "failed"
-            raise RemoteFailed(self.redact(f"{self.url} {what}: {_describe(cause)}")) from None
+            raise RemoteFailed(_redacted(f"{self.url} {what}: {_describe(cause)}", secret)) from None
 
-    def redact(self, text: str) -> str:
-        if len(self._secret) >= 4:
-            text = text.replace(self._secret, "[redacted]")
-        return text
+
+def _redacted(text: str, secret: str) -> str:
+    return text.replace(secret, "[redacted]") if len(secret) >= 4 else text
 
 
 def _offered(server: McpServer, policies: Tools, tool: str) -> bool:

@@ -372,6 +372,7 @@ class Runtimes:
             env=self._launcher.engine_env(session_id),
             interactions=turns,
             agent_config=AgentConfig.from_bytes(record.config),
+            session_id=session_id,
         )
         engine, _ = await self._launcher.engine(session_id, adapter, sandbox, config, claimed=None)
         try:

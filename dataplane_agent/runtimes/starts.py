@@ -145,6 +145,7 @@ class RuntimeStarts:
             env=self._held.launcher.engine_env(session_id),
             interactions=turns,
             agent_config=AgentConfig.from_proto(req.config),
+            session_id=session_id,
         )
         connecting = phase_began["engine_adopted"] = phase_began["engine_connected"] = time.monotonic()
         try:

@@ -73,7 +73,8 @@ network:
   package_registries: true
 credentials:
   - {credential: github-token, hosts: [github.com], scheme: basic}
-  - {credential: api-key, hosts: [api.corp.example], scheme: header, header: X-Api-Key}
+  - {credential: api-key, hosts: [api.corp.example], port: 8443, scheme: header, header: X-Api-Key}
+  - {credential: github-token, hosts: [db.corp.internal], port: 8080, allow_plain_http: true}
 """
 
 
@@ -95,8 +96,12 @@ def test_a_complete_file_reads_into_the_spec_it_says() -> None:
             epb.CredentialBinding(
                 credential="api-key",
                 hosts=["api.corp.example"],
+                port=8443,
                 scheme=epb.CREDENTIAL_SCHEME_HEADER,
                 header="X-Api-Key",
+            ),
+            epb.CredentialBinding(
+                credential="github-token", hosts=["db.corp.internal"], port=8080, allow_plain_http=True
             ),
         ],
     )
@@ -113,6 +118,14 @@ def test_a_complete_file_reads_into_the_spec_it_says() -> None:
         ("name: x\nlimits:\n  memory: lots\n", "f:3: limits.memory: 'lots' is not a size"),
         ("name: x\nlimits: {cpus: -1}\n", "f:2: limits.cpus: -1 is not a number of cores"),
         ("name: x\ncredentials: [{hosts: [a]}]\n", "f:2: credentials[0]: 'credential' is required"),
+        ("name: x\ncredentials: [{credential: c, hosts: [a], port: 0}]\n", "f:2: credentials[0].port: 0 is not a port"),
+        ("name: x\ncredentials: [{credential: c, hosts: [a], port: 65536}]\n", "f:2: credentials[0].port: 65536"),
+        ("name: x\ncredentials: [{credential: c, hosts: [a], port: -1}]\n", "f:2: credentials[0].port: -1 is not"),
+        ("name: x\ncredentials: [{credential: c, hosts: [a], port: '443'}]\n", "f:2: credentials[0].port: must be"),
+        (
+            "name: x\ncredentials: [{credential: c, hosts: [a], allow_plain_http: yes please}]\n",
+            "f:2: credentials[0].allow_plain_http: must be true or false",
+        ),
         ("name: x\nnetwork: {package_registries: yes please}\n", "f:2: network.package_registries: must be true"),
         ("name: X\n", "f:1: name: 'X' is not 1-64 characters"),
         ("name: x\n---\nname: x\n", "f:3: name: 'x' is defined twice (first at f:1)"),

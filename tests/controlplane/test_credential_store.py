@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from structlog.testing import capture_logs
 
+from astrabox.agents.v1 import agent_pb2 as agent_pb
 from astrabox.credentialstore.v1 import credential_service_pb2 as pb
 from astrabox.credentialstore.v1 import credential_service_pb2_grpc as pb_grpc
 from astrabox.environments.v1 import environment_pb2 as env_pb
@@ -30,8 +31,7 @@ from controlplane.kernel import CreateSession
 from controlplane.server import RunningControlPlane, serve
 from controlplane.settings import ControlPlaneSettings, SettingsError
 from controlplane.status import error_info
-from dataplane_agent.credentials import CredentialUnavailable
-from dataplane_agent.routes.egress.resolved import ControlPlaneLink, ResolvedBindings, binding
+from dataplane_agent.credentials import ControlPlaneLink, CredentialUnavailable, ResolvedCredentials, binding
 from tests.support import auth
 
 SECRET = "ghp_s3cr3t-token-for-the-git-host"
@@ -146,11 +146,16 @@ async def test_no_key_answers_credentials_unavailable(control_plane: Serve) -> N
 # ---- ResolveCredentials ------------------------------------------------------------------------------
 
 
-def spec_binding(*names: str) -> bytes:
+def spec_binding(*names: str, port: int = 8443) -> bytes:
+    """An environment binding each of `names` to git.test and *.api.test on `port`, and (as stored
+    before bindings had a port) to old.test:9000."""
     spec = env_pb.EnvironmentSpec(
         credentials=[
             env_pb.CredentialBinding(
-                credential=name, hosts=["git.test", "*.api.test:8443"], scheme=env_pb.CREDENTIAL_SCHEME_BEARER
+                credential=name,
+                hosts=["git.test", "*.api.test", "old.test:9000"],
+                scheme=env_pb.CREDENTIAL_SCHEME_BEARER,
+                port=port,
             )
             for name in names
         ]
@@ -193,8 +198,8 @@ async def test_the_placed_agent_gets_the_bound_secrets(control_plane: Serve, pla
         await put(running.address, "unbound", "not-for-this-session")
         with capture_logs() as logs:
             answer = await resolve(running.address, placed)
-    assert [(c.name, list(c.hosts), c.scheme, c.secret) for c in answer.credentials] == [
-        ("git", ["git.test", "*.api.test:8443"], env_pb.CREDENTIAL_SCHEME_BEARER, SECRET)
+    assert [(c.name, list(c.hosts), c.port, c.allow_plain_http, c.scheme, c.secret) for c in answer.credentials] == [
+        ("git", ["git.test:8443", "*.api.test:8443"], 8443, False, env_pb.CREDENTIAL_SCHEME_BEARER, SECRET)
     ]
     assert any(entry.get("missing") == ["absent"] for entry in logs)
     assert SECRET not in repr(logs)
@@ -277,20 +282,22 @@ async def test_a_key_that_is_no_key_stops_the_start(control_plane: Serve) -> Non
             pass
 
 
-# ---- the agent's side: dataplane_agent.routes.egress.resolved ----------------------------------------
+# ---- the agent's side: dataplane_agent.credentials ----------------------------------------------------
 
 
 async def test_the_agent_source_gets_bindings_and_keeps_them_for_its_ttl(control_plane: Serve, placed: str) -> None:
     now = [0.0]
     async with control_plane() as running:
         await put(running.address, "git", SECRET)
-        source = ResolvedBindings(
+        source = ResolvedCredentials(
             ControlPlaneLink(running.address, AGENT, AGENT_CREDENTIAL), ttl=60, clock=lambda: now[0]
         )
         try:
             (found,) = await source.bindings(placed)
-            assert found.name == "git" and found.matches("git.test", 443) and found.matches("x.api.test", 8443)
-            assert not found.matches("x.api.test", 443)
+            assert found.name == "git" and found.port == 8443
+            assert found.matches("git.test", 8443, tls=True) and found.matches("x.api.test", 8443, tls=True)
+            assert not found.matches("git.test", 8443, tls=False)  # never in plain HTTP
+            assert not found.matches("x.api.test", 443, tls=True) and not found.matches("old.test", 9000, tls=True)
             assert found.header_line() == ("Authorization", f"Bearer {SECRET}")
             assert SECRET not in repr(found)
             async with auth.channel(running.address) as channel:
@@ -302,6 +309,55 @@ async def test_the_agent_source_gets_bindings_and_keeps_them_for_its_ttl(control
             await source.close()
 
 
+def agent_naming(**servers: str) -> bytes:
+    """A session's agent with an HTTP MCP server per `servers` (name: the credential it names, "" for
+    none) and a stdio one."""
+    spec = agent_pb.AgentSpec(
+        mcp_servers=[
+            agent_pb.McpServer(name=name, http=agent_pb.HttpMcpServer(url=f"https://{name}.test/mcp", credential=cred))
+            for name, cred in servers.items()
+        ]
+    )
+    spec.mcp_servers.add(name="docs", stdio=agent_pb.StdioMcpServer(command="docs-mcp"))
+    return spec.SerializeToString(deterministic=True)
+
+
+async def test_an_mcp_servers_credential_comes_from_the_store_and_a_rotated_one_at_the_next_use(
+    control_plane: Serve, placed: str, plane
+) -> None:
+    # Without an environment: an agent's MCP servers need none.
+    config = agent_naming(tickets="tickets.token", wiki="tickets.token", unknown="absent", open="")
+    await plane.pool.execute("UPDATE sessions SET environment_spec = NULL, config = $1", config)
+    now = [0.0]
+    async with control_plane() as running:
+        await put(running.address, "tickets.token", SECRET)
+        with capture_logs() as logs:
+            answer = await resolve(running.address, placed)
+        source = ResolvedCredentials(
+            ControlPlaneLink(running.address, AGENT, AGENT_CREDENTIAL), ttl=60, clock=lambda: now[0]
+        )
+        try:
+            first = await source.mcp_secret(placed, "tickets", "tickets.token")
+            await put(running.address, "tickets.token", SECRET + "-rotated")
+            rotated = await source.mcp_secret(placed, "tickets", "tickets.token")  # within the TTL: asked again
+            with pytest.raises(CredentialUnavailable) as missing:
+                await source.mcp_secret(placed, "unknown", "absent")
+            assert list(await source.bindings(placed)) == []
+        finally:
+            await source.close()
+
+    assert list(answer.credentials) == []
+    assert sorted((m.server, m.name, m.secret) for m in answer.mcp_credentials) == [
+        ("tickets", "tickets.token", SECRET),
+        ("wiki", "tickets.token", SECRET),
+    ]
+    assert (first, rotated) == (SECRET, SECRET + "-rotated")
+    assert "the project holds no credential 'absent'" in str(missing.value)
+    assert "astrabox credentials put absent" in str(missing.value)
+    assert any(entry.get("missing") == ["absent"] for entry in logs)
+    assert SECRET not in repr(logs)
+
+
 async def test_the_agent_source_refused_says_why_without_a_secret(control_plane: Serve, placed: str) -> None:
     async with control_plane() as running:
         await put(running.address, "git", SECRET)
@@ -309,7 +365,7 @@ async def test_the_agent_source_refused_says_why_without_a_secret(control_plane:
             ControlPlaneLink(running.address, AGENT, "wrong" * 9),
             ControlPlaneLink(running.address, "agent-2", "d" * 43),
         ):
-            source = ResolvedBindings(link)
+            source = ResolvedCredentials(link)
             try:
                 with pytest.raises(CredentialUnavailable) as refused:
                     await source.bindings(placed)
@@ -317,6 +373,22 @@ async def test_the_agent_source_refused_says_why_without_a_secret(control_plane:
                 await source.close()
             assert SECRET not in str(refused.value)
             assert "UNAUTHENTICATED" in str(refused.value) or "PERMISSION_DENIED" in str(refused.value)
+
+
+async def test_a_binding_stored_before_ports_existed_means_https_on_443(
+    control_plane: Serve, placed: str, plane
+) -> None:
+    old = env_pb.EnvironmentSpec(credentials=[env_pb.CredentialBinding(credential="git", hosts=["git.test"])])
+    await plane.pool.execute("UPDATE sessions SET environment_spec = $1", old.SerializeToString())
+    async with control_plane() as running:
+        await put(running.address, "git", SECRET)
+        (answer,) = (await resolve(running.address, placed)).credentials
+    found = binding(answer)
+
+    assert (list(answer.hosts), answer.port, answer.allow_plain_http) == (["git.test:443"], 443, False)
+    assert found.matches("git.test", 443, tls=True)
+    assert not found.matches("git.test", 443, tls=False) and not found.matches("git.test", 80, tls=False)
+    assert not found.matches("git.test", 8443, tls=True)
 
 
 def test_a_binding_written_without_a_scheme_is_sent_as_bearer() -> None:

@@ -264,6 +264,32 @@ BAD_SPECS = {
         "spec.credentials[1].hosts[1]",
         "host pattern",
     ),
+    "binding port negative": (lambda s: setattr(s.credentials[0], "port", -1), "spec.credentials[0].port", "65535"),
+    "binding port too large": (
+        lambda s: setattr(s.credentials[0], "port", 65536),
+        "spec.credentials[0].port",
+        "1 to 65535 (0: 443), got 65536",
+    ),
+    "binding host with a port": (
+        lambda s: s.credentials[0].hosts.append("api.github.com:8443"),
+        "spec.credentials[0].hosts[1]",
+        "the port in spec.credentials[0].port",
+    ),
+    "binding host with NUL": (
+        lambda s: s.credentials[0].hosts.append("api.github.com\x00.evil.test"),
+        "spec.credentials[0].hosts[1]",
+        "host pattern",
+    ),
+    "binding host huge": (
+        lambda s: s.credentials[0].hosts.append("a" * 100_000),
+        "spec.credentials[0].hosts[1]",
+        "1 to 260 characters",
+    ),
+    "binding hosts too many": (
+        lambda s: s.credentials[0].hosts.extend(f"h{i}.test" for i in range(10_000)),
+        "spec.credentials[0].hosts",
+        "1 to 64",
+    ),
     "header injection": (
         lambda s: setattr(s.credentials[1], "header", "X-Key\r\nEvil: 1"),
         "spec.credentials[1].header",
@@ -435,6 +461,39 @@ async def test_the_service_is_healthy_and_listed_by_reflection(running) -> None:
         answers = reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
         listed = {service.name async for answer in answers for service in answer.list_services_response.service}
     assert health.status == health_pb2.HealthCheckResponse.SERVING and name in listed
+
+
+async def test_plain_http_is_refused_for_a_public_host_and_taken_for_non_public_ones(running, callers) -> None:
+    public = python_env()
+    public.credentials[1].hosts[:] = ["db.corp.internal", "10.0.0.5", "*.corp.example"]
+    public.credentials[1].allow_plain_http = True
+    refused = await callers.developer.refused(
+        "CreateEnvironment", pb.CreateEnvironmentRequest(request_id="c", name="py", spec=public)
+    )
+    assert (refused.code, refused.reason, refused.field) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "PLAIN_HTTP_CREDENTIAL_TO_PUBLIC_HOST",
+        "spec.credentials[1].allow_plain_http",
+    )
+    assert "unencrypted to '*.corp.example'" in refused.message and "over HTTPS" in refused.message
+    assert await stored(running) == (0, 0)
+    # A long public name is quoted only in part.
+    public.credentials[1].hosts[:] = ["a" * 60 + "." + "b" * 60 + "." + "c" * 60 + ".example"]
+    long = await callers.developer.refused(
+        "CreateEnvironment", pb.CreateEnvironmentRequest(request_id="c", name="py", spec=public)
+    )
+    assert long.reason == "PLAIN_HTTP_CREDENTIAL_TO_PUBLIC_HOST" and "c" * 60 not in long.message
+
+    local = python_env()
+    local.credentials[1].hosts[:] = ["localhost", "db.corp.internal", "*.lab.home.arpa", "10.0.0.5", "[::1]"]
+    local.credentials[1].port = 8080
+    local.credentials[1].allow_plain_http = True
+    created = await callers.developer.CreateEnvironment(
+        pb.CreateEnvironmentRequest(request_id="ok", name="py", spec=local)
+    )
+    kept = created.version.spec.credentials[1]
+    assert (list(kept.hosts), kept.port, kept.allow_plain_http) == (list(local.credentials[1].hosts), 8080, True)
+    assert created.version.spec.credentials[0].port == 0  # not given: 443, HTTPS only
 
 
 async def test_a_binding_of_a_credential_the_project_lacks_is_refused_naming_it(running, callers) -> None:

@@ -52,7 +52,9 @@ async def test_the_engines_commands_go_out_through_the_proxy_as_the_environment_
 
     origin = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = origin.sockets[0].getsockname()[1]
-    binding = CredentialBinding("ci", (parse(f"localhost:{port}"),), Scheme.HEADER, "X-Token", SECRET)
+    binding = CredentialBinding(
+        "ci", (parse("localhost"),), Scheme.HEADER, "X-Token", SECRET, port=port, allow_plain_http=True
+    )
     agents: list[Agent] = []
 
     async def report(session_id: str, refused: pb.EgressRefused) -> None:
@@ -60,7 +62,12 @@ async def test_the_engines_commands_go_out_through_the_proxy_as_the_environment_
 
     network = env_pb.NetworkPolicy(mode=env_pb.NETWORK_MODE_LIMITED, allowed_hosts=[f"localhost:{port}"])
     bound = env_pb.CredentialBinding(
-        credential="ci", hosts=[f"localhost:{port}"], scheme=env_pb.CREDENTIAL_SCHEME_HEADER, header="X-Token"
+        credential="ci",
+        hosts=["localhost"],
+        port=port,
+        allow_plain_http=True,  # a loopback host: plain HTTP may carry it
+        scheme=env_pb.CREDENTIAL_SCHEME_HEADER,
+        header="X-Token",
     )
     spec = env_pb.EnvironmentSpec(network=network, credentials=[bound])
     environment = pb.RuntimeEnvironment(environment_id="e", name="web", version=1, spec=spec)

@@ -22,7 +22,7 @@ import pytest
 
 from astrabox.environments.v1 import environment_pb2 as env_pb
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.credentials import CredentialUnavailable
+from dataplane_agent.credentials import CredentialUnavailable, binding
 from dataplane_agent.engines.mcp_destinations import parse_networks
 from dataplane_agent.routes.egress.bindings import BindingSource, CredentialBinding, NoBindings, Scheme
 from dataplane_agent.routes.egress.interception import Interception
@@ -104,11 +104,14 @@ def _proxy(tmp_path: Path, reports: Reports, *, loopback: bool = True, bindings:
     )
 
 
-def _policy(mode: int, *hosts: str, bound: Sequence[str] = ()) -> EgressPolicy:
-    """The policy of an environment allowing `hosts` and binding a credential to the `bound` ones."""
+def _policy(mode: int, *hosts: str, bound: Sequence[str] = (), port: int = 0, plain: bool = False) -> EgressPolicy:
+    """The policy of an environment allowing `hosts` and binding a credential to the `bound` ones on
+    `port` (0: 443), plain HTTP too with `plain`."""
     spec = env_pb.EnvironmentSpec(network=env_pb.NetworkPolicy(mode=mode, allowed_hosts=list(hosts)))
     if bound:
-        spec.credentials.append(env_pb.CredentialBinding(credential="github", hosts=list(bound)))
+        spec.credentials.append(
+            env_pb.CredentialBinding(credential="github", hosts=list(bound), port=port, allow_plain_http=plain)
+        )
     return EgressPolicy.from_proto(spec, None, ())
 
 
@@ -322,13 +325,17 @@ async def test_refusals_are_reported_at_a_bounded_rate(reports: Reports, tmp_pat
     assert len(reports.items) + sum(r.suppressed for _, r in reports.items) + pending == 50
 
 
-async def test_a_bound_credential_reaches_the_host_and_nothing_else(
+async def test_a_plain_http_binding_to_a_loopback_host_reaches_it_and_nothing_else(
     driver: LocalSandboxDriver, origin: Origin, reports: Reports, tmp_path: Path
 ) -> None:
-    binding = CredentialBinding("github", (parse(f"localhost:{origin.port}"),), Scheme.BEARER, "", SECRET)
+    binding = CredentialBinding(
+        "github", (parse("localhost"),), Scheme.BEARER, "", SECRET, port=origin.port, allow_plain_http=True
+    )
     async with _proxy(tmp_path, reports, bindings=StaticBindings({"bound": [binding]})) as proxy:
         bound = f"localhost:{origin.port}"
-        proxy.register("bound", _policy(LIMITED, bound, "localhost:1", bound=[bound]))
+        proxy.register(
+            "bound", _policy(LIMITED, bound, "localhost:1", bound=["localhost"], port=origin.port, plain=True)
+        )
         sandbox = await _sandbox(driver, proxy, "bound")
         env = proxy.env("bound")
         sent = await _sh(
@@ -377,7 +384,7 @@ async def test_https_to_a_bound_host_gets_the_credential_and_any_other_https_is_
     other_heads: list[str] = []
     bound, bound_port = await _tls_origin(origins_ca.for_host("localhost"), bound_heads)
     other, other_port = await _tls_origin(origins_ca.for_host("localhost"), other_heads)
-    binding = CredentialBinding("github", (parse(f"localhost:{bound_port}"),), Scheme.BEARER, "", SECRET)
+    binding = CredentialBinding("github", (parse("localhost"),), Scheme.BEARER, "", SECRET, port=bound_port)
     try:
         async with EgressProxy(
             tmp_path / "egress",
@@ -387,7 +394,8 @@ async def test_https_to_a_bound_host_gets_the_credential_and_any_other_https_is_
             interception=Interception(extra_roots=origins_ca.ca_pem),
         ) as proxy:
             bound_host = f"localhost:{bound_port}"
-            proxy.register("tls", _policy(LIMITED, bound_host, f"localhost:{other_port}", bound=[bound_host]))
+            policy = _policy(LIMITED, bound_host, f"localhost:{other_port}", bound=["localhost"], port=bound_port)
+            proxy.register("tls", policy)
             sandbox = await _sandbox(driver, proxy, "tls")
             (sandbox.workspace / "origins-ca.pem").write_bytes(origins_ca.ca_pem)
             env = proxy.env("tls")
@@ -417,6 +425,77 @@ async def test_https_to_a_bound_host_gets_the_credential_and_any_other_https_is_
     assert untrusted.returncode == 35 and untrusted.stdout.splitlines()[-1] == "000", untrusted.stderr
     assert trusted.stdout.splitlines() == ["hello tls!", "200"], trusted.stderr
     assert len(other_heads) == 1 and "authorization" not in other_heads[0].lower()
+
+
+async def test_a_binding_reaches_only_https_to_its_host_and_port(
+    driver: LocalSandboxDriver, origin: Origin, reports: Reports, tmp_path: Path
+) -> None:
+    """What any code in the sandbox can try with a bound host: plain HTTP to it, HTTPS to it on
+    another port, a CONNECT tunnel to its plain-HTTP port, and the binding written without a port
+    (as stored before ports existed). Only the HTTPS request to the bound host and port carries the
+    secret; the others reach their origins with the sandbox's own headers and nothing more."""
+    origins_ca = Interception()
+    bound_heads: list[str] = []
+    other_heads: list[str] = []
+    bound, bound_port = await _tls_origin(origins_ca.for_host("localhost"), bound_heads)
+    other, other_port = await _tls_origin(origins_ca.for_host("localhost"), other_heads)
+    # As the agent reads the control plane's answers: with a port, on the plain origin's port without
+    # allow_plain_http, and without one (an older binding: 443).
+    exact = binding(pb.ResolvedCredential(name="github", hosts=["localhost"], secret=SECRET, port=bound_port))
+    same_port = binding(pb.ResolvedCredential(name="github", hosts=["localhost"], secret=SECRET, port=origin.port))
+    legacy = binding(pb.ResolvedCredential(name="github", hosts=["localhost"], secret=SECRET))
+    assert legacy.port == 443 and not legacy.allow_plain_http
+    sources = StaticBindings({"exact": [exact], "same-port": [same_port], "legacy": [legacy]})
+    own = "-H 'Authorization: Bearer from-the-sandbox'"
+    try:
+        async with EgressProxy(
+            tmp_path / "egress",
+            sources,
+            allowed_networks=parse_networks("127.0.0.0/8"),
+            report=reports,
+            interception=Interception(extra_roots=origins_ca.ca_pem),
+        ) as proxy:
+            proxy.register("exact", _policy(LIMITED, "localhost", bound=["localhost"], port=bound_port))
+            proxy.register("same-port", _policy(LIMITED, "localhost", bound=["localhost"], port=origin.port))
+            proxy.register("legacy", _policy(LIMITED, "localhost", bound=["localhost"]))
+            sandbox = await _sandbox(driver, proxy, "exact")
+            (sandbox.workspace / "origins-ca.pem").write_bytes(origins_ca.ca_pem)
+            trusting_the_origins = "--cacert /workspace/origins-ca.pem"
+            results = {}
+            for session in ("exact", "same-port", "legacy"):
+                env = proxy.env(session)
+                results[session, "plain"] = await _sh(
+                    driver, sandbox, _curl(f"http://localhost:{origin.port}/{session}/plain", own), env
+                )
+                if session != "same-port":  # there a CONNECT is intercepted: TLS, which this origin lacks
+                    results[session, "tunnel"] = await _sh(
+                        driver,
+                        sandbox,
+                        _curl(f"http://localhost:{origin.port}/{session}/tunnel", own, "--proxytunnel"),
+                        env,
+                    )
+                results[session, "other port"] = await _sh(
+                    driver, sandbox, _curl(f"https://localhost:{other_port}/{session}", own, trusting_the_origins), env
+                )
+            results["exact", "tls"] = await _sh(
+                driver, sandbox, _curl(f"https://localhost:{bound_port}/repo", own), proxy.env("exact")
+            )
+    finally:
+        bound.close()
+        other.close()
+
+    elsewhere = origin.heads + other_heads
+    assert not [head for head in elsewhere if SECRET in head]
+    for (session, what), result in results.items():
+        assert result.stdout.splitlines()[-1] == "200", (session, what, result.stdout, result.stderr)
+        assert SECRET not in result.stdout + result.stderr
+    # The one request that carries the secret, exactly once, the sandbox's own header replaced.
+    assert len(bound_heads) == 1
+    authorizations = [line for line in bound_heads[0].split("\r\n") if line.lower().startswith("authorization:")]
+    assert authorizations == [f"Authorization: Bearer {SECRET}"]
+    # Everything else reached its origin as the sandbox wrote it: 5 plain or tunneled, 3 on the other port.
+    assert len(origin.heads) == 5 and len(other_heads) == 3
+    assert all("Authorization: Bearer from-the-sandbox\r\n" in head for head in elsewhere), elsewhere
 
 
 async def test_request_bodies_stream_through_whole_in_either_framing(
@@ -503,8 +582,10 @@ async def test_a_session_binding_no_credential_goes_out_while_credentials_cannot
     the session's credentials: the others go out while it is away, and cost no call."""
     unavailable = UnavailableBindings()
     async with _proxy(tmp_path, reports, bindings=unavailable) as proxy:
-        proxy.register("free", _policy(LIMITED, f"localhost:{origin.port}", bound=["git.example.com"]))
-        proxy.register("bound", _policy(LIMITED, f"localhost:{origin.port}", bound=[f"localhost:{origin.port}"]))
+        proxy.register("free", _policy(LIMITED, f"localhost:{origin.port}", bound=["git.example.com"], plain=True))
+        proxy.register(
+            "bound", _policy(LIMITED, f"localhost:{origin.port}", bound=["localhost"], port=origin.port, plain=True)
+        )
         request = f"GET http://localhost:{origin.port}/ HTTP/1.1\r\nconnection: close\r\n"
         free = await _raw(proxy, f"{request}{_auth(proxy, 'free')}\r\n\r\n".encode())
         assert unavailable.calls == 0

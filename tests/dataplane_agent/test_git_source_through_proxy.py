@@ -25,12 +25,15 @@ SECRET = "git-host-token-5b1f0c7e9a"
 
 
 def _limited_to(port: int, *, bound: bool = False) -> pb.RuntimeEnvironment:
-    """An environment LIMITED to localhost:`port`, binding a credential to it when `bound`."""
+    """An environment LIMITED to localhost:`port`, binding a credential to it when `bound` (in plain
+    HTTP, which a loopback host may have)."""
     host = f"localhost:{port}"
     network = env_pb.NetworkPolicy(mode=env_pb.NETWORK_MODE_LIMITED, allowed_hosts=[host])
     spec = env_pb.EnvironmentSpec(network=network)
     if bound:
-        spec.credentials.append(env_pb.CredentialBinding(credential="git", hosts=[host]))
+        spec.credentials.append(
+            env_pb.CredentialBinding(credential="git", hosts=["localhost"], port=port, allow_plain_http=True)
+        )
     return pb.RuntimeEnvironment(environment_id="e", name="git", version=1, spec=spec)
 
 
@@ -117,7 +120,9 @@ async def test_the_credential_bound_to_the_git_host_is_added_on_the_way_out_and_
     driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap)
     with serve(tmp_path / "served") as served:
         url = f"http://localhost:{served.port}/{repository.name}"
-        binding = CredentialBinding("git", (parse(f"localhost:{served.port}"),), Scheme.BEARER, "", SECRET)
+        binding = CredentialBinding(
+            "git", (parse("localhost"),), Scheme.BEARER, "", SECRET, port=served.port, allow_plain_http=True
+        )
         async with (
             EgressProxy(
                 tmp_path / "egress",

@@ -1,10 +1,12 @@
-"""HTTP MCP servers reached by the agent (engines/http_mcp.py) with credentials from its directory
-(credentials.py), against the real test server (tests/support/http_mcp_server.py) on loopback.
+"""HTTP MCP servers reached by the agent (engines/http_mcp.py) with the secrets the session's
+credentials give (`McpCredentials`: in the agent, `dataplane_agent.credentials.ResolvedCredentials`
+asking the control plane's credential store, which tests/controlplane/test_credential_store.py
+drives for real), against the real test server (tests/support/http_mcp_server.py) on loopback.
 
 The in-process SDK server the engine would be given is driven here with the `mcp` package's own
 client, as the CLI drives it through the SDK: its tools are the remote server's, and a call is
-forwarded with the credential. A server that refuses, a credential file others can read, and a
-server gone between calls are each reported without the secret."""
+forwarded with the credential, asked for again at each call. A server that refuses, a credential
+the project lacks, and a server gone between calls are each reported without the secret."""
 
 from __future__ import annotations
 
@@ -16,11 +18,28 @@ from pathlib import Path
 import pytest
 from mcp.client.client import Client
 
-from dataplane_agent.credentials import CredentialUnavailable, DirectoryCredentials
+from dataplane_agent.credentials import CredentialUnavailable
 from dataplane_agent.engines.agent_config import AgentConfig, HttpMcpServer, McpServer, ToolPolicy, ToolRule, Tools
 from dataplane_agent.engines.http_mcp import HttpMcpConnector, HttpMcpTimeouts
 from dataplane_agent.engines.mcp_destinations import DestinationRefused, McpDestinations, parse_networks
 from tests.support.processes import Process
+
+SESSION = "0b5c8a52-6d1e-4a57-9f4e-2f3c1d9e8a70"
+
+
+class StoreCredentials:
+    """A project's credentials as the control plane gives them for one session: by credential name,
+    every ask recorded (session, server, credential)."""
+
+    def __init__(self, secrets: dict[str, str]) -> None:
+        self.secrets = secrets
+        self.asked: list[tuple[str, str, str]] = []
+
+    async def mcp_secret(self, session_id: str, server: str, credential: str) -> str:
+        self.asked.append((session_id, server, credential))
+        if session_id != SESSION or credential not in self.secrets:
+            raise CredentialUnavailable(f"the project holds no credential {credential!r}")
+        return self.secrets[credential]
 
 
 @pytest.fixture
@@ -46,13 +65,8 @@ def server(tmp_path: Path, secret: str) -> Iterator[tuple[str, Process]]:
 
 
 @pytest.fixture
-def credentials(tmp_path: Path, secret: str) -> Path:
-    directory = tmp_path / "credentials"
-    directory.mkdir(mode=0o700)
-    for name, value in (("good", secret), ("bad", "not-the-secret")):
-        (directory / name).write_text(value + "\n")
-        (directory / name).chmod(0o600)
-    return directory
+def credentials(secret: str) -> StoreCredentials:
+    return StoreCredentials({"good": secret, "bad": "not-the-secret"})
 
 
 def _agent(*servers: McpServer, tools: Tools | None = None) -> AgentConfig:
@@ -71,9 +85,9 @@ async def test_the_servers_tools_are_offered_and_a_call_is_forwarded_with_the_cr
     server, credentials, secret
 ) -> None:
     url, _ = server
-    connector = HttpMcpConnector(DirectoryCredentials(credentials), destinations=LOOPBACK)
+    connector = HttpMcpConnector(credentials, destinations=LOOPBACK)
 
-    connected = await connector.connect(_agent(_server("tickets", url)))
+    connected = await connector.connect(_agent(_server("tickets", url)), SESSION)
 
     assert connected.unavailable == ()
     async with Client(connected.servers["tickets"]["instance"]) as engine_side:
@@ -84,15 +98,17 @@ async def test_the_servers_tools_are_offered_and_a_call_is_forwarded_with_the_cr
         assert not added.is_error and added.content[0].text == "42"
 
 
-async def test_only_tools_enabled_and_not_denied_are_offered_so_only_they_can_be_called(server, credentials) -> None:
+async def test_only_tools_enabled_and_not_denied_are_offered_so_only_they_can_be_called(
+    server, credentials, tmp_path: Path
+) -> None:
     url, _ = server
     restricted = McpServer(
         name="tickets", http=HttpMcpServer(url=url, credential="good"), enabled_tools=("echo", "add")
     )
     denying = Tools(rules=(ToolRule("mcp__tickets__add", ToolPolicy.DENY),), default_policy=ToolPolicy.ALLOW)
 
-    connected = await HttpMcpConnector(DirectoryCredentials(credentials), destinations=LOOPBACK).connect(
-        _agent(restricted, tools=denying)
+    connected = await HttpMcpConnector(credentials, destinations=LOOPBACK).connect(
+        _agent(restricted, tools=denying), SESSION
     )
 
     async with Client(connected.servers["tickets"]["instance"]) as engine_side:
@@ -100,14 +116,12 @@ async def test_only_tools_enabled_and_not_denied_are_offered_so_only_they_can_be
         for tool, arguments in (("add", {"a": 1, "b": 2}), ("where", {})):
             refused = await engine_side.call_tool(tool, arguments)
             assert refused.is_error and "not found" in refused.content[0].text
-    assert not (credentials.parent / "served" / "mcp-calls.log").exists()
+    assert not (tmp_path / "served" / "mcp-calls.log").exists()
 
 
 async def test_servers_that_cannot_be_used_are_reported_by_name_without_the_secret(server, credentials, secret) -> None:
     url, _ = server
-    (credentials / "open").write_text(secret)
-    (credentials / "open").chmod(0o644)
-    connector = HttpMcpConnector(DirectoryCredentials(credentials), HttpMcpTimeouts(connect=10, call=10), LOOPBACK)
+    connector = HttpMcpConnector(credentials, HttpMcpTimeouts(connect=10, call=10), LOOPBACK)
 
     connected = await connector.connect(
         _agent(
@@ -115,26 +129,37 @@ async def test_servers_that_cannot_be_used_are_reported_by_name_without_the_secr
             _server("wrong", url, credential="bad"),
             _server("header", url, header="X-Api-Key"),  # the secret, but not where the server wants it
             _server("unknown", url, credential="nobody"),
-            _server("readable", url, credential="open"),
             _server("down", "http://127.0.0.1:9/mcp"),
-        )
+        ),
+        SESSION,
     )
 
     assert list(connected.servers) == ["ok"]
     reasons = {u.server: u.reason for u in connected.unavailable}
-    assert list(reasons) == ["wrong", "header", "unknown", "readable", "down"]
+    assert list(reasons) == ["wrong", "header", "unknown", "down"]
     assert "refused the credential (HTTP 401)" in reasons["wrong"]
     assert "refused the credential (HTTP 401)" in reasons["header"]
-    assert "no credential 'nobody'" in reasons["unknown"]
-    assert "may be read by others (mode 644" in reasons["readable"]
+    assert "its credential is not available: the project holds no credential 'nobody'" in reasons["unknown"]
     assert "could not be reached" in reasons["down"]
     assert not [reason for reason in reasons.values() if secret in reason]
+    # Each server's own credential, asked for under the session (the unreachable one too: the
+    # destination is checked first, then the secret, then the connection).
+    assert sorted(credentials.asked) == sorted(
+        (SESSION, name, credential)
+        for name, credential in (
+            ("ok", "good"),
+            ("wrong", "bad"),
+            ("header", "good"),
+            ("unknown", "nobody"),
+            ("down", "good"),
+        )
+    )
 
 
 async def test_a_server_gone_after_the_start_is_an_error_result_the_model_reads(server, credentials, secret) -> None:
     url, process = server
-    connected = await HttpMcpConnector(DirectoryCredentials(credentials), destinations=LOOPBACK).connect(
-        _agent(_server("tickets", url))
+    connected = await HttpMcpConnector(credentials, destinations=LOOPBACK).connect(
+        _agent(_server("tickets", url)), SESSION
     )
     process.stop()
 
@@ -147,33 +172,49 @@ async def test_a_server_gone_after_the_start_is_an_error_result_the_model_reads(
     assert secret not in text
 
 
-def test_a_credential_is_read_only_from_a_private_file_of_the_agents_user(tmp_path: Path, secret: str) -> None:
-    directory = tmp_path / "credentials"
-    directory.mkdir(mode=0o700)
-    (directory / "token").write_text(secret + "\n")
-    (directory / "token").chmod(0o600)
-    (tmp_path / "elsewhere").write_text("planted")
-    (directory / "link").symlink_to(tmp_path / "elsewhere")
-    store = DirectoryCredentials(directory)
+async def test_the_credential_is_asked_for_at_each_call_so_a_rotated_one_is_sent_from_the_next(
+    server, credentials, secret
+) -> None:
+    url, _ = server
+    connected = await HttpMcpConnector(credentials, destinations=LOOPBACK).connect(
+        _agent(_server("tickets", url)), SESSION
+    )
+    async with Client(connected.servers["tickets"]["instance"]) as engine_side:
+        first = await engine_side.call_tool("echo", {"text": "one"})
+        credentials.secrets["good"] = f"rotated-{uuid.uuid4().hex}"  # the server still wants the old one
+        second = await engine_side.call_tool("echo", {"text": "two"})
+        credentials.secrets["good"] = secret
+        third = await engine_side.call_tool("echo", {"text": "three"})
+        del credentials.secrets["good"]  # deleted from the store
+        fourth = await engine_side.call_tool("echo", {"text": "four"})
 
-    assert store.resolve("token") == secret
-    for name, says in (
-        ("link", "cannot be read"),
-        ("../elsewhere", "not a credential's name"),
-        ("none", "no credential"),
+    assert not first.is_error and not third.is_error
+    assert second.is_error and "refused the credential (HTTP 401)" in second.content[0].text
+    assert fourth.is_error and "the project holds no credential 'good'" in fourth.content[0].text
+    assert [asked for asked in credentials.asked if asked[1] == "tickets"] == [(SESSION, "tickets", "good")] * 5
+    assert secret not in second.content[0].text + fourth.content[0].text
+
+
+def test_the_agent_refuses_the_credentials_directory_it_once_read_naming_the_store(tmp_path: Path) -> None:
+    from dataplane_agent.settings import AgentSettings, RetiredSetting
+
+    for argv, environ in (
+        (["--credentials-dir", str(tmp_path)], {}),
+        ([f"--credentials-dir={tmp_path}"], {}),
+        ([], {"ASTRABOX_AGENT_CREDENTIALS_DIR": str(tmp_path)}),
     ):
-        with pytest.raises(CredentialUnavailable, match=says):
-            store.resolve(name)
-    directory.chmod(0o755)
-    with pytest.raises(CredentialUnavailable, match=r"directory .* may be read by others"):
-        store.resolve("token")
+        with pytest.raises(RetiredSetting) as refused:
+            AgentSettings.from_args(["--state-dir", str(tmp_path / "state"), *argv], environ)
+        assert "is no longer a setting" in str(refused.value)
+        assert "`astrabox credentials put NAME`" in str(refused.value)
+    assert AgentSettings.from_args(["--state-dir", str(tmp_path / "state")], {}).state_dir == tmp_path / "state"
 
 
 async def test_a_server_on_a_network_the_operator_did_not_allow_is_left_out(server, credentials) -> None:
     """A definition cannot make the agent reach what only its host reaches: loopback, the private
     network, a cloud's metadata address."""
     url, _ = server
-    connected = await HttpMcpConnector(DirectoryCredentials(credentials)).connect(_agent(_server("tickets", url)))
+    connected = await HttpMcpConnector(credentials).connect(_agent(_server("tickets", url)), SESSION)
     assert connected.servers == {}
     [left_out] = connected.unavailable
     assert left_out.server == "tickets" and "loopback address" in left_out.reason

@@ -95,14 +95,16 @@ def astrabox(stack: Stack, *args: str, cwd: Path | None = None, stdin: str | Non
     return done.stdout
 
 
-def environment_file(path: Path, allowed_host: str, bound_host: str) -> None:
+def environment_file(path: Path, allowed_host: str, bound_port: int) -> None:
+    """The environment `web`, allowing `allowed_host` and binding api-token to localhost:`bound_port`
+    in plain HTTP (the test's origins speak no TLS; a loopback host may have that)."""
     path.write_text(
         "name: web\n"
         "network:\n"
         "  mode: limited\n"
         f"  allowed_hosts: ['{allowed_host}']\n"
         "credentials:\n"
-        f"  - {{credential: api-token, hosts: ['{bound_host}']}}\n"
+        f"  - {{credential: api-token, hosts: [localhost], port: {bound_port}, allow_plain_http: true}}\n"
     )
 
 
@@ -125,7 +127,7 @@ async def test_a_limited_environment_adds_the_bound_credential_and_refuses_other
     allowed, other = origins
     host = f"localhost:{allowed.port}"
     assert astrabox(env_stack, "credentials", "put", "api-token", stdin=SECRET)
-    environment_file(tmp_path / "env.yaml", host, host)
+    environment_file(tmp_path / "env.yaml", host, allowed.port)
     assert astrabox(env_stack, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path) == "created web v1\n"
 
     ran = astrabox(
@@ -179,7 +181,7 @@ async def test_a_session_keeps_its_environment_version_when_it_is_updated_and_ne
     allowed, _ = origins
     host = f"localhost:{allowed.port}"
     astrabox(env_stack, "credentials", "put", "api-token", stdin=SECRET)
-    environment_file(tmp_path / "env.yaml", host, host)
+    environment_file(tmp_path / "env.yaml", host, allowed.port)
     astrabox(env_stack, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path)
     async with AstraBoxClient.connect(env_stack.address) as client:
         pinned = await client.create_session(environment="web")
@@ -188,7 +190,7 @@ async def test_a_session_keeps_its_environment_version_when_it_is_updated_and_ne
         await collect_turn(client, pinned.session_id, accepted.turn_id)
         assert allowed.seen == [f"Bearer {SECRET}"]
 
-        environment_file(tmp_path / "env.yaml", "example.com", host)
+        environment_file(tmp_path / "env.yaml", "example.com", allowed.port)
         assert (
             astrabox(env_stack, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path)
             == "web v2 (new version)\n"
@@ -216,7 +218,7 @@ async def test_a_deleted_credential_is_no_longer_sent_by_a_running_session(
     allowed, _ = origins
     host = f"localhost:{allowed.port}"
     astrabox(env_stack, "credentials", "put", "api-token", stdin=SECRET)
-    environment_file(tmp_path / "env.yaml", host, host)
+    environment_file(tmp_path / "env.yaml", host, allowed.port)
     astrabox(env_stack, "environments", "apply", "env.yaml", "--no-build", cwd=tmp_path)
     async with AstraBoxClient.connect(env_stack.address) as client:
         session = await client.create_session(environment="web")

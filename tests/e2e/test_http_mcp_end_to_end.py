@@ -2,17 +2,20 @@
 the real bundled CLI in the local sandbox (which has no network), and a real HTTP MCP server on
 loopback (tests/support/http_mcp_server.py) requiring a bearer credential.
 
-The data-plane agent holds the credential (a 0600 file in its --credentials-dir), connects to the
-server itself and offers its tools to the engine: the model calls one and the result is journaled.
-The secret appears nowhere the sandbox, a client or an operator's log could show it: not in the
-sandbox's files, not in any process's environment or command line but the server's own, not in the
-journal, not in the control plane's or the agent's logs. A tool left out of the server's
-`enabled_tools` is not offered to the engine at all. Three servers that cannot be used (the
-wrong credential, a credential the agent does not hold, an address nobody listens on) are each an
-MCP_SERVER_UNAVAILABLE event naming the server, and the turn completes all the same."""
+The credential is put in the project's encrypted credential store (`client.credentials.put`); the
+data-plane agent the session is placed on gets it from the control plane (ResolveCredentials),
+connects to the server itself and offers its tools to the engine: the model calls one and the
+result is journaled. The secret appears nowhere the sandbox, a client or an operator's log could
+show it: not in the sandbox's files, not in any file of the agent's host, not in any process's
+environment or command line but the server's own, not in the journal, not in the control plane's or
+the agent's logs. A tool left out of the server's `enabled_tools` is not offered to the engine at
+all. Three servers that cannot be used (the wrong credential, a credential the project does not
+hold, an address nobody listens on) are each an MCP_SERVER_UNAVAILABLE event naming the server, and
+the turn completes all the same."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -40,11 +43,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def _private(path: Path, content: str) -> None:
-    path.write_text(content + "\n")
-    path.chmod(0o600)
 
 
 def _spec(port: int) -> apb.AgentSpec:
@@ -108,11 +106,15 @@ async def test_an_http_mcp_server_is_called_through_the_agent_and_its_credential
     )
     try:
         port = int(server.wait_for_line(r"listening on (\d+)").group(1))
-        credentials = tmp_path / "credentials"
-        credentials.mkdir(mode=0o700)
-        _private(credentials / "tickets.token", secret)
-        _private(credentials / "wrong.token", f"wrong-{uuid.uuid4().hex}")
-        stack = stacks(args=("--credentials-dir", str(credentials), "--mcp-allowed-networks", "127.0.0.0/8"))
+        key = tmp_path / "credential-key"
+        key.write_text(base64.b64encode(os.urandom(32)).decode())
+        key.chmod(0o600)
+        stack = stacks(
+            controlplane_args=("--credential-key-file", str(key)), args=("--mcp-allowed-networks", "127.0.0.0/8")
+        )
+        async with AstraBoxClient.connect(stack.address) as client:
+            await client.credentials.put("tickets.token", secret)
+            await client.credentials.put("wrong.token", f"wrong-{uuid.uuid4().hex}")
 
         async with grpc.aio.insecure_channel(stack.address) as channel:
             agents = agent_service_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -148,7 +150,8 @@ async def test_an_http_mcp_server_is_called_through_the_agent_and_its_credential
             }
             assert set(unavailable) == {"refused", "nocred", "gone"}, unavailable
             assert "refused the credential (HTTP 401)" in unavailable["refused"]
-            assert "nobody.token" in unavailable["nocred"] and "no credential" in unavailable["nocred"]
+            assert "the project holds no credential 'nobody.token'" in unavailable["nocred"]
+            assert "astrabox credentials put nobody.token" in unavailable["nocred"]
             assert "could not be reached" in unavailable["gone"]
 
             # A tool left out of enabled_tools is not offered at all: the agent holds the credential,
@@ -162,7 +165,7 @@ async def test_an_http_mcp_server_is_called_through_the_agent_and_its_credential
             assert len((served / "mcp-calls.log").read_text().splitlines()) == 1
             journal = [event async for event in client.iter_events(session.session_id)]
 
-            # The secret is nowhere but the server and the agent's credentials directory.
+            # The secret is nowhere but the server (and, sealed, the control plane's database).
             needle = secret.encode()
             assert not [e for e in journal if needle in e.SerializeToString()]
             assert _processes_showing(needle, but=server.proc.pid) == {}

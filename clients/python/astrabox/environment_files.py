@@ -16,8 +16,14 @@ and written by `astrabox environments show`.
       package_registries: true                      # the Debian mirror, PyPI, npm
       mcp_servers: false                            # the agent's HTTP MCP servers
     credentials:                                    # added by the egress proxy; never in the sandbox
-      - {credential: github-token, hosts: [github.com], scheme: basic}
-      - {credential: api-key, hosts: [api.corp.example], scheme: header, header: X-Api-Key}
+      - {credential: github-token, hosts: [github.com], scheme: basic}          # HTTPS, port 443
+      - {credential: api-key, hosts: [api.corp.example], port: 8443, scheme: header, header: X-Api-Key}
+      - {credential: dev-db, hosts: [db.corp.internal], port: 8080, allow_plain_http: true}
+
+A binding's secret goes only to its hosts on its `port` (443 when not given), inside HTTPS;
+`allow_plain_http: true` also sends it in plain HTTP, which the control plane allows only for
+hosts that are clearly not public (localhost, names under .localhost, .internal, .local,
+.home.arpa, loopback and private addresses).
 
 A file holds one environment per YAML document (separated by `---`). Reading is strict, as for
 agent files (`astrabox._yaml_nodes`): an unknown or repeated key, a value of the wrong type, a size
@@ -185,10 +191,22 @@ class _Reader:
 
     def _binding(self, node: yaml.Node, what: str, binding: epb.CredentialBinding) -> None:
         fields = self._nodes.mapping(
-            node, what, ("credential", "hosts", "scheme", "header"), required=("credential", "hosts")
+            node,
+            what,
+            ("credential", "hosts", "port", "allow_plain_http", "scheme", "header"),
+            required=("credential", "hosts"),
         )
         binding.credential = self._nodes.text(fields["credential"], f"{what}.credential", empty=False)
         binding.hosts.extend(self._nodes.texts(fields["hosts"], f"{what}.hosts", MAX_BINDING_HOSTS))
+        if "port" in fields:
+            port = self._nodes.scalar(fields["port"], f"{what}.port", ("int",), "a port from 1 to 65535")
+            if not 1 <= port <= 65535:
+                self._nodes.fail(fields["port"], f"{what}.port", f"{port} is not a port from 1 to 65535")
+            binding.port = port
+        if "allow_plain_http" in fields:
+            binding.allow_plain_http = self._nodes.scalar(
+                fields["allow_plain_http"], f"{what}.allow_plain_http", ("bool",), "true or false"
+            )
         if "scheme" in fields:
             binding.scheme = self._choice(fields["scheme"], f"{what}.scheme", _SCHEMES)
         if "header" in fields:
@@ -242,6 +260,8 @@ def dump(name: str, spec: epb.EnvironmentSpec) -> str:
             {
                 "credential": b.credential,
                 "hosts": list(b.hosts),
+                **({"port": b.port} if b.port else {}),
+                **({"allow_plain_http": True} if b.allow_plain_http else {}),
                 **({"scheme": schemes[b.scheme]} if b.scheme in schemes else {}),
                 **({"header": b.header} if b.header else {}),
             }

@@ -1,4 +1,6 @@
-"""Credential bindings as the egress proxy uses them: a secret and the hosts whose requests get it.
+"""Credential bindings as the egress proxy uses them: a secret and the requests that get it: those to
+one of its hosts on its port, over TLS the proxy terminates, and over plain HTTP only when the
+binding allows it (`serverkit.credential_reach`).
 
 The secrets come from the control plane (RunnerService.ResolveCredentials) for the sessions placed
 on this agent; `BindingSource` is the port the proxy asks through. A binding's secret never leaves
@@ -35,8 +37,16 @@ class CredentialBinding:
     # HEADER: the header's name; otherwise "Authorization".
     header: str
     secret: str = field(repr=False)
+    # The one port of `hosts` it goes to (a pattern naming another port matches nothing).
+    port: int = 443
+    # Plain-HTTP requests get it too (the control plane allows it for non-public hosts only).
+    allow_plain_http: bool = False
 
-    def matches(self, host: str, port: int) -> bool:
+    def matches(self, host: str, port: int, *, tls: bool) -> bool:
+        """Whether a request to `host`:`port` gets the secret: `tls`, inside TLS the proxy terminates
+        (a CONNECT it intercepts); otherwise plain HTTP."""
+        if port != self.port or not (tls or self.allow_plain_http):
+            return False
         return any(pattern.matches(host, port) for pattern in self.hosts)
 
     def header_line(self) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from astrabox.agents.v1 import agent_pb2
 from astrabox.environments.v1 import environment_pb2
+from serverkit import credential_reach
 from serverkit.host_patterns import HostPattern, HostPatternError, parse
 
 # The package registries `allow_package_registries` opens, unless the operator names others
@@ -51,9 +52,11 @@ class EgressPolicy:
     # Why each pattern set is there, for refusal messages.
     registries: tuple[HostPattern, ...] = ()
     mcp_servers: tuple[HostPattern, ...] = ()
-    # The hosts the environment binds a credential to: only a request to one of them has the proxy
-    # ask for the session's credentials (a session binding none never depends on the control plane).
+    # The hosts the environment binds a credential to, each on its binding's port, and those of
+    # them whose plain-HTTP requests get it too: only a request to one of them has the proxy ask
+    # for the session's credentials (a session binding none never depends on the control plane).
     credential_hosts: tuple[HostPattern, ...] = ()
+    plain_http_hosts: tuple[HostPattern, ...] = ()
 
     @classmethod
     def from_proto(
@@ -68,11 +71,10 @@ class EgressPolicy:
         if environment is None or not environment.HasField("network"):
             return NONE
         network = environment.network
-        bound = tuple(
-            p for binding in environment.credentials for p in (_try_parse(text) for text in binding.hosts) if p
-        )
+        tls = tuple(p for binding in environment.credentials for p in _bound(binding))
+        plain = tuple(p for binding in environment.credentials if binding.allow_plain_http for p in _bound(binding))
         if network.mode == environment_pb2.NETWORK_MODE_UNRESTRICTED:
-            return cls(Mode.UNRESTRICTED, credential_hosts=bound)
+            return cls(Mode.UNRESTRICTED, credential_hosts=tls, plain_http_hosts=plain)
         if network.mode != environment_pb2.NETWORK_MODE_LIMITED:
             return NONE
         allowed = tuple(p for p in (_try_parse(text) for text in network.allowed_hosts) if p is not None)
@@ -84,7 +86,8 @@ class EgressPolicy:
             allowed=allowed,
             registries=tuple(registries) if network.allow_package_registries else (),
             mcp_servers=mcp,
-            credential_hosts=bound,
+            credential_hosts=tls,
+            plain_http_hosts=plain,
         )
 
     @property
@@ -92,9 +95,11 @@ class EgressPolicy:
         """Whether the sandbox gets a way out at all (the proxy's environment variables)."""
         return self.mode is not Mode.NONE
 
-    def binds(self, host: str, port: int) -> bool:
-        """Whether the environment binds a credential to `host`:`port`."""
-        return any(pattern.matches(host, port) for pattern in self.credential_hosts)
+    def binds(self, host: str, port: int, *, tls: bool) -> bool:
+        """Whether the environment binds a credential to requests to `host`:`port`, inside TLS the
+        proxy terminates (`tls`) or in plain HTTP."""
+        patterns = self.credential_hosts if tls else self.plain_http_hosts
+        return any(pattern.matches(host, port) for pattern in patterns)
 
     def refusal(self, host: str, port: int) -> str | None:
         """Why a connection to `host`:`port` is refused by the policy; None: it is allowed (its
@@ -110,6 +115,12 @@ class EgressPolicy:
 
 
 NONE = EgressPolicy(Mode.NONE)
+
+
+def _bound(binding: environment_pb2.CredentialBinding) -> tuple[HostPattern, ...]:
+    """The binding's hosts on its port (`credential_reach.pinned`)."""
+    patterns = (p for p in (_try_parse(text) for text in binding.hosts) if p is not None)
+    return credential_reach.pinned(patterns, credential_reach.port(binding.port))
 
 
 def _try_parse(text: str) -> HostPattern | None:

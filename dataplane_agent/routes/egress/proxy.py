@@ -11,8 +11,7 @@ Per connection: one request head (bounded: line, size, header count; an idle dea
 Proxy-Authorization checked (no valid token: 407, never forwarded), then either
   - CONNECT host:port (HTTPS, git, pip, npm): a blind tunnel once allowed, or
   - an absolute-form plain HTTP request: sent upstream in origin form, hop-by-hop and Proxy-*
-    headers dropped, one request per connection; a host with a credential binding gets the
-    binding's header (replacing the sandbox's).
+    headers dropped, one request per connection.
 A connection is allowed when the session's policy (policy.py) admits the host and port the sandbox
 asked for, and every address the proxy resolves the name to is one the agent connects to for a
 sandbox (not loopback, private, link-local, ... unless in --egress-allowed-networks). The proxy
@@ -22,10 +21,19 @@ A refusal is answered (403, or 502 when the upstream cannot be reached) with a o
 body saying what was refused, why and how to allow it, and reported as the session's
 EgressRefused output (rate-limited: reports.py).
 
-HTTPS: a CONNECT to a host with a credential binding is intercepted (interception.py: the agent's
-CA, trusted by the sandbox through a bundle beside the socket) so the credential can be added; any
-other CONNECT is a blind tunnel. Without an `Interception` (none given) bindings apply to plain HTTP
-only.
+Credentials: a binding's secret goes only into requests to one of its hosts on its port
+(`CredentialBinding.matches`), replacing the header of that name the sandbox sent:
+  - over TLS: a CONNECT to exactly such a host:port is intercepted (interception.py: the agent's CA,
+    trusted by the sandbox through a bundle beside the socket), the proxy's own TLS to the host
+    verified, and the one request inside gets the secret. Any other CONNECT, the bound host on
+    another port included, is a blind tunnel: nothing added, nothing read;
+  - over plain HTTP only for a binding with `allow_plain_http` (which the control plane allows for
+    non-public hosts only), and only when the address the proxy connected to is loopback or private
+    (`credential_reach.non_public_address`): a name that resolved to a public address gets none.
+    Any other plain-HTTP request, to a bound host included, is sent as the sandbox wrote it, its
+    own Authorization (or other) header untouched: the proxy adds nothing and takes nothing away,
+    so the sandbox can never make it put a secret on an unencrypted connection.
+Without an `Interception` (none given) only `allow_plain_http` bindings apply.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from dataplane_agent.routes.egress.reports import RefusalReports
 from dataplane_agent.routes.listener import SandboxSocket
 from dataplane_agent.routes.tokens import SessionTokens
 from dataplane_agent.sandboxes.base import EGRESS_PORT
+from serverkit import credential_reach
 from serverkit.host_patterns import HostPattern, canonical_host
 from serverkit.waits import bounded
 
@@ -286,7 +295,7 @@ class EgressProxy:
         if request.method == "CONNECT":
             host, port = self._authority(request.target, default_port=None)
             if self._interception is not None and self.policy(session_id).refusal(host, port) is None:
-                bindings = await self._matching(session_id, host, port)
+                bindings = await self._matching(session_id, host, port, tls=True)
                 if bindings:
                     await self._intercept(session_id, host, port, bindings, reader, writer)
                     return
@@ -313,7 +322,10 @@ class EgressProxy:
         # whether or not the control plane can give the session's credentials, and costs no call.
         up_reader, up_writer = await self._open_upstream(session_id, host, port)
         try:
-            bindings = await self._matching(session_id, host, port)
+            bindings = await self._matching(session_id, host, port, tls=False)
+            if bindings and not _non_public_peer(up_writer):
+                log.warning("egress_plain_credential_withheld", session_id=session_id, host=host, port=port)
+                bindings = []
             up_writer.write(_upstream_head(request, origin, authority, framing, bindings))
             await self._send_body(request, framing, reader, writer, up_writer)
             log.debug("egress_request", session_id=session_id, host=host, port=port, method=request.method)
@@ -430,14 +442,16 @@ class EgressProxy:
                 up_writer.write(b"\r\n")
         await up_writer.drain()
 
-    async def _matching(self, session_id: str, host: str, port: int) -> list[CredentialBinding]:
-        if session_id in self._builds or not self.policy(session_id).binds(host, port):
+    async def _matching(self, session_id: str, host: str, port: int, *, tls: bool) -> list[CredentialBinding]:
+        """The bindings whose secret a request to `host`:`port` gets: inside intercepted TLS
+        (`tls`), or in plain HTTP."""
+        if session_id in self._builds or not self.policy(session_id).binds(host, port, tls=tls):
             return []
         try:
             bindings = await self._bindings.bindings(session_id)
         except Exception as error:  # the message never holds a secret (BindingSource's contract)
             raise Refused(502, f"the credentials bound to {host} could not be had: {error}") from None
-        return [binding for binding in bindings if binding.matches(host, port)]
+        return [binding for binding in bindings if binding.matches(host, port, tls=tls)]
 
     async def _open_upstream(
         self, session_id: str, host: str, port: int
@@ -536,6 +550,16 @@ class EgressProxy:
         with contextlib.suppress(ConnectionError, OSError):
             writer.write(head.encode("latin-1") + body_bytes)
             await bounded(writer.drain(), 5)
+
+
+def _non_public_peer(writer: asyncio.StreamWriter) -> bool:
+    """Whether the upstream connection's address is loopback or private (a plain-HTTP credential
+    goes nowhere else, whatever the name it was bound to resolved to)."""
+    peer = writer.get_extra_info("peername")
+    try:
+        return credential_reach.non_public_address(ipaddress.ip_address(str(peer[0]).split("%", 1)[0]))
+    except (TypeError, IndexError, ValueError):
+        return False
 
 
 def _framing(request: _Request) -> tuple[str, int]:

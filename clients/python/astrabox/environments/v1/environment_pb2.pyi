@@ -135,16 +135,20 @@ class NetworkPolicy(_message.Message):
     def __init__(self, mode: _Optional[_Union[NetworkMode, str]] = ..., allowed_hosts: _Optional[_Iterable[str]] = ..., allow_package_registries: _Optional[bool] = ..., allow_mcp_servers: _Optional[bool] = ...) -> None: ...
 
 class CredentialBinding(_message.Message):
-    __slots__ = ("credential", "hosts", "scheme", "header")
+    __slots__ = ("credential", "hosts", "scheme", "header", "port", "allow_plain_http")
     CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
     SCHEME_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_PLAIN_HTTP_FIELD_NUMBER: _ClassVar[int]
     credential: str
     hosts: _containers.RepeatedScalarFieldContainer[str]
     scheme: CredentialScheme
     header: str
-    def __init__(self, credential: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., scheme: _Optional[_Union[CredentialScheme, str]] = ..., header: _Optional[str] = ...) -> None: ...
+    port: int
+    allow_plain_http: bool
+    def __init__(self, credential: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., scheme: _Optional[_Union[CredentialScheme, str]] = ..., header: _Optional[str] = ..., port: _Optional[int] = ..., allow_plain_http: _Optional[bool] = ...) -> None: ...
 
 class BuildProgress(_message.Message):
     __slots__ = ("agent_id", "build_digest", "state", "phase", "message", "percent", "error", "time")

@@ -685,21 +685,37 @@ class ResolveCredentialsRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class ResolveCredentialsResponse(_message.Message):
-    __slots__ = ("credentials",)
+    __slots__ = ("credentials", "mcp_credentials")
     CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    MCP_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     credentials: _containers.RepeatedCompositeFieldContainer[ResolvedCredential]
-    def __init__(self, credentials: _Optional[_Iterable[_Union[ResolvedCredential, _Mapping]]] = ...) -> None: ...
+    mcp_credentials: _containers.RepeatedCompositeFieldContainer[ResolvedMcpCredential]
+    def __init__(self, credentials: _Optional[_Iterable[_Union[ResolvedCredential, _Mapping]]] = ..., mcp_credentials: _Optional[_Iterable[_Union[ResolvedMcpCredential, _Mapping]]] = ...) -> None: ...
 
 class ResolvedCredential(_message.Message):
-    __slots__ = ("name", "hosts", "scheme", "header", "secret")
+    __slots__ = ("name", "hosts", "scheme", "header", "secret", "port", "allow_plain_http")
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
     SCHEME_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SECRET_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_PLAIN_HTTP_FIELD_NUMBER: _ClassVar[int]
     name: str
     hosts: _containers.RepeatedScalarFieldContainer[str]
     scheme: _environment_pb2.CredentialScheme
     header: str
     secret: str
-    def __init__(self, name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., scheme: _Optional[_Union[_environment_pb2.CredentialScheme, str]] = ..., header: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
+    port: int
+    allow_plain_http: bool
+    def __init__(self, name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., scheme: _Optional[_Union[_environment_pb2.CredentialScheme, str]] = ..., header: _Optional[str] = ..., secret: _Optional[str] = ..., port: _Optional[int] = ..., allow_plain_http: _Optional[bool] = ...) -> None: ...
+
+class ResolvedMcpCredential(_message.Message):
+    __slots__ = ("server", "name", "secret")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    name: str
+    secret: str
+    def __init__(self, server: _Optional[str] = ..., name: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...

@@ -160,16 +160,18 @@ class RunnerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ResolveCredentials(self, request, context):
-        """Gives an agent the secrets its session's environment binds to hosts
-        (EnvironmentSpec.credentials), for its egress proxy to add to requests
-        on the way out. The agent proves who it is as in Hello, in the call's
+        """Gives an agent the secrets of a session placed on it: those its
+        environment binds to hosts (EnvironmentSpec.credentials), for its egress
+        proxy to add to requests on the way out, and those its agent's HTTP MCP
+        servers name (HttpMcpServer.credential), for the agent to send them. The
+        agent proves who it is as in Hello, in the call's
         metadata: `astrabox-agent-id` and `astrabox-agent-credential` (else
         UNAUTHENTICATED: AGENT_CREDENTIAL_MISSING, AGENT_CREDENTIAL_INVALID,
         AGENT_REVOKED; nothing is enrolled by this call). Only the agent the
         session is placed on is answered (else PERMISSION_DENIED,
         SESSION_NOT_ON_AGENT, also for a session that does not exist); a session
-        with no binding gets none, a binding whose credential the project does
-        not hold is left out. A bound credential that does not decrypt fails the
+        with no binding and no such server gets none, a credential the project
+        does not hold is left out. A credential that does not decrypt fails the
         call (FAILED_PRECONDITION: CREDENTIAL_KEY_MISMATCH, CREDENTIAL_CORRUPT).
         The secrets are decrypted for this answer only and never stored by it.
         """
