@@ -60,7 +60,8 @@ database and nothing else. Its map:
     engine_transcripts.py  engine_transcripts
     agents.py              agents; placement also counts sessions
     agent_commands.py      agent_commands   cluster_secret.py      cluster_secret
-    agent_credentials.py   agent_credentials (each agent's credential, bound at enrollment)
+    agent_credentials.py   agent_credentials (each agent's credential, bound at enrollment, its admission)
+    agent_join_tokens.py   agent_join_tokens (operators' single-use tokens admitting a new agent)
     project_quotas.py      project_quotas   command_leases.py      command_leases
     tool_calls.py          open_tool_calls (the engine's tool calls still without a result)
     tool_grants.py         tool_grants (tools a session may use without asking)

@@ -86,6 +86,8 @@ class AgentHello:
     sessions: Mapping[str, int]
     # The agent's release (Hello.agent_version); empty from an agent older than that field.
     version: str = ""
+    # The project its join token dedicated it to (identity.agent_admission); None: the shared pool.
+    project_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,7 @@ class Agents:
             hello.capacity,
             hello.instance_id,
             hello.version,
+            hello.project_id,
         )
         return Lease(row["generation"], row["lease_expires_at"])
 

@@ -158,7 +158,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT, f"Hello.agent_id must be 1-{MAX_AGENT_ID_CHARS} printable characters"
             )
         try:
-            await self._settings.admission.admit(
+            admitted = await self._settings.admission.admit(
                 hello.agent_id, hello.agent_credential, hello.enrollment_token, context.peer(), hello.join_token
             )
         except KernelError as refusal:
@@ -181,6 +181,7 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             capacity=hello.capacity or 1,
             sessions={c.session_id: c.output_seq for c in hello.sessions},
             version=hello.agent_version[:64],
+            project_id=admitted.project_id,
         )
 
 

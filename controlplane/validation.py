@@ -228,6 +228,7 @@ FIELDS: dict[str, Check] = {
     "ref": _string(256, printable=True),
     "directory": _string(1024, printable=True),
     "role": _range(0, 3),
+    "credential_hosts": _range(0, 2),
     # A google.protobuf.Timestamp (expire_time): 0001-01-01 to 9999-12-31, as the type allows.
     "seconds": _range(-62135596800, 253402300799),
     "nanos": _range(0, 999_999_999),

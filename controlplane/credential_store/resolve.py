@@ -25,6 +25,7 @@ from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store, validation
 from controlplane.credential_store.credentials import CredentialStore
 from controlplane.errors import CredentialsHostNotDedicated, SessionNotOnAgent
+from controlplane.identity import store as identity_store
 from controlplane.identity.agent_admission import AgentAdmission
 from controlplane.status import maps_errors
 
@@ -52,7 +53,10 @@ class CredentialResolver:
         if holder is None or holder["agent_id"] != agent_id:
             log.warning("credentials_refused_to_agent", agent_id=agent_id, session_id=session_id)
             raise SessionNotOnAgent(session_id, agent_id)
-        if holder["credential_hosts"] == "dedicated" and not holder["dedicated_host"]:
+        if (
+            not holder["dedicated_host"]
+            and await identity_store.credential_hosts(self._pool, holder["project_id"]) == "dedicated"
+        ):
             log.warning("credentials_refused_to_shared_host", agent_id=agent_id, session_id=session_id)
             raise CredentialsHostNotDedicated(session_id, agent_id)
         stored_environment, stored_agent = holder["environment_spec"], holder["config"]

@@ -298,12 +298,12 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     async def SetCredentialHosts(
         self, request: pb.SetCredentialHostsRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetCredentialHostsResponse:
+        project_id = await self._managed(callers.current(), request.project_id)
         wanted = {v: k for k, v in _CREDENTIAL_HOSTS.items()}.get(request.credential_hosts)
         if wanted is None:
             raise InvalidArgument(
                 "credential_hosts", "credential_hosts must be CREDENTIAL_HOSTS_ANY or CREDENTIAL_HOSTS_DEDICATED"
             )
-        project_id = await self._managed(callers.current(), request.project_id)
         project = await store.set_credential_hosts(self._pool, project_id, wanted)
         if project is None:
             raise ProjectNotFound(str(project_id))

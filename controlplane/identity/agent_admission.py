@@ -118,7 +118,7 @@ class AgentAdmission:
         UNAUTHENTICATED, JOIN_TOKEN_INVALID, when the token is malformed, unknown, used or expired."""
         parsed = keys.parse_join_token(join_token)
         async with self._pool.acquire() as conn, conn.transaction():
-            digest = await store.agent_credentials.join_token_digest(conn, parsed[0]) if parsed else None
+            digest = await store.agent_join_tokens.digest(conn, parsed[0]) if parsed else None
             if parsed is None or digest is None or not keys.matches(parsed[1], digest):
                 log.warning("join_token_refused", agent_id=agent_id, peer=peer)
                 raise Unauthenticated(
@@ -129,7 +129,7 @@ class AgentAdmission:
             bound = await store.agent_credentials.find(conn, agent_id)
             if bound is not None and not keys.matches(credential, bound.secret_sha256):
                 raise AgentIdBound(agent_id)  # the token stays unspent
-            token = await store.agent_credentials.use_join_token(conn, parsed[0], agent_id)
+            token = await store.agent_join_tokens.use(conn, parsed[0], agent_id)
             by = f"join:{token.token_id}"
             if bound is None:
                 bound = await store.agent_credentials.enrol(
@@ -178,10 +178,10 @@ class AgentAdmission:
 
     async def mint_join_token(
         self, ttl: timedelta, project_id: uuid.UUID | None, created_by: str
-    ) -> tuple[store.agent_credentials.JoinToken, str]:
+    ) -> tuple[store.agent_join_tokens.JoinToken, str]:
         """A new join token's record and the token itself (shown once; only its digest is kept)."""
         new = keys.new_key(keys.JOIN_PREFIX)
-        token = await store.agent_credentials.insert_join_token(
+        token = await store.agent_join_tokens.insert(
             self._pool, new.key_id, new.secret_sha256, project_id, created_by, ttl
         )
         log.info("join_token_minted", token_id=new.key_id, by=created_by, expires_at=token.expires_at.isoformat())

@@ -1,11 +1,11 @@
 """The `agent_credentials` table: each agent's credential, bound at enrollment, its admission and its
-revocation; and the `agent_join_tokens` that admit a new agent once."""
+revocation."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import asyncpg
 
@@ -103,57 +103,3 @@ async def revoke(conn: asyncpg.Connection, agent_id: str) -> AgentCredential | N
 async def listed(db: asyncpg.Connection | asyncpg.Pool, limit: int) -> list[AgentCredential]:
     rows = await db.fetch("SELECT * FROM agent_credentials ORDER BY enrolled_at DESC, agent_id LIMIT $1", limit)
     return [_credential(row) for row in rows]
-
-
-@dataclass(frozen=True, slots=True)
-class JoinToken:
-    token_id: str
-    project_id: uuid.UUID | None
-    created_by: str
-    created_at: datetime
-    expires_at: datetime
-
-
-def _join_token(row: asyncpg.Record) -> JoinToken:
-    return JoinToken(row["token_id"], row["project_id"], row["created_by"], row["created_at"], row["expires_at"])
-
-
-async def insert_join_token(
-    db: asyncpg.Connection | asyncpg.Pool,
-    token_id: str,
-    secret_sha256: bytes,
-    project_id: uuid.UUID | None,
-    created_by: str,
-    ttl: timedelta,
-) -> JoinToken:
-    row = await db.fetchrow(
-        "INSERT INTO agent_join_tokens (token_id, secret_sha256, project_id, created_by, expires_at)"
-        " VALUES ($1, $2, $3, $4, now() + $5) RETURNING *",
-        token_id,
-        secret_sha256,
-        project_id,
-        created_by,
-        ttl,
-    )
-    return _join_token(row)
-
-
-async def join_token_digest(conn: asyncpg.Connection, token_id: str) -> bytes | None:
-    """The secret's digest of a token that is unused and unexpired, locked until the transaction
-    ends (two agents presenting it at once: one gets it); None otherwise."""
-    digest = await conn.fetchval(
-        "SELECT secret_sha256 FROM agent_join_tokens WHERE token_id = $1 AND used_at IS NULL AND expires_at > now()"
-        " FOR UPDATE",
-        token_id,
-    )
-    return bytes(digest) if digest is not None else None
-
-
-async def use_join_token(conn: asyncpg.Connection, token_id: str, agent_id: str) -> JoinToken:
-    """Spend the token (locked by `join_token_digest`) on `agent_id`."""
-    row = await conn.fetchrow(
-        "UPDATE agent_join_tokens SET used_at = now(), used_by_agent = $2 WHERE token_id = $1 RETURNING *",
-        token_id,
-        agent_id,
-    )
-    return _join_token(row)

@@ -26,14 +26,16 @@ async def register(
     capacity: int,
     instance_id: str,
     version: str = "",
+    project_id: uuid.UUID | None = None,
 ) -> asyncpg.Record:
     """Insert the agent or renew its row with a new lease generation: generation, lease_expires_at.
-    A cordon or drain stays as it is: reconnecting does not lift it. A new row is dedicated to the
-    project the agent's join token named (agent_credentials.project_id), from its first lease on."""
+    A cordon or drain stays as it is: reconnecting does not lift it. A new row is dedicated to
+    `project_id` (the project its join token named) from its first lease on; an existing row keeps
+    its dedication, whatever an operator made it since."""
     return await db.fetchrow(
         "INSERT INTO agents (agent_id, generation, lease_expires_at, drivers, engines, engine_manifests, capacity,"
         " instance_id, agent_version, heartbeat_at, project_id) VALUES ($1, 1, now() + $2, $3, $4, $5, $6, $7, $8,"
-        " now(), (SELECT c.project_id FROM agent_credentials c WHERE c.agent_id = $1))"
+        " now(), $9)"
         " ON CONFLICT (agent_id) DO UPDATE SET generation = agents.generation + 1,"
         "  lease_expires_at = EXCLUDED.lease_expires_at, drivers = EXCLUDED.drivers,"
         "  engines = EXCLUDED.engines, engine_manifests = EXCLUDED.engine_manifests, capacity = EXCLUDED.capacity,"
@@ -48,6 +50,7 @@ async def register(
         capacity,
         instance_id,
         version,
+        project_id,
     )
 
 

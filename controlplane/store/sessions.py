@@ -294,12 +294,12 @@ async def project_of(db: asyncpg.Connection | asyncpg.Pool, session_id: uuid.UUI
 async def credential_holder(db: asyncpg.Connection | asyncpg.Pool, session_id: uuid.UUID) -> asyncpg.Record | None:
     """What ResolveCredentials needs of a live session: its project, the agent it is placed on, its
     pinned environment's spec (NULL: the built-in environment) and its agent's spec (`config`, NULL
-    or empty: none stored), whether that agent is dedicated to the session's project
-    (`dedicated_host`) and the project's credential_hosts; None when there is no such session."""
+    or empty: none stored), and whether that agent is dedicated to the session's project
+    (`dedicated_host`); None when there is no such session."""
     return await db.fetchrow(
-        "SELECT s.project_id, s.agent_id, s.environment_spec, s.config, p.credential_hosts,"
+        "SELECT s.project_id, s.agent_id, s.environment_spec, s.config,"
         " coalesce(a.project_id = s.project_id, false) AS dedicated_host"
-        " FROM sessions s JOIN projects p USING (project_id) LEFT JOIN agents a ON a.agent_id = s.agent_id"
+        " FROM sessions s LEFT JOIN agents a ON a.agent_id = s.agent_id"
         " WHERE s.session_id = $1 AND s.deleted_at IS NULL",
         session_id,
     )

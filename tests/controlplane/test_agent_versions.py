@@ -7,14 +7,18 @@ from __future__ import annotations
 import asyncio
 import secrets
 import types
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
 import pytest
+import pytest_asyncio
 from structlog.testing import capture_logs
 
 from astrabox.backoff import Backoff
-from controlplane.server import RunningControlPlane
+from controlplane.server import RunningControlPlane, serve
+from controlplane.settings import ControlPlaneSettings
 from dataplane_agent.engines.claude_code import MANIFEST as CLAUDE_CODE
 from dataplane_agent.relay import client as relay_client
 from dataplane_agent.relay.client import RelayClient, RelayConfig
@@ -23,9 +27,23 @@ from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState
 from dataplane_agent.state_database import Database
 from serverkit import versions
-from tests.controlplane.test_agent_admission import TOKEN, AgentStream, running
+from tests.controlplane.test_agent_admission import TOKEN, AgentStream
 
-__all__ = ["running"]  # the fixture, used by name
+
+@pytest_asyncio.fixture
+async def running(database_url: str, bootstrap_key_file: str) -> AsyncIterator[RunningControlPlane]:
+    """A control plane that admits agents with its token at once: the version is checked next."""
+    settings = ControlPlaneSettings(
+        database_url=database_url,
+        listen="127.0.0.1:0",
+        bootstrap_key_file=bootstrap_key_file,
+        enrollment_token=TOKEN,
+        agent_admission="automatic",
+        heartbeat_interval=timedelta(milliseconds=200),
+    )
+    async with serve(settings) as control_plane:
+        yield control_plane
+
 
 MAJOR = int(versions.VERSION.split(".", 1)[0])
 

@@ -28,6 +28,7 @@ OWNERS = {
     "agents": "store/agents.py",
     "agent_commands": "store/agent_commands.py",
     "agent_credentials": "store/agent_credentials.py",
+    "agent_join_tokens": "store/agent_join_tokens.py",
     "cluster_secret": "store/cluster_secret.py",
     "project_quotas": "store/project_quotas.py",
     "command_leases": "store/command_leases.py",

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from astrabox.client import AstraBoxClient
+from tests.support import admission
 from tests.support.processes import Process, start_controlplane
 from tests.support.stack import Stack
 
@@ -42,7 +43,7 @@ def stack(database_url: str, tmp_path: Path) -> Iterator[Stack]:
             [sys.executable, "-m", "dataplane_agent", "--controlplane", address, "--state-dir", str(stack.agent_state),
              "--agent-id", "isolation-agent"],
             log_dir / "agent.log",
-            env={"ANTHROPIC_API_KEY": REAL_KEY, "ASTRABOX_MODEL_BASE_URL": upstream},
+            env={"ANTHROPIC_API_KEY": REAL_KEY, "ASTRABOX_MODEL_BASE_URL": upstream, **admission.AGENT_ENV},
         )  # fmt: skip
         stack.agents.append(agent)
         agent.wait_for_line(r"relay_connected", timeout=60)

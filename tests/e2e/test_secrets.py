@@ -108,7 +108,8 @@ async def test_secrets_by_environment_and_file_reach_no_command_line_nor_log(
 
     controlplane = Process(
         "controlplane", [ASTRABOX, "controlplane", "--listen", "127.0.0.1:0"], log_dir / "controlplane.log",
-        env={"ASTRABOX_DATABASE_URL_FILE": str(url_file), "ASTRABOX_ENROLLMENT_TOKEN": token},
+        env={"ASTRABOX_DATABASE_URL_FILE": str(url_file), "ASTRABOX_ENROLLMENT_TOKEN": token,
+             "ASTRABOX_AGENT_ADMISSION": "automatic"},
     )  # fmt: skip
     processes = [controlplane]
     try:
