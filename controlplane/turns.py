@@ -37,7 +37,7 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import session_config, store, tool_grants
 from controlplane.agents import Agents
-from controlplane.errors import CapacityExhausted, NoAgentAvailable
+from controlplane.errors import CapacityExhausted, DedicatedHostsUnavailable, NoAgentAvailable
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.session import SessionRecord, SessionState
@@ -114,7 +114,7 @@ class Turns:
                     agent_id = await self._place_again(tx, session)
                 elif session.runtime_stopped:
                     await self._agents.claim_restart(tx.conn, agent_id)
-            except (NoAgentAvailable, CapacityExhausted) as nowhere:
+            except (NoAgentAvailable, CapacityExhausted, DedicatedHostsUnavailable) as nowhere:
                 await self._fail_queued(tx, session_id, turn.turn_id, nowhere.message)
                 continue
             await store.turns.start_running(tx.conn, session_id, turn.turn_id)

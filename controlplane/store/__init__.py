@@ -33,9 +33,9 @@ from controlplane.store import (
 __all__ = [
     "agent_commands",
     "agent_credentials",
-    "agent_join_tokens",
     "agent_definition_versions",
     "agent_definitions",
+    "agent_join_tokens",
     "agents",
     "background_tasks",
     "cluster_secret",

@@ -281,4 +281,24 @@ async def test_a_project_that_keeps_credentials_on_its_own_hosts_never_falls_bac
             with pytest.raises(grpc.aio.AioRpcError) as bad:
                 await admin_grpc.AdminServiceStub(channel).SetCredentialHosts(admin_pb.SetCredentialHostsRequest())
         assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        # Its own host gone, the next message of its credential session fails its turn, saying why,
+        # rather than moving it to the shared pool.
+        await secure.wait_for_state(on_own.session_id, ["READY"], timeout=30)
+        async with AstraBoxClient.connect(running.address) as operator:
+            await operator.admin.revoke_agent("own-agent")
+        await own.close()
+        async with asyncio.timeout(60):
+            while await running.pool.fetchval(
+                "SELECT runtime_available FROM sessions WHERE session_id = $1", uuid.UUID(on_own.session_id)
+            ):
+                await asyncio.sleep(0.1)
+        await secure.send_message(on_own.session_id, "still here?")
+        async with asyncio.timeout(30):
+            while not (
+                failed := [e for e in (await secure.list_events(on_own.session_id)).events if e.turn_failed.reason]
+            ):
+                await asyncio.sleep(0.1)
+        assert "dedicated hosts" in failed[0].turn_failed.reason
+        assert await placed_on(running, on_own.session_id) == "own-agent"
+        assert on_own.session_id not in shared.started()
     assert shared.work().count("command") >= 2 and own.work().count("command") == 1

@@ -8,9 +8,9 @@
     astrabox agents …      apply agent files (YAML), list, show, version and archive agents
     astrabox environments …  apply environment files (YAML), list, show, version, archive and build them
     astrabox whoami        the project, role and key of the credential in use
-    astrabox projects …    create and list projects (operator admins)
+    astrabox projects …    create and list projects (operator admins); where credentials may run
     astrabox keys …        create, list and revoke a project's API keys (admins)
-    astrabox hosts …       list, revoke and dedicate the data-plane agents (operator admins)
+    astrabox hosts …       list, admit, revoke and dedicate the data-plane agents; mint join tokens (operators)
 
 Every command finds its API key as `astrabox.credentials` says: --api-key-file,
 $ASTRABOX_API_KEY, $ASTRABOX_API_KEY_FILE, else the key `astrabox up` saved.

@@ -86,6 +86,16 @@ class SessionKernelServiceStub:
     (AdminService.CordonAgent, DrainAgent); metadata
     "cordoned" counts them. (A message whose session must
     be placed again fails its turn instead, saying so.)
+    DEDICATED_HOSTS_UNAVAILABLE (FAILED_PRECONDITION) the session binds credentials
+    (its environment's bindings, its agent's HTTP MCP
+    server credentials), its project runs such sessions
+    only on its dedicated agents (AdminService
+    SetCredentialHosts), and none of them is connected
+    with a free slot; it is never placed on the shared
+    pool instead. Metadata "agents", "capacity" and
+    "live" sum up the project's own agents. (A message
+    whose session must be placed again fails its turn
+    instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     AGENT_SILENT             (DEADLINE_EXCEEDED) the session's agent said nothing on
@@ -313,6 +323,16 @@ class SessionKernelServiceServicer:
     (AdminService.CordonAgent, DrainAgent); metadata
     "cordoned" counts them. (A message whose session must
     be placed again fails its turn instead, saying so.)
+    DEDICATED_HOSTS_UNAVAILABLE (FAILED_PRECONDITION) the session binds credentials
+    (its environment's bindings, its agent's HTTP MCP
+    server credentials), its project runs such sessions
+    only on its dedicated agents (AdminService
+    SetCredentialHosts), and none of them is connected
+    with a free slot; it is never placed on the shared
+    pool instead. Metadata "agents", "capacity" and
+    "live" sum up the project's own agents. (A message
+    whose session must be placed again fails its turn
+    instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     AGENT_SILENT             (DEADLINE_EXCEEDED) the session's agent said nothing on
@@ -676,6 +696,16 @@ class SessionKernelService:
     (AdminService.CordonAgent, DrainAgent); metadata
     "cordoned" counts them. (A message whose session must
     be placed again fails its turn instead, saying so.)
+    DEDICATED_HOSTS_UNAVAILABLE (FAILED_PRECONDITION) the session binds credentials
+    (its environment's bindings, its agent's HTTP MCP
+    server credentials), its project runs such sessions
+    only on its dedicated agents (AdminService
+    SetCredentialHosts), and none of them is connected
+    with a free slot; it is never placed on the shared
+    pool instead. Metadata "agents", "capacity" and
+    "live" sum up the project's own agents. (A message
+    whose session must be placed again fails its turn
+    instead, saying so.)
     AGENT_NOT_CONNECTED      (UNAVAILABLE) the session's agent is not connected to
     this control plane right now; retry
     AGENT_SILENT             (DEADLINE_EXCEEDED) the session's agent said nothing on
