@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import grpc
@@ -57,14 +58,15 @@ def key_to_proto(record: store.KeyRecord) -> pb.ApiKey:
         create_time=timestamp(record.created_at),
         created_by=record.created_by,
     )
-    for field, value in (
-        ("expire_time", record.expires_at),
-        ("revoke_time", record.revoked_at),
-        ("last_use_time", record.last_used_at),
-    ):
-        if value is not None:
-            getattr(key, field).CopyFrom(timestamp(value))
+    _set_times(key, expire_time=record.expires_at, revoke_time=record.revoked_at, last_use_time=record.last_used_at)
     return key
+
+
+def _set_times(proto: Any, **times: datetime | None) -> None:
+    """Set each Timestamp field of `proto` named in `times` whose time is known; leave the rest unset."""
+    for field, value in times.items():
+        if value is not None:
+            getattr(proto, field).CopyFrom(timestamp(value))
 
 
 def _project_id(value: str) -> uuid.UUID:
@@ -382,13 +384,9 @@ def agent_to_proto(agent: AgentCredential) -> pb.Agent:
         fingerprint=fingerprint(agent.secret_sha256),
         last_peer=agent.last_peer,
     )
-    for field, value in (
-        ("revoke_time", agent.revoked_at),
-        ("admit_time", agent.admitted_at),
-        ("last_refused_time", agent.last_refused_at),
-    ):
-        if value is not None:
-            getattr(proto, field).CopyFrom(timestamp(value))
+    _set_times(
+        proto, revoke_time=agent.revoked_at, admit_time=agent.admitted_at, last_refused_time=agent.last_refused_at
+    )
     return proto
 
 
