@@ -248,21 +248,65 @@ def _outcome(context: grpc.aio.ServicerContext, error: BaseException | None) -> 
 Audit = Callable[[Any, str], Awaitable[None]]
 
 
+class _Settlement:
+    """One call's audit record, written once: before a refusal is sent (an abort sends its status
+    at once, so a caller holding its answer finds the record), else when the handler has ended."""
+
+    def __init__(self, audited: Audit, streaming_request: bool) -> None:
+        self._audited = audited
+        self._streaming_request = streaming_request
+        self._done = False
+
+    async def __call__(self, request: Any, code: str) -> None:
+        if self._done:
+            return
+        self._done = True
+        try:
+            await self._audited(request.first if self._streaming_request else request, code)
+        except Exception as failure:  # the call has its answer already: a lost record must not replace it
+            unexpected(failure, step="audit")
+
+
+class _RecordingContext:
+    """A call's context whose aborts settle the call's audit record first; all else is the context's."""
+
+    def __init__(self, context: grpc.aio.ServicerContext, settle: _Settlement, request: Any) -> None:
+        self._context = context
+        self._settle = settle
+        self._request = request
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> None:
+        await self._settle(self._request, code.name)
+        await self._context.abort(code, details, trailing_metadata)
+
+    async def abort_with_status(self, status: grpc.Status) -> None:
+        await self._settle(self._request, status.code.name)
+        await self._context.abort_with_status(status)
+
+
 def _bound(handler: grpc.RpcMethodHandler, caller: Caller, audited: Audit | None = None) -> grpc.RpcMethodHandler:
     """`handler` running with `caller` bound for as long as it runs, and `audited` (when given) with
-    the request and the outcome once it has ended."""
+    the request and the outcome once it has ended (a refusal: before it is sent)."""
     kind = _kind(handler)
     behavior = getattr(handler, kind)
     streaming_request = kind in ("stream_unary", "stream_stream")
     wrapped: Callable[..., Any]
 
-    async def settle(request: Any, context: grpc.aio.ServicerContext, error: BaseException | None) -> None:
+    def prepared(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any, _Settlement | None]:
+        request = _FirstRequest(request) if streaming_request else request
         if audited is None:
-            return
-        try:
-            await audited(request.first if streaming_request else request, _outcome(context, error))
-        except Exception as failure:  # the call has its answer already: a lost record must not replace it
-            unexpected(failure, step="audit")
+            return request, context, None
+        settle = _Settlement(audited, streaming_request)
+        return request, _RecordingContext(context, settle, request), settle
+
+    async def settled(
+        settle: _Settlement | None, request: Any, context: grpc.aio.ServicerContext, error: BaseException | None
+    ) -> None:
+        if settle is not None:
+            await settle(request, _outcome(context, error))
 
     if inspect.isasyncgenfunction(behavior):
 
@@ -270,29 +314,29 @@ def _bound(handler: grpc.RpcMethodHandler, caller: Caller, audited: Audit | None
             # Not reset afterwards: a generator may be closed from another context, where the
             # reset would fail, and every call runs in a task (a context) of its own anyway.
             bind(caller)
-            request = _FirstRequest(request) if streaming_request else request
+            request, given, settle = prepared(request, context)
             try:
-                async for response in behavior(request, context):
+                async for response in behavior(request, given):
                     yield response
             except BaseException as error:
-                await settle(request, context, error)
+                await settled(settle, request, context, error)
                 raise
-            await settle(request, context, None)
+            await settled(settle, request, context, None)
 
         wrapped = stream
     else:
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             token = bind(caller)
-            request = _FirstRequest(request) if streaming_request else request
+            request, given, settle = prepared(request, context)
             try:
-                response = await behavior(request, context)
+                response = await behavior(request, given)
             except BaseException as error:
-                await settle(request, context, error)
+                await settled(settle, request, context, error)
                 raise
             finally:
                 unbind(token)
-            await settle(request, context, None)
+            await settled(settle, request, context, None)
             return response
 
         wrapped = call
