@@ -5,6 +5,10 @@ Python 3.11, a task cancelled just as the awaited call completes gets the call's
 its cancellation, so a loop cancelled at shutdown carries on — waiting on a pipe, a socket or its
 next wake-up — and whatever waits for it (a task group, the agent's stop) never finishes.
 `asyncio.timeout` has no such gap (3.12 rebuilt `wait_for` on it).
+
+`keep_cancellation` closes the same gap for task groups: on 3.11, a task group whose child fails
+while its own task is being cancelled raises the child's error (an ExceptionGroup) and the
+cancellation is gone, so a loop that logs errors and goes round again never ends.
 """
 
 from __future__ import annotations
@@ -20,3 +24,11 @@ async def bounded(call: Awaitable[T], seconds: float | None) -> T:
     """Await `call` for at most `seconds` (None: no limit); TimeoutError after that."""
     async with asyncio.timeout(seconds):
         return await call
+
+
+def keep_cancellation(error: BaseException) -> None:
+    """In a loop's `except Exception`: raise CancelledError (from `error`) when the running task was
+    cancelled while the failed body ran, so the loop ends as it was asked to."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from error

@@ -37,6 +37,7 @@ from dataplane_agent.relay.deltas import LiveDeltas
 from dataplane_agent.relay.outbox import Outbox
 from dataplane_agent.state import AgentState
 from serverkit import versions
+from serverkit.waits import keep_cancellation
 
 log = structlog.get_logger(__name__)
 
@@ -178,6 +179,7 @@ class RelayClient:
             try:
                 await self._run_stream()
             except Exception as exc:
+                keep_cancellation(exc)  # a stream failing as the relay is stopped: stop all the same
                 log.warning("relay_stream_failed", target=self._config.target, error=_describe(exc))
             else:
                 log.warning("relay_stream_ended", target=self._config.target)
@@ -247,6 +249,10 @@ class RelayClient:
                     tasks.create_task(self._write(stream))
                     tasks.create_task(self._send_outputs(stream))
                     tasks.create_task(self._heartbeat(stream))
+                    # Each runs until the stream fails; the body waits rather than leaving the group
+                    # to its exit: on 3.11 a group cancelling its task from its exit leaves the
+                    # task's cancellation count raised, and `run` would take a failure for a stop.
+                    await asyncio.Event().wait()
             finally:
                 self._stream = None
                 if self._deltas is not None:
