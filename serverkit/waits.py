@@ -28,7 +28,9 @@ async def bounded(call: Awaitable[T], seconds: float | None) -> T:
 
 def keep_cancellation(error: BaseException) -> None:
     """In a loop's `except Exception`: raise CancelledError (from `error`) when the running task was
-    cancelled while the failed body ran, so the loop ends as it was asked to."""
+    cancelled while the failed body ran, so the loop ends as it was asked to. The failed body's task
+    group must have been awaiting in its body, not in its exit: on 3.11 a group that cancels its task
+    from its exit leaves the count raised, and every failure would look like a stop."""
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError from error

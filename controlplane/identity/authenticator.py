@@ -249,20 +249,26 @@ Audit = Callable[[Any, str], Awaitable[None]]
 
 
 class _Settlement:
-    """One call's audit record, written once: before a refusal is sent (an abort sends its status
-    at once, so a caller holding its answer finds the record), else when the handler has ended."""
+    """One call's audit record (none without `audited`), written once: before a refusal is sent (an
+    abort sends its status at once, so a caller holding its answer finds the record), else when the
+    handler has ended."""
 
-    def __init__(self, audited: Audit, streaming_request: bool) -> None:
+    def __init__(self, audited: Audit | None, request: Any, streaming_request: bool) -> None:
         self._audited = audited
+        self._request = request
         self._streaming_request = streaming_request
-        self._done = False
+        self._done = audited is None
 
-    async def __call__(self, request: Any, code: str) -> None:
-        if self._done:
+    async def ended(self, context: grpc.aio.ServicerContext, error: BaseException | None) -> None:
+        if not self._done:
+            await self(_outcome(context, error))
+
+    async def __call__(self, code: str) -> None:
+        if self._done or self._audited is None:
             return
         self._done = True
         try:
-            await self._audited(request.first if self._streaming_request else request, code)
+            await self._audited(self._request.first if self._streaming_request else self._request, code)
         except Exception as failure:  # the call has its answer already: a lost record must not replace it
             unexpected(failure, step="audit")
 
@@ -270,20 +276,19 @@ class _Settlement:
 class _RecordingContext:
     """A call's context whose aborts settle the call's audit record first; all else is the context's."""
 
-    def __init__(self, context: grpc.aio.ServicerContext, settle: _Settlement, request: Any) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext, settle: _Settlement) -> None:
         self._context = context
         self._settle = settle
-        self._request = request
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> None:
-        await self._settle(self._request, code.name)
+        await self._settle(code.name)
         await self._context.abort(code, details, trailing_metadata)
 
     async def abort_with_status(self, status: grpc.Status) -> None:
-        await self._settle(self._request, status.code.name)
+        await self._settle(status.code.name)
         await self._context.abort_with_status(status)
 
 
@@ -295,18 +300,10 @@ def _bound(handler: grpc.RpcMethodHandler, caller: Caller, audited: Audit | None
     streaming_request = kind in ("stream_unary", "stream_stream")
     wrapped: Callable[..., Any]
 
-    def prepared(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any, _Settlement | None]:
+    def prepared(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any, _Settlement]:
         request = _FirstRequest(request) if streaming_request else request
-        if audited is None:
-            return request, context, None
-        settle = _Settlement(audited, streaming_request)
-        return request, _RecordingContext(context, settle, request), settle
-
-    async def settled(
-        settle: _Settlement | None, request: Any, context: grpc.aio.ServicerContext, error: BaseException | None
-    ) -> None:
-        if settle is not None:
-            await settle(request, _outcome(context, error))
+        settle = _Settlement(audited, request, streaming_request)
+        return request, context if audited is None else _RecordingContext(context, settle), settle
 
     if inspect.isasyncgenfunction(behavior):
 
@@ -319,9 +316,9 @@ def _bound(handler: grpc.RpcMethodHandler, caller: Caller, audited: Audit | None
                 async for response in behavior(request, given):
                     yield response
             except BaseException as error:
-                await settled(settle, request, context, error)
+                await settle.ended(context, error)
                 raise
-            await settled(settle, request, context, None)
+            await settle.ended(context, None)
 
         wrapped = stream
     else:
@@ -332,11 +329,11 @@ def _bound(handler: grpc.RpcMethodHandler, caller: Caller, audited: Audit | None
             try:
                 response = await behavior(request, given)
             except BaseException as error:
-                await settled(settle, request, context, error)
+                await settle.ended(context, error)
                 raise
             finally:
                 unbind(token)
-            await settled(settle, request, context, None)
+            await settle.ended(context, None)
             return response
 
         wrapped = call
