@@ -64,6 +64,7 @@ from controlplane.settings import (
     oidc_settings,
     tls_credentials,
     web_origins,
+    web_tls,
 )
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
@@ -98,8 +99,8 @@ class RunningControlPlane:
     metrics: ControlPlaneMetrics
     # Which agents may connect: `astrabox up` mints its own agent's join token here.
     admission: AgentAdmission
-    # Where the web API and the console are served (host:port), "" when --web-listen is off.
-    web_address: str = ""
+    # Where the web API and the console are served (http(s)://host:port), "" when --web-listen is off.
+    web_url: str = ""
 
 
 class RunnerService:
@@ -308,7 +309,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 metrics_address=endpoint.address if endpoint else None,
             )
             web = contextlib.AsyncExitStack()
-            web_address = ""
+            web_url = ""
             if settings.web_listen:
                 assert internal is not None
                 try:
@@ -319,12 +320,13 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                             [_descriptor(name) for name in WEB_SERVICE_NAMES],
                             origins,
                             MAX_GRPC_MESSAGE_BYTES,
+                            web_tls(settings),
                         )
                     )
                 except WebListenError as error:
                     raise SettingsError(str(error)) from None
-                web_address = running_web.address
-                log.info("web_api_listening", address=web_address)
+                web_url = running_web.url
+                log.info("web_api_listening", address=web_url)
             async with asyncio.TaskGroup() as background:
                 loops = [
                     background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
@@ -341,7 +343,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                         endpoint.address if endpoint else "",
                         metrics,
                         admission,
-                        web_address,
+                        web_url,
                     )
                 finally:
                     for loop in loops:

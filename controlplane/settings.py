@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import ssl
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -426,6 +427,18 @@ def web_origins(settings: ControlPlaneSettings) -> tuple[str, ...]:
         return tuple(parse_origin(origin) for origin in settings.web_origins.split(",") if origin.strip())
     except OriginSettingError as error:
         raise SettingsError(f"--web-origins: {error}") from None
+
+
+def web_tls(settings: ControlPlaneSettings) -> ssl.SSLContext | None:
+    """The web API's HTTPS context: the gRPC port's certificate and key, when it has them."""
+    if not settings.tls_cert:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except (OSError, ssl.SSLError) as error:
+        raise SettingsError(f"the web API cannot use the TLS certificate and key: {error}") from None
+    return context
 
 
 def advertise_address(settings: ControlPlaneSettings, host: str, port: int) -> str:
