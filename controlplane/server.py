@@ -61,6 +61,7 @@ from controlplane.settings import (
     ControlPlaneSettings,
     SettingsError,
     advertise_address,
+    console_sign_in,
     oidc_settings,
     tls_credentials,
     web_origins,
@@ -69,6 +70,7 @@ from controlplane.settings import (
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
 from controlplane.web.serving import InternalSocket, WebListenError, serve_web
+from controlplane.web.sign_in import ConsoleSignIn
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter, WorkspaceTimeouts
 from serverkit import metrics_http, tracing
 from serverkit.waits import bounded
@@ -141,6 +143,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
     tls = tls_credentials(settings)  # a bad TLS or single sign-on configuration stops here, before anything starts
     oidc = oidc_settings(settings)
     origins = web_origins(settings)
+    sign_in = console_sign_in(settings)
     try:
         keys = cipher.keyring(settings.credential_key, settings.credential_previous_key)
     except cipher.KeyInvalid as error:
@@ -321,6 +324,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                             origins,
                             MAX_GRPC_MESSAGE_BYTES,
                             web_tls(settings),
+                            ConsoleSignIn(sign_in),
                         )
                     )
                 except WebListenError as error:

@@ -294,6 +294,18 @@ class ControlPlaneSettings:
             "replace the keys and sign tokens (env %(env)s; default off: an http URL is refused at start)",
         ),
     )
+    # The console's sign-in (controlplane.web.sign_in): the OIDC client it is registered as at the
+    # issuer, a public client using the authorization-code flow with PKCE; empty: keys only.
+    console_oidc_client_id: str = field(
+        default="",
+        metadata=option(
+            "--console-oidc-client-id",
+            env="ASTRABOX_CONSOLE_OIDC_CLIENT_ID",
+            help="the console signs people in at --oidc-issuer as this public OIDC client (authorization code "
+            "with PKCE; register the console's URL, e.g. http://127.0.0.1:7280/, as its redirect URI) "
+            "(env %(env)s; default: sign in with an API key only)",
+        ),
+    )
     oidc_project_claim: str = field(
         default="astrabox_project",
         metadata=option(
@@ -419,6 +431,19 @@ def oidc_settings(settings: ControlPlaneSettings) -> OidcSettings | None:
 
 
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]", "*"}
+
+
+def console_sign_in(settings: ControlPlaneSettings) -> tuple[OidcSettings, str] | None:
+    """Single sign-on's settings and the console's OIDC client id, when the console signs people in
+    at the issuer; SettingsError when the client id is given without single sign-on."""
+    oidc = oidc_settings(settings)
+    if not settings.console_oidc_client_id:
+        return None
+    if oidc is None:
+        raise SettingsError(
+            "--console-oidc-client-id needs single sign-on: set --oidc-issuer, --oidc-audience and --oidc-jwks"
+        )
+    return oidc, settings.console_oidc_client_id
 
 
 def web_origins(settings: ControlPlaneSettings) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from google.protobuf import descriptor
 from controlplane.web.console import Console
 from controlplane.web.gateway import Gateway, internal_errors, routes
 from controlplane.web.origins import Origins
+from controlplane.web.sign_in import ConsoleSignIn
 
 # How long calls in flight (watchers, downloads) may go on when the server stops; then they are cancelled.
 SHUTDOWN_GRACE_S = 2.0
@@ -85,6 +86,7 @@ async def serve_web(
     extra_origins: Sequence[str],
     max_message_bytes: int,
     tls: ssl.SSLContext | None = None,
+    sign_in: ConsoleSignIn | None = None,
 ) -> AsyncIterator[RunningWeb]:
     """Serve the web API and the console on `listen` (host:port, port 0 picks one; HTTPS with `tls`)
     until the context exits, calling the gRPC server at `grpc_target`."""
@@ -102,7 +104,7 @@ async def serve_web(
         sock = _bind(host, int(port_text), listen)
         bound = sock.getsockname()[1]
         app = web.Application(middlewares=[internal_errors], handler_args={"max_field_size": MAX_HEADER_BYTES})
-        Console().add_to(app)  # first: GET /assets/… is the console's, not a method's
+        Console(sign_in or ConsoleSignIn(None)).add_to(app)  # first: GET /assets/… is the console's, not a method's
         Gateway(
             channel, routes(services), Origins(bound, extra_origins, "https" if tls else "http"), max_message_bytes
         ).add_to(app)
