@@ -12,7 +12,6 @@ import grpc
 import structlog
 from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from astrabox.admin.v1 import admin_service_pb2_grpc
 from astrabox.agents.v1 import agent_service_pb2_grpc
@@ -20,6 +19,7 @@ from astrabox.credentialstore.v1 import credential_service_pb2_grpc
 from astrabox.environments.v1 import environment_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
+from controlplane import reflection
 from controlplane.agent_definitions.api import AgentServicer
 from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import Agents
@@ -281,7 +281,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         _add_environment_service(EnvironmentServicer(environments, builds), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        reflection.enable((*SERVICE_NAMES, health.SERVICE_NAME), server)
         if internal is not None:
             server.add_insecure_port(internal.target)  # the web API's way in (controlplane.web.serving)
         await server.start()
