@@ -269,11 +269,12 @@ _ENGINE_NUMBERS_BYTES = 80
 # And what the tag and length before its typed view take at most.
 _CONTENT_TAG_BYTES = 6
 
-# How a run's item is written into an empty SessionEvent, returning about how many bytes it takes.
-_Write = Callable[[Any, events_pb2.SessionEvent], int]
+# How a run's item is written into an empty SessionEvent (with its typed view or not), returning about
+# how many bytes it takes.
+_Write = Callable[[Any, events_pb2.SessionEvent, bool], int]
 
 
-def _write_row(row: asyncpg.Record, message: events_pb2.SessionEvent, content: bool = True) -> int:
+def _write_row(row: asyncpg.Record, message: events_pb2.SessionEvent, content: bool) -> int:
     """A row read for clients (`ClientPage`) written into `message` (empty); about how many bytes it
     takes, never fewer. An engine message is written straight from the row, its stored JSON passed
     through (no StoredEvent; decoded only for its typed view, unless `content` is False: a catch-up
@@ -312,11 +313,15 @@ def _write_row(row: asyncpg.Record, message: events_pb2.SessionEvent, content: b
     return _ENGINE_NUMBERS_BYTES + 4 * short + size + (viewed and viewed + _CONTENT_TAG_BYTES)
 
 
-def _written(run: ClientPage | Sequence[StoredEvent], content: bool) -> tuple[Iterable[Any], _Write]:
+def _write_event(event: StoredEvent, message: events_pb2.SessionEvent, content: bool) -> int:
+    return event_to_proto(event, message, content).ByteSize()
+
+
+def _written(run: ClientPage | Sequence[StoredEvent]) -> tuple[Iterable[Any], _Write]:
     """`run`'s items, and how one is written into a SessionEvent (returning about its size)."""
     if isinstance(run, ClientPage):
-        return run.rows, _write_row if content else lambda row, message: _write_row(row, message, False)
-    return run, lambda event, message: event_to_proto(event, message, content).ByteSize()
+        return run.rows, _write_row
+    return run, _write_event
 
 
 def events_into(
@@ -325,11 +330,11 @@ def events_into(
     """`run`'s events appended to `field` (a repeated SessionEvent field), in order, with their typed
     views unless `content` is False; with `max_bytes`, only those that keep `field` within it (the first
     whatever its size). How many were appended."""
-    items, write = _written(run, content)
+    items, write = _written(run)
     add = field.add
     count = size = 0
     for item in items:
-        size += write(item, add())
+        size += write(item, add(), content)
         if max_bytes is not None and size > max_bytes and count:
             del field[-1]
             break
@@ -345,9 +350,9 @@ def watch_responses(
     response = kernel_pb2.WatchSessionEventsResponse()
     add = response.events.add  # looked up once a response: thousands of events a second go through here
     count = size = 0
-    items, write = _written(run, content)
+    items, write = _written(run)
     for item in items:
-        size += write(item, add())
+        size += write(item, add(), content)
         count += 1
         if count >= most or size >= MAX_RUN_BYTES:
             yield response
