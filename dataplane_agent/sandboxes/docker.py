@@ -73,6 +73,8 @@ _REMOVE_TIMEOUT = 30.0
 # Seconds `docker stop` lets the container's init end before it kills it (see `stop`).
 _STOP_GRACE = 2
 _END_ATTEMPTS = 20
+# util-linux's setpriv sets the parent-death signal and execs the rest (kept across exec).
+_DIE_WITH_PARENT = (shutil.which("setpriv") or "/usr/bin/setpriv", "--pdeathsig", "KILL", "--")
 # What is read of the pids an end reports (a fork bomb's can be many).
 _END_REPORT_BYTES = 64 * 1024
 
@@ -219,7 +221,11 @@ class DockerSandboxDriver:
         program = [found.inner_path(program[0]), *program[1:]]
         relays = found.model_route or found.egress_route
         inner = model_relay(program, model=found.model_route, egress=found.egress_route) if relays else program
-        command = [self._cli() or self._docker_cli, "exec", "-i", "--env-file", str(directory.launcher_env(stem))]
+        # The `docker exec` client dies with the agent (its parent-death signal): a killed agent's
+        # clients would otherwise linger on the host, and what they run in the container is ended
+        # by the next agent (`end_leftovers`).
+        command = [*_DIE_WITH_PARENT, self._cli() or self._docker_cli, "exec", "-i"]
+        command += ["--env-file", str(directory.launcher_env(stem))]
         command += ["--workdir", INNER_WORKSPACE, "--user", self._user(found), found.id, *inner]
         purpose = f"Runs {program[0]} inside the AstraBox sandbox {sandbox.sandbox_id}."
         return await asyncio.to_thread(directory.write_launcher, stem, merged, command, purpose)

@@ -458,3 +458,42 @@ def _cmdline(pid: str) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+async def test_a_launchers_docker_exec_client_dies_with_the_process_that_started_it(
+    driver: DockerSandboxDriver,
+) -> None:
+    """What runs under `docker exec` outlives the client's parent (it may ignore its input: a CLI
+    busy with a tool), and without a parent-death signal the client lingered on the host after an
+    agent was killed. Here a parent (standing for the agent) starts a launcher and is SIGKILLed."""
+    sandbox = await driver.create(spec("orphan"))
+    launcher = await driver.launcher(sandbox, ["/bin/sh", "-c"], {})
+    # The parent starts the launcher with stdin held open by nobody else, prints its pid, then waits.
+    parent = subprocess.Popen(
+        ["python3", "-c", "import subprocess, sys, time\n"
+         f"child = subprocess.Popen([{str(launcher)!r}, 'trap \"\" HUP PIPE; sleep 600'], stdin=subprocess.PIPE)\n"
+         "print(child.pid, flush=True)\ntime.sleep(600)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        client = int(parent.stdout.readline())
+        await asyncio.sleep(2)  # the exec runs
+        assert Path(f"/proc/{client}").exists()
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{client}").exists() and _state(client) != "Z":
+            assert time.monotonic() < deadline, f"the docker exec client {client} outlived its parent"
+            await asyncio.sleep(0.1)
+    finally:
+        parent.kill()
+        await driver.stop(sandbox)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

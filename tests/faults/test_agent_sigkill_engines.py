@@ -4,8 +4,10 @@ of the killed agents' tools, and every turn settled exactly once (the crashed on
 reason, the last one completed).
 
 Only the agent's own process is killed, as a crash kills it (not its process group): what it started
-must end by itself or be ended by the next agent. With docker the CLI runs under `docker exec` and
-nothing ends it with its agent; with the local driver bubblewrap dies with its parent."""
+must end by itself or be ended by the next agent, and nothing of it may stay on the host (the
+processes below the agent just before the kill, looked for again before the next agent starts). With docker the CLI runs under `docker exec`, whose client dies
+with its agent (parent-death signal) while what it runs in the container is ended by the next
+agent; with the local driver bubblewrap dies with its parent."""
 
 from __future__ import annotations
 
@@ -60,9 +62,14 @@ async def crash_during_tools(client: AstraBoxClient, stack: Stack, processes: Ca
                 while tools(await in_sandbox()) <= before:  # the turn's tool runs
                     await asyncio.sleep(0.2)
             agent = stack.agent
+            started = descendants(agent.proc.pid)
+            assert started, "the agent had started nothing: the count below would prove nothing"
             os.kill(agent.proc.pid, signal.SIGKILL)
             crashed.append(agent)
             agent.proc.wait(10)
+            # Before another agent starts (which ends what the container still runs): nothing the
+            # killed agent started goes on on the host.
+            assert await still_running(started) == [], "the killed agent left processes on the host"
             stack.start_agent()
             await settled(client, sid, accepted.turn_id)
         last = await client.send_message(sid, "run: echo after the crashes", client_message_id="last")
@@ -84,6 +91,51 @@ async def crash_during_tools(client: AstraBoxClient, stack: Stack, processes: Ca
             if kind == "turn_failed":
                 assert event.turn_failed.reason, event
     assert ends == {**{turn: ["turn_failed"] for turn in turns[:-1]}, turns[-1]: ["turn_completed"]}
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """The command lines of every process below `pid`, by pid (root sees them all)."""
+    children: dict[int, list[int]] = {}
+    lines: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            lines[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found[child] = lines.get(child, "")
+        todo += children.get(child, [])
+    return found
+
+
+async def still_running(processes: dict[int, str]) -> list[str]:
+    """Which of `processes` still run (not zombies), after the few seconds their parent-death
+    signal may take."""
+    left: list[str] = []
+    for _ in range(50):
+        left = []
+        for pid, line in processes.items():
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if (
+                state != "Z"
+                and line
+                and (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace") == line)
+            ):
+                left.append(f"{pid} {line}")
+        if not left:
+            return []
+        await asyncio.sleep(0.2)
+    return left
 
 
 async def settled(client: AstraBoxClient, sid: str, turn_id: str) -> None:
