@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import typing
 import uuid
 import warnings
@@ -222,8 +223,20 @@ class ClaudeCodeAdapter:
             gate=gate,
             mcp_unavailable=http.unavailable,
         )
-        await session.connect()
+        try:
+            await session.connect()
+        except EngineError as error:
+            if not resume or _NO_CONVERSATION not in str(error):
+                raise
+            # The transcript is there but holds no conversation the CLI takes (killed while it
+            # wrote its first turn down): as with no transcript, a new conversation starts.
+            session_log.warning("conversation_not_resumable", engine_session_id=resume)
+            return await self.start(sandbox, driver, dataclasses.replace(config, resume_engine_session_id=""))
         return session
+
+
+# What the CLI says when it cannot resume a conversation from the transcript it finds.
+_NO_CONVERSATION = "No conversation found with session ID"
 
 
 class ClaudeCodeSession:

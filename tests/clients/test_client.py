@@ -88,7 +88,7 @@ class Kernel(api_grpc.SessionKernelServiceServicer):
             self.unavailable -= 1
             await abort(context, grpc.StatusCode.UNAVAILABLE, self.unavailable_reason, "the database cannot be reached")
         if request.session_id == "busy":
-            await abort(context, grpc.StatusCode.FAILED_PRECONDITION, "SESSION_BUSY", "a turn is running", turn_id="t1")
+            await abort(context, grpc.StatusCode.FAILED_PRECONDITION, "SESSION_NOT_READY", "a turn is running", turn_id="t1")
         state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
         return api.GetSessionResponse(
             session=session_pb2.Session(session_id=request.session_id, state=state, failure_reason="no sandbox")
@@ -332,7 +332,7 @@ async def test_errors_carry_code_reason_and_message_from_error_info(serve: Serve
     error = raised.value
     assert (error.code, error.reason, error.message) == (
         grpc.StatusCode.FAILED_PRECONDITION,
-        "SESSION_BUSY",
+        "SESSION_NOT_READY",
         "a turn is running",
     )
     assert (error.domain, error.metadata) == ("astrabox.dev", {"turn_id": "t1"})

@@ -307,3 +307,21 @@ async def test_a_transcript_needs_the_conversation_it_resumes(driver: LocalSandb
         await ClaudeCodeAdapter().start(sandbox, driver, EngineConfig(transcript=b"{}\n"))
     with pytest.raises(EngineError, match="not a Claude Code session id"):
         transcript_path(sandbox, "../../etc/passwd")
+
+
+@pytest.mark.parametrize("left", [b"", b'{"type":"user","message":{"role":"us'])
+async def test_a_transcript_the_cli_left_without_a_conversation_starts_a_new_one(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox, left: bytes
+) -> None:
+    """A CLI killed while it wrote its first turn down leaves a transcript that holds no
+    conversation: resuming it would fail every later turn ("No conversation found")."""
+    adapter = ClaudeCodeAdapter()
+    _, engine_session_id = await _turn(adapter, sandbox, driver, _config(model_route), "Say hello")
+    transcript_path(sandbox, engine_session_id).write_bytes(left)
+
+    outputs, resumed_id = await _turn(
+        adapter, sandbox, driver, _config(model_route, resume=engine_session_id), "run: echo again"
+    )
+
+    assert outputs[-1].ends_turn and outputs[-1].payload["is_error"] is False, outputs[-1].payload
+    assert resumed_id and resumed_id != engine_session_id  # a new conversation
