@@ -43,7 +43,14 @@ from controlplane.credential_store import cipher
 from controlplane.database import DatabaseUnreachable
 from controlplane.embedded_postgres import EmbeddedPostgres
 from controlplane.server import serve
-from controlplane.settings import CREDENTIAL_KEY, DATABASE_URL, DEFAULT_LISTEN, ENROLLMENT_TOKEN, ControlPlaneSettings
+from controlplane.settings import (
+    CREDENTIAL_KEY,
+    DATABASE_URL,
+    DEFAULT_LISTEN,
+    DEFAULT_WEB_LISTEN,
+    ENROLLMENT_TOKEN,
+    ControlPlaneSettings,
+)
 from serverkit import heap, logs, private_files
 from serverkit import settings as serverkit_settings
 from serverkit.settings import option, secret
@@ -63,6 +70,8 @@ class RunningStack:
     address: str
     # The bootstrap admin key (empty when the database already had keys and this stack made none).
     api_key: str
+    # Where the web API and the console are served (host:port), "" when off.
+    web_address: str = ""
 
 
 def _bootstrap_key_file(data_dir: Path) -> Path:
@@ -80,7 +89,9 @@ def default_data_dir() -> Path:
 
 
 @contextlib.asynccontextmanager
-async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIterator[RunningStack]:
+async def stack(
+    data_dir: Path, listen: str, database_url: str = "", web_listen: str = ""
+) -> AsyncIterator[RunningStack]:
     """Run the whole stack until the context exits; yields its address and admin key.
 
     On the way out it unmounts the workspace images under `data_dir` (the agent
@@ -107,6 +118,7 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
             bootstrap_key_file=str(key_file),
             credential_key=credential_key,
             enrollment_token=enrollment_token,
+            web_listen=web_listen,
         )
         async with serve(settings) as controlplane:
             # The local agent is admitted by construction: a join token for it alone, used at once.
@@ -127,7 +139,7 @@ async def stack(data_dir: Path, listen: str, database_url: str = "") -> AsyncIte
                 await _wait_for_agent(controlplane.pool, agent)
                 api_key = key_file.read_text().strip() if key_file.exists() else ""
                 remember(api_key)  # never in a log line
-                yield RunningStack(controlplane.address, api_key)
+                yield RunningStack(controlplane.address, api_key, controlplane.web_address)
             finally:
                 stop.set()
                 await bounded(agent, 30)
@@ -179,6 +191,14 @@ class UpSettings:
     """What `astrabox up` is configured with; `astrabox up --help` lists the flags."""
 
     listen: str = field(default=DEFAULT_LISTEN, metadata=option("--listen", help="gRPC address (default %(default)s)"))
+    # The web API and the console; empty: off.
+    web_listen: str = field(
+        default=DEFAULT_WEB_LISTEN,
+        metadata=option(
+            "--web-listen",
+            help="host:port of the web API and the console, port 0 picks one, '' turns it off (default %(default)s)",
+        ),
+    )
     # Empty: an embedded PostgreSQL in data_dir.
     database_url: str = field(
         default="",
@@ -215,7 +235,7 @@ def main(argv: Sequence[str]) -> None:
     logs.configure()
     warn_on_command_line(up.secrets_on_command_line, "astrabox up", log)
     try:
-        sys.exit(asyncio.run(run_up(up.data_dir, up.listen, up.database_url)))
+        sys.exit(asyncio.run(run_up(up.data_dir, up.listen, up.database_url, up.web_listen)))
     except SecretSettingError as error:  # the local agent's
         sys.exit(f"astrabox up: {error}")
     except DatabaseUnreachable as error:
@@ -223,20 +243,21 @@ def main(argv: Sequence[str]) -> None:
         sys.exit(f"astrabox up: cannot connect to the database: {error}")
 
 
-async def run_up(data_dir: Path, listen: str, database_url: str) -> int:
+async def run_up(data_dir: Path, listen: str, database_url: str, web_listen: str = "") -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with stack(data_dir, listen, database_url) as running:
+    async with stack(data_dir, listen, database_url, web_listen) as running:
         address = running.address
         if running.api_key:
             saved = save_api_key(running.api_key)
             key_note = f"  admin API key of project default: saved in {saved} (mode 0600)\n"
         else:
             key_note = f"  the database has API keys already: use one of them (or {config_path()} if saved before)\n"
+        console = f"  console: http://{running.web_address}  (sign in with that key)\n" if running.web_address else ""
         print(
-            f"AstraBox is up on {address} (state in {data_dir})\n{key_note}"
+            f"AstraBox is up on {address} (state in {data_dir})\n{key_note}{console}"
             f'  try:  astrabox run --target {address} "Create hello.txt"\n'
             f'        grpcurl -plaintext -H "authorization: Bearer $(cat {config_path()})" {address} list\n'
             "  Ctrl-C stops it.",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import asyncpg
 import grpc
 import structlog
+from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -62,9 +63,11 @@ from controlplane.settings import (
     advertise_address,
     oidc_settings,
     tls_credentials,
+    web_origins,
 )
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
+from controlplane.web.serving import InternalSocket, WebListenError, serve_web
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter, WorkspaceTimeouts
 from serverkit import metrics_http, tracing
 from serverkit.waits import bounded
@@ -74,6 +77,12 @@ log = structlog.get_logger(__name__)
 
 RUNNER = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name
 SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, RUNNER)
+# What the web API serves: every client-facing service (agents and replicas speak gRPC only).
+WEB_SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS)
+
+
+def _descriptor(name: str) -> descriptor.ServiceDescriptor:
+    return descriptor_pool.Default().FindServiceByName(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +98,8 @@ class RunningControlPlane:
     metrics: ControlPlaneMetrics
     # Which agents may connect: `astrabox up` mints its own agent's join token here.
     admission: AgentAdmission
+    # Where the web API and the console are served (host:port), "" when --web-listen is off.
+    web_address: str = ""
 
 
 class RunnerService:
@@ -128,6 +139,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
     """Run the control plane until the context exits; yields its bound address."""
     tls = tls_credentials(settings)  # a bad TLS or single sign-on configuration stops here, before anything starts
     oidc = oidc_settings(settings)
+    origins = web_origins(settings)
     try:
         keys = cipher.keyring(settings.credential_key, settings.credential_previous_key)
     except cipher.KeyInvalid as error:
@@ -158,6 +170,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         await migrate(pool)
         secret = await read_cluster_secret(pool)
         await bootstrap(pool, settings.bootstrap_key_file)
+        internal = InternalSocket() if settings.web_listen else None
         server = grpc.aio.server(
             # Every client-facing call is authenticated first (controlplane.identity), then bounded field
             # by field; RunnerService's callers (agents, other replicas) authenticate on their own and get
@@ -265,50 +278,84 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        if internal is not None:
+            server.add_insecure_port(internal.target)  # the web API's way in (controlplane.web.serving)
         await server.start()
-        monitor = HealthMonitor(
-            settings.database_url,
-            health_servicer,
-            SERVICE_NAMES,
-            interval=settings.health_probe_interval,
-            timeout=settings.health_probe_timeout,
-        )
-        await monitor.check()  # SERVING now, unless the database went away since the migrations
-        address = f"{host}:{bound}"
-        metrics.watch_sessions(pool, asyncio.get_running_loop())
-        metrics.watch_database(lambda: monitor.serving)
         try:
-            endpoint = (
-                metrics_http.serve(settings.metrics_listen, metrics.registry) if settings.metrics_listen else None
+            monitor = HealthMonitor(
+                settings.database_url,
+                health_servicer,
+                SERVICE_NAMES,
+                interval=settings.health_probe_interval,
+                timeout=settings.health_probe_timeout,
             )
-        except metrics_http.MetricsListenError as error:
-            raise SettingsError(str(error)) from None
-        log.info(
-            "controlplane_listening",
-            address=address,
-            advertise_address=advertised,
-            tls=tls is not None,
-            credential_key_id=keys.key_id if keys else None,
-            metrics_address=endpoint.address if endpoint else None,
-        )
-        async with asyncio.TaskGroup() as background:
-            loops = [
-                background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
-                background.create_task(sweeper.run(settings.sweep_interval.total_seconds())),
-                background.create_task(monitor.run()),
-            ]
+            await monitor.check()  # SERVING now, unless the database went away since the migrations
+            address = f"{host}:{bound}"
+            metrics.watch_sessions(pool, asyncio.get_running_loop())
+            metrics.watch_database(lambda: monitor.serving)
             try:
-                yield RunningControlPlane(
-                    address, server, pool, kernel, advertised, endpoint.address if endpoint else "", metrics, admission
+                endpoint = (
+                    metrics_http.serve(settings.metrics_listen, metrics.registry) if settings.metrics_listen else None
                 )
-            finally:
-                for loop in loops:
-                    loop.cancel()
-                if endpoint is not None:
-                    endpoint.close()
-                await health_servicer.enter_graceful_shutdown()
-                await server.stop(grace=2)
-                await replicas.close()
-                await leases.close()
+            except metrics_http.MetricsListenError as error:
+                raise SettingsError(str(error)) from None
+            log.info(
+                "controlplane_listening",
+                address=address,
+                advertise_address=advertised,
+                tls=tls is not None,
+                credential_key_id=keys.key_id if keys else None,
+                metrics_address=endpoint.address if endpoint else None,
+            )
+            web = contextlib.AsyncExitStack()
+            web_address = ""
+            if settings.web_listen:
+                assert internal is not None
+                try:
+                    running_web = await web.enter_async_context(
+                        serve_web(
+                            settings.web_listen,
+                            internal.target,
+                            [_descriptor(name) for name in WEB_SERVICE_NAMES],
+                            origins,
+                            MAX_GRPC_MESSAGE_BYTES,
+                        )
+                    )
+                except WebListenError as error:
+                    raise SettingsError(str(error)) from None
+                web_address = running_web.address
+                log.info("web_api_listening", address=web_address)
+            async with asyncio.TaskGroup() as background:
+                loops = [
+                    background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
+                    background.create_task(sweeper.run(settings.sweep_interval.total_seconds())),
+                    background.create_task(monitor.run()),
+                ]
+                try:
+                    yield RunningControlPlane(
+                        address,
+                        server,
+                        pool,
+                        kernel,
+                        advertised,
+                        endpoint.address if endpoint else "",
+                        metrics,
+                        admission,
+                        web_address,
+                    )
+                finally:
+                    for loop in loops:
+                        loop.cancel()
+                    if endpoint is not None:
+                        endpoint.close()
+                    await web.aclose()  # browsers' calls end before the gRPC server's
+                    await health_servicer.enter_graceful_shutdown()
+                    await server.stop(grace=2)
+                    await replicas.close()
+                    await leases.close()
+        finally:
+            await server.stop(grace=None)  # stopped already unless start-up failed after start
+            if internal is not None:
+                internal.close()
     finally:
         await bounded(pool.close(), 10)

@@ -17,6 +17,7 @@ import structlog
 
 from astrabox.secret_settings import SecretOption, SecretSettingError, redact_text
 from controlplane.identity.tokens import OidcSettings
+from controlplane.web.origins import OriginSettingError, parse_origin
 from serverkit import private_files
 from serverkit import settings as serverkit_settings
 from serverkit.settings import CONFIG_ENV, not_negative_seconds, option, positive_int, positive_seconds, secret, tuned
@@ -25,6 +26,8 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_IDLE_STOP_AFTER_S = 900.0
 DEFAULT_LISTEN = "127.0.0.1:7233"
+# Where `astrabox up` serves the web API and the console (the control plane alone serves none by default).
+DEFAULT_WEB_LISTEN = "127.0.0.1:7280"
 # The largest gRPC message the control plane sends or takes (client calls, agent streams, replicas).
 MAX_GRPC_MESSAGE_BYTES = 32 * 1024 * 1024
 
@@ -124,6 +127,25 @@ class ControlPlaneSettings:
         ),
     )
     metrics_listen: str = serverkit_settings.metrics_listen()
+    # host:port of the web API (Connect protocol, for browsers and curl) and the console; empty: off.
+    web_listen: str = field(
+        default="",
+        metadata=option(
+            "--web-listen",
+            env="ASTRABOX_WEB_LISTEN",
+            help="host:port to serve the web API and the console on, port 0 picks one (env %(env)s, default none: off)",
+        ),
+    )
+    # Web origins besides the console's own on loopback whose pages may call the web API, comma-separated.
+    web_origins: str = field(
+        default="",
+        metadata=option(
+            "--web-origins",
+            env="ASTRABOX_WEB_ORIGINS",
+            help="comma-separated origins (scheme://host[:port]) whose pages may call the web API, besides "
+            "the console's own on loopback, e.g. https://astrabox.example.com behind a proxy (env %(env)s)",
+        ),
+    )
     otlp_endpoint: str = serverkit_settings.otlp_endpoint()
     # How long an agent's lease lasts without a heartbeat; its sessions' runtimes are lost after it.
     lease_ttl: timedelta = _seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat")
@@ -396,6 +418,14 @@ def oidc_settings(settings: ControlPlaneSettings) -> OidcSettings | None:
 
 
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]", "*"}
+
+
+def web_origins(settings: ControlPlaneSettings) -> tuple[str, ...]:
+    """--web-origins as normalized origins; SettingsError naming an entry that is not one."""
+    try:
+        return tuple(parse_origin(origin) for origin in settings.web_origins.split(",") if origin.strip())
+    except OriginSettingError as error:
+        raise SettingsError(f"--web-origins: {error}") from None
 
 
 def advertise_address(settings: ControlPlaneSettings, host: str, port: int) -> str:

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -96,11 +97,14 @@ def test_up_as_root_with_a_private_home_comes_up_and_runs_a_session(tmp_path: Pa
     home.mkdir(mode=0o700)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ASTRABOX_"))}
     env["HOME"] = str(home)
-    script = f"mount -t tmpfs -o mode=0755 astrabox-test /var/lib && exec {ASTRABOX} up --listen 127.0.0.1:0"
+    script = f"mount -t tmpfs -o mode=0755 astrabox-test /var/lib && exec {ASTRABOX} up --listen 127.0.0.1:0 --web-listen 127.0.0.1:0"
     up = Process("up", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], tmp_path / "up.log", env)
     try:
         address, data_dir = up.wait_for_line(r"AstraBox is up on (\S+) \(state in (\S+)\)", timeout=180).groups()
         assert data_dir == "/var/lib/astrabox"
+        console = up.wait_for_line(r"console: (http://\S+)").group(1)
+        with urllib.request.urlopen(console, timeout=30) as page:  # the console's page, on its own port
+            assert page.status == 200 and "Content-Security-Policy" in page.headers
 
         run = subprocess.run(
             [ASTRABOX, "run", "--target", address, "Create hello.txt"],
@@ -130,7 +134,7 @@ def test_a_server_command_that_fails_ends_in_one_line_saying_what_to_do(command:
         private = tmp_path / "private"
         private.mkdir(mode=0o700)
         args, advice = (
-            ["up", "--listen", "127.0.0.1:0", "--data-dir", str(private / "astrabox")],
+            ["up", "--listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0", "--data-dir", str(private / "astrabox")],
             f"chmod o+x {private}",
         )
     else:

@@ -185,7 +185,10 @@ def _refused_url(postgres_dsn: str) -> tuple[str, str]:
     return parts._replace(netloc=f"{parts.username}:{password}@{parts.hostname}:{parts.port}").geturl(), password
 
 
-@pytest.mark.parametrize("command", [["controlplane", "--listen", "127.0.0.1:0"], ["up", "--listen", "127.0.0.1:0"]])
+@pytest.mark.parametrize(
+    "command",
+    [["controlplane", "--listen", "127.0.0.1:0"], ["up", "--listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"]],
+)
 def test_a_database_url_on_the_command_line_is_warned_about_and_its_password_never_logged(
     command: list[str], postgres_dsn: str, tmp_path: Path
 ) -> None:

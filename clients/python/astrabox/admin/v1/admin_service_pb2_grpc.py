@@ -5,7 +5,7 @@ import warnings
 
 from astrabox.admin.v1 import admin_service_pb2 as astrabox_dot_admin_dot_v1_dot_admin__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 

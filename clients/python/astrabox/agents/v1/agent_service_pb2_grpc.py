@@ -5,7 +5,7 @@ import warnings
 
 from astrabox.agents.v1 import agent_service_pb2 as astrabox_dot_agents_dot_v1_dot_agent__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 

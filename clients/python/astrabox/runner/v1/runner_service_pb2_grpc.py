@@ -5,7 +5,7 @@ import warnings
 
 from astrabox.runner.v1 import runner_service_pb2 as astrabox_dot_runner_dot_v1_dot_runner__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
