@@ -91,7 +91,8 @@ export function errorInfo(error: unknown): ErrorInfo | undefined {
 export function describeError(error: unknown): string {
   if (error instanceof ConnectError) {
     const info = errorInfo(error);
-    const code = Code[error.code] ?? String(error.code);
+    // The gRPC name people see in the CLI and the docs: INVALID_ARGUMENT, not InvalidArgument.
+    const code = (Code[error.code] ?? String(error.code)).replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
     const reason = info?.reason ? `, ${info.reason}` : "";
     return `${error.rawMessage || "request failed"} (${code}${reason})`;
   }

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cutting_proxy import cutting_proxy
 from tests.support.processes import Process
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -57,10 +61,11 @@ class ConsoleStack:
 
 
 @pytest.fixture(scope="module")
-def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
+def console_stack() -> Iterator[ConsoleStack]:
     """`astrabox up` with its web port on a free loopback port, in a scratch directory."""
-    scratch = tmp_path_factory.mktemp("console-stack")
-    scratch.chmod(0o711)  # a root stack runs its embedded PostgreSQL as `postgres`
+    # Not under pytest's tmp directory (0700): a root stack runs its embedded PostgreSQL as `postgres`.
+    scratch = Path(tempfile.mkdtemp(prefix="astrabox-console-"))
+    scratch.chmod(0o711)
     data_dir = scratch / "data"
     dropped = {
         "ASTRABOX_DATABASE_URL",
@@ -100,6 +105,7 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
         yield ConsoleStack(url.rstrip("/"), api_key, process)
     finally:
         process.stop(timeout=30)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +130,10 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Console:
     """A browser tab on the console, with what it logged (CSP violations, errors)."""
 
-    def __init__(self, page: Any, stack: ConsoleStack, artifacts: Path, name: str) -> None:
+    def __init__(self, page: Any, stack: ConsoleStack, artifacts: Path, name: str, base: str = "") -> None:
         self.page = page
         self.stack = stack
+        self.base = base or stack.url
         self.artifacts = artifacts
         self.name = name
         self.shots = 0
@@ -146,21 +153,21 @@ class Console:
 
     def sign_in(self) -> None:
         page = self.page
-        page.goto(self.stack.url + "/")
+        page.goto(self.base + "/")
         page.get_by_label("API key").fill(self.stack.api_key)
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_test_id("whoami")).to_contain_text("admin of project default")
 
     def create_session(self, *, permission_mode: str = "", first_message: str = "") -> str:
         page = self.page
-        page.goto(self.stack.url + "/#/sessions")
+        page.goto(self.base + "/#/sessions")
         form = page.get_by_role("region", name="New session")
         if permission_mode:
             form.get_by_label("Permission mode").fill(permission_mode)
         if first_message:
             form.get_by_label("First message").fill(first_message)
         form.get_by_role("button", name="Create session").click()
-        page.wait_for_url(re.compile(r"#/sessions/[0-9a-f-]{36}$"))
+        expect(page).to_have_url(re.compile(r"#/sessions/[0-9a-f-]{36}$"))
         return str(page.url).rsplit("/", 1)[1]
 
     def send(self, text: str) -> None:
@@ -216,13 +223,15 @@ def test_sign_in_shows_who_you_are_keeps_the_key_in_the_tab_and_signs_out(consol
 def test_a_turn_arrives_live_a_tool_call_is_approved_and_a_question_answered(console: Console) -> None:
     page = console.page
     console.sign_in()
-    # Mode `default` asks before each tool: the Bash call waits for an approval.
-    session_id = console.create_session(permission_mode="default", first_message="run: echo approved-by-a-person")
+    # Mode `default` asks before a tool that changes something: the Bash call waits for an approval.
+    session_id = console.create_session(
+        permission_mode="default", first_message="run: touch approved.txt && echo approved-by-a-person"
+    )
     expect(page.get_by_role("heading", name=f"Session {session_id[:8]}")).to_be_visible()
     expect(page.get_by_test_id("watch-status")).to_have_text("Live")
     panel = page.get_by_test_id("interaction")
     expect(panel.get_by_role("heading", name="Approve Bash?")).to_be_visible(timeout=TURN_TIMEOUT_MS)
-    expect(panel).to_contain_text("echo approved-by-a-person")
+    expect(panel).to_contain_text("touch approved.txt && echo approved-by-a-person")
     console.shot("approval")
     panel.get_by_role("button", name="Allow once").click()
     transcript = page.get_by_role("log", name="Transcript")
@@ -262,26 +271,50 @@ def test_a_turn_arrives_live_a_tool_call_is_approved_and_a_question_answered(con
     console.check_clean()
 
 
-def test_a_turn_survives_a_dropped_watch_without_a_missing_or_doubled_event(console: Console) -> None:
-    page = console.page
-    console.sign_in()
-    session_id = console.create_session(first_message="run: echo first-turn")
-    transcript = page.get_by_role("log", name="Transcript")
-    expect(transcript.get_by_test_id("turn-end")).to_have_count(1, timeout=TURN_TIMEOUT_MS)
-    # Cut the network under the open watch; once the console says it is reconnecting, let it back
-    # on and send the next message: the watch resumes after its last seq.
-    page.context.set_offline(True)
-    expect(page.get_by_test_id("watch-status")).to_contain_text("Reconnecting", timeout=30_000)
-    console.shot("offline")
-    page.context.set_offline(False)
-    console.send("run: echo second-turn")
-    expect(transcript.get_by_test_id("turn-end")).to_have_count(2, timeout=TURN_TIMEOUT_MS)
-    expect(page.get_by_test_id("watch-status")).to_contain_text("resumed")
-    seqs = [int(s) for s in transcript.locator("[data-seq]").evaluate_all("els => els.map(e => e.dataset.seq)")]
-    assert seqs == sorted(seqs), seqs
-    expect(transcript.locator(".msg-user")).to_have_count(2)
-    assert session_id
-    console.check_clean()
+def test_a_watch_cut_again_and_again_resumes_with_nothing_missing_or_doubled(
+    browser: Any, console_stack: ConsoleStack, artifacts: Path
+) -> None:
+    # The browser reaches the console through a proxy that can cut its connections: on [::1] with
+    # the web port's number, an origin the web API takes as the console's own.
+    port = int(console_stack.url.rsplit(":", 1)[1])
+    with cutting_proxy(f"127.0.0.1:{port}", host="::1", port=port) as proxy:
+        context = browser.new_context(viewport={"width": 1366, "height": 768})
+        context.set_default_timeout(30_000)
+        console = Console(context.new_page(), console_stack, artifacts, "cut-watch", base=f"http://{proxy.address}")
+        try:
+            page = console.page
+            console.sign_in()
+            console.create_session(first_message="run: echo first-turn")
+            transcript = page.get_by_role("log", name="Transcript")
+            expect(transcript.get_by_test_id("turn-end")).to_have_count(1, timeout=TURN_TIMEOUT_MS)
+            # Five Bash steps, a few seconds in all; the watch is cut under it every half second.
+            console.send("steps: 5")
+            expect(page.get_by_label("Message", exact=True)).to_have_value("")  # the send went through
+            cuts = 0
+            while transcript.get_by_test_id("turn-end").count() < 2 and cuts < 60:
+                time.sleep(0.5)
+                proxy.cut()
+                cuts += 1
+            expect(transcript.get_by_test_id("turn-end")).to_have_count(2, timeout=TURN_TIMEOUT_MS)
+            expect(page.get_by_test_id("watch-status")).to_contain_text("resumed", timeout=30_000)
+            console.shot("resumed")
+            # Every step once, each call with its result, the turn's text once.
+            tools = transcript.get_by_test_id("tool-call")
+            expect(tools).to_have_count(6)  # echo first-turn, then the five steps
+            for i in range(1, 6):
+                expect(tools.filter(has_text=f"echo step {i}")).to_have_count(1)
+            expect(transcript.get_by_test_id("tool-call").filter(has_text="running")).to_have_count(0)
+            expect(transcript.locator(".msg-assistant", has_text="Finished 5 steps.")).to_have_count(1)
+            expect(transcript.locator(".msg-user")).to_have_count(2)
+            seqs = [int(s) for s in transcript.locator("[data-seq]").evaluate_all("els => els.map(e => e.dataset.seq)")]
+            assert seqs == sorted(seqs), seqs
+            assert proxy.connections > cuts // 2  # the watch did reconnect through the cuts
+            console.check_clean()
+        finally:
+            try:
+                console.shot("end")
+            finally:
+                context.close()
 
 
 def test_workspace_files_are_browsed_downloaded_and_uploaded(console: Console, tmp_path: Path) -> None:
@@ -294,7 +327,7 @@ def test_workspace_files_are_browsed_downloaded_and_uploaded(console: Console, t
     workspace.get_by_role("button", name="Refresh").click()
     workspace.get_by_role("button", name="notes/").click()
     expect(workspace.get_by_role("navigation", name="Workspace path")).to_contain_text("notes")
-    expect(workspace.get_by_role("cell", name="hello.txt")).to_be_visible()
+    expect(workspace.get_by_role("cell", name="hello.txt", exact=True)).to_be_visible()
     console.shot("browsed")
     with page.expect_download() as downloading:
         workspace.get_by_role("button", name="Download hello.txt").click()
@@ -307,9 +340,9 @@ def test_workspace_files_are_browsed_downloaded_and_uploaded(console: Console, t
     workspace.get_by_label(re.compile("Upload files to /workspace/notes")).set_input_files(
         [{"name": "uploaded.txt", "mimeType": "text/plain", "buffer": b"from the browser\n"}]
     )
-    workspace.get_by_role("button", name="Upload").click()
+    workspace.get_by_role("button", name="Upload", exact=True).click()
     expect(workspace.get_by_role("status")).to_contain_text("Uploaded 1 entries")
-    expect(workspace.get_by_role("cell", name="uploaded.txt")).to_be_visible()
+    expect(workspace.get_by_role("cell", name="uploaded.txt", exact=True)).to_be_visible()
     console.shot("uploaded")
     # What was uploaded is in the sandbox: the agent reads it.
     console.send("run: cat notes/uploaded.txt")
@@ -362,9 +395,10 @@ def test_an_agent_file_is_applied_and_its_versions_compared(console: Console) ->
     expect(versions.get_by_role("cell", name="v2")).to_be_visible()
     expect(versions.get_by_role("cell", name="v1")).to_be_visible()
     diff = versions.get_by_test_id("agent-diff")
-    expect(diff.locator(".removed")).to_contain_text("- description: Made by the console test")
-    expect(diff.locator(".added")).to_contain_text("+ description: Changed by the console test")
-    expect(diff.locator(".added")).to_contain_text("max_turns: 7")
+    expect(diff.locator(".removed", has_text="description")).to_have_text("- description: Made by the console test\n")
+    expect(diff.locator(".added", has_text="description")).to_have_text("+ description: Changed by the console test\n")
+    expect(diff.locator(".removed", has_text="max_turns")).to_contain_text("max_turns: 5")
+    expect(diff.locator(".added", has_text="max_turns")).to_contain_text("max_turns: 7")
     console.shot("diff")
 
     # A session from it pins the version.
@@ -372,7 +406,7 @@ def test_an_agent_file_is_applied_and_its_versions_compared(console: Console) ->
     form = page.get_by_role("region", name="New session")
     form.get_by_label("Agent", exact=True).select_option("console-tester")
     form.get_by_role("button", name="Create session").click()
-    page.wait_for_url(re.compile(r"#/sessions/[0-9a-f-]{36}$"))
+    expect(page).to_have_url(re.compile(r"#/sessions/[0-9a-f-]{36}$"))
     expect(page.get_by_role("heading", name=re.compile("Session"))).to_be_visible()
     expect(page.locator(".facts")).to_contain_text("console-tester v2")
     console.check_clean()

@@ -6,6 +6,7 @@ import { SessionState, type Session } from "../gen/astrabox/sessionkernel/v1/ses
 import { cost, shortId, stateName, tokens } from "../format";
 import { href } from "../router";
 import { Transcript } from "../transcript";
+import { forgetFirstMessage, queuedFirstMessage } from "../firstMessage";
 import { watchSession, type WatchStatus } from "../watch";
 import { TranscriptView } from "./TranscriptView";
 import { InteractionPanel } from "./InteractionPanel";
@@ -54,6 +55,28 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
     };
   }, [api, sessionId, transcript, refresh]);
 
+  // The first message given at creation, sent once the session can take it.
+  const [queued, setQueued] = useState(() => queuedFirstMessage(sessionId));
+  useEffect(() => {
+    if (!queued || !session || session.state === SessionState.CREATING) return;
+    if (session.state === SessionState.FAILED || session.state === SessionState.ARCHIVED) {
+      forgetFirstMessage(sessionId);
+      setQueued(undefined);
+      return;
+    }
+    let stale = false;
+    api.sessions
+      .sendMessage({ sessionId, clientMessageId: queued.clientMessageId, text: queued.text })
+      .then(() => {
+        forgetFirstMessage(sessionId);
+        if (!stale) setQueued(undefined);
+      })
+      .catch((e) => !stale && setError(`The first message was not sent: ${describeError(e)}`));
+    return () => {
+      stale = true;
+    };
+  }, [api, sessionId, session, queued]);
+
   const interrupt = async () => {
     try {
       const r = await api.sessions.interruptTurn({ sessionId, requestId: requestId("interrupt") });
@@ -89,6 +112,7 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
           </p>
         </header>
         {error ? <p role="alert" className="error">{error}</p> : null}
+        {queued ? <p className="note" role="status">Your first message is sent once the session is ready.</p> : null}
         <TranscriptView transcript={transcript} />
         {transcript.pending ? (
           <InteractionPanel key={transcript.pending.interactionId} api={api} sessionId={sessionId} interaction={transcript.pending} onAnswered={refresh} />

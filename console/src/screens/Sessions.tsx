@@ -6,6 +6,7 @@ import { describeError, requestId, type Api } from "../api";
 import { SessionState, type Session } from "../gen/astrabox/sessionkernel/v1/session_pb";
 import { cost, shortId, stateName, tokens, when } from "../format";
 import { href } from "../router";
+import { queueFirstMessage } from "../firstMessage";
 
 const STATES = [
   SessionState.CREATING,
@@ -198,8 +199,9 @@ function CreateSession({ api }: { api: Api }) {
         });
         if (!session) throw new Error("the service returned no session");
         if (message.trim()) {
-          // Accepted at once and queued until the runtime is ready.
-          await api.sessions.sendMessage({ sessionId: session.sessionId, clientMessageId: requestId("msg"), text: message });
+          // A session takes messages once it is ready: its screen sends this one then, with this id
+          // (idempotent, so a reload meanwhile cannot send it twice).
+          queueFirstMessage(session.sessionId, { clientMessageId: requestId("msg"), text: message });
         }
         window.location.hash = href({ name: "session", id: session.sessionId });
       } catch (err) {
@@ -215,24 +217,20 @@ function CreateSession({ api }: { api: Api }) {
     <section aria-labelledby="create-title" className="panel">
       <h2 id="create-title">New session</h2>
       <form onSubmit={submit} className="stack">
-        <label>
-          Agent
-          <select value={agent} onChange={(e) => setAgent(e.target.value)}>
+        <label htmlFor="new-session-agent">Agent</label>
+        <select id="new-session-agent" value={agent} onChange={(e) => setAgent(e.target.value)}>
             <option value="">None (engine defaults)</option>
             {agents.map((a) => <option key={a} value={a}>{a}</option>)}
-          </select>
-        </label>
+        </select>
         <label>
           Agent version
           <input type="number" min={0} value={agentVersion} onChange={(e) => setAgentVersion(e.target.value)} placeholder="newest" disabled={!agent} />
         </label>
-        <label>
-          Environment
-          <select value={environment} onChange={(e) => setEnvironment(e.target.value)}>
+        <label htmlFor="new-session-environment">Environment</label>
+        <select id="new-session-environment" value={environment} onChange={(e) => setEnvironment(e.target.value)}>
             <option value="">Built-in</option>
             {environments.map((n) => <option key={n} value={n}>{n}</option>)}
-          </select>
-        </label>
+        </select>
         <label>
           Permission mode
           <input list="permission-modes" value={permissionMode} onChange={(e) => setPermissionMode(e.target.value)} placeholder="the engine's default" />
