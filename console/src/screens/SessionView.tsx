@@ -120,7 +120,12 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
         <Composer api={api} sessionId={sessionId} canInterrupt={!!session && ACTIVE.has(session.state)} onInterrupt={interrupt} modes={session?.capabilities?.permissionModes ?? []} />
       </div>
       <aside className="session-side">
-        <Workspace api={api} sessionId={sessionId} />
+        <Workspace
+          api={api}
+          sessionId={sessionId}
+          available={!!session?.runtimeAvailable}
+          version={`${session?.runtimeAvailable}:${transcript.items.filter((i) => i.kind === "turn_end").length}`}
+        />
       </aside>
     </div>
   );

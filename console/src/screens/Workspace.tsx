@@ -6,7 +6,8 @@ import type { WorkspaceEntry } from "../gen/astrabox/sessionkernel/v1/session_ke
 import { bytes, when } from "../format";
 import { downloadArchive, firstFileOf, part, saveAs, tarFiles, uploadArchive } from "../workspaceFiles";
 
-export function Workspace({ api, sessionId }: { api: Api; sessionId: string }) {
+/** `version` changes when the files may have (a turn ended, the sandbox came or went): the listing is read again. */
+export function Workspace({ api, sessionId, available, version }: { api: Api; sessionId: string; available: boolean; version: string }) {
   const [path, setPath] = useState("");
   const [entries, setEntries] = useState<WorkspaceEntry[] | undefined>();
   const [error, setError] = useState("");
@@ -16,6 +17,10 @@ export function Workspace({ api, sessionId }: { api: Api; sessionId: string }) {
 
   const load = useCallback(() => {
     setError("");
+    if (!available) {
+      setEntries(undefined);
+      return;
+    }
     api.sessions
       .listWorkspace({ sessionId, path })
       .then((r) => setEntries(r.entries))
@@ -23,8 +28,8 @@ export function Workspace({ api, sessionId }: { api: Api; sessionId: string }) {
         setEntries(undefined);
         setError(describeError(e));
       });
-  }, [api, sessionId, path]);
-  useEffect(load, [load]);
+  }, [api, sessionId, path, available]);
+  useEffect(load, [load, version]);
 
   const join = (name: string) => (path ? `${path}/${name}` : name);
   const download = async (entry: WorkspaceEntry) => {
@@ -78,6 +83,7 @@ export function Workspace({ api, sessionId }: { api: Api; sessionId: string }) {
           </span>
         ))}
       </nav>
+      {!available ? <p className="hint">No sandbox right now: the files show once the session runs (a message brings it back).</p> : null}
       {error ? <p role="alert" className="error">{error}</p> : null}
       {note ? <p role="status" className="note">{note}</p> : null}
       {entries ? (
@@ -116,7 +122,7 @@ export function Workspace({ api, sessionId }: { api: Api; sessionId: string }) {
           Upload files to /workspace{path ? `/${path}` : ""}
           <input ref={files} type="file" multiple />
         </label>
-        <button type="submit" disabled={busy}>Upload</button>
+        <button type="submit" disabled={busy || !available}>Upload</button>
       </form>
     </section>
   );
