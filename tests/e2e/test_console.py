@@ -437,3 +437,47 @@ def test_an_engines_markup_and_javascript_links_render_inert(console: Console) -
     for i in range(external.count()):
         assert set((external.nth(i).get_attribute("rel") or "").split()) >= {"noopener", "noreferrer"}
     console.check_clean()
+
+
+def test_an_operator_sees_the_hosts_and_makes_a_key_shown_once_then_revokes_it(
+    console: Console, browser: Any, console_stack: ConsoleStack, artifacts: Path
+) -> None:
+    page = console.page
+    console.sign_in()
+    page.get_by_role("link", name="Operators").click()
+    hosts = page.get_by_role("region", name="Hosts")
+    expect(hosts.get_by_role("row").filter(has_text="local")).to_contain_text("connected")
+
+    keys = page.get_by_role("region", name="API keys")
+    keys.get_by_label("Name").fill("console-test-key")
+    keys.get_by_label("Role").select_option(label="developer")
+    keys.get_by_role("button", name="Create key").click()
+    secret = keys.get_by_label("New key").input_value()
+    assert secret.startswith("abx_"), secret
+    key_id = secret.split("_")[1]
+    expect(keys.get_by_role("row").filter(has_text=key_id)).to_contain_text("developer")
+    console.shot("key-created")
+    keys.get_by_role("button", name="Done").click()
+    expect(keys.get_by_label("New key")).to_have_count(0)  # shown once: gone for good
+
+    # The new key signs in elsewhere as what it is: a developer, who has no operators' screen.
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        other = context.new_page()
+        other.goto(console_stack.url + "/")
+        other.get_by_label("API key").fill(secret)
+        other.get_by_role("button", name="Sign in").click()
+        expect(other.get_by_test_id("whoami")).to_contain_text(f"key {key_id}: developer of project default")
+        expect(other.get_by_role("link", name="Operators")).to_have_count(0)
+    finally:
+        context.close()
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    keys.get_by_role("button", name=f"Revoke key {key_id}").click()
+    expect(keys.get_by_role("row").filter(has_text=key_id)).to_contain_text("revoked")
+    page.reload()
+    audit = page.get_by_role("region", name="Audit trail")
+    expect(audit.get_by_role("row").filter(has_text="RevokeApiKey").first).to_contain_text("OK")
+    expect(audit.get_by_role("row").filter(has_text="CreateApiKey").first).to_contain_text("OK")
+    console.shot("revoked")
+    console.check_clean()
