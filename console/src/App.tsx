@@ -7,6 +7,7 @@ import { Login } from "./screens/Login";
 import { Sessions } from "./screens/Sessions";
 import { SessionView } from "./screens/SessionView";
 import { Agents } from "./screens/Agents";
+import { Environments } from "./screens/Environments";
 import { Operators } from "./screens/Operators";
 
 const KEY_STORAGE = "astrabox.apiKey";
@@ -57,6 +58,7 @@ export function App() {
         <nav aria-label="Main">
           <a href={href({ name: "sessions" })} aria-current={current === "sessions" ? "page" : undefined}>Sessions</a>
           <a href={href({ name: "agents" })} aria-current={current === "agents" ? "page" : undefined}>Agents</a>
+          <a href={href({ name: "environments" })} aria-current={current === "environments" ? "page" : undefined}>Environments</a>
           {caller.project?.operator && caller.role === Role.ADMIN ? (
             <a href={href({ name: "operators" })} aria-current={current === "operators" ? "page" : undefined}>Operators</a>
           ) : null}
@@ -72,6 +74,7 @@ export function App() {
         {route.name === "sessions" && <Sessions api={api} />}
         {route.name === "session" && <SessionView key={route.id} api={api} sessionId={route.id} />}
         {route.name === "agents" && <Agents api={api} selected={route.agent} />}
+        {route.name === "environments" && <Environments api={api} selected={route.environment} />}
         {route.name === "operators" && <Operators api={api} />}
       </main>
     </div>

@@ -10,12 +10,14 @@ the test prints where.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -480,4 +482,44 @@ def test_an_operator_sees_the_hosts_and_makes_a_key_shown_once_then_revokes_it(
     expect(audit.get_by_role("row").filter(has_text="RevokeApiKey").first).to_contain_text("OK")
     expect(audit.get_by_role("row").filter(has_text="CreateApiKey").first).to_contain_text("OK")
     console.shot("revoked")
+    console.check_clean()
+
+
+def connect_call(stack: ConsoleStack, method: str, request: dict[str, Any]) -> dict[str, Any]:
+    """A unary call on the web API as a program makes it (Connect JSON, no Origin)."""
+    call = urllib.request.Request(
+        f"{stack.url}/{method}",
+        data=json.dumps(request).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {stack.api_key}"},
+        method="POST",
+    )
+    with urllib.request.urlopen(call, timeout=30) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+    return answer
+
+
+def test_an_environments_versions_are_shown_and_a_build_followed_to_its_end(console: Console) -> None:
+    connect_call(
+        console.stack,
+        "astrabox.environments.v1.EnvironmentService/CreateEnvironment",
+        {
+            "requestId": "console-env-1",
+            "name": "console-env",
+            "spec": {"variables": {"GREETING": "hello"}, "setupScript": "echo set up by the console test"},
+        },
+    )
+    page = console.page
+    console.sign_in()
+    page.get_by_role("link", name="Environments").click()
+    page.get_by_role("link", name="console-env").click()
+    versions = page.get_by_role("region", name="console-env: versions")
+    expect(versions.locator(".definition")).to_contain_text('"GREETING": "hello"')
+    versions.get_by_role("button", name="Build v1").click()
+    steps = versions.get_by_role("list", name="Build steps")
+    expect(steps.locator("li").last).to_contain_text("ready", timeout=TURN_TIMEOUT_MS)
+    expect(versions.get_by_role("button", name="Build v1")).to_be_enabled()
+    console.shot("built")
+    # The session list offers it to new sessions.
+    page.get_by_role("link", name="Sessions").click()
+    expect(page.get_by_label("Environment")).to_contain_text("console-env")
     console.check_clean()
