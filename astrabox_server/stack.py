@@ -70,8 +70,8 @@ class RunningStack:
     address: str
     # The bootstrap admin key (empty when the database already had keys and this stack made none).
     api_key: str
-    # Where the web API and the console are served (host:port), "" when off.
-    web_address: str = ""
+    # Where the web API and the console are served (http://host:port), "" when off.
+    web_url: str = ""
 
 
 def _bootstrap_key_file(data_dir: Path) -> Path:
@@ -139,7 +139,7 @@ async def stack(
                 await _wait_for_agent(controlplane.pool, agent)
                 api_key = key_file.read_text().strip() if key_file.exists() else ""
                 remember(api_key)  # never in a log line
-                yield RunningStack(controlplane.address, api_key, controlplane.web_address)
+                yield RunningStack(controlplane.address, api_key, controlplane.web_url)
             finally:
                 stop.set()
                 await bounded(agent, 30)
@@ -255,7 +255,7 @@ async def run_up(data_dir: Path, listen: str, database_url: str, web_listen: str
             key_note = f"  admin API key of project default: saved in {saved} (mode 0600)\n"
         else:
             key_note = f"  the database has API keys already: use one of them (or {config_path()} if saved before)\n"
-        console = f"  console: http://{running.web_address}  (sign in with that key)\n" if running.web_address else ""
+        console = f"  console: {running.web_url}  (sign in with that key)\n" if running.web_url else ""
         print(
             f"AstraBox is up on {address} (state in {data_dir})\n{key_note}{console}"
             f'  try:  astrabox run --target {address} "Create hello.txt"\n'

@@ -58,7 +58,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from _common import (
@@ -129,6 +129,7 @@ class Bench:
         self.committer = OutputCommitter(Journal(pool, LiveTail()), Turns(Agents(pool, datetime.timedelta(minutes=5))))
         self.turn_id = str(uuid.uuid4())
         self.appended_s = 0.0  # how long the live producer took to store its outputs
+        self.web_url = ""  # the control plane's web API, when `bench` started it with one
 
     async def commits(self) -> tuple[float, float]:
         """The control plane's journal commits of agent outputs so far: (outputs, commits), from its
@@ -275,7 +276,11 @@ class Bench:
         return seconds
 
 
-async def bench(args: argparse.Namespace) -> None:
+async def bench(
+    args: argparse.Namespace, body: Callable[[Bench], Awaitable[None]] | None = None, web: bool = False
+) -> None:
+    """Start the control plane (with the web API when `web`) and this process's agent side, then run
+    `body` (default: this script's rounds) on them."""
     work = Path(tempfile.mkdtemp(prefix="astrabox-bench-relay-"))
     controlplane: Process | None = None
     try:
@@ -284,6 +289,8 @@ async def bench(args: argparse.Namespace) -> None:
             flags = ["--listen", "127.0.0.1:0"]
             if args.metrics == "on":
                 flags += ["--metrics-listen", "127.0.0.1:0"]
+            if web:
+                flags += ["--web-listen", "127.0.0.1:0"]
             if args.tracing == "off":
                 os.environ[tracing.SDK_DISABLED_ENV] = "true"  # this process and the control plane's
             else:
@@ -308,9 +315,12 @@ async def bench(args: argparse.Namespace) -> None:
             db = await Database.open(work / "agent.db")
             try:
                 b = Bench(args, pool, address, api_key, db, metrics_address)
+                if web:
+                    found = await asyncio.to_thread(controlplane.wait_for_line, r"web API and console on (\S+)")
+                    b.web_url = found.group(1)
                 with tracing.tracer().start_as_current_span("bench turn") as turn:
                     b.outbox.trace_turn(b.turn_id, tracing.traceparent(turn))
-                await run(b)
+                await (body or run)(b)
             finally:
                 if scraping is not None:
                     scraping.cancel()

@@ -20,6 +20,7 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from astrabox.sessionkernel.v1 import session_pb2
 from controlplane.conversation import Answer, Conversation, SendMessage
 from controlplane.convert import (
+    MAX_LIST_RESPONSE_BYTES,
     delta_to_proto,
     event_to_proto,
     events_into,
@@ -138,16 +139,17 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         # comes for a while (`AstraBoxClient.watch` counts how long it has failed to resume from there).
         await context.send_initial_metadata(((WATCH_ADMITTED, "admitted"),))
         most = request.max_events_per_response  # 0: one per response, in `event`, as before it existed
+        content = not request.omit_content
         try:
             async for item in self._kernel.watch_runs(request.session_id, request.after_seq, request.include_deltas):
                 if isinstance(item, LiveDelta):
                     yield pb.WatchSessionEventsResponse(delta=delta_to_proto(item))
                 elif most > 0:
-                    for response in watch_responses(item, most):
+                    for response in watch_responses(item, most, content):
                         yield response
                 else:
                     for event in item.events() if isinstance(item, ClientPage) else item:
-                        yield pb.WatchSessionEventsResponse(event=event_to_proto(event))
+                        yield pb.WatchSessionEventsResponse(event=event_to_proto(event, content=content))
         except KernelError as error:
             await context.abort_with_status(to_status(error))
 
@@ -159,7 +161,9 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
             request.session_id, request.after_seq, request.page_size, request.page_token
         )
         response = pb.ListSessionEventsResponse(next_page_token=token)
-        events_into(events, response.events)
+        written = events_into(events, response.events, not request.omit_content, MAX_LIST_RESPONSE_BYTES)
+        if written < len(events):  # the typed views took the response past its budget: the rest comes next
+            response.next_page_token = self._kernel.events_page_token(request.session_id, response.events[-1].seq)
         return response
 
     @maps_errors

@@ -13,7 +13,7 @@ from google.protobuf import json_format, timestamp_pb2
 from astrabox.environments.v1 import environment_pb2
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as kernel_pb2
-from controlplane import session_config
+from controlplane import engine_content, session_config
 from controlplane.deltas import LiveDelta
 from controlplane.engines import EngineManifest
 from controlplane.journal import ClientPage, EventKind, StoredEvent
@@ -179,10 +179,11 @@ def interaction_to_proto(record: InteractionRecord) -> session_pb2.Interaction:
         kind=_INTERACTION_KINDS[record.kind],
         turn_id=record.turn_id,
         tool_name=record.tool_name,
-        input_json=json.dumps(record.input),
+        input_json=(input_json := json.dumps(record.input)),
         tool_use_id=record.tool_use_id,
         questions=questions,
         requested_seq=record.requested_seq,
+        input=engine_content.tool_input(input_json, record.input),
     )
 
 
@@ -203,9 +204,11 @@ def delta_to_proto(delta: LiveDelta) -> kernel_pb2.SessionDelta:
     )
 
 
-def event_to_proto(event: StoredEvent, message: events_pb2.SessionEvent | None = None) -> events_pb2.SessionEvent:
+def event_to_proto(
+    event: StoredEvent, message: events_pb2.SessionEvent | None = None, content: bool = True
+) -> events_pb2.SessionEvent:
     """`event` as protobuf, written into `message` when given (an empty one, e.g. a repeated field's new
-    element: no copy)."""
+    element: no copy); an engine message with its typed view unless `content` is False."""
     if message is None:
         message = events_pb2.SessionEvent()
     message.session_id = event.session_id
@@ -218,13 +221,18 @@ def event_to_proto(event: StoredEvent, message: events_pb2.SessionEvent | None =
         _set_time(message.produce_time, event.produce_time)
     target = getattr(message, event.kind.value)  # the oneof field is named after the kind
     if event.kind is EventKind.ENGINE_MESSAGE:
-        target.type_name = event.payload["type_name"]
+        target.type_name = type_name = event.payload["type_name"]
+        decoded = None
         if event.message_json is not None:
-            target.payload_json = event.message_json  # as stored: never decoded here
+            text = event.message_json  # as stored: passed through (decoded only for the view)
         else:
-            target.payload_json = json.dumps(event.payload["message"], separators=(",", ":"))
+            decoded = event.payload["message"]
+            text = json.dumps(decoded, separators=(",", ":"))
+        target.payload_json = text
         target.output_seq = event.output_seq or 0
         target.late = bool(event.payload.get("late"))
+        if content:
+            engine_content.set_engine_content(target, type_name, text, decoded)
     elif event.kind is EventKind.INTERACTION_REQUESTED:
         interaction = dict(event.payload["interaction"])
         target.interaction.CopyFrom(
@@ -237,6 +245,7 @@ def event_to_proto(event: StoredEvent, message: events_pb2.SessionEvent | None =
                 tool_use_id=interaction["tool_use_id"],
                 questions=[session_pb2.Question(**q) for q in interaction["questions"]],
                 requested_seq=event.seq,
+                input=engine_content.tool_input(interaction["input_json"]),
             )
         )
     else:
@@ -249,22 +258,32 @@ def event_to_proto(event: StoredEvent, message: events_pb2.SessionEvent | None =
 # this many bytes: it stays far below the 4 MiB a gRPC client accepts by default, unless its last
 # event is itself that large (which goes anyway, as it would alone).
 MAX_RUN_BYTES = 1024 * 1024
+# A ListSessionEvents response ends before the event that would take it past this many bytes (its
+# first event goes whatever its size): its page is bounded by the payloads' sizes as journaled, but
+# the typed views come on top of those.
+MAX_LIST_RESPONSE_BYTES = 3 * 1024 * 1024
 
 # What an engine message's numbers and tags (seq, time, kind, produce_time, output_seq, late, and
 # the lengths before its strings) take on the wire at most: the rest is its strings' bytes.
 _ENGINE_NUMBERS_BYTES = 80
+# And what the tag and length before its typed view take at most.
+_CONTENT_TAG_BYTES = 6
+
+# How a run's item is written into an empty SessionEvent (with its typed view or not), returning about
+# how many bytes it takes.
+_Write = Callable[[Any, events_pb2.SessionEvent, bool], int]
 
 
-def _write_row(row: asyncpg.Record, message: events_pb2.SessionEvent) -> int:
+def _write_row(row: asyncpg.Record, message: events_pb2.SessionEvent, content: bool) -> int:
     """A row read for clients (`ClientPage`) written into `message` (empty); about how many bytes it
     takes, never fewer. An engine message is written straight from the row, its stored JSON passed
-    through (no StoredEvent, nothing decoded: a catch-up writes thousands a second); any other kind
-    goes through `event_to_proto`."""
+    through (no StoredEvent; decoded only for its typed view, unless `content` is False: a catch-up
+    writes thousands a second); any other kind goes through `event_to_proto`."""
     # By position (store.events' _CLIENT_COLUMNS order, then `fits`): a lookup by name each costs as
     # much again.
     session_id, seq, at, kind, turn_id, output_seq, produced, _, text, type_name, late, actor, _, _ = row
     if kind != "engine_message":
-        return event_to_proto(StoredEvent.from_row(row), message).ByteSize()
+        return event_to_proto(StoredEvent.from_row(row), message, content).ByteSize()
     message.session_id = session_id
     message.seq = seq
     since = at - _EPOCH  # _set_time, inlined
@@ -282,43 +301,58 @@ def _write_row(row: asyncpg.Record, message: events_pb2.SessionEvent) -> int:
         time.nanos = since.microseconds * 1000
     target = message.engine_message
     target.type_name = type_name
-    target.payload_json = text  # as stored: never decoded here
+    target.payload_json = text  # as stored
     if output_seq:
         target.output_seq = output_seq
     if late:
         target.late = True
     # UTF-8 takes at most 4 bytes a character: the short strings are counted so, the payload exactly.
     short = len(session_id) + len(turn_id) + len(actor or "") + len(type_name)
-    return _ENGINE_NUMBERS_BYTES + 4 * short + (len(text) if text.isascii() else len(text.encode()))
+    size = len(text) if text.isascii() else len(text.encode())
+    viewed = engine_content.set_engine_content(target, type_name, text, size=size) if content else 0
+    return _ENGINE_NUMBERS_BYTES + 4 * short + size + (viewed and viewed + _CONTENT_TAG_BYTES)
 
 
-def _written(
-    run: ClientPage | Sequence[StoredEvent],
-) -> tuple[Iterable[Any], Callable[[Any, events_pb2.SessionEvent], int]]:
+def _write_event(event: StoredEvent, message: events_pb2.SessionEvent, content: bool) -> int:
+    return event_to_proto(event, message, content).ByteSize()
+
+
+def _written(run: ClientPage | Sequence[StoredEvent]) -> tuple[Iterable[Any], _Write]:
     """`run`'s items, and how one is written into a SessionEvent (returning about its size)."""
     if isinstance(run, ClientPage):
         return run.rows, _write_row
-    return run, lambda event, message: event_to_proto(event, message).ByteSize()
+    return run, _write_event
 
 
-def events_into(run: ClientPage | Sequence[StoredEvent], field: Any) -> None:
-    """`run`'s events appended to `field` (a repeated SessionEvent field), in order."""
+def events_into(
+    run: ClientPage | Sequence[StoredEvent], field: Any, content: bool = True, max_bytes: int | None = None
+) -> int:
+    """`run`'s events appended to `field` (a repeated SessionEvent field), in order, with their typed
+    views unless `content` is False; with `max_bytes`, only those that keep `field` within it (the first
+    whatever its size). How many were appended."""
     items, write = _written(run)
     add = field.add
+    count = size = 0
     for item in items:
-        write(item, add())
+        size += write(item, add(), content)
+        if max_bytes is not None and size > max_bytes and count:
+            del field[-1]
+            break
+        count += 1
+    return count
 
 
 def watch_responses(
-    run: ClientPage | Sequence[StoredEvent], most: int
+    run: ClientPage | Sequence[StoredEvent], most: int, content: bool = True
 ) -> Iterator[kernel_pb2.WatchSessionEventsResponse]:
-    """`run`'s events in order, at most `most` and about MAX_RUN_BYTES per response, in its `events`."""
+    """`run`'s events in order, at most `most` and about MAX_RUN_BYTES per response, in its `events`
+    (with their typed views unless `content` is False)."""
     response = kernel_pb2.WatchSessionEventsResponse()
     add = response.events.add  # looked up once a response: thousands of events a second go through here
     count = size = 0
     items, write = _written(run)
     for item in items:
-        size += write(item, add())
+        size += write(item, add(), content)
         count += 1
         if count >= most or size >= MAX_RUN_BYTES:
             yield response

@@ -378,9 +378,8 @@ class SessionKernel:
     ) -> tuple[ClientPage, str]:
         session_id = validation.session_id(session_id)
         size = validation.page_size(page_size, default=100, maximum=1000)
-        scope = f"events/{session_id}"
         if page_token:
-            after = self._page_tokens.read(scope, page_token).get("after")
+            after = self._page_tokens.read(_events_scope(session_id), page_token).get("after")
             if not isinstance(after, int) or after < 0:
                 raise validation.page_token_invalid()
             after_seq = after
@@ -390,7 +389,12 @@ class SessionKernel:
         page = await self._journal.read_for_clients(session_id, after_seq, size, LIST_PAGE_BYTES)
         if not page.more:
             return page, ""
-        return page, self._page_tokens.issue(scope, {"after": page.last_seq})
+        return page, self.events_page_token(session_id, page.last_seq)
+
+    def events_page_token(self, session_id: str, after_seq: int) -> str:
+        """The page token of `list_events` for the session's events after `after_seq` (for a page that
+        ends before the one `list_events` read)."""
+        return self._page_tokens.issue(_events_scope(validation.session_id(session_id)), {"after": after_seq})
 
     async def watch(
         self, session_id: str, after_seq: int, include_deltas: bool = False
@@ -481,6 +485,11 @@ class SessionKernel:
     def delta_queues(self, session_id: str) -> list[DeltaQueue]:
         """The delta queues of the session's watchers on this replica (for tests and diagnostics)."""
         return self._deltas.queues(session_id)
+
+
+def _events_scope(session_id: str) -> str:
+    """What a page token of the session's events is bound to."""
+    return f"events/{session_id}"
 
 
 def _drop(read: asyncio.Task[ClientPage] | None) -> None:

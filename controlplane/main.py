@@ -27,8 +27,8 @@ async def run_until_signalled(settings: ControlPlaneSettings) -> None:
         print(f"controlplane listening on {running.address}", flush=True)
         if running.metrics_address:
             print(f"controlplane metrics on http://{running.metrics_address}/metrics", flush=True)
-        if running.web_address:
-            print(f"controlplane web API and console on http://{running.web_address}", flush=True)
+        if running.web_url:
+            print(f"controlplane web API and console on {running.web_url}", flush=True)
         await stop.wait()
         log.info("controlplane_stopping")
 

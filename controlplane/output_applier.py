@@ -87,12 +87,15 @@ class OutputApplier:
         await handler(output, getattr(output, body))
 
     async def _on_engine_message(self, output: runner_pb2.Output, message: runner_pb2.EngineMessage) -> None:
-        data = json.loads(message.payload_json or "{}")
-        payload: dict[str, Any] = {"type_name": message.type_name, "message": data}
+        verbatim = json.loads(message.payload_json or "{}")
+        payload: dict[str, Any] = {"type_name": message.type_name, "message": verbatim}
         if output.turn_id in self._ended:
             payload["late"] = True
         event = NewEvent(EventKind.ENGINE_MESSAGE, payload, turn_id=output.turn_id, output_seq=output.output_seq)
         type_name = message.type_name
+        # JSON that is no object (a buggy or hostile agent's) is journaled as it came and read as one
+        # with no fields: it changes nothing else.
+        data: dict[str, Any] = verbatim if isinstance(verbatim, dict) else {}
         task_id = str(data.get("task_id") or "")
         if type_name == "ResultMessage":
             await self._journal_now(event)
@@ -101,7 +104,7 @@ class OutputApplier:
             await self._turn_result(output.turn_id, data)
         elif type_name == "SystemMessage" and data.get("subtype") == "init":
             await self._journal_now(event)
-            engine_session_id = (data.get("data") or {}).get("session_id")
+            engine_session_id = _fields(data.get("data")).get("session_id")
             if engine_session_id:
                 await store.sessions.update(self._tx.conn, self._session_id, engine_session_id=str(engine_session_id))
         elif type_name == "TaskStartedMessage" and task_id:
@@ -115,7 +118,7 @@ class OutputApplier:
                 await self._turns.engine_gone(self._tx, self._session_id, f"the session was {state}")
         elif type_name in ("TaskNotificationMessage", "TaskUpdatedMessage") and task_id:
             await self._journal_now(event)
-            status = data.get("status") or (data.get("patch") or {}).get("status")
+            status = data.get("status") or _fields(data.get("patch")).get("status")
             if status in _TERMINAL_TASK_STATUSES:
                 await store.background_tasks.set_state(
                     self._tx.conn, self._session_id, task_id, BackgroundTaskState.CLOSED
@@ -429,7 +432,13 @@ def tool_results(type_name: str, data: dict[str, Any]) -> list[str]:
 
 
 def _blocks(data: dict[str, Any]) -> list[dict[str, Any]]:
-    return [b for b in data.get("content") or [] if isinstance(b, dict)]
+    content = data.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else no fields (what an engine message nests is the agent's to get wrong)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _slash_commands(server_info: Any) -> list[str]:

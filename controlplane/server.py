@@ -12,7 +12,6 @@ import grpc
 import structlog
 from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from astrabox.admin.v1 import admin_service_pb2_grpc
 from astrabox.agents.v1 import agent_service_pb2_grpc
@@ -20,6 +19,7 @@ from astrabox.credentialstore.v1 import credential_service_pb2_grpc
 from astrabox.environments.v1 import environment_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
+from controlplane import reflection
 from controlplane.agent_definitions.api import AgentServicer
 from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.agents import Agents
@@ -61,13 +61,16 @@ from controlplane.settings import (
     ControlPlaneSettings,
     SettingsError,
     advertise_address,
+    console_sign_in,
     oidc_settings,
     tls_credentials,
     web_origins,
+    web_tls,
 )
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
 from controlplane.web.serving import InternalSocket, WebListenError, serve_web
+from controlplane.web.sign_in import ConsoleSignIn
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter, WorkspaceTimeouts
 from serverkit import metrics_http, tracing
 from serverkit.waits import bounded
@@ -98,8 +101,8 @@ class RunningControlPlane:
     metrics: ControlPlaneMetrics
     # Which agents may connect: `astrabox up` mints its own agent's join token here.
     admission: AgentAdmission
-    # Where the web API and the console are served (host:port), "" when --web-listen is off.
-    web_address: str = ""
+    # Where the web API and the console are served (http(s)://host:port), "" when --web-listen is off.
+    web_url: str = ""
 
 
 class RunnerService:
@@ -140,6 +143,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
     tls = tls_credentials(settings)  # a bad TLS or single sign-on configuration stops here, before anything starts
     oidc = oidc_settings(settings)
     origins = web_origins(settings)
+    sign_in = console_sign_in(settings)
     try:
         keys = cipher.keyring(settings.credential_key, settings.credential_previous_key)
     except cipher.KeyInvalid as error:
@@ -277,7 +281,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         _add_environment_service(EnvironmentServicer(environments, builds), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        reflection.enable((*SERVICE_NAMES, health.SERVICE_NAME), server)
         if internal is not None:
             server.add_insecure_port(internal.target)  # the web API's way in (controlplane.web.serving)
         await server.start()
@@ -308,7 +312,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 metrics_address=endpoint.address if endpoint else None,
             )
             web = contextlib.AsyncExitStack()
-            web_address = ""
+            web_url = ""
             if settings.web_listen:
                 assert internal is not None
                 try:
@@ -319,12 +323,14 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                             [_descriptor(name) for name in WEB_SERVICE_NAMES],
                             origins,
                             MAX_GRPC_MESSAGE_BYTES,
+                            web_tls(settings),
+                            ConsoleSignIn(sign_in),
                         )
                     )
                 except WebListenError as error:
                     raise SettingsError(str(error)) from None
-                web_address = running_web.address
-                log.info("web_api_listening", address=web_address)
+                web_url = running_web.url
+                log.info("web_api_listening", address=web_url)
             async with asyncio.TaskGroup() as background:
                 loops = [
                     background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
@@ -341,7 +347,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                         endpoint.address if endpoint else "",
                         metrics,
                         admission,
-                        web_address,
+                        web_url,
                     )
                 finally:
                     for loop in loops:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import ssl
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -293,6 +294,18 @@ class ControlPlaneSettings:
             "replace the keys and sign tokens (env %(env)s; default off: an http URL is refused at start)",
         ),
     )
+    # The console's sign-in (controlplane.web.sign_in): the OIDC client it is registered as at the
+    # issuer, a public client using the authorization-code flow with PKCE; empty: keys only.
+    console_oidc_client_id: str = field(
+        default="",
+        metadata=option(
+            "--console-oidc-client-id",
+            env="ASTRABOX_CONSOLE_OIDC_CLIENT_ID",
+            help="the console signs people in at --oidc-issuer as this public OIDC client (authorization code "
+            "with PKCE; register the console's URL, e.g. http://127.0.0.1:7280/, as its redirect URI) "
+            "(env %(env)s; default: sign in with an API key only)",
+        ),
+    )
     oidc_project_claim: str = field(
         default="astrabox_project",
         metadata=option(
@@ -420,12 +433,37 @@ def oidc_settings(settings: ControlPlaneSettings) -> OidcSettings | None:
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]", "*"}
 
 
+def console_sign_in(settings: ControlPlaneSettings) -> tuple[OidcSettings, str] | None:
+    """Single sign-on's settings and the console's OIDC client id, when the console signs people in
+    at the issuer; SettingsError when the client id is given without single sign-on."""
+    oidc = oidc_settings(settings)
+    if not settings.console_oidc_client_id:
+        return None
+    if oidc is None:
+        raise SettingsError(
+            "--console-oidc-client-id needs single sign-on: set --oidc-issuer, --oidc-audience and --oidc-jwks"
+        )
+    return oidc, settings.console_oidc_client_id
+
+
 def web_origins(settings: ControlPlaneSettings) -> tuple[str, ...]:
     """--web-origins as normalized origins; SettingsError naming an entry that is not one."""
     try:
         return tuple(parse_origin(origin) for origin in settings.web_origins.split(",") if origin.strip())
     except OriginSettingError as error:
         raise SettingsError(f"--web-origins: {error}") from None
+
+
+def web_tls(settings: ControlPlaneSettings) -> ssl.SSLContext | None:
+    """The web API's HTTPS context: the gRPC port's certificate and key, when it has them."""
+    if not settings.tls_cert:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except (OSError, ssl.SSLError) as error:
+        raise SettingsError(f"the web API cannot use the TLS certificate and key: {error}") from None
+    return context
 
 
 def advertise_address(settings: ControlPlaneSettings, host: str, port: int) -> str:

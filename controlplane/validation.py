@@ -196,6 +196,8 @@ FIELDS: dict[str, Check] = {
     "include_deltas": _range(0, 1),
     # ... and at most this many events per response (0: one, in `event`, as before).
     "max_events_per_response": _range(0, 1000),
+    # WatchSessionEvents and ListSessionEvents: engine messages without their typed view (a bool).
+    "omit_content": _range(0, 1),
     "text": _string(MAX_TEXT_BYTES),
     "interaction_id": _string(256, printable=True),
     "task_id": _string(256, printable=True),

@@ -5,6 +5,8 @@
 - `api_key` (session, for every test): the admin key every test's control plane is bootstrapped with
   and every client and `astrabox` command finds in the environment (ASTRABOX_API_KEY); the user's
   config directory is a temporary one, so no test reads or writes the real ~/.config/astrabox.
+- `_reasons_received` (session): every ErrorInfo reason a test receives through the SDK is recorded,
+  and the run fails at its end on one that no service's proto header documents.
 - `_released_workspace_images` (every test): the workspace images a test's agents mounted under
   its temporary directories are unmounted when it ends, as `astrabox demo` does with its own.
 """
@@ -18,15 +20,18 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
 import pytest_asyncio
 
+from astrabox.errors import AstraBoxError
 from controlplane.embedded_postgres import EmbeddedPostgres, PostgresNotFoundError
 from controlplane.identity import keys
 from dataplane_agent.sandboxes.disk import release_mounts
+from tests.support import reasons
 
 TEST_DATABASE_URL_ENV = "ASTRABOX_TEST_DATABASE_URL"
 
@@ -60,6 +65,33 @@ def bootstrap_key_file(api_key: str) -> str:
     """The file in-process control planes (`ControlPlaneSettings(bootstrap_key_file=...)`) register
     `api_key` from."""
     return os.environ["ASTRABOX_BOOTSTRAP_KEY_FILE"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _reasons_received() -> Iterator[None]:
+    """Records every ErrorInfo reason a test receives through the SDK (tests.support.reasons.SEEN),
+    so that the run fails on one that no service's proto header documents (pytest_sessionfinish)."""
+    original = AstraBoxError.from_rpc_error.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type[AstraBoxError], error: Any) -> AstraBoxError:
+        made: AstraBoxError = original(cls, error)
+        if made.domain == "astrabox.dev" and made.reason:
+            reasons.SEEN.setdefault(made.reason, os.environ.get("PYTEST_CURRENT_TEST", "?"))
+        return made
+
+    AstraBoxError.from_rpc_error = classmethod(recording)  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        AstraBoxError.from_rpc_error = classmethod(original)  # type: ignore[method-assign, assignment]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    undocumented = {reason: where for reason, where in reasons.SEEN.items() if reason not in reasons.all_documented()}
+    if undocumented:
+        lines = [f"  {reason} (first seen in {where})" for reason, where in sorted(undocumented.items())]
+        print("\nreasons received that no service's proto header documents:\n" + "\n".join(lines))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

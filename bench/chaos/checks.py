@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from astrabox.sessionkernel.v1 import session_pb2
 from chaos.driver import TURN_DEADLINE_S
@@ -189,23 +191,43 @@ def interactions(session: SessionLog, journal: list[Row]) -> list[Violation]:
 
 
 def tool_calls(session: SessionLog, journal: list[Row]) -> list[Violation]:
+    """Every tool call has exactly one result that counts (events.proto, ToolCallSettled): a
+    TOOL_CALL_SETTLED, or a tool_result of an engine message that is not late. A late result after
+    a settlement is kept for the record; a second result that counts is a violation."""
     sid, found = session.session_id, []
     outcome = {row.turn_id: row.kind for row in journal if row.kind in TURN_END}
-    # Where a result can be: anything journaled later but the engine's own calls (which repeat ids).
-    texts = ["" if row.type_name == "AssistantMessage" else str(row.payload) for row in journal]
-    for index, row in enumerate(journal):
+    counted: dict[str, list[str]] = defaultdict(list)
+    for row in journal:
+        if row.kind == "tool_call_settled":
+            counted[str(row.payload.get("tool_use_id", ""))].append(f"settled at seq {row.seq}")
+        elif row.type_name and not row.payload.get("late"):
+            for block in _tool_results(row):
+                counted[str(block["tool_use_id"])].append(f"result at seq {row.seq}")
+    calls: dict[str, tuple[Row, dict[str, Any]]] = {}
+    for row in journal:
         for block in row.tool_uses():
-            tool_use_id = str(block["id"])
-            if not any(tool_use_id in text for text in texts[index + 1 :]):
-                found.append(
-                    Violation(
-                        "tool calls",
-                        sid,
-                        f"seq {row.seq}: {block['name']} call {tool_use_id} has no result"
-                        f" (its turn: {outcome.get(row.turn_id, 'never ended')})",
-                    )
+            calls.setdefault(str(block["id"]), (row, block))
+    for tool_use_id, (row, block) in calls.items():
+        results = counted.get(tool_use_id, [])
+        if len(results) != 1:
+            what = "no result" if not results else f"{len(results)} results that count ({', '.join(results)})"
+            found.append(
+                Violation(
+                    "tool calls",
+                    sid,
+                    f"seq {row.seq}: {block['name']} call {tool_use_id} has {what}"
+                    f" (its turn: {outcome.get(row.turn_id, 'never ended')})",
                 )
+            )
     return found
+
+
+def _tool_results(row: Row) -> Iterator[dict[str, Any]]:
+    """The tool_result blocks of an engine message (the engine's answer to its own tool calls)."""
+    content = row.message.get("content")
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict) and "tool_use_id" in block and "name" not in block:
+            yield block
 
 
 def settled(session: SessionLog, facts: Facts) -> list[Violation]:

@@ -1,4 +1,6 @@
-"""Regenerates the checked-in protobuf and gRPC code from proto/.
+"""Regenerates the checked-in protobuf and gRPC code from proto/, and `astrabox/descriptors.binpb`:
+the protos (with what they import) as a FileDescriptorSet that keeps their comments, which the
+control plane's server reflection serves so that `grpcurl describe` shows them.
 
 Run from anywhere: ``python clients/python/generate.py``. The output is
 deterministic, so a test can regenerate into a scratch directory and compare.
@@ -17,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "proto"
 THIRD_PARTY = ROOT / "third_party" / "googleapis"
 DEFAULT_OUT = ROOT / "clients" / "python"
+DESCRIPTOR_SET = Path("astrabox") / "descriptors.binpb"
 
 
 def proto_files() -> list[Path]:
@@ -24,7 +27,7 @@ def proto_files() -> list[Path]:
 
 
 def generate(out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / DESCRIPTOR_SET).parent.mkdir(parents=True, exist_ok=True)
     well_known = Path(grpc_tools.__file__).parent / "_proto"
     args = [
         "grpc_tools.protoc",
@@ -34,6 +37,9 @@ def generate(out_dir: Path) -> None:
         f"--python_out={out_dir}",
         f"--pyi_out={out_dir}",
         f"--grpc_python_out={out_dir}",
+        f"--descriptor_set_out={out_dir / DESCRIPTOR_SET}",
+        "--include_imports",
+        "--include_source_info",
         *(str(p.relative_to(PROTO_DIR)) for p in proto_files()),
     ]
     if protoc.main(args) != 0:

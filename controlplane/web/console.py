@@ -10,10 +10,13 @@ markup still could not run.
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
+
+from controlplane.web.sign_in import ConsoleSignIn
 
 CONSOLE_DIR = Path(__file__).parent / "console"
 CONTENT_SECURITY_POLICY = (
@@ -21,7 +24,6 @@ CONTENT_SECURITY_POLICY = (
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
 )
 PAGE_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
@@ -41,10 +43,18 @@ class _File:
     content_type: str
 
 
-class Console:
-    """The console's files, read at start."""
+def content_security_policy(connect_sources: Sequence[str] = ()) -> str:
+    """The page's policy: its own origin only, and the sign-in's token endpoint for calls."""
+    if not connect_sources:
+        return CONTENT_SECURITY_POLICY
+    return CONTENT_SECURITY_POLICY.replace("connect-src 'self'", "connect-src 'self' " + " ".join(connect_sources))
 
-    def __init__(self, directory: Path = CONSOLE_DIR) -> None:
+
+class Console:
+    """The console's files, read at start, and its configuration (how people sign in)."""
+
+    def __init__(self, sign_in: ConsoleSignIn, directory: Path = CONSOLE_DIR) -> None:
+        self._sign_in = sign_in
         self._files: dict[str, _File] = {}
         if not (directory / "index.html").is_file():
             return
@@ -60,22 +70,28 @@ class Console:
 
     def add_to(self, app: web.Application) -> None:
         app.router.add_get("/", self.index)
+        app.router.add_get("/console/config.json", self.config)
         app.router.add_get("/assets/{name:.+}", self.asset)
 
+    def _headers(self, cache: str) -> dict[str, str]:
+        policy = content_security_policy(self._sign_in.connect_sources())
+        return {**PAGE_HEADERS, "Content-Security-Policy": policy, "Cache-Control": cache}
+
     async def index(self, request: web.Request) -> web.StreamResponse:
+        await self._sign_in.refresh()  # the policy names the token endpoint once it is known
         page = self._files.get("index.html")
         if page is None:
-            return web.Response(
-                text=NOT_BUILT, content_type="text/html", headers={**PAGE_HEADERS, "Cache-Control": "no-store"}
-            )
-        return web.Response(
-            body=page.body, content_type=page.content_type, headers={**PAGE_HEADERS, "Cache-Control": "no-cache"}
-        )
+            return web.Response(text=NOT_BUILT, content_type="text/html", headers=self._headers("no-store"))
+        return web.Response(body=page.body, content_type=page.content_type, headers=self._headers("no-cache"))
+
+    async def config(self, request: web.Request) -> web.StreamResponse:
+        await self._sign_in.refresh()
+        return web.json_response(self._sign_in.config(), headers=self._headers("no-store"))
 
     async def asset(self, request: web.Request) -> web.StreamResponse:
         found = self._files.get(f"assets/{request.match_info['name']}")
         if found is None:
-            return web.Response(status=404, text="not found", headers=PAGE_HEADERS)
+            return web.Response(status=404, text="not found", headers=self._headers("no-store"))
         # Built asset names carry their content's hash: a changed file has a new name.
-        headers = {**PAGE_HEADERS, "Cache-Control": "public, max-age=31536000, immutable"}
-        return web.Response(body=found.body, content_type=found.content_type, headers=headers)
+        cache = "public, max-age=31536000, immutable"
+        return web.Response(body=found.body, content_type=found.content_type, headers=self._headers(cache))

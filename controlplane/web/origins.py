@@ -3,7 +3,8 @@
 The API authenticates by a bearer header only, never a cookie, so a page elsewhere has no ambient
 authority to borrow; still, a browser request that names an Origin is served only for an origin
 allowed here, and only those get CORS answers. Allowed: the console's own origins on loopback
-(http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT for the bound port) and each
+(http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT for the bound port; https when
+the control plane has a TLS certificate) and each
 origin given with --web-origins (a console behind a proxy, say https://astrabox.example.com).
 The Host header is never trusted to say what "same origin" is: a DNS-rebinding page would set it.
 Requests without an Origin header (curl, programs) are not browser requests and pass here.
@@ -45,8 +46,8 @@ def parse_origin(text: str) -> str:
 class Origins:
     """The allowed origins of one web listener."""
 
-    def __init__(self, port: int, extra: Iterable[str] = ()) -> None:
-        loopback = {f"http://{host}:{port}" for host in ("127.0.0.1", "localhost", "[::1]")}
+    def __init__(self, port: int, extra: Iterable[str] = (), scheme: str = "http") -> None:
+        loopback = {f"{scheme}://{host}:{port}" for host in ("127.0.0.1", "localhost", "[::1]")}
         self._allowed = frozenset(loopback | {parse_origin(origin) for origin in extra})
 
     def allows(self, origin: str) -> bool:

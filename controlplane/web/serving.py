@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import socket
+import ssl
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from google.protobuf import descriptor
 from controlplane.web.console import Console
 from controlplane.web.gateway import Gateway, internal_errors, routes
 from controlplane.web.origins import Origins
+from controlplane.web.sign_in import ConsoleSignIn
 
 # How long calls in flight (watchers, downloads) may go on when the server stops; then they are cancelled.
 SHUTDOWN_GRACE_S = 2.0
@@ -69,11 +71,11 @@ class InternalSocket:
 @dataclass(frozen=True, slots=True)
 class RunningWeb:
     address: str  # host:port it listens on
+    tls: bool
 
     @property
     def url(self) -> str:
-        host, _, port = self.address.rpartition(":")
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{self.address}"
 
 
 @contextlib.asynccontextmanager
@@ -83,9 +85,11 @@ async def serve_web(
     services: Sequence[descriptor.ServiceDescriptor],
     extra_origins: Sequence[str],
     max_message_bytes: int,
+    tls: ssl.SSLContext | None = None,
+    sign_in: ConsoleSignIn | None = None,
 ) -> AsyncIterator[RunningWeb]:
-    """Serve the web API and the console on `listen` (host:port, port 0 picks one) until the
-    context exits, calling the gRPC server at `grpc_target`."""
+    """Serve the web API and the console on `listen` (host:port, port 0 picks one; HTTPS with `tls`)
+    until the context exits, calling the gRPC server at `grpc_target`."""
     host, _, port_text = listen.rpartition(":")
     host = host.strip("[]")
     channel = grpc.aio.insecure_channel(
@@ -100,14 +104,16 @@ async def serve_web(
         sock = _bind(host, int(port_text), listen)
         bound = sock.getsockname()[1]
         app = web.Application(middlewares=[internal_errors], handler_args={"max_field_size": MAX_HEADER_BYTES})
-        Console().add_to(app)  # first: GET /assets/… is the console's, not a method's
-        Gateway(channel, routes(services), Origins(bound, extra_origins), max_message_bytes).add_to(app)
+        Console(sign_in or ConsoleSignIn(None)).add_to(app)  # first: GET /assets/… is the console's, not a method's
+        Gateway(
+            channel, routes(services), Origins(bound, extra_origins, "https" if tls else "http"), max_message_bytes
+        ).add_to(app)
         runner = web.AppRunner(
             app, handle_signals=False, access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE_S
         )
         await runner.setup()
-        await web.SockSite(runner, sock).start()
-        yield RunningWeb(f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}")
+        await web.SockSite(runner, sock, ssl_context=tls).start()
+        yield RunningWeb(f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}", tls is not None)
     finally:
         if runner is not None:
             await runner.cleanup()

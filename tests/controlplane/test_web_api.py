@@ -6,9 +6,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import shutil
+import ssl
 import struct
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,6 +24,7 @@ from controlplane.settings import SettingsError
 from controlplane.web.connect import ECHO_LIMIT
 from controlplane.web.console import CONTENT_SECURITY_POLICY
 from tests.controlplane.test_quotas import settings, team
+from tests.e2e.test_tls import self_signed
 
 KERNEL = "/astrabox.sessionkernel.v1.SessionKernelService"
 ADMIN = "/astrabox.admin.v1.AdminService"
@@ -41,7 +45,7 @@ async def web(plane, database_url: str, bootstrap_key_file: str) -> AsyncIterato
 
 @pytest_asyncio.fixture
 async def http(web: RunningControlPlane) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(f"http://{web.web_address}") as session:
+    async with aiohttp.ClientSession(web.web_url) as session:
         yield session
 
 
@@ -187,7 +191,7 @@ async def test_a_forged_origin_is_refused_and_gets_no_cors(http: aiohttp.ClientS
 async def test_the_consoles_own_and_configured_origins_are_served(
     web: RunningControlPlane, http: aiohttp.ClientSession, api_key: str
 ) -> None:
-    port = web.web_address.rpartition(":")[2]
+    port = web.web_url.rpartition(":")[2]
     for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}", "https://console.example.com"):
         async with http.options(
             f"{ADMIN}/WhoAmI",
@@ -284,3 +288,30 @@ async def test_a_bad_origin_setting_stops_the_start(database_url: str, bootstrap
     with pytest.raises(SettingsError, match="web-origins"):
         async with serve(configured):
             pass
+
+
+async def test_with_a_tls_certificate_the_web_api_is_https_only(
+    plane, database_url: str, bootstrap_key_file: str, api_key: str, tmp_path: Path
+) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: this test makes its certificate with it")
+    cert, key = self_signed(tmp_path, "web")
+    configured = dataclasses.replace(
+        settings(database_url, bootstrap_key_file), web_listen="127.0.0.1:0", tls_cert=str(cert), tls_key=str(key)
+    )
+    async with serve(configured) as control_plane:
+        assert control_plane.web_url.startswith("https://127.0.0.1:")
+        trusted = ssl.create_default_context(cafile=str(cert))
+        port = control_plane.web_url.rpartition(":")[2]
+        async with aiohttp.ClientSession(control_plane.web_url) as http:
+            async with http.post(
+                f"{ADMIN}/WhoAmI",
+                json={},
+                headers={**bearer(api_key), "Origin": f"https://127.0.0.1:{port}"},
+                ssl=trusted,
+            ) as response:
+                assert response.status == 200
+            plain = control_plane.web_url.replace("https://", "http://")
+            with pytest.raises(aiohttp.ClientError):  # no plaintext answer with a key in it
+                async with http.post(f"{plain}{ADMIN}/WhoAmI", json={}, headers=bearer(api_key)) as response:
+                    await response.read()

@@ -131,3 +131,20 @@ async def test_grpcurl_lists_services_and_calls_get_session(client, stack, api_k
     assert missing.returncode != 0 and "InvalidArgument" in missing.stderr
     health = grpcurl(stack.address, "grpc.health.v1.Health/Check")
     assert json.loads(health.stdout)["status"] == "SERVING"
+
+
+def test_grpcurl_describes_methods_and_messages_with_the_protos_comments(stack):
+    method = grpcurl(stack.address, "describe", "astrabox.sessionkernel.v1.SessionKernelService.SendMessage")
+    assert method.returncode == 0, method.stderr
+    assert "rpc SendMessage ( .astrabox.sessionkernel.v1.SendMessageRequest )" in method.stdout
+    message = grpcurl(stack.address, "describe", "astrabox.sessionkernel.v1.SendMessageRequest")
+    assert message.returncode == 0, message.stderr
+    assert "string client_message_id = 2;" in message.stdout
+    assert "//" in message.stdout  # the proto's comments came along
+    service = grpcurl(stack.address, "describe", "astrabox.admin.v1.AdminService")
+    assert service.returncode == 0, service.stderr
+    assert "rpc WhoAmI" in service.stdout
+    missing = grpcurl(stack.address, "describe", "astrabox.sessionkernel.v1.SessionKernelService.NoSuchMethod")
+    assert missing.returncode != 0
+    health = grpcurl(stack.address, "describe", "grpc.health.v1.Health.Check")  # a file outside the set
+    assert health.returncode == 0, health.stderr

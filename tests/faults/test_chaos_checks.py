@@ -145,6 +145,32 @@ def test_a_tool_call_left_without_a_result_by_a_failed_turn() -> None:
     assert caught(facts(journal, turns)) == {"tool calls"}
 
 
+def settled_turn(journal: Journal, turns: list[Turn], late_result: bool) -> None:
+    """A turn the control plane ended while its tool call ran: the call settled, and the engine's
+    own result arriving afterwards (late, or, wrongly, not marked late)."""
+    accepted = journal.add("user_message_accepted", "t3", text="sleep: 30")
+    journal.tool_call("t3", "toolu_slow")
+    journal.add("tool_call_settled", "t3", tool_use_id="toolu_slow", tool_name="Bash", reason="the agent was lost")
+    journal.add("turn_failed", "t3", reason="the agent was lost")
+    block = {"tool_use_id": "toolu_slow", "content": "done", "is_error": False}
+    payload = {"type_name": "UserMessage", "message": {"content": [block]}}
+    journal.add("engine_message", "t3", output=True, **payload, **({"late": True} if late_result else {}))
+    turns.append(Turn(SID, "t3", "cm-t3", "sleep: 30", "sleep", "", 0.0, accepted.seq, 1.0, "turn_failed"))
+
+
+def test_a_settled_tool_call_may_get_its_late_result_for_the_record() -> None:
+    journal, turns = clean()
+    settled_turn(journal, turns, late_result=True)
+    assert checks.run_all(facts(journal, turns)) == []
+
+
+def test_a_settled_tool_call_that_also_gets_a_result_that_counts_has_two() -> None:
+    journal, turns = clean()
+    settled_turn(journal, turns, late_result=False)
+    found = [v for v in checks.run_all(facts(journal, turns)) if v.check == "tool calls"]
+    assert len(found) == 1 and "2 results that count" in found[0].detail, found
+
+
 def test_a_per_message_mode_that_fails_a_later_turn() -> None:
     journal, turns = clean()
     accepted = journal.add("user_message_accepted", "t3", text="run: echo m0000d00d")

@@ -61,6 +61,7 @@ async def watch_events(
             after_seq=last,
             include_deltas=deltas,
             max_events_per_response=_WATCH_EVENTS_PER_RESPONSE,
+            omit_content=True,  # the SDK reads payload_json itself (astrabox.messages)
         )
         call = stub.WatchSessionEvents(request, metadata=metadata)
         error: AstraBoxError | None = None

@@ -472,8 +472,8 @@ class AstraBoxClient:
         self, session_id: str, after_seq: int = 0, page_size: int = 0, page_token: str = ""
     ) -> api.ListSessionEventsResponse:
         """One page of stored events after `after_seq` (or after `page_token`)."""
-        request = api.ListSessionEventsRequest(
-            session_id=session_id, after_seq=after_seq, page_size=page_size, page_token=page_token
+        request = api.ListSessionEventsRequest(  # the typed view left out: the SDK reads payload_json itself
+            session_id=session_id, after_seq=after_seq, page_size=page_size, page_token=page_token, omit_content=True
         )
         return await self._unary(self._stub.ListSessionEvents, request)
 

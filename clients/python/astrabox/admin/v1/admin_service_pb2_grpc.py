@@ -81,6 +81,18 @@ class AdminServiceStub:
     A revoked key stops working on every control-plane replica within two
     seconds (each replica caches a verified key that long). A key's secret is
     returned once, by CreateApiKey; the service keeps only its SHA-256.
+
+    And, as any call of any service:
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum; metadata "field" names it
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the database cannot be reached; the
+    call took effect whole or not at all: retry it
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
+    INTERNAL                 (INTERNAL) the service failed; the message holds only
+    the reference under which it logged what happened
     """
 
     def __init__(self, channel):
@@ -242,6 +254,18 @@ class AdminServiceServicer:
     A revoked key stops working on every control-plane replica within two
     seconds (each replica caches a verified key that long). A key's secret is
     returned once, by CreateApiKey; the service keeps only its SHA-256.
+
+    And, as any call of any service:
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum; metadata "field" names it
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the database cannot be reached; the
+    call took effect whole or not at all: retry it
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
+    INTERNAL                 (INTERNAL) the service failed; the message holds only
+    the reference under which it logged what happened
     """
 
     def WhoAmI(self, request, context):
@@ -572,6 +596,18 @@ class AdminService:
     A revoked key stops working on every control-plane replica within two
     seconds (each replica caches a verified key that long). A key's secret is
     returned once, by CreateApiKey; the service keeps only its SHA-256.
+
+    And, as any call of any service:
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum; metadata "field" names it
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the database cannot be reached; the
+    call took effect whole or not at all: retry it
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
+    INTERNAL                 (INTERNAL) the service failed; the message holds only
+    the reference under which it logged what happened
     """
 
     @staticmethod

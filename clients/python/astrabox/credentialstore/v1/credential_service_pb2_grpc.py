@@ -42,6 +42,27 @@ class CredentialServiceStub:
     give it as --credential-previous-key-file, or put the credential again) and
     CREDENTIAL_CORRUPT (FAILED_PRECONDITION: the row was changed or copied from
     another credential; put it again).
+
+    Every call is authenticated (AdminService explains keys and roles) and its
+    request bounded; besides the reasons above, any call may get:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the database cannot be reached; the
+    call took effect whole or not at all: retry it
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
+    INTERNAL                 (INTERNAL) the service failed; the message holds only
+    the reference under which it logged what happened
     """
 
     def __init__(self, channel):
@@ -84,6 +105,27 @@ class CredentialServiceServicer:
     give it as --credential-previous-key-file, or put the credential again) and
     CREDENTIAL_CORRUPT (FAILED_PRECONDITION: the row was changed or copied from
     another credential; put it again).
+
+    Every call is authenticated (AdminService explains keys and roles) and its
+    request bounded; besides the reasons above, any call may get:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the database cannot be reached; the
+    call took effect whole or not at all: retry it
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
+    INTERNAL                 (INTERNAL) the service failed; the message holds only
+    the reference under which it logged what happened
     """
 
     def PutCredential(self, request, context):
@@ -150,6 +192,27 @@ class CredentialService:
     give it as --credential-previous-key-file, or put the credential again) and
     CREDENTIAL_CORRUPT (FAILED_PRECONDITION: the row was changed or copied from
     another credential; put it again).
+
+    Every call is authenticated (AdminService explains keys and roles) and its
+    request bounded; besides the reasons above, any call may get:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    DATABASE_UNAVAILABLE     (UNAVAILABLE) the database cannot be reached; the
+    call took effect whole or not at all: retry it
+    DATABASE_CONFLICT        (ABORTED) the call collided with a concurrent change
+    and did nothing; read again, then retry
+    INTERNAL                 (INTERNAL) the service failed; the message holds only
+    the reference under which it logged what happened
     """
 
     @staticmethod

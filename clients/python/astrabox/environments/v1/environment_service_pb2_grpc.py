@@ -41,6 +41,23 @@ class EnvironmentServiceStub:
     cannot be reached; retry, the request ids make a repeat take effect once),
     DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
     the reference of the logged entry).
+
+    Every call is authenticated (AdminService explains keys and roles) and its
+    request bounded; besides the reasons above, any call may get:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum; metadata "field" names it
     """
 
     def __init__(self, channel):
@@ -102,6 +119,23 @@ class EnvironmentServiceServicer:
     cannot be reached; retry, the request ids make a repeat take effect once),
     DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
     the reference of the logged entry).
+
+    Every call is authenticated (AdminService explains keys and roles) and its
+    request bounded; besides the reasons above, any call may get:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum; metadata "field" names it
     """
 
     def CreateEnvironment(self, request, context):
@@ -224,6 +258,23 @@ class EnvironmentService:
     cannot be reached; retry, the request ids make a repeat take effect once),
     DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the message holds only
     the reference of the logged entry).
+
+    Every call is authenticated (AdminService explains keys and roles) and its
+    request bounded; besides the reasons above, any call may get:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
+    MALFORMED_REQUEST        (INVALID_ARGUMENT) the request is not a valid message
+    of the method's request type
+    FIELD_TOO_LONG           (INVALID_ARGUMENT) a value is longer than its field's
+    maximum; metadata "field" names it
     """
 
     @staticmethod

@@ -68,6 +68,32 @@ class RunnerServiceStub:
     asked for a session's workspace calls it on the replica holding the
     session's agent stream. It needs the cluster secret (metadata
     `astrabox-cluster-secret`) that only replicas know.
+
+    Errors carry a google.rpc.ErrorInfo reason (domain "astrabox.dev"):
+    ENROLLMENT_TOKEN_INVALID (UNAUTHENTICATED) a new agent's Hello carries no or
+    another enrollment token
+    JOIN_TOKEN_INVALID       (UNAUTHENTICATED) the join token is malformed, unknown, used
+    or expired
+    AGENT_CREDENTIAL_MISSING (UNAUTHENTICATED) the Hello, or a call's metadata,
+    carries no agent credential
+    AGENT_CREDENTIAL_INVALID (UNAUTHENTICATED) the credential is not the agent id's
+    AGENT_ID_BOUND           (PERMISSION_DENIED) the agent id is enrolled with
+    another credential
+    AGENT_REVOKED            (UNAUTHENTICATED) an operator revoked the agent
+    AGENT_PENDING_ADMISSION  (PERMISSION_DENIED) the agent waits for an operator
+    to admit it; metadata agent_id, fingerprint
+    AGENT_NOT_FOUND          (NOT_FOUND) ResolveCredentials: no such agent
+    AGENT_VERSION_UNSUPPORTED (FAILED_PRECONDITION) the agent is older than this
+    control plane takes; metadata agent_version
+    SESSION_NOT_ON_AGENT     (PERMISSION_DENIED) ResolveCredentials for a session
+    not placed on the calling agent
+    CREDENTIALS_HOST_NOT_DEDICATED (PERMISSION_DENIED) ResolveCredentials: the
+    credential is pinned to hosts this agent is not
+    CREDENTIAL_NOT_FOUND, CREDENTIAL_KEY_MISMATCH, CREDENTIAL_CORRUPT,
+    CREDENTIALS_UNAVAILABLE  as CredentialService says
+    SESSION_NOT_FOUND        (NOT_FOUND) ForwardWorkspace: no such session in the
+    caller's project
+    DATABASE_UNAVAILABLE, DATABASE_CONFLICT, INTERNAL  as SessionKernelService says
     """
 
     def __init__(self, channel):
@@ -136,6 +162,32 @@ class RunnerServiceServicer:
     asked for a session's workspace calls it on the replica holding the
     session's agent stream. It needs the cluster secret (metadata
     `astrabox-cluster-secret`) that only replicas know.
+
+    Errors carry a google.rpc.ErrorInfo reason (domain "astrabox.dev"):
+    ENROLLMENT_TOKEN_INVALID (UNAUTHENTICATED) a new agent's Hello carries no or
+    another enrollment token
+    JOIN_TOKEN_INVALID       (UNAUTHENTICATED) the join token is malformed, unknown, used
+    or expired
+    AGENT_CREDENTIAL_MISSING (UNAUTHENTICATED) the Hello, or a call's metadata,
+    carries no agent credential
+    AGENT_CREDENTIAL_INVALID (UNAUTHENTICATED) the credential is not the agent id's
+    AGENT_ID_BOUND           (PERMISSION_DENIED) the agent id is enrolled with
+    another credential
+    AGENT_REVOKED            (UNAUTHENTICATED) an operator revoked the agent
+    AGENT_PENDING_ADMISSION  (PERMISSION_DENIED) the agent waits for an operator
+    to admit it; metadata agent_id, fingerprint
+    AGENT_NOT_FOUND          (NOT_FOUND) ResolveCredentials: no such agent
+    AGENT_VERSION_UNSUPPORTED (FAILED_PRECONDITION) the agent is older than this
+    control plane takes; metadata agent_version
+    SESSION_NOT_ON_AGENT     (PERMISSION_DENIED) ResolveCredentials for a session
+    not placed on the calling agent
+    CREDENTIALS_HOST_NOT_DEDICATED (PERMISSION_DENIED) ResolveCredentials: the
+    credential is pinned to hosts this agent is not
+    CREDENTIAL_NOT_FOUND, CREDENTIAL_KEY_MISMATCH, CREDENTIAL_CORRUPT,
+    CREDENTIALS_UNAVAILABLE  as CredentialService says
+    SESSION_NOT_FOUND        (NOT_FOUND) ForwardWorkspace: no such session in the
+    caller's project
+    DATABASE_UNAVAILABLE, DATABASE_CONFLICT, INTERNAL  as SessionKernelService says
     """
 
     def Connect(self, request_iterator, context):
@@ -248,6 +300,32 @@ class RunnerService:
     asked for a session's workspace calls it on the replica holding the
     session's agent stream. It needs the cluster secret (metadata
     `astrabox-cluster-secret`) that only replicas know.
+
+    Errors carry a google.rpc.ErrorInfo reason (domain "astrabox.dev"):
+    ENROLLMENT_TOKEN_INVALID (UNAUTHENTICATED) a new agent's Hello carries no or
+    another enrollment token
+    JOIN_TOKEN_INVALID       (UNAUTHENTICATED) the join token is malformed, unknown, used
+    or expired
+    AGENT_CREDENTIAL_MISSING (UNAUTHENTICATED) the Hello, or a call's metadata,
+    carries no agent credential
+    AGENT_CREDENTIAL_INVALID (UNAUTHENTICATED) the credential is not the agent id's
+    AGENT_ID_BOUND           (PERMISSION_DENIED) the agent id is enrolled with
+    another credential
+    AGENT_REVOKED            (UNAUTHENTICATED) an operator revoked the agent
+    AGENT_PENDING_ADMISSION  (PERMISSION_DENIED) the agent waits for an operator
+    to admit it; metadata agent_id, fingerprint
+    AGENT_NOT_FOUND          (NOT_FOUND) ResolveCredentials: no such agent
+    AGENT_VERSION_UNSUPPORTED (FAILED_PRECONDITION) the agent is older than this
+    control plane takes; metadata agent_version
+    SESSION_NOT_ON_AGENT     (PERMISSION_DENIED) ResolveCredentials for a session
+    not placed on the calling agent
+    CREDENTIALS_HOST_NOT_DEDICATED (PERMISSION_DENIED) ResolveCredentials: the
+    credential is pinned to hosts this agent is not
+    CREDENTIAL_NOT_FOUND, CREDENTIAL_KEY_MISMATCH, CREDENTIAL_CORRUPT,
+    CREDENTIALS_UNAVAILABLE  as CredentialService says
+    SESSION_NOT_FOUND        (NOT_FOUND) ForwardWorkspace: no such session in the
+    caller's project
+    DATABASE_UNAVAILABLE, DATABASE_CONFLICT, INTERNAL  as SessionKernelService says
     """
 
     @staticmethod

@@ -3,6 +3,7 @@ import datetime
 from astrabox.agents.v1 import agent_pb2 as _agent_pb2
 from astrabox.environments.v1 import environment_pb2 as _environment_pb2
 from astrabox.sessionkernel.v1 import session_pb2 as _session_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -49,6 +50,15 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_TOOL_GRANT_REVOKED: _ClassVar[EventKind]
     EVENT_KIND_MCP_SERVER_UNAVAILABLE: _ClassVar[EventKind]
     EVENT_KIND_NETWORK_REQUEST_REFUSED: _ClassVar[EventKind]
+
+class EngineContentKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENGINE_CONTENT_KIND_UNSPECIFIED: _ClassVar[EngineContentKind]
+    ENGINE_CONTENT_KIND_ASSISTANT: _ClassVar[EngineContentKind]
+    ENGINE_CONTENT_KIND_USER: _ClassVar[EngineContentKind]
+    ENGINE_CONTENT_KIND_SYSTEM: _ClassVar[EngineContentKind]
+    ENGINE_CONTENT_KIND_RESULT: _ClassVar[EngineContentKind]
+    ENGINE_CONTENT_KIND_OTHER: _ClassVar[EngineContentKind]
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_SESSION_CREATED: EventKind
 EVENT_KIND_STARTUP_REQUESTED: EventKind
@@ -83,6 +93,12 @@ EVENT_KIND_TOOL_GRANTED: EventKind
 EVENT_KIND_TOOL_GRANT_REVOKED: EventKind
 EVENT_KIND_MCP_SERVER_UNAVAILABLE: EventKind
 EVENT_KIND_NETWORK_REQUEST_REFUSED: EventKind
+ENGINE_CONTENT_KIND_UNSPECIFIED: EngineContentKind
+ENGINE_CONTENT_KIND_ASSISTANT: EngineContentKind
+ENGINE_CONTENT_KIND_USER: EngineContentKind
+ENGINE_CONTENT_KIND_SYSTEM: EngineContentKind
+ENGINE_CONTENT_KIND_RESULT: EngineContentKind
+ENGINE_CONTENT_KIND_OTHER: EngineContentKind
 
 class SessionEvent(_message.Message):
     __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "produce_time", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped", "tool_call_settled", "background_task_lost", "runtime_destroy_failed", "sandbox_retained", "tool_granted", "tool_grant_revoked", "mcp_server_unavailable", "network_request_refused")
@@ -225,16 +241,94 @@ class UserMessageAccepted(_message.Message):
     def __init__(self, client_message_id: _Optional[str] = ..., text: _Optional[str] = ..., permission_mode: _Optional[str] = ...) -> None: ...
 
 class EngineMessage(_message.Message):
-    __slots__ = ("type_name", "payload_json", "output_seq", "late")
+    __slots__ = ("type_name", "payload_json", "output_seq", "late", "content")
     TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     LATE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
     type_name: str
     payload_json: str
     output_seq: int
     late: bool
-    def __init__(self, type_name: _Optional[str] = ..., payload_json: _Optional[str] = ..., output_seq: _Optional[int] = ..., late: _Optional[bool] = ...) -> None: ...
+    content: EngineContent
+    def __init__(self, type_name: _Optional[str] = ..., payload_json: _Optional[str] = ..., output_seq: _Optional[int] = ..., late: _Optional[bool] = ..., content: _Optional[_Union[EngineContent, _Mapping]] = ...) -> None: ...
+
+class EngineContent(_message.Message):
+    __slots__ = ("kind", "blocks", "model", "parent_tool_use_id", "subtype", "is_error", "result", "error", "errors")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PARENT_TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBTYPE_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    kind: EngineContentKind
+    blocks: _containers.RepeatedCompositeFieldContainer[ContentBlock]
+    model: str
+    parent_tool_use_id: str
+    subtype: str
+    is_error: bool
+    result: str
+    error: str
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kind: _Optional[_Union[EngineContentKind, str]] = ..., blocks: _Optional[_Iterable[_Union[ContentBlock, _Mapping]]] = ..., model: _Optional[str] = ..., parent_tool_use_id: _Optional[str] = ..., subtype: _Optional[str] = ..., is_error: _Optional[bool] = ..., result: _Optional[str] = ..., error: _Optional[str] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ContentBlock(_message.Message):
+    __slots__ = ("text", "thinking", "tool_use", "tool_result", "other")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    THINKING_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    OTHER_FIELD_NUMBER: _ClassVar[int]
+    text: TextBlock
+    thinking: ThinkingBlock
+    tool_use: ToolUseBlock
+    tool_result: ToolResultBlock
+    other: OtherBlock
+    def __init__(self, text: _Optional[_Union[TextBlock, _Mapping]] = ..., thinking: _Optional[_Union[ThinkingBlock, _Mapping]] = ..., tool_use: _Optional[_Union[ToolUseBlock, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResultBlock, _Mapping]] = ..., other: _Optional[_Union[OtherBlock, _Mapping]] = ...) -> None: ...
+
+class TextBlock(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class ThinkingBlock(_message.Message):
+    __slots__ = ("thinking",)
+    THINKING_FIELD_NUMBER: _ClassVar[int]
+    thinking: str
+    def __init__(self, thinking: _Optional[str] = ...) -> None: ...
+
+class ToolUseBlock(_message.Message):
+    __slots__ = ("id", "name", "input")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    input: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ToolResultBlock(_message.Message):
+    __slots__ = ("tool_use_id", "is_error", "content")
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    tool_use_id: str
+    is_error: bool
+    content: str
+    def __init__(self, tool_use_id: _Optional[str] = ..., is_error: _Optional[bool] = ..., content: _Optional[str] = ...) -> None: ...
+
+class OtherBlock(_message.Message):
+    __slots__ = ("type", "json")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    json: str
+    def __init__(self, type: _Optional[str] = ..., json: _Optional[str] = ...) -> None: ...
 
 class TurnCompleted(_message.Message):
     __slots__ = ("subtype", "is_error", "duration_ms", "result", "usage")

@@ -120,16 +120,18 @@ class SendMessageResponse(_message.Message):
     def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class WatchSessionEventsRequest(_message.Message):
-    __slots__ = ("session_id", "after_seq", "include_deltas", "max_events_per_response")
+    __slots__ = ("session_id", "after_seq", "include_deltas", "max_events_per_response", "omit_content")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_DELTAS_FIELD_NUMBER: _ClassVar[int]
     MAX_EVENTS_PER_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    OMIT_CONTENT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     after_seq: int
     include_deltas: bool
     max_events_per_response: int
-    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., include_deltas: _Optional[bool] = ..., max_events_per_response: _Optional[int] = ...) -> None: ...
+    omit_content: bool
+    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., include_deltas: _Optional[bool] = ..., max_events_per_response: _Optional[int] = ..., omit_content: _Optional[bool] = ...) -> None: ...
 
 class WatchSessionEventsResponse(_message.Message):
     __slots__ = ("event", "delta", "events")
@@ -156,16 +158,18 @@ class SessionDelta(_message.Message):
     def __init__(self, turn_id: _Optional[str] = ..., message_id: _Optional[str] = ..., index: _Optional[int] = ..., kind: _Optional[_Union[SessionDeltaKind, str]] = ..., text: _Optional[str] = ...) -> None: ...
 
 class ListSessionEventsRequest(_message.Message):
-    __slots__ = ("session_id", "after_seq", "page_size", "page_token")
+    __slots__ = ("session_id", "after_seq", "page_size", "page_token", "omit_content")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OMIT_CONTENT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     after_seq: int
     page_size: int
     page_token: str
-    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    omit_content: bool
+    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., omit_content: _Optional[bool] = ...) -> None: ...
 
 class ListSessionEventsResponse(_message.Message):
     __slots__ = ("events", "next_page_token")

@@ -167,6 +167,19 @@ class SessionKernelServiceStub:
     is free (INPUT_DELIVERED). Claude Code would otherwise fold a message sent
     mid-turn into the running turn, so the caller could not tell which turn
     answered it.
+
+    Every call is authenticated (AdminService explains keys and roles), so any
+    call may also be refused with:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
     """
 
     def __init__(self, channel):
@@ -404,6 +417,19 @@ class SessionKernelServiceServicer:
     is free (INPUT_DELIVERED). Claude Code would otherwise fold a message sent
     mid-turn into the running turn, so the caller could not tell which turn
     answered it.
+
+    Every call is authenticated (AdminService explains keys and roles), so any
+    call may also be refused with:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
     """
 
     def CreateSession(self, request, context):
@@ -777,6 +803,19 @@ class SessionKernelService:
     is free (INPUT_DELIVERED). Claude Code would otherwise fold a message sent
     mid-turn into the running turn, so the caller could not tell which turn
     answered it.
+
+    Every call is authenticated (AdminService explains keys and roles), so any
+    call may also be refused with:
+    CREDENTIALS_MISSING      (UNAUTHENTICATED) no `authorization: Bearer …`
+    metadata
+    CREDENTIALS_INVALID      (UNAUTHENTICATED) the credential is malformed, or no
+    key or token of this installation
+    CREDENTIALS_EXPIRED      (UNAUTHENTICATED) the key or token has expired
+    CREDENTIALS_REVOKED      (UNAUTHENTICATED) the key was revoked
+    CREDENTIALS_UNVERIFIABLE (UNAVAILABLE) the credential cannot be checked now
+    (the database is unreachable); retry
+    ROLE_INSUFFICIENT        (PERMISSION_DENIED) the caller's role may not make
+    this call (AdminService lists the roles)
     """
 
     @staticmethod

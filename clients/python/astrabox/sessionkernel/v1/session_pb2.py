@@ -24,10 +24,11 @@ _sym_db = _symbol_database.Default()
 
 from astrabox.agents.v1 import agent_pb2 as astrabox_dot_agents_dot_v1_dot_agent__pb2
 from astrabox.environments.v1 import environment_pb2 as astrabox_dot_environments_dot_v1_dot_environment__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'astrabox/sessionkernel/v1/session.proto\x12\x19\x61strabox.sessionkernel.v1\x1a\x1e\x61strabox/agents/v1/agent.proto\x1a*astrabox/environments/v1/environment.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\t\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x36\n\x05state\x18\x02 \x01(\x0e\x32\'.astrabox.sessionkernel.v1.SessionState\x12\x19\n\x11runtime_available\x18\x03 \x01(\x08\x12\x0e\n\x06\x65ngine\x18\x04 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x05 \x01(\t\x12\r\n\x05model\x18\x06 \x01(\t\x12\x10\n\x08last_seq\x18\x07 \x01(\x03\x12\x17\n\x0f\x63urrent_turn_id\x18\x08 \x01(\t\x12\x10\n\x08\x61gent_id\x18\t \x01(\t\x12\x19\n\x11\x65ngine_session_id\x18\n \x01(\t\x12\x16\n\x0e\x66\x61ilure_reason\x18\x0b \x01(\t\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nrequest_id\x18\x0e \x01(\t\x12>\n\x06labels\x18\x0f \x03(\x0b\x32..astrabox.sessionkernel.v1.Session.LabelsEntry\x12\x43\n\x13pending_interaction\x18\x10 \x01(\x0b\x32&.astrabox.sessionkernel.v1.Interaction\x12\x43\n\x10\x62\x61\x63kground_tasks\x18\x11 \x03(\x0b\x32).astrabox.sessionkernel.v1.BackgroundTask\x12\x43\n\x0c\x63\x61pabilities\x18\x12 \x01(\x0b\x32-.astrabox.sessionkernel.v1.EngineCapabilities\x12\x16\n\x0eslash_commands\x18\x13 \x03(\t\x12\x17\n\x0fqueued_turn_ids\x18\x14 \x03(\t\x12\x17\n\x0fruntime_stopped\x18\x15 \x01(\x08\x12\x12\n\nproject_id\x18\x16 \x01(\t\x12\x42\n\x0f\x64\x65stroy_failure\x18\x17 \x01(\x0b\x32).astrabox.sessionkernel.v1.DestroyFailure\x12\x36\n\x05\x61gent\x18\x18 \x01(\x0b\x32\'.astrabox.sessionkernel.v1.SessionAgent\x12-\n\x06\x63onfig\x18\x19 \x01(\x0b\x32\x1d.astrabox.agents.v1.AgentSpec\x12/\n\x05usage\x18\x1a \x01(\x0b\x32 .astrabox.sessionkernel.v1.Usage\x12\x39\n\x0btool_grants\x18\x1b \x03(\x0b\x32$.astrabox.sessionkernel.v1.ToolGrant\x12\x42\n\x0b\x65nvironment\x18\x1c \x01(\x0b\x32-.astrabox.sessionkernel.v1.SessionEnvironment\x12\x37\n\ngit_source\x18\x1d \x01(\x0b\x32#.astrabox.environments.v1.GitSource\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"a\n\x12SessionEnvironment\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x05\x12\x14\n\x0c\x62uild_digest\x18\x04 \x01(\t\"\xc1\x01\n\tToolGrant\x12\x10\n\x08grant_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x15\n\rinput_pattern\x18\x03 \x01(\t\x12/\n\x0b\x65xpire_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0einteraction_id\x18\x06 \x01(\t\"?\n\x0cSessionAgent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x05\"\x9b\x01\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12#\n\x1b\x63\x61\x63he_creation_input_tokens\x18\x03 \x01(\x03\x12\x1f\n\x17\x63\x61\x63he_read_input_tokens\x18\x04 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x05 \x01(\x01\x12\r\n\x05turns\x18\x06 \x01(\x05\"|\n\x0e\x44\x65stroyFailure\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x02 \x01(\x05\x12\x35\n\x11next_attempt_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tabandoned\x18\x04 \x01(\x08\"\xfb\x01\n\x0bInteraction\x12\x16\n\x0einteraction_id\x18\x01 \x01(\t\x12\x38\n\x04kind\x18\x02 \x01(\x0e\x32*.astrabox.sessionkernel.v1.InteractionKind\x12\x0f\n\x07turn_id\x18\x03 \x01(\t\x12\x11\n\ttool_name\x18\x04 \x01(\t\x12\x12\n\ninput_json\x18\x05 \x01(\t\x12\x13\n\x0btool_use_id\x18\x06 \x01(\t\x12\x36\n\tquestions\x18\x07 \x03(\x0b\x32#.astrabox.sessionkernel.v1.Question\x12\x15\n\rrequested_seq\x18\x08 \x01(\x03\"S\n\x08Question\x12\x10\n\x08question\x18\x01 \x01(\t\x12\x0e\n\x06header\x18\x02 \x01(\t\x12\x0f\n\x07options\x18\x03 \x03(\t\x12\x14\n\x0cmulti_select\x18\x04 \x01(\x08\"K\n\x0e\x42\x61\x63kgroundTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0bstarted_seq\x18\x03 \x01(\x03\"\xad\x01\n\x12\x45ngineCapabilities\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x18\n\x10permission_modes\x18\x02 \x03(\t\x12\x1d\n\x15supports_interactions\x18\x03 \x01(\x08\x12!\n\x19supports_background_tasks\x18\x04 \x01(\x08\x12\x1c\n\x14supports_server_info\x18\x05 \x01(\x08\x12\r\n\x05tools\x18\x06 \x03(\t*\x93\x02\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16SESSION_STATE_CREATING\x10\x01\x12\x17\n\x13SESSION_STATE_READY\x10\x02\x12\x19\n\x15SESSION_STATE_RUNNING\x10\x03\x12#\n\x1fSESSION_STATE_WAITING_FOR_INPUT\x10\x04\x12\x1e\n\x1aSESSION_STATE_INTERRUPTING\x10\x05\x12\x1a\n\x16SESSION_STATE_ARCHIVED\x10\x06\x12\x19\n\x15SESSION_STATE_DELETED\x10\x07\x12\x18\n\x14SESSION_STATE_FAILED\x10\x08*\x98\x01\n\x0fInteractionKind\x12 \n\x1cINTERACTION_KIND_UNSPECIFIED\x10\x00\x12\"\n\x1eINTERACTION_KIND_TOOL_APPROVAL\x10\x01\x12\x1d\n\x19INTERACTION_KIND_QUESTION\x10\x02\x12 \n\x1cINTERACTION_KIND_CUSTOM_TOOL\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'astrabox/sessionkernel/v1/session.proto\x12\x19\x61strabox.sessionkernel.v1\x1a\x1e\x61strabox/agents/v1/agent.proto\x1a*astrabox/environments/v1/environment.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\t\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x36\n\x05state\x18\x02 \x01(\x0e\x32\'.astrabox.sessionkernel.v1.SessionState\x12\x19\n\x11runtime_available\x18\x03 \x01(\x08\x12\x0e\n\x06\x65ngine\x18\x04 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x05 \x01(\t\x12\r\n\x05model\x18\x06 \x01(\t\x12\x10\n\x08last_seq\x18\x07 \x01(\x03\x12\x17\n\x0f\x63urrent_turn_id\x18\x08 \x01(\t\x12\x10\n\x08\x61gent_id\x18\t \x01(\t\x12\x19\n\x11\x65ngine_session_id\x18\n \x01(\t\x12\x16\n\x0e\x66\x61ilure_reason\x18\x0b \x01(\t\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nrequest_id\x18\x0e \x01(\t\x12>\n\x06labels\x18\x0f \x03(\x0b\x32..astrabox.sessionkernel.v1.Session.LabelsEntry\x12\x43\n\x13pending_interaction\x18\x10 \x01(\x0b\x32&.astrabox.sessionkernel.v1.Interaction\x12\x43\n\x10\x62\x61\x63kground_tasks\x18\x11 \x03(\x0b\x32).astrabox.sessionkernel.v1.BackgroundTask\x12\x43\n\x0c\x63\x61pabilities\x18\x12 \x01(\x0b\x32-.astrabox.sessionkernel.v1.EngineCapabilities\x12\x16\n\x0eslash_commands\x18\x13 \x03(\t\x12\x17\n\x0fqueued_turn_ids\x18\x14 \x03(\t\x12\x17\n\x0fruntime_stopped\x18\x15 \x01(\x08\x12\x12\n\nproject_id\x18\x16 \x01(\t\x12\x42\n\x0f\x64\x65stroy_failure\x18\x17 \x01(\x0b\x32).astrabox.sessionkernel.v1.DestroyFailure\x12\x36\n\x05\x61gent\x18\x18 \x01(\x0b\x32\'.astrabox.sessionkernel.v1.SessionAgent\x12-\n\x06\x63onfig\x18\x19 \x01(\x0b\x32\x1d.astrabox.agents.v1.AgentSpec\x12/\n\x05usage\x18\x1a \x01(\x0b\x32 .astrabox.sessionkernel.v1.Usage\x12\x39\n\x0btool_grants\x18\x1b \x03(\x0b\x32$.astrabox.sessionkernel.v1.ToolGrant\x12\x42\n\x0b\x65nvironment\x18\x1c \x01(\x0b\x32-.astrabox.sessionkernel.v1.SessionEnvironment\x12\x37\n\ngit_source\x18\x1d \x01(\x0b\x32#.astrabox.environments.v1.GitSource\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"a\n\x12SessionEnvironment\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x05\x12\x14\n\x0c\x62uild_digest\x18\x04 \x01(\t\"\xc1\x01\n\tToolGrant\x12\x10\n\x08grant_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x15\n\rinput_pattern\x18\x03 \x01(\t\x12/\n\x0b\x65xpire_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0einteraction_id\x18\x06 \x01(\t\"?\n\x0cSessionAgent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x05\"\x9b\x01\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12#\n\x1b\x63\x61\x63he_creation_input_tokens\x18\x03 \x01(\x03\x12\x1f\n\x17\x63\x61\x63he_read_input_tokens\x18\x04 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x05 \x01(\x01\x12\r\n\x05turns\x18\x06 \x01(\x05\"|\n\x0e\x44\x65stroyFailure\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x02 \x01(\x05\x12\x35\n\x11next_attempt_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tabandoned\x18\x04 \x01(\x08\"\xa3\x02\n\x0bInteraction\x12\x16\n\x0einteraction_id\x18\x01 \x01(\t\x12\x38\n\x04kind\x18\x02 \x01(\x0e\x32*.astrabox.sessionkernel.v1.InteractionKind\x12\x0f\n\x07turn_id\x18\x03 \x01(\t\x12\x11\n\ttool_name\x18\x04 \x01(\t\x12\x12\n\ninput_json\x18\x05 \x01(\t\x12\x13\n\x0btool_use_id\x18\x06 \x01(\t\x12\x36\n\tquestions\x18\x07 \x03(\x0b\x32#.astrabox.sessionkernel.v1.Question\x12\x15\n\rrequested_seq\x18\x08 \x01(\x03\x12&\n\x05input\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\"S\n\x08Question\x12\x10\n\x08question\x18\x01 \x01(\t\x12\x0e\n\x06header\x18\x02 \x01(\t\x12\x0f\n\x07options\x18\x03 \x03(\t\x12\x14\n\x0cmulti_select\x18\x04 \x01(\x08\"K\n\x0e\x42\x61\x63kgroundTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0bstarted_seq\x18\x03 \x01(\x03\"\xad\x01\n\x12\x45ngineCapabilities\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x18\n\x10permission_modes\x18\x02 \x03(\t\x12\x1d\n\x15supports_interactions\x18\x03 \x01(\x08\x12!\n\x19supports_background_tasks\x18\x04 \x01(\x08\x12\x1c\n\x14supports_server_info\x18\x05 \x01(\x08\x12\r\n\x05tools\x18\x06 \x03(\t*\x93\x02\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16SESSION_STATE_CREATING\x10\x01\x12\x17\n\x13SESSION_STATE_READY\x10\x02\x12\x19\n\x15SESSION_STATE_RUNNING\x10\x03\x12#\n\x1fSESSION_STATE_WAITING_FOR_INPUT\x10\x04\x12\x1e\n\x1aSESSION_STATE_INTERRUPTING\x10\x05\x12\x1a\n\x16SESSION_STATE_ARCHIVED\x10\x06\x12\x19\n\x15SESSION_STATE_DELETED\x10\x07\x12\x18\n\x14SESSION_STATE_FAILED\x10\x08*\x98\x01\n\x0fInteractionKind\x12 \n\x1cINTERACTION_KIND_UNSPECIFIED\x10\x00\x12\"\n\x1eINTERACTION_KIND_TOOL_APPROVAL\x10\x01\x12\x1d\n\x19INTERACTION_KIND_QUESTION\x10\x02\x12 \n\x1cINTERACTION_KIND_CUSTOM_TOOL\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,30 +37,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SESSION_LABELSENTRY']._loaded_options = None
   _globals['_SESSION_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_SESSIONSTATE']._serialized_start=2633
-  _globals['_SESSIONSTATE']._serialized_end=2908
-  _globals['_INTERACTIONKIND']._serialized_start=2911
-  _globals['_INTERACTIONKIND']._serialized_end=3063
-  _globals['_SESSION']._serialized_start=180
-  _globals['_SESSION']._serialized_end=1394
-  _globals['_SESSION_LABELSENTRY']._serialized_start=1349
-  _globals['_SESSION_LABELSENTRY']._serialized_end=1394
-  _globals['_SESSIONENVIRONMENT']._serialized_start=1396
-  _globals['_SESSIONENVIRONMENT']._serialized_end=1493
-  _globals['_TOOLGRANT']._serialized_start=1496
-  _globals['_TOOLGRANT']._serialized_end=1689
-  _globals['_SESSIONAGENT']._serialized_start=1691
-  _globals['_SESSIONAGENT']._serialized_end=1754
-  _globals['_USAGE']._serialized_start=1757
-  _globals['_USAGE']._serialized_end=1912
-  _globals['_DESTROYFAILURE']._serialized_start=1914
-  _globals['_DESTROYFAILURE']._serialized_end=2038
-  _globals['_INTERACTION']._serialized_start=2041
-  _globals['_INTERACTION']._serialized_end=2292
-  _globals['_QUESTION']._serialized_start=2294
-  _globals['_QUESTION']._serialized_end=2377
-  _globals['_BACKGROUNDTASK']._serialized_start=2379
-  _globals['_BACKGROUNDTASK']._serialized_end=2454
-  _globals['_ENGINECAPABILITIES']._serialized_start=2457
-  _globals['_ENGINECAPABILITIES']._serialized_end=2630
+  _globals['_SESSIONSTATE']._serialized_start=2703
+  _globals['_SESSIONSTATE']._serialized_end=2978
+  _globals['_INTERACTIONKIND']._serialized_start=2981
+  _globals['_INTERACTIONKIND']._serialized_end=3133
+  _globals['_SESSION']._serialized_start=210
+  _globals['_SESSION']._serialized_end=1424
+  _globals['_SESSION_LABELSENTRY']._serialized_start=1379
+  _globals['_SESSION_LABELSENTRY']._serialized_end=1424
+  _globals['_SESSIONENVIRONMENT']._serialized_start=1426
+  _globals['_SESSIONENVIRONMENT']._serialized_end=1523
+  _globals['_TOOLGRANT']._serialized_start=1526
+  _globals['_TOOLGRANT']._serialized_end=1719
+  _globals['_SESSIONAGENT']._serialized_start=1721
+  _globals['_SESSIONAGENT']._serialized_end=1784
+  _globals['_USAGE']._serialized_start=1787
+  _globals['_USAGE']._serialized_end=1942
+  _globals['_DESTROYFAILURE']._serialized_start=1944
+  _globals['_DESTROYFAILURE']._serialized_end=2068
+  _globals['_INTERACTION']._serialized_start=2071
+  _globals['_INTERACTION']._serialized_end=2362
+  _globals['_QUESTION']._serialized_start=2364
+  _globals['_QUESTION']._serialized_end=2447
+  _globals['_BACKGROUNDTASK']._serialized_start=2449
+  _globals['_BACKGROUNDTASK']._serialized_end=2524
+  _globals['_ENGINECAPABILITIES']._serialized_start=2527
+  _globals['_ENGINECAPABILITIES']._serialized_end=2700
 # @@protoc_insertion_point(module_scope)

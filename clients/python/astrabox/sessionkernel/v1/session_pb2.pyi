@@ -2,6 +2,7 @@ import datetime
 
 from astrabox.agents.v1 import agent_pb2 as _agent_pb2
 from astrabox.environments.v1 import environment_pb2 as _environment_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -180,7 +181,7 @@ class DestroyFailure(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., attempts: _Optional[int] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., abandoned: _Optional[bool] = ...) -> None: ...
 
 class Interaction(_message.Message):
-    __slots__ = ("interaction_id", "kind", "turn_id", "tool_name", "input_json", "tool_use_id", "questions", "requested_seq")
+    __slots__ = ("interaction_id", "kind", "turn_id", "tool_name", "input_json", "tool_use_id", "questions", "requested_seq", "input")
     INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +190,7 @@ class Interaction(_message.Message):
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     QUESTIONS_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
     interaction_id: str
     kind: InteractionKind
     turn_id: str
@@ -197,7 +199,8 @@ class Interaction(_message.Message):
     tool_use_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
     requested_seq: int
-    def __init__(self, interaction_id: _Optional[str] = ..., kind: _Optional[_Union[InteractionKind, str]] = ..., turn_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_json: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., requested_seq: _Optional[int] = ...) -> None: ...
+    input: _struct_pb2.Struct
+    def __init__(self, interaction_id: _Optional[str] = ..., kind: _Optional[_Union[InteractionKind, str]] = ..., turn_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_json: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., requested_seq: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Question(_message.Message):
     __slots__ = ("question", "header", "options", "multi_select")
