@@ -31,8 +31,9 @@ export async function watchSession(
   while (!signal.aborted) {
     onStatus({ state: failures ? "retrying" : "connecting", detail: "", reconnects });
     try {
+      // The transcript reads payload_json itself (engineMessages.ts): no typed view on the wire.
       const stream = api.sessions.watchSessionEvents(
-        { sessionId, afterSeq: transcript.lastSeq, includeDeltas: true, maxEventsPerResponse: 200 },
+        { sessionId, afterSeq: transcript.lastSeq, includeDeltas: true, maxEventsPerResponse: 200, omitContent: true },
         { signal, timeoutMs: 0 },
       );
       let first = true;
