@@ -15,11 +15,13 @@ from collections.abc import Iterator
 
 
 class CuttingProxy:
-    """Forwards 127.0.0.1:<port> to `target` ("host:port") until cut, stalled or closed."""
+    """Forwards `host`:`port` (default 127.0.0.1 and a free port) to `target` ("host:port") until
+    cut, stalled or closed."""
 
-    def __init__(self, target: str) -> None:
-        host, _, port = target.rpartition(":")
-        self._target = (host, int(port))
+    def __init__(self, target: str, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        target_host, _, target_port = target.rpartition(":")
+        self._target = (target_host, int(target_port))
+        self._listen_on = (host, port)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cutting-proxy", daemon=True)
         self._flowing: asyncio.Event
@@ -29,7 +31,7 @@ class CuttingProxy:
         self.address = ""
 
     def start(self) -> str:
-        """Listen on a free loopback port; returns "127.0.0.1:<port>"."""
+        """Listen; returns the address ("127.0.0.1:<port>", "[::1]:<port>")."""
         self._thread.start()
         self._call(self._listen())
         return self.address
@@ -57,8 +59,10 @@ class CuttingProxy:
     async def _listen(self) -> None:
         self._flowing = asyncio.Event()
         self._flowing.set()
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.address = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        host, port = self._listen_on
+        self._server = await asyncio.start_server(self._accept, host, port)
+        bound = self._server.sockets[0].getsockname()[1]
+        self.address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -93,8 +97,8 @@ class CuttingProxy:
 
 
 @contextlib.contextmanager
-def cutting_proxy(target: str) -> Iterator[CuttingProxy]:
-    proxy = CuttingProxy(target)
+def cutting_proxy(target: str, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[CuttingProxy]:
+    proxy = CuttingProxy(target, host=host, port=port)
     proxy.start()
     try:
         yield proxy
