@@ -88,7 +88,9 @@ class Kernel(api_grpc.SessionKernelServiceServicer):
             self.unavailable -= 1
             await abort(context, grpc.StatusCode.UNAVAILABLE, self.unavailable_reason, "the database cannot be reached")
         if request.session_id == "busy":
-            await abort(context, grpc.StatusCode.FAILED_PRECONDITION, "SESSION_NOT_READY", "a turn is running", turn_id="t1")
+            await abort(
+                context, grpc.StatusCode.FAILED_PRECONDITION, "SESSION_NOT_READY", "a turn is running", turn_id="t1"
+            )
         state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
         return api.GetSessionResponse(
             session=session_pb2.Session(session_id=request.session_id, state=state, failure_reason="no sandbox")
