@@ -5,6 +5,12 @@ control plane, and one data-plane agent with the local sandbox driver. The
 agent serves the built-in offline model when no ANTHROPIC_API_KEY is set.
 `astrabox up` takes its database URL like the control plane does: from the
 environment or a file, so that nothing here puts a secret on a command line.
+The halves' settings it hands on (metrics, idle stop, capacity, allowed networks)
+are declared by the halves and reused here, flag, variable and config-file key alike.
+
+Its logs go to `<data dir>/astrabox.log`, warnings and errors echoed readably on
+the terminal, so that a person sees the banner and what needs them; `--verbose`
+or a `--log-format` puts every line on standard error instead.
 
 Its enrollment token is random, made (0600) in `<data dir>/enrollment-token` on the first start
 (ASTRABOX_ENROLLMENT_TOKEN overrides it), never empty; its own agent is admitted by a join token
