@@ -80,6 +80,14 @@ def _demo(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="astrabox demo", description=DEMO.help)
     parser.add_argument("prompt", nargs="?", default="", help="the prompt (default: create hello.txt)")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--log-format",
+        choices=("auto", "json", "console"),
+        default="auto",
+        help="auto: the logs go to a file (named at the start; warnings and errors also shown here, readable); "
+        "json or console: all of them to standard error in that format (default %(default)s)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="all the logs to standard error")
     args = parser.parse_args(argv)
     return asyncio.run(run_demo(args, args.prompt or DEFAULT_PROMPT))
 

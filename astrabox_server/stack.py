@@ -5,6 +5,12 @@ control plane, and one data-plane agent with the local sandbox driver. The
 agent serves the built-in offline model when no ANTHROPIC_API_KEY is set.
 `astrabox up` takes its database URL like the control plane does: from the
 environment or a file, so that nothing here puts a secret on a command line.
+The halves' settings it hands on (metrics, idle stop, capacity, allowed networks)
+are declared by the halves and reused here, flag, variable and config-file key alike.
+
+Its logs go to `<data dir>/astrabox.log`, warnings and errors echoed readably on
+the terminal, so that a person sees the banner and what needs them; `--verbose`
+or a `--log-format` puts every line on standard error instead.
 
 Its enrollment token is random, made (0600) in `<data dir>/enrollment-token` on the first start
 (ASTRABOX_ENROLLMENT_TOKEN overrides it), never empty; its own agent is admitted by a join token
@@ -51,9 +57,10 @@ from controlplane.settings import (
     ENROLLMENT_TOKEN,
     ControlPlaneSettings,
 )
+from dataplane_agent.settings import AgentSettings
 from serverkit import heap, logs, private_files
 from serverkit import settings as serverkit_settings
-from serverkit.settings import option, secret
+from serverkit.settings import option, same_as, secret
 from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
@@ -63,6 +70,8 @@ ENROLLMENT_TOKEN_FILE = "enrollment-token"
 # Long enough for the local agent's first Hello after a slow start; it is spent by then.
 LOCAL_JOIN_TOKEN_TTL = timedelta(minutes=10)
 BOOTSTRAP_KEY_FILE_ENV = "ASTRABOX_BOOTSTRAP_KEY_FILE"
+# Where `astrabox up` writes its log in the data directory, unless it logs to the terminal.
+LOG_FILE = "astrabox.log"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,9 @@ class RunningStack:
     api_key: str
     # Where the web API and the console are served (http://host:port), "" when off.
     web_url: str = ""
+    # Where the control plane and the agent serve /metrics (host:port), "" when off.
+    controlplane_metrics: str = ""
+    agent_metrics: str = ""
 
 
 def _bootstrap_key_file(data_dir: Path) -> Path:
@@ -89,18 +101,16 @@ def default_data_dir() -> Path:
 
 
 @contextlib.asynccontextmanager
-async def stack(
-    data_dir: Path, listen: str, database_url: str = "", web_listen: str = ""
-) -> AsyncIterator[RunningStack]:
-    """Run the whole stack until the context exits; yields its address and admin key.
+async def stack(up: UpSettings) -> AsyncIterator[RunningStack]:
+    """Run the whole stack until the context exits; yields its addresses and admin key.
 
-    On the way out it unmounts the workspace images under `data_dir` (the agent
+    On the way out it unmounts the workspace images under the data directory (the agent
     mounts them again when it re-opens their sandboxes), so that the directory can
     be deleted and no loop device stays taken."""
-    from dataplane_agent.main import run_agent
+    from dataplane_agent.main import Started, run_agent
     from dataplane_agent.sandboxes.disk import release_mounts
-    from dataplane_agent.settings import AgentSettings
 
+    data_dir, database_url = up.data_dir, up.database_url
     _make_private(data_dir)
     postgres = None
     if not database_url:
@@ -114,11 +124,13 @@ async def stack(
         enrollment_token = _enrollment_token(data_dir)
         settings = ControlPlaneSettings(
             database_url=database_url,
-            listen=listen,
+            listen=up.listen,
             bootstrap_key_file=str(key_file),
             credential_key=credential_key,
             enrollment_token=enrollment_token,
-            web_listen=web_listen,
+            web_listen=up.web_listen,
+            metrics_listen=up.metrics_listen,
+            idle_stop_after=up.idle_stop_after,
         )
         async with serve(settings) as controlplane:
             # The local agent is admitted by construction: a join token for it alone, used at once.
@@ -132,14 +144,25 @@ async def stack(
                 agent_id="local",
                 enrollment_token=enrollment_token,
                 join_token=join_token,
+                capacity=up.capacity,
+                egress_allowed_networks=up.egress_allowed_networks,
+                mcp_allowed_networks=up.mcp_allowed_networks,
+                metrics_listen=agent_metrics_listen(up.metrics_listen),
             )
             stop = asyncio.Event()
-            agent = asyncio.create_task(run_agent(agent_settings, stop=stop), name="agent")
+            started: list[Started] = []
+            agent = asyncio.create_task(run_agent(agent_settings, stop=stop, started=started.append), name="agent")
             try:
                 await _wait_for_agent(controlplane.pool, agent)
                 api_key = key_file.read_text().strip() if key_file.exists() else ""
                 remember(api_key)  # never in a log line
-                yield RunningStack(controlplane.address, api_key, controlplane.web_url)
+                yield RunningStack(
+                    controlplane.address,
+                    api_key,
+                    controlplane.web_url,
+                    controlplane.metrics_address,
+                    started[0].metrics_address if started else "",
+                )
             finally:
                 stop.set()
                 await bounded(agent, 30)
@@ -149,6 +172,16 @@ async def stack(
                 await postgres.stop()
         finally:
             release_mounts(data_dir)
+
+
+def agent_metrics_listen(metrics_listen: str) -> str:
+    """Where the stack's agent serves /metrics, beside the control plane's `metrics_listen`: the
+    next port (9464, 9465, as deploy/prometheus/prometheus.yml has them), a free one of its own
+    for port 0; "" (off) with the control plane's."""
+    host, sep, port = metrics_listen.rpartition(":")
+    if not metrics_listen or not sep or not port.isdigit():
+        return metrics_listen  # off, or the control plane refuses it first, saying why
+    return f"{host}:{int(port) + 1 if int(port) else 0}"
 
 
 def _enrollment_token(data_dir: Path) -> str:
@@ -215,8 +248,44 @@ class UpSettings:
             "since PostgreSQL then runs as `postgres`, which must reach it)",
         ),
     )
+    # The halves' own settings, declared where they are (flag, variable, default, help) and handed on.
+    metrics_listen: str = same_as(
+        ControlPlaneSettings, "metrics_listen", note="; the control plane's, and the agent's on the next port"
+    )
+    idle_stop_after: timedelta = same_as(ControlPlaneSettings, "idle_stop_after")
+    capacity: int = same_as(AgentSettings, "capacity")
+    egress_allowed_networks: str = same_as(AgentSettings, "egress_allowed_networks")
+    mcp_allowed_networks: str = same_as(AgentSettings, "mcp_allowed_networks")
+    # Where the logs go: a file in the data directory, with warnings and errors echoed readably on the
+    # terminal; or, with a format named or --verbose, all of them to standard error.
+    log_format: str = field(
+        default="auto",
+        metadata=option(
+            "--log-format",
+            env="ASTRABOX_LOG_FORMAT",
+            choices=("auto", "json", "console"),
+            help=f"auto: the logs go to <data dir>/{LOG_FILE}, warnings and errors also to the terminal, "
+            "readable; json or console: all of them to standard error in that format (env %(env)s; "
+            "default %(default)s)",
+        ),
+    )
+    verbose: bool = field(
+        default=False,
+        metadata=option(
+            "--verbose",
+            switch=True,
+            help="all the logs to standard error, readable on a terminal (JSON elsewhere, or as --log-format "
+            "says), rather than to the log file",
+        ),
+    )
+    log_level: str = same_as(AgentSettings, "log_level")
     # The secrets given as flags rather than by environment or file (warned about at start).
     secrets_on_command_line: tuple[SecretOption, ...] = ()
+
+    @property
+    def log_file(self) -> Path | None:
+        """The file the logs go to; None when they go to the terminal."""
+        return None if self.verbose or self.log_format != "auto" else self.data_dir / LOG_FILE
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> UpSettings:
@@ -232,10 +301,12 @@ def main(argv: Sequence[str]) -> None:
         up = UpSettings.from_args(argv)
     except SecretSettingError as error:
         sys.exit(f"astrabox up: {error}")
-    logs.configure()
+    if up.log_file is not None:
+        _make_private(up.data_dir)
+    log_to(up.log_file, up.log_format, up.log_level, "astrabox up")
     warn_on_command_line(up.secrets_on_command_line, "astrabox up", log)
     try:
-        sys.exit(asyncio.run(run_up(up.data_dir, up.listen, up.database_url, up.web_listen)))
+        sys.exit(asyncio.run(run_up(up)))
     except SecretSettingError as error:  # the local agent's
         sys.exit(f"astrabox up: {error}")
     except DatabaseUnreachable as error:
@@ -243,12 +314,26 @@ def main(argv: Sequence[str]) -> None:
         sys.exit(f"astrabox up: cannot connect to the database: {error}")
 
 
-async def run_up(data_dir: Path, listen: str, database_url: str, web_listen: str = "") -> int:
+def log_to(path: Path | None, fmt: str, level: str, prog: str) -> None:
+    """The process's logs: appended to `path` (0600) as JSON, warnings and errors echoed readably on
+    standard error; without a path, all to standard error in `fmt`."""
+    if path is None:
+        logs.configure(fmt, level)
+        return
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as error:
+        sys.exit(f"{prog}: cannot write its log to {path}: {error.strerror} (--verbose logs to the terminal)")
+    # Open for the life of the process: every log line is written (and flushed) to it.
+    logs.configure("json", level, stream=open(descriptor, "a", encoding="utf-8"), echo=sys.stderr)  # noqa: SIM115
+
+
+async def run_up(up: UpSettings) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with stack(data_dir, listen, database_url, web_listen) as running:
+    async with stack(up) as running:
         address = running.address
         if running.api_key:
             saved = save_api_key(running.api_key)
@@ -257,7 +342,8 @@ async def run_up(data_dir: Path, listen: str, database_url: str, web_listen: str
             key_note = f"  the database has API keys already: use one of them (or {config_path()} if saved before)\n"
         console = f"  console: {running.web_url}  (sign in with that key)\n" if running.web_url else ""
         print(
-            f"AstraBox is up on {address} (state in {data_dir})\n{key_note}{console}"
+            f"AstraBox is up on {address} (state in {up.data_dir})\n{key_note}{console}{_metrics_note(running)}"
+            f"{_logs_note(up.log_file)}"
             f'  try:  astrabox run --target {address} "Create hello.txt"\n'
             f'        grpcurl -plaintext -H "authorization: Bearer $(cat {config_path()})" {address} list\n'
             "  Ctrl-C stops it.",
@@ -268,19 +354,36 @@ async def run_up(data_dir: Path, listen: str, database_url: str, web_listen: str
     return 0
 
 
+def _metrics_note(running: RunningStack) -> str:
+    if not running.controlplane_metrics:
+        return ""
+    agent = f", agent http://{running.agent_metrics}/metrics" if running.agent_metrics else ""
+    return f"  metrics: control plane http://{running.controlplane_metrics}/metrics{agent}\n"
+
+
+def _logs_note(path: Path | None) -> str:
+    return f"  logs: {path}  (warnings and errors are shown here too; --verbose shows them all here)\n" if path else ""
+
+
 async def run_demo(args: argparse.Namespace, prompt: str) -> int:
     from astrabox.cli import run_prompt
     from astrabox.sessionkernel.v1 import session_pb2
     from dataplane_agent.sandboxes.disk import release_mounts
 
-    logs.configure(level="warning")
+    log_file = None
+    if not (args.verbose or args.log_format != "auto"):
+        # Kept after the demo, whose directory goes: what it logged stays readable.
+        descriptor, name = tempfile.mkstemp(prefix="astrabox-demo-", suffix=".log")
+        os.close(descriptor)
+        log_file = Path(name)
+    log_to(log_file, args.log_format, "info", "astrabox demo")
     with tempfile.TemporaryDirectory(prefix="astrabox-demo-") as scratch:
         os.chmod(scratch, 0o711)  # the embedded PostgreSQL runs as `postgres` when we are root
         try:
-            async with stack(Path(scratch), "127.0.0.1:0") as running:
+            async with stack(UpSettings(data_dir=Path(scratch), listen="127.0.0.1:0", web_listen="")) as running:
                 print(
                     f"AstraBox is up on {running.address} (embedded PostgreSQL, local bubblewrap sandbox, "
-                    "offline model unless ANTHROPIC_API_KEY is set)\n",
+                    f"offline model unless ANTHROPIC_API_KEY is set)\n{_logs_note(log_file)}",
                     flush=True,
                 )
                 status, session = await run_prompt(

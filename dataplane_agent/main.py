@@ -17,6 +17,7 @@ import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -65,8 +66,16 @@ from serverkit.waits import bounded
 log = structlog.get_logger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A started agent: its id, and where it serves /metrics ("" when --metrics-listen is off)."""
+
+    agent_id: str
+    metrics_address: str
+
+
 async def run_agent(
-    settings: AgentSettings, *, stop: asyncio.Event | None = None, started: Callable[[], None] | None = None
+    settings: AgentSettings, *, stop: asyncio.Event | None = None, started: Callable[[Started], None] | None = None
 ) -> None:
     """Run the agent until cancelled or until `stop` is set; `started` is called once it serves."""
     keep_private(settings.state_dir)
@@ -86,7 +95,9 @@ async def run_agent(
             gc.collect()
 
 
-async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event, started: Callable[[], None] | None) -> None:
+async def _run(
+    settings: AgentSettings, db: Database, stop: asyncio.Event, started: Callable[[Started], None] | None
+) -> None:
     state, outbox = AgentState(db), Outbox(db)
     metrics = AgentMetrics()
     agent_id = settings.agent_id or await _stable_agent_id(state)
@@ -247,7 +258,7 @@ async def _run(settings: AgentSettings, db: Database, stop: asyncio.Event, start
                 metrics_address=endpoint.address if endpoint else None,
             )
             if started is not None:
-                started()
+                started(Started(agent_id, endpoint.address if endpoint else ""))
             await stop.wait()
             log.info("agent_stopping")
             await workspace.close()
@@ -520,7 +531,7 @@ async def _serve(settings: AgentSettings) -> None:
         loop.add_signal_handler(signum, stop.set)
     try:
         # Its startup objects out of every later collection, which would stall its streams (serverkit.heap).
-        await run_agent(settings, stop=stop, started=heap.freeze_startup)
+        await run_agent(settings, stop=stop, started=lambda _: heap.freeze_startup())
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -71,6 +71,7 @@ __all__ = [
     "parser",
     "positive_int",
     "positive_seconds",
+    "same_as",
     "secret",
     "tuned",
 ]
@@ -177,6 +178,20 @@ def otlp_endpoint() -> Any:
             "OTEL_EXPORTER_OTLP_ENDPOINT; needs astrabox-server[otlp]; default none: off)",
         ),
     )
+
+
+def same_as(settings_type: type[DataclassInstance], name: str, note: str = "") -> Any:
+    """A field declared as `settings_type`'s field `name` is: the same flag, variable, default,
+    parser and help (`note` added to the help), for a process that hands the setting on to another
+    process's settings, as `astrabox up` hands its agent's capacity to `AgentSettings`."""
+    declared = next(field for field in dataclasses.fields(settings_type) if field.name == name)
+    option = declared.metadata[_KEY]
+    if not isinstance(option, Option):
+        raise TypeError(f"{settings_type.__name__}.{name} is not an option")
+    metadata = {_KEY: dataclasses.replace(option, help=option.help + note) if note else option}
+    if declared.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=declared.default_factory, metadata=metadata)
+    return dataclasses.field(default=declared.default, metadata=metadata)
 
 
 def secret(secret_option: SecretOption, note: str = "") -> dict[str, Secret]:

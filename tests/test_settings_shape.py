@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from astrabox.secret_settings import SecretOption, SecretSettingError
-from astrabox_server.stack import UpSettings
+from astrabox_server.stack import UpSettings, agent_metrics_listen
 from controlplane.settings import ControlPlaneSettings
 from dataplane_agent.settings import AgentSettings
 from serverkit import settings
@@ -147,3 +147,38 @@ def test_the_processes_read_their_settings_the_same_way(tmp_path: Path) -> None:
     )
     assert (up.database_url, up.listen, up.data_dir) == ("postgresql://u:pw@db/x", "127.0.0.1:7233", tmp_path)
     assert (agent.sandbox_cpus, agent.agent_id) == (0.5, "local")
+
+
+def test_up_takes_the_halves_settings_by_their_own_flags_variables_and_config_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`astrabox up` hands metrics, idle stop, capacity and the allowed networks to the halves: the
+    same flag, variable, default and help as theirs, and its config file takes their keys."""
+    environ = {"ASTRABOX_AGENT_CAPACITY": "3", "ASTRABOX_IDLE_STOP_AFTER": "0"}
+    (tmp_path / "up.toml").write_text('metrics_listen = "127.0.0.1:9464"\negress_allowed_networks = "10.0.0.0/8"\n')
+
+    up = UpSettings.from_args(
+        ["--config", str(tmp_path / "up.toml"), "--mcp-allowed-networks", "127.0.0.1/32"], environ
+    )
+
+    assert (up.capacity, up.idle_stop_after, up.metrics_listen) == (3, timedelta(0), "127.0.0.1:9464")
+    assert (up.egress_allowed_networks, up.mcp_allowed_networks) == ("10.0.0.0/8", "127.0.0.1/32")
+    defaults = UpSettings.from_args([], {})
+    assert (defaults.capacity, defaults.idle_stop_after) == (AgentSettings().capacity, timedelta(seconds=900))
+    with pytest.raises(SystemExit):
+        UpSettings.from_args(["--help"], {})
+    shown = " ".join(capsys.readouterr().out.split())
+    for flag, variable in (
+        ("--metrics-listen", "ASTRABOX_METRICS_LISTEN"),
+        ("--idle-stop-after", "ASTRABOX_IDLE_STOP_AFTER"),
+        ("--capacity", "ASTRABOX_AGENT_CAPACITY"),
+        ("--egress-allowed-networks", "ASTRABOX_AGENT_EGRESS_ALLOWED_NETWORKS"),
+        ("--mcp-allowed-networks", "ASTRABOX_AGENT_MCP_ALLOWED_NETWORKS"),
+    ):
+        assert flag in shown and f"env {variable}" in shown, flag
+
+
+def test_ups_agent_serves_metrics_beside_its_control_plane() -> None:
+    assert agent_metrics_listen("127.0.0.1:9464") == "127.0.0.1:9465"  # as deploy/prometheus has them
+    assert agent_metrics_listen("[::1]:0") == "[::1]:0"  # a free port of its own
+    assert agent_metrics_listen("") == ""

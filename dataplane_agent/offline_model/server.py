@@ -61,7 +61,8 @@ class OfflineModel:
         self._server: asyncio.Server | None = None
         self._base_url = ""
         self._ids = itertools.count(1)
-        self._connections: set[asyncio.Task[None]] = set()
+        # Each open connection's task and writer: stop() ends a connection by closing its transport.
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._received: collections.deque[ReceivedRequest] = collections.deque(maxlen=history)
         self._reported: collections.deque[dict[str, int]] = collections.deque(maxlen=history)
         # The prompt prefixes in the (pretend) prompt cache, newest last.
@@ -90,13 +91,21 @@ class OfflineModel:
         log.info("offline_model_started", base_url=self._base_url)
 
     async def stop(self) -> None:
+        """Stop serving and end every connection (a keep-alive one waiting for its next request too).
+
+        A connection is ended by aborting its transport, so that its handler sees the end of its
+        stream and returns: cancelling the handler's task instead would make Python 3.11's asyncio
+        print a traceback ("Exception in callback ... CancelledError"), since the done-callback
+        asyncio.start_server puts on that task asks a cancelled task for its exception."""
         if self._server is None:
             return
         self._server.close()
-        for task in list(self._connections):
-            task.cancel()
+        for writer in self._connections.values():
+            writer.transport.abort()
         if self._connections:
-            await asyncio.wait(self._connections, timeout=5)
+            await asyncio.wait(list(self._connections), timeout=5)
+        for task in list(self._connections):  # stuck past the abort: the last resort
+            task.cancel()
         with contextlib.suppress(asyncio.TimeoutError):
             await bounded(self._server.wait_closed(), 5)
         self._server = None
@@ -114,7 +123,7 @@ class OfflineModel:
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        self._connections[task] = writer
         try:
             while True:
                 try:
@@ -130,7 +139,7 @@ class OfflineModel:
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await bounded(writer.wait_closed(), 1)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.astrabox_server.test_up_settings import unreadable_lines
 from tests.support.processes import Process
 
 ASTRABOX = str(Path(sys.executable).with_name("astrabox"))
@@ -84,6 +85,13 @@ def test_demo_runs_one_real_session_on_the_all_in_one_stack(tmp_path: Path) -> N
     assert "hello.txt: Hello from AstraBox" in result.stdout
     assert "✓ turn completed" in result.stdout
     assert result.stdout.rstrip().endswith("is READY")
+    # The terminal shows the demo and readable lines only: its logs went to the file it named.
+    assert unreadable_lines(result.stdout + result.stderr) == [], result.stdout + result.stderr
+    log_file = Path(re.search(r"logs: (\S+)", result.stdout).group(1))  # type: ignore[union-attr]
+    try:
+        assert '"event": "agent_stopped"' in log_file.read_text()
+    finally:
+        log_file.unlink()
 
 
 @pytest.mark.e2e

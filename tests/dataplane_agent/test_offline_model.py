@@ -362,6 +362,36 @@ async def test_side_requests_and_unknown_paths(offline_model: OfflineModel) -> N
     assert status == 400 and json.loads(body)["type"] == "error"
 
 
+async def test_stopping_ends_open_connections_without_an_asyncio_error_report() -> None:
+    """The CLI keeps its connections to the model open between requests: stopping the model ends
+    them (the client sees the connection close) and asyncio reports nothing, where a cancelled
+    connection task made Python 3.11 print a CancelledError traceback at every shutdown."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        model = OfflineModel()
+        await model.start()
+        url = urlsplit(model.base_url)
+        idle_reader, idle_writer = await asyncio.open_connection(url.hostname, url.port)
+        busy_reader, busy_writer = await asyncio.open_connection(url.hostname, url.port)
+        busy_writer.write(b"POST /v1/messages HTTP/1.1\r\ncontent-length: 100\r\n\r\n{")  # a body not all sent
+        await busy_writer.drain()
+        await asyncio.sleep(0.1)  # both connections' handlers are waiting on their reads
+
+        await model.stop()
+
+        async with asyncio.timeout(5):
+            assert await idle_reader.read() == b"" and await busy_reader.read() == b""
+        for writer in (idle_writer, busy_writer):
+            writer.close()
+        await asyncio.sleep(0.1)  # done-callbacks run
+    finally:
+        loop.set_exception_handler(previous)
+    assert reported == []
+
+
 def test_module_runs_in_the_foreground_and_prints_its_url() -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "dataplane_agent.offline_model", "--port", "0"], stdout=subprocess.PIPE, text=True

@@ -40,7 +40,8 @@ class Process:
             cwd=ROOT,
             start_new_session=True,
         )
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
@@ -72,6 +73,13 @@ class Process:
                         f"{self.name} did not print /{pattern}/ in {timeout}s; log: {self.log_path}\n{self.tail()}"
                     )
                 self._cond.wait(min(remaining, 0.5))
+
+    def output(self, timeout: float = 30.0) -> str:
+        """Everything the process printed, once it has exited and its output has been read to the end."""
+        self.proc.wait(timeout)
+        self._pump_thread.join(timeout)
+        with self._cond:
+            return "".join(self._lines)
 
     def tail(self, n: int = 40) -> str:
         return "".join(self._lines[-n:])

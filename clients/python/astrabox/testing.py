@@ -151,6 +151,10 @@ class LocalStack:
                     str(self.data_dir),
                     "--listen",
                     "127.0.0.1:0",
+                    "--web-listen",
+                    "127.0.0.1:0",
+                    # Its logs in its output too (log_path), not only in the data directory's log file.
+                    "--verbose",
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=log,
                     stderr=asyncio.subprocess.STDOUT,
