@@ -1,10 +1,13 @@
 """The `astrabox` command.
 
-    astrabox run PROMPT    create a session on a running stack and print its turn live
+    astrabox run PROMPT    create a session on a running stack and print its turn live, asking on a
+                           terminal what the turn asks (`astrabox.run_command`)
                            (--agent NAME[@VERSION]: started from that agent;
                            --environment NAME[@VERSION]: run in that environment;
+                           --permission-mode, --model, --label KEY=VALUE: the session's;
                            --repo URL[@REF] [--repo-dir DIR], --upload DIR: starting files)
-    astrabox session …     list, show, print events of, answer, interrupt or delete sessions
+    astrabox session …     list, create, show, print events of, answer, interrupt, archive or delete
+                           sessions; list and revoke their tool grants (`astrabox.session_commands`)
     astrabox agents …      apply agent files (YAML), list, show, version and archive agents
     astrabox environments …  apply environment files (YAML), list, show, version, archive and build them
     astrabox whoami        the project, role and key of the credential in use
