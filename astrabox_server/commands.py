@@ -79,7 +79,7 @@ def _demo(argv: Sequence[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="astrabox demo", description=DEMO.help)
     parser.add_argument("prompt", nargs="?", default="", help="the prompt (default: create hello.txt)")
-    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the turn (default 300)")
     parser.add_argument(
         "--log-format",
         choices=("auto", "json", "console"),

@@ -17,6 +17,7 @@ def test_every_event_kind_renders_without_error_and_names_what_happened():
         getattr(event, name.removeprefix("EVENT_KIND_").lower()).SetInParent()
         for line in render(event):
             assert line.startswith("[   7] ")
+            assert "EVENT_KIND" not in line  # as a person reads it, not the enum's name
 
 
 def test_tool_use_questions_and_results_are_readable():
@@ -73,7 +74,9 @@ def test_a_typed_event_renders_as_its_protobuf_does():
         ),
     )
     assert (
-        render(Event.from_proto(result)) == render(result) == ["[   9] ● result: success after 2 model turns, $0.5000"]
+        render(Event.from_proto(result))
+        == render(result)
+        == ["[   9] ● result: success after 2 model turns · conversation so far $0.5000"]
     )
 
 
@@ -104,3 +107,60 @@ def test_a_refused_network_request_is_one_line_with_why_and_how_many_more():
         "[   6] ✗ network request to example.com:443 refused:"
         " example.com:443 is refused: not in this environment's allowed_hosts (and 7 more refused)"
     ]
+
+
+def test_a_tool_approval_shows_the_calls_main_input_and_a_custom_tool_call_is_no_permission_prompt():
+    approval = session_pb2.Interaction(
+        interaction_id="i-1",
+        kind=session_pb2.INTERACTION_KIND_TOOL_APPROVAL,
+        tool_name="Bash",
+        input_json=json.dumps({"command": "npm test", "description": "run the tests"}),
+    )
+    asked = events_pb2.SessionEvent(seq=3, interaction_requested=events_pb2.InteractionRequested(interaction=approval))
+    assert render(asked) == ["[   3] ? may Bash run: npm test  (approval i-1)"]
+    custom = session_pb2.Interaction(
+        interaction_id="i-2",
+        kind=session_pb2.INTERACTION_KIND_CUSTOM_TOOL,
+        tool_name="lookup_order",
+        input_json='{"order_id": "A-7"}',
+    )
+    called = events_pb2.SessionEvent(seq=4, interaction_requested=events_pb2.InteractionRequested(interaction=custom))
+    assert render(called) == [
+        '[   4] ⚒ custom tool lookup_order called with {"order_id": "A-7"}:'
+        " your client runs it and answers with its result (interaction i-2)"
+    ]
+    result = events_pb2.SessionEvent(
+        seq=5,
+        interaction_answered=events_pb2.InteractionAnswered(decision="tool_result", tool_result="A-7 left\nLyon"),
+    )
+    assert render(result) == ["[   5]   ↳ tool result sent: A-7 left"]
+
+
+def test_grants_made_and_revoked_read_as_sentences():
+    granted = events_pb2.SessionEvent(
+        seq=8,
+        tool_granted=events_pb2.ToolGranted(
+            grant=session_pb2.ToolGrant(grant_id="g-1", tool_name="Bash", input_pattern="npm test*")
+        ),
+    )
+    assert render(granted) == [
+        "[   8] ● granted: Bash runs without asking, calls matching 'npm test*', for the rest of the session (grant g-1)"
+    ]
+    until = session_pb2.ToolGrant(grant_id="g-2", tool_name="Read")
+    until.expire_time.FromSeconds(1_800_000_000)
+    granted = events_pb2.SessionEvent(seq=9, tool_granted=events_pb2.ToolGranted(grant=until))
+    assert render(granted) == [
+        "[   9] ● granted: Read runs without asking, every call, until 2027-01-15 08:00 UTC (grant g-2)"
+    ]
+    revoked = events_pb2.SessionEvent(seq=10, tool_grant_revoked=events_pb2.ToolGrantRevoked(grant_id="g-1"))
+    assert render(revoked) == ["[  10] ● grant g-1 revoked: its tool asks again"]
+
+
+def test_a_turns_cost_is_labelled_as_the_turns():
+    done = events_pb2.SessionEvent(
+        seq=11,
+        turn_completed=events_pb2.TurnCompleted(
+            duration_ms=1500, usage=session_pb2.Usage(input_tokens=1000, output_tokens=20, cost_usd=0.25, turns=1)
+        ),
+    )
+    assert render(done) == ["[  11] ✓ turn completed in 1.5 s · 1,000 in / 20 out tokens · this turn $0.2500"]

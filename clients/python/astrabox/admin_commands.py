@@ -42,28 +42,39 @@ ROLES = ("viewer", "developer", "admin")
 """The roles `keys create --role` takes."""
 
 
+_AGENT_ID_HELP = "the agent's id, as `hosts list` shows it"
+
+
 def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
     """Adds the commands to `sub` (the subparsers of `astrabox`), each taking the `connection` options."""
     sub.add_parser("whoami", help="the project, role and key of the credential in use", parents=[connection])
     projects = sub.add_parser("projects", help="create and list projects", parents=[connection])
     actions = projects.add_subparsers(dest="action", required=True)
-    actions.add_parser("create", help="create a project (operator admins)").add_argument("name")
+    actions.add_parser("create", help="create a project (operator admins)").add_argument(
+        "name", help="the project's name"
+    )
     actions.add_parser("list", help="the projects this key may manage")
     hosts_policy = actions.add_parser(
         "credential-hosts", help="where sessions that bind credentials may run: any host, or dedicated ones only"
     )
-    hosts_policy.add_argument("credential_hosts", choices=("any", "dedicated"))
+    hosts_policy.add_argument(
+        "credential_hosts",
+        choices=("any", "dedicated"),
+        help="any: every host; dedicated: the project's own hosts only",
+    )
     hosts_policy.add_argument("--project", default="", help="project id (default: the key in use's)")
     keys = sub.add_parser("keys", help="create, list and revoke API keys", parents=[connection])
     actions = keys.add_subparsers(dest="action", required=True)
     create = actions.add_parser("create", help="create a key and print it (shown only now)")
-    create.add_argument("name")
-    create.add_argument("--role", choices=ROLES, required=True)
+    create.add_argument("name", help="a name for the key (who or what uses it)")
+    create.add_argument("--role", choices=ROLES, required=True, help="what the key may do")
     create.add_argument("--project", default="", help="project id (default: the key in use's)")
     create.add_argument("--expires-in-days", type=float, default=0, help="0: never (the default)")
     listing = actions.add_parser("list", help="a project's keys (never their secrets)")
     listing.add_argument("--project", default="", help="project id (default: the key in use's)")
-    actions.add_parser("revoke", help="revoke a key at once").add_argument("key_id")
+    actions.add_parser("revoke", help="revoke a key at once").add_argument(
+        "key_id", help="the key's id, as `keys list` shows it"
+    )
     trail = sub.add_parser(
         "audit", help="who did what: the project's mutating calls, newest first", parents=[connection]
     )
@@ -75,18 +86,24 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     actions.add_parser("list", help="the hosts whose agents enrolled, pending ones with their fingerprint")
     actions.add_parser(
         "admit", help="give a pending agent work (check its fingerprint against the agent's log first)"
-    ).add_argument("agent_id")
+    ).add_argument("agent_id", help=_AGENT_ID_HELP)
     join = actions.add_parser("join-token", help="mint a token that admits one new agent, once (shown once)")
     join.add_argument("--ttl", type=_duration, default=None, metavar="DURATION", help="e.g. 30m, 1h, 2d (default 1h)")
     join.add_argument("--project", default="", help="dedicate the agent to this project id (default: shared pool)")
-    actions.add_parser("revoke", help="close its stream and refuse it from now on").add_argument("agent_id")
+    actions.add_parser("revoke", help="close its stream and refuse it from now on").add_argument(
+        "agent_id", help=_AGENT_ID_HELP
+    )
     dedicate = actions.add_parser("dedicate", help="run only a project's sessions on it (no --project: shared)")
-    dedicate.add_argument("agent_id")
+    dedicate.add_argument("agent_id", help=_AGENT_ID_HELP)
     dedicate.add_argument("--project", default="", help="project id (default: the shared pool)")
-    actions.add_parser("cordon", help="take no new sessions on it; what runs goes on").add_argument("agent_id")
-    actions.add_parser("uncordon", help="place sessions on it again (ends a drain)").add_argument("agent_id")
+    actions.add_parser("cordon", help="take no new sessions on it; what runs goes on").add_argument(
+        "agent_id", help=_AGENT_ID_HELP
+    )
+    actions.add_parser("uncordon", help="place sessions on it again (ends a drain)").add_argument(
+        "agent_id", help=_AGENT_ID_HELP
+    )
     drain = actions.add_parser("drain", help="cordon it and move its sessions elsewhere as each falls idle")
-    drain.add_argument("agent_id")
+    drain.add_argument("agent_id", help=_AGENT_ID_HELP)
     drain.add_argument(
         "--timeout", type=int, default=0, help="seconds turns may run before they are interrupted (default 1800)"
     )

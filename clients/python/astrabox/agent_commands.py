@@ -50,15 +50,21 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     )
     actions = agents.add_subparsers(dest="action", required=True)
     apply = actions.add_parser("apply", help="create each file's agents, or give them a new version if changed")
-    apply.add_argument("files", nargs="+", metavar="FILE")
+    apply.add_argument("files", nargs="+", metavar="FILE", help="agent files (YAML), one or more agents each")
     listing = actions.add_parser("list", help="the project's agents by name")
     listing.add_argument("--all", action="store_true", help="archived agents too")
     show = actions.add_parser("show", help="an agent's definition, as a file `apply` takes back")
-    show.add_argument("name", metavar="NAME")
+    show.add_argument("name", metavar="NAME", help="the agent's name or id")
     show.add_argument("--version", type=int, default=0, help="this version (default: the newest)")
-    show.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
-    actions.add_parser("versions", help="an agent's versions, newest first").add_argument("name", metavar="NAME")
-    actions.add_parser("archive", help="start no new session from it").add_argument("name", metavar="NAME")
+    show.add_argument(
+        "--output", "-o", choices=("yaml", "json"), default="yaml", help="yaml: an agent file (the default); json"
+    )
+    actions.add_parser("versions", help="an agent's versions, newest first").add_argument(
+        "name", metavar="NAME", help="the agent's name or id"
+    )
+    actions.add_parser("archive", help="start no new session from it").add_argument(
+        "name", metavar="NAME", help="the agent's name or id"
+    )
     agents.set_defaults(func=func)
 
 

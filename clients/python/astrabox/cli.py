@@ -1,10 +1,13 @@
 """The `astrabox` command.
 
-    astrabox run PROMPT    create a session on a running stack and print its turn live
+    astrabox run PROMPT    create a session on a running stack and print its turn live, asking on a
+                           terminal what the turn asks (`astrabox.run_command`)
                            (--agent NAME[@VERSION]: started from that agent;
                            --environment NAME[@VERSION]: run in that environment;
+                           --permission-mode, --model, --label KEY=VALUE: the session's;
                            --repo URL[@REF] [--repo-dir DIR], --upload DIR: starting files)
-    astrabox session …     list, show, print events of, answer, interrupt or delete sessions
+    astrabox session …     list, create, show, print events of, answer, interrupt, archive or delete
+                           sessions; list and revoke their tool grants (`astrabox.session_commands`)
     astrabox agents …      apply agent files (YAML), list, show, version and archive agents
     astrabox environments …  apply environment files (YAML), list, show, version, archive and build them
     astrabox whoami        the project, role and key of the credential in use
@@ -27,12 +30,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
 from importlib.metadata import EntryPoint, entry_points
-from typing import Protocol, TextIO
+from typing import Protocol
 
 # gRPC core's informational chatter (fork handlers) is noise on a terminal; it reads this at import.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -45,16 +46,16 @@ from astrabox import (
     credential_commands,
     environment_commands,
     failures,
+    session_commands,
     starting_files,
     status_commands,
 )
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
 from astrabox.errors import AgentFileError, LocalStackError
-from astrabox.events import Delta
-from astrabox.render import LiveText, render
+from astrabox.interaction_prompts import TerminalPrompter
+from astrabox.run_command import add_session_options, run_prompt, session_options
 from astrabox.secret_settings import SecretSettingError
-from astrabox.sessionkernel.v1 import session_pb2
 
 __all__ = [
     "COMMANDS_GROUP",
@@ -102,61 +103,6 @@ def contributed_commands() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP) if ep.name not in _CLIENT_COMMANDS}
 
 
-async def run_prompt(
-    target: str,
-    prompt: str,
-    *,
-    timeout: float,
-    out: TextIO = sys.stdout,
-    credentials: grpc.ChannelCredentials | None = None,
-    api_key: str | None = None,
-    agent: str = "",
-    agent_version: int = 0,
-    environment: str = "",
-    environment_version: int = 0,
-    files: starting_files.StartingFiles = starting_files.NONE,
-) -> tuple[int, session_pb2.Session]:
-    """Create a session (from `agent`, at `agent_version`, in `environment` at `environment_version`,
-    when given; with `files` in its workspace), send `prompt`, print its events until the turn ends.
-
-    Returns the exit status (0 when the turn completed) and the session."""
-    async with AstraBoxClient.connect(target, credentials=credentials, api_key=api_key) as client:
-        created = await client.create_session(
-            agent=agent,
-            agent_version=agent_version,
-            environment=environment,
-            environment_version=environment_version,
-            git_source=files.git_source,
-        )
-        print(f"session {created.session_id}{_pins(created)}", file=out, flush=True)
-        session = client.session(created.session_id)
-        async with asyncio.timeout(timeout):
-            await session.wait_for_state(["READY"], timeout=timeout)
-            if files.upload:
-                await session.upload_directory(files.upload)
-            turn = await session.send(prompt)
-            live = LiveText(out)  # the answer's text as it is written
-            async for event in session.watch(deltas=True):
-                if isinstance(event, Delta):
-                    live.delta(event)
-                    continue
-                live.event(event)
-                if event.turn_id == turn.turn_id and event.ends_turn:
-                    ok = event.kind == "turn_completed" and not event.proto.turn_completed.is_error
-                    return (0 if ok else 1), await session.get()
-    raise AssertionError("unreachable")
-
-
-def _pins(session: session_pb2.Session) -> str:
-    """What the session pins, as " (agent reviewer v2, environment python-ci v1)"; empty for none."""
-    pins = [
-        f"{kind} {pin.name} v{pin.version}"
-        for kind, pin in (("agent", session.agent), ("environment", session.environment))
-        if session.HasField(kind)
-    ]
-    return f" ({', '.join(pins)})" if pins else ""
-
-
 def _credentials(tls_ca: str) -> grpc.ChannelCredentials | None:
     """TLS verified with the PEM CA bundle at `tls_ca`; None (plaintext) when it is empty."""
     if not tls_ca:
@@ -176,149 +122,22 @@ def _connect(args: argparse.Namespace) -> AstraBoxClient:
 
 async def _session_command(args: argparse.Namespace) -> int:
     async with _connect(args) as client:
-        if args.action == "create":
-            (agent, agent_version), (environment, environment_version) = args.agent, args.environment
-            created = await client.create_session(
-                agent=agent,
-                agent_version=agent_version,
-                environment=environment,
-                environment_version=environment_version,
-            )
-            print(f"{created.session_id}{_pins(created)}")
-            return 0
-        if args.action == "list":
-            filters = {
-                "states": [state for states in args.state or () for state in states],
-                "label_selector": ",".join(args.label or ()),
-                "created_after": args.since,
-                "agent": args.agent,
-            }
-            async for session in client.iter_sessions(**filters):
-                definition = "".join(
-                    f"  {kind} {pin.name} v{pin.version}"
-                    for kind, pin in (("agent", session.agent), ("environment", session.environment))
-                    if session.HasField(kind)
-                )
-                print(
-                    f"{session.session_id}  {_state_name(session):<18} seq {session.last_seq:<6} host {session.agent_id}"
-                    + definition
-                    + _usage_note(session.usage)
-                    + _destroy_note(session)
-                )
-        elif args.action == "show":
-            print(await client.get_session(args.session_id))
-        elif args.action == "events":
-            if args.follow:
-                live = LiveText(sys.stdout)  # text as it is written, then the events
-                async for item in client.session(args.session_id).watch(deltas=True):
-                    if isinstance(item, Delta):
-                        live.delta(item)
-                    else:
-                        live.event(item)
-            else:
-                async for event in client.iter_events(args.session_id):
-                    for line in render(event):
-                        print(line, flush=True)
-        elif args.action == "delete":
-            session = await client.delete_session(args.session_id)
-            print(f"deleted {session.session_id}")
-        elif args.action == "archive":
-            session = await client.archive_session(args.session_id)
-            print(f"archived {session.session_id}")
-        elif args.action == "send":
-            accepted = await client.send_message(args.session_id, args.text)
-            print(f"accepted as turn {accepted.turn_id} (seq {accepted.seq})")
-        elif args.action == "interrupt":
-            session = await client.interrupt_turn(args.session_id)
-            print(f"session {session.session_id} is {_state_name(session)}")
-        elif args.action == "mode":
-            session = await client.set_permission_mode(args.session_id, args.permission_mode)
-            print(f"permission mode is {session.permission_mode}")
-        elif args.action == "respond":
-            session = await client.get_session(args.session_id)
-            if not session.HasField("pending_interaction"):
-                print(f"session {args.session_id} has no pending interaction", file=sys.stderr)
-                return 1
-            interaction_id = session.pending_interaction.interaction_id
-            if args.deny is not None:
-                session = await client.respond_to_interaction(args.session_id, interaction_id, deny=args.deny)
-            elif args.answer:
-                answers = dict(pair.split("=", 1) for pair in args.answer)
-                session = await client.respond_to_interaction(args.session_id, interaction_id, answers=answers)
-            elif args.tool_result is not None:
-                session = await client.respond_to_interaction(
-                    args.session_id, interaction_id, tool_result=args.tool_result, is_error=args.tool_error
-                )
-            else:
-                session = await client.respond_to_interaction(args.session_id, interaction_id, allow=True)
-            print(f"answered {interaction_id}; session is {_state_name(session)}")
-    return 0
-
-
-def _usage_note(usage: session_pb2.Usage) -> str:
-    """What `session list` says of what a session's turns used: input tokens (cache reads and
-    writes included), output tokens and dollars, as the engine reported them."""
-    read = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
-    turns = f"{usage.turns} turn{'' if usage.turns == 1 else 's'}"
-    return f"  {turns:<9} {read:>9,} in {usage.output_tokens:>7,} out  ${usage.cost_usd:.4f}"
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-
-
-def _since(text: str) -> datetime:
-    """--since: a time ago (`30m`, `2h`, `7d`, `45s`) or an ISO 8601 time (local time unless it says)."""
-    if duration := _DURATION.fullmatch(text.strip()):
-        return datetime.now(UTC) - timedelta(seconds=float(duration[1]) * _UNITS[duration[2]])
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither a time ago (30m, 2h, 7d) nor a time (2026-01-31T09:00)"
-        ) from None
-    return moment if moment.tzinfo is not None else moment.astimezone()
-
-
-def _states(text: str) -> list[str]:
-    """--state: session states by name, comma-separated (ready, running, archived, …)."""
-    known = [name.removeprefix("SESSION_STATE_").lower() for name in session_pb2.SessionState.keys()[1:]]
-    states = [state.strip().lower() for state in text.split(",") if state.strip()]
-    for state in states:
-        if state not in known:
-            raise argparse.ArgumentTypeError(f"{state!r} is no session state; one of {', '.join(known)}")
-    return states
-
-
-def _destroy_note(session: session_pb2.Session) -> str:
-    """What `session list` says of a released session whose sandbox could not be destroyed."""
-    if not session.HasField("destroy_failure"):
-        return ""
-    failure = session.destroy_failure
-    return f"  sandbox {'NOT DESTROYED (abandoned)' if failure.abandoned else 'destroy retrying'} x{failure.attempts}"
-
-
-def _state_name(session: session_pb2.Session) -> str:
-    return session_pb2.SessionState.Name(session.state).removeprefix("SESSION_STATE_")
+        return await session_commands.run(args, client, DEFAULT_TARGET)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    credentials = _credentials(args.tls_ca)
-    api_key = API_KEY.read(args) or default_api_key()
-    agent, agent_version = args.agent
-    environment, environment_version = args.environment
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
     status, _ = asyncio.run(
         run_prompt(
             args.target,
             args.prompt,
             timeout=args.timeout,
-            credentials=credentials,
-            api_key=api_key,
-            agent=agent,
-            agent_version=agent_version,
-            environment=environment,
-            environment_version=environment_version,
+            credentials=_credentials(args.tls_ca),
+            api_key=API_KEY.read(args) or default_api_key(),
             files=starting_files.StartingFiles.from_args(args),
+            prompter=TerminalPrompter(sys.stdin, sys.stdout) if interactive else None,
+            connection=session_commands.connection_flags(args, DEFAULT_TARGET),
+            **session_options(args),
         )
     )
     return status
@@ -385,24 +204,6 @@ def _cmd_session(args: argparse.Namespace) -> int:
     return asyncio.run(_session_command(args))
 
 
-def _pin_options(parser: argparse.ArgumentParser) -> None:
-    """--agent and --environment of the commands that create a session."""
-    parser.add_argument(
-        "--agent",
-        type=agent_commands.agent_reference,
-        default=("", 0),
-        metavar="NAME[@VERSION]",
-        help="start the session from this agent (default version: its newest)",
-    )
-    parser.add_argument(
-        "--environment",
-        type=environment_commands.environment_reference,
-        default=("", 0),
-        metavar="NAME[@VERSION]",
-        help="run the session in this environment (default version: its newest; default: the built-in one)",
-    )
-
-
 def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
     """The parser of `astrabox`; `contributed` (default: the installed ones) are listed with their
     help but parse nothing: `main` hands them their arguments unparsed."""
@@ -421,54 +222,21 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
         sub.add_parser(name, help=command.help, add_help=False)
 
     connection = _connection_options()
-    run = sub.add_parser("run", help="run one prompt in a new session and print it live", parents=[connection])
-    run.add_argument("prompt")
-    run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
-    _pin_options(run)
+    run = sub.add_parser(
+        "run",
+        help="run one prompt in a new session and print it live, asking you what it asks on a terminal",
+        description="Create a session, send PROMPT and print the turn as it happens. When the turn waits for"
+        " you (a question, a tool approval, a custom tool's result) it asks on a terminal; elsewhere it prints"
+        " the `astrabox session respond` commands that answer and goes on waiting.",
+        parents=[connection],
+    )
+    run.add_argument("prompt", metavar="PROMPT", help="the message the session's first turn answers")
+    run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn (default 600)")
+    add_session_options(run)
     starting_files.add_arguments(run)
     run.set_defaults(func=_cmd_run)
 
-    session = sub.add_parser("session", help="inspect sessions", parents=[connection])
-    actions = session.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="the project's sessions, newest first, with what they used")
-    listing.add_argument(
-        "--state", action="append", type=_states, metavar="STATE[,STATE]", help="only sessions in these states"
-    )
-    listing.add_argument(
-        "--label",
-        action="append",
-        metavar="SELECTOR",
-        help="only sessions whose labels match: key=value, key!=value, key or !key (repeat for all of them)",
-    )
-    listing.add_argument("--agent", default="", metavar="NAME", help="only sessions started from this agent")
-    listing.add_argument(
-        "--since", type=_since, metavar="WHEN", help="only sessions created since: 30m, 2h, 7d, or an ISO 8601 time"
-    )
-    create = actions.add_parser("create", help="create a session and print its id")
-    _pin_options(create)
-    for name in ("show", "delete", "archive", "interrupt"):
-        actions.add_parser(name).add_argument("session_id")
-    send = actions.add_parser("send", help="send a message (queued while a turn runs)")
-    send.add_argument("session_id")
-    send.add_argument("text")
-    mode = actions.add_parser("mode", help="set the engine's permission mode")
-    mode.add_argument("session_id")
-    mode.add_argument("permission_mode")
-    respond = actions.add_parser(
-        "respond",
-        help="answer the pending interaction: allow (default), --deny MSG, --answer Q=A,"
-        " or a custom tool's --tool-result TEXT (--tool-error: the tool failed)",
-    )
-    respond.add_argument("session_id")
-    respond.add_argument("--deny", metavar="MESSAGE")
-    respond.add_argument("--answer", action="append", metavar="QUESTION=ANSWER")
-    respond.add_argument("--tool-result", metavar="TEXT", help="a custom tool's result, which the model reads")
-    respond.add_argument("--tool-error", action="store_true", help="with --tool-result: the tool failed")
-    events = actions.add_parser("events")
-    events.add_argument("session_id")
-    events.add_argument("--follow", "-f", action="store_true", help="keep following live events")
-    session.set_defaults(func=_cmd_session)
-
+    session_commands.add_parser(sub, connection, _cmd_session)
     agent_commands.add_parsers(sub, connection, _cmd_agents)
     credential_commands.add_parsers(sub, connection, _cmd_credentials)
     environment_commands.add_parsers(sub, connection, _cmd_environments)

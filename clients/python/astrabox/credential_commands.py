@@ -35,11 +35,13 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     )
     actions = credentials.add_subparsers(dest="action", required=True)
     put = actions.add_parser("put", help="store a secret read from stdin (or --from-file), never from the command line")
-    put.add_argument("name", metavar="NAME")
+    put.add_argument("name", metavar="NAME", help="the credential's name, as environments and agents name it")
     put.add_argument("--description", default="", help="a note about it (never the secret)")
     put.add_argument("--from-file", metavar="PATH", help="read the secret from this file instead of stdin")
     actions.add_parser("list", help="the project's credentials by name (never their secrets)")
-    actions.add_parser("delete", help="delete a credential").add_argument("name", metavar="NAME")
+    actions.add_parser("delete", help="delete a credential").add_argument(
+        "name", metavar="NAME", help="the credential's name"
+    )
     credentials.set_defaults(func=func)
 
 

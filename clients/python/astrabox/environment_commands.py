@@ -74,18 +74,34 @@ def add_parsers(sub: Any, connection: argparse.ArgumentParser, func: Callable[[a
     )
     actions = environments.add_subparsers(dest="action", required=True)
     apply = actions.add_parser("apply", help="create each file's environments, or give them a new version if changed")
-    apply.add_argument("files", nargs="+", metavar="FILE")
+    apply.add_argument("files", nargs="+", metavar="FILE", help="environment files (YAML), one or more each")
     apply.add_argument("--no-build", action="store_true", help="do not build new versions' layers on the agents now")
     _timeout_option(apply)
     listing = actions.add_parser("list", help="the project's environments by name")
     listing.add_argument("--all", action="store_true", help="archived environments too")
     show = actions.add_parser("show", help="an environment's definition, as a file `apply` takes back")
-    show.add_argument("reference", type=environment_reference, metavar="NAME[@VERSION]")
-    show.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
-    actions.add_parser("versions", help="an environment's versions, newest first").add_argument("name", metavar="NAME")
-    actions.add_parser("archive", help="start no new session in it").add_argument("name", metavar="NAME")
+    show.add_argument(
+        "reference",
+        type=environment_reference,
+        metavar="NAME[@VERSION]",
+        help="the environment (default: newest version)",
+    )
+    show.add_argument(
+        "--output", "-o", choices=("yaml", "json"), default="yaml", help="yaml: an environment file (the default); json"
+    )
+    actions.add_parser("versions", help="an environment's versions, newest first").add_argument(
+        "name", metavar="NAME", help="the environment's name or id"
+    )
+    actions.add_parser("archive", help="start no new session in it").add_argument(
+        "name", metavar="NAME", help="the environment's name or id"
+    )
     build = actions.add_parser("build", help="build a version's layer on the live agents, showing their progress")
-    build.add_argument("reference", type=environment_reference, metavar="NAME[@VERSION]")
+    build.add_argument(
+        "reference",
+        type=environment_reference,
+        metavar="NAME[@VERSION]",
+        help="the environment (default: newest version)",
+    )
     build.add_argument("--agent", default="", metavar="ID", help="only on this data-plane agent")
     build.add_argument(
         "--wait", action="store_true", help="follow every agent to READY or FAILED (exit 1 if any failed)"

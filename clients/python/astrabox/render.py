@@ -5,8 +5,9 @@ Engine messages are read through their typed views (`astrabox.messages`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import TextIO
+from collections.abc import Iterator, Mapping
+from datetime import UTC
+from typing import Any, TextIO
 
 from astrabox.events import Delta, Event
 from astrabox.messages import (
@@ -18,9 +19,9 @@ from astrabox.messages import (
     ToolUseBlock,
     UserMessage,
 )
-from astrabox.sessionkernel.v1 import events_pb2
+from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 
-__all__ = ["LiveText", "render"]
+__all__ = ["LiveText", "grant_scope", "interaction_lines", "render", "tool_input"]
 
 _PREVIEW_LINES = 6
 
@@ -32,9 +33,40 @@ def _preview(text: str, indent: str = "    ") -> str:
     return "\n".join(indent + line for line in shown) + more
 
 
+# The input a person reads first for each tool: what tool grants match their patterns against
+# (ToolGrantScope.input_pattern); any other tool's input is shown as compact JSON.
+_MAIN_INPUT = {
+    "Bash": "command",
+    "Read": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+    "WebFetch": "url",
+    "Glob": "pattern",
+    "Grep": "pattern",
+}
+
+
+def tool_input(tool_name: str, call_input: Mapping[str, Any] | str) -> str:
+    """A tool call's input as a person reads it: Bash's command, a file tool's path, WebFetch's URL,
+    Glob's and Grep's pattern; any other input as compact JSON. `call_input` is the input, or its JSON."""
+    if isinstance(call_input, str):
+        try:
+            parsed = json.loads(call_input) if call_input.strip() else {}
+        except ValueError:
+            return call_input
+        if not isinstance(parsed, dict):
+            return call_input
+        call_input = parsed
+    main = call_input.get(_MAIN_INPUT.get(tool_name, ""))
+    if isinstance(main, str):
+        return main
+    return json.dumps(call_input, separators=(",", ":"), sort_keys=True)
+
+
 def _tool_call(block: ToolUseBlock) -> str:
-    command = block.input.get("command")
-    return command if isinstance(command, str) else json.dumps(block.input)
+    return tool_input(block.name, block.input)
 
 
 def _engine_lines(message: Message | None) -> Iterator[str]:
@@ -50,7 +82,8 @@ def _engine_lines(message: Message | None) -> Iterator[str]:
         for result in message.tool_results:
             yield f"  {'✗' if result.is_error else '⎿'} tool result:\n{_preview(result.content)}"
     elif isinstance(message, ResultMessage):
-        cost = f", ${message.total_cost_usd:.4f}" if message.total_cost_usd is not None else ""
+        # Claude Code reports its conversation's running cost, not the turn's (TURN_COMPLETED has that).
+        cost = f" · conversation so far ${message.total_cost_usd:.4f}" if message.total_cost_usd is not None else ""
         yield f"● result: {message.subtype or '?'} after {message.num_turns} model turns{cost}"
 
 
@@ -87,13 +120,9 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
     elif kind == "startup_phase":
         lines = [f"● {event.startup_phase.phase.replace('_', ' ')} ({event.startup_phase.duration_ms} ms)"]
     elif kind == "interaction_requested":
-        asked = event.interaction_requested.interaction
-        if asked.questions:
-            lines = [f"? {q.question} [{' | '.join(q.options)}]" for q in asked.questions]
-        else:
-            lines = [f"? may {asked.tool_name} run {asked.input_json}?  (interaction {asked.interaction_id})"]
+        lines = interaction_lines(event.interaction_requested.interaction)
     elif kind == "interaction_answered":
-        lines = [f"  ↳ answered: {event.interaction_answered.decision} {event.interaction_answered.message}".rstrip()]
+        lines = [_answered(event.interaction_answered)]
     elif kind == "interaction_closed":
         lines = [f"  ↳ closed: {event.interaction_closed.reason}"]
     elif kind == "interrupt_requested":
@@ -141,9 +170,60 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
         lines = [
             f"● sandbox {reconciled.sandbox_id} {reconciled.action or 'reconciled'}: {reconciled.reason}".rstrip(": ")
         ]
+    elif kind == "tool_granted":
+        grant = event.tool_granted.grant
+        lines = [f"● granted: {grant.tool_name} runs without asking, {grant_scope(grant)} (grant {grant.grant_id})"]
+    elif kind == "tool_grant_revoked":
+        lines = [f"● grant {event.tool_grant_revoked.grant_id} revoked: its tool asks again"]
     else:
-        lines = [f"● {events_pb2.EventKind.Name(event.kind)}"]
+        lines = [f"● {_kind_name(event.kind)}"]
     return [prefix + line for line in lines]
+
+
+def _kind_name(kind: int) -> str:
+    """An event kind this renderer has no words for, as a person reads it: "tool granted"."""
+    try:
+        name = events_pb2.EventKind.Name(kind)
+    except ValueError:
+        return f"event of kind {kind}"
+    return name.removeprefix("EVENT_KIND_").replace("_", " ").lower()
+
+
+def interaction_lines(interaction: session_pb2.Interaction) -> list[str]:
+    """What a turn parked on `interaction` asks of a person, one line per question."""
+    if interaction.kind == session_pb2.INTERACTION_KIND_CUSTOM_TOOL:
+        return [
+            f"⚒ custom tool {interaction.tool_name} called with {interaction.input_json or '{}'}:"
+            f" your client runs it and answers with its result (interaction {interaction.interaction_id})"
+        ]
+    if interaction.questions:
+        return [f"? {q.question} [{' | '.join(q.options)}]" for q in interaction.questions]
+    call = tool_input(interaction.tool_name, interaction.input_json)
+    return [f"? may {interaction.tool_name} run: {call}  (approval {interaction.interaction_id})"]
+
+
+def _answered(answered: events_pb2.InteractionAnswered) -> str:
+    if answered.decision == "allow":
+        text = "allowed" + (" with edited input" if answered.updated_input_json else "")
+    elif answered.decision == "deny":
+        text = f"denied: {answered.message}" if answered.message else "denied"
+    elif answered.decision == "answers":
+        text = "answered " + ", ".join(f"{question} → {answer}" for question, answer in answered.answers.items())
+    elif answered.decision == "tool_result":
+        first = (answered.tool_result.splitlines() or [""])[0]
+        text = f"{'tool error' if answered.is_error else 'tool result'} sent: {first}"
+    else:
+        text = f"answered: {answered.decision} {answered.message}".rstrip()
+    return f"  ↳ {text}"
+
+
+def grant_scope(grant: session_pb2.ToolGrant) -> str:
+    """Which of its tool's calls a grant lets run, and until when: "every call, for the rest of the
+    session" or "calls matching 'npm test*', until 2026-01-31 09:00 UTC"."""
+    calls = f"calls matching {grant.input_pattern!r}" if grant.input_pattern else "every call"
+    if grant.HasField("expire_time"):
+        return f"{calls}, until {grant.expire_time.ToDatetime(tzinfo=UTC):%Y-%m-%d %H:%M} UTC"
+    return f"{calls}, for the rest of the session"
 
 
 def _used(done: events_pb2.TurnCompleted) -> str:
@@ -152,7 +232,7 @@ def _used(done: events_pb2.TurnCompleted) -> str:
     if not usage.turns:
         return ""
     read = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
-    return f" · {read:,} in / {usage.output_tokens:,} out tokens · ${usage.cost_usd:.4f}"
+    return f" · {read:,} in / {usage.output_tokens:,} out tokens · this turn ${usage.cost_usd:.4f}"
 
 
 # Where a streamed line's text starts: under the text of a rendered line ("[seq] ◆ ").
