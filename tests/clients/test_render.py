@@ -164,3 +164,22 @@ def test_a_turns_cost_is_labelled_as_the_turns():
         ),
     )
     assert render(done) == ["[  11] ✓ turn completed in 1.5 s · 1,000 in / 20 out tokens · this turn $0.2500"]
+
+
+def test_a_late_result_after_a_settled_call_says_it_does_not_count():
+    settled = events_pb2.SessionEvent(
+        seq=4,
+        tool_call_settled=events_pb2.ToolCallSettled(tool_name="Bash", reason="the agent was lost", is_error=True),
+    )
+    late = events_pb2.SessionEvent(
+        seq=5,
+        engine_message=events_pb2.EngineMessage(
+            type_name="UserMessage",
+            late=True,
+            payload_json=json.dumps(
+                {"content": [{"type_name": "ToolResultBlock", "content": "done", "is_error": False}]}
+            ),
+        ),
+    )
+    assert render(settled) == ["[   4]   ✗ tool result (Bash, no result): the agent was lost"]
+    assert render(late) == ["[   5] (late, for the record: its turn had ended)   ⎿ tool result:\n    done"]

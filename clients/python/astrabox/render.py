@@ -108,6 +108,9 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
         lines = [f"> {event.user_message_accepted.text}"]
     elif kind == "engine_message":
         lines = list(_engine_lines(view.message))
+        if event.engine_message.late and lines:
+            # After its turn was settled (a tool call's TOOL_CALL_SETTLED is its result that counts).
+            lines[0] = f"(late, for the record: its turn had ended) {lines[0]}"
     elif kind == "turn_completed":
         done = event.turn_completed
         lines = [f"✓ turn {'failed' if done.is_error else 'completed'} in {done.duration_ms / 1000:.1f} s{_used(done)}"]
