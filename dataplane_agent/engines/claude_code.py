@@ -51,6 +51,7 @@ from claude_agent_sdk import (
     SystemMessage,
 )
 
+from dataplane_agent.engines.agent_config import McpServer
 from dataplane_agent.engines.base import (
     EngineConfig,
     EngineError,
@@ -64,6 +65,7 @@ from dataplane_agent.engines.claude_options import PRESET_PROMPT, with_agent_con
 from dataplane_agent.engines.claude_tool_gate import ToolGate
 from dataplane_agent.engines.claude_transcripts import has_transcript, home, read_transcript, restore_transcript
 from dataplane_agent.engines.http_mcp import HttpMcpConnector
+from dataplane_agent.engines.mcp_servers import unavailable
 from dataplane_agent.engines.partial import PartialMessages
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.engines.skills import install_skills
@@ -221,6 +223,7 @@ class ClaudeCodeAdapter:
             engine_session_id=resume,
             gate=gate,
             mcp_unavailable=http.unavailable,
+            mcp_servers=config.agent_config.mcp_servers,
         )
         await session.connect()
         return session
@@ -246,9 +249,12 @@ class ClaudeCodeSession:
         engine_session_id: str,
         gate: ToolGate | None,
         mcp_unavailable: tuple[McpUnavailable, ...] = (),
+        mcp_servers: tuple[McpServer, ...] = (),
     ) -> None:
         self._client = client
         self._mcp_unavailable = mcp_unavailable
+        # The agent's MCP servers, until the CLI's first `init` message told which did not start.
+        self._mcp_servers_to_check = mcp_servers
         self._sandbox = sandbox
         self._processes = processes
         self._timeouts = timeouts
@@ -414,8 +420,8 @@ class ClaudeCodeSession:
             await self.send(text, permission_mode)
             async with contextlib.aclosing(self.outputs()) as outputs:
                 async for output in outputs:
-                    if output.delta is not None:
-                        continue  # a convenience for whole messages
+                    if output.delta is not None or output.unavailable is not None:
+                        continue  # a convenience for the SDK's whole messages
                     if output.ends_turn:
                         # Settled before the last yield: a caller may stop iterating at the Result.
                         self._turn = None
@@ -472,6 +478,8 @@ class ClaudeCodeSession:
                     continue
                 self._note_session_id(message)
                 await self._queue.put(EngineOutput(type_name=type(message).__name__, payload=message_payload(message)))
+                for failed in self._failed_mcp_servers(message):
+                    await self._queue.put(EngineOutput(type_name="", payload={}, unavailable=failed))
             if not self._closed:
                 self._log.info("engine_process_ended")
         except asyncio.CancelledError:
@@ -483,6 +491,16 @@ class ClaudeCodeSession:
             self._ended = end
             with contextlib.suppress(asyncio.QueueFull):
                 self._queue.put_nowait(end)  # wakes a waiting consumer; a full queue is drained first
+
+    def _failed_mcp_servers(self, message: object) -> list[McpUnavailable]:
+        """At the CLI's first `init`: the agent's stdio servers it could not start."""
+        if not self._mcp_servers_to_check or not (isinstance(message, SystemMessage) and message.subtype == "init"):
+            return []
+        servers, self._mcp_servers_to_check = self._mcp_servers_to_check, ()
+        failed = unavailable(servers, message.data)
+        for report in failed:
+            self._log.warning("mcp_server_did_not_start", server=report.server)
+        return failed
 
     def _note_session_id(self, message: object) -> None:
         session_id: Any = None
