@@ -51,7 +51,7 @@ from claude_agent_sdk import (
     SystemMessage,
 )
 
-from dataplane_agent.engines.agent_config import McpServer
+from dataplane_agent.engines.agent_config import AgentConfig
 from dataplane_agent.engines.base import (
     EngineConfig,
     EngineError,
@@ -223,7 +223,7 @@ class ClaudeCodeAdapter:
             engine_session_id=resume,
             gate=gate,
             mcp_unavailable=http.unavailable,
-            mcp_servers=config.agent_config.mcp_servers,
+            agent_config=config.agent_config,
         )
         await session.connect()
         return session
@@ -249,12 +249,15 @@ class ClaudeCodeSession:
         engine_session_id: str,
         gate: ToolGate | None,
         mcp_unavailable: tuple[McpUnavailable, ...] = (),
-        mcp_servers: tuple[McpServer, ...] = (),
+        agent_config: AgentConfig | None = None,
     ) -> None:
+        agent_config = agent_config or AgentConfig()
         self._client = client
         self._mcp_unavailable = mcp_unavailable
+        # What the CLI was launched with: a session with another configuration cannot adopt it.
+        self._agent_config = agent_config
         # The agent's MCP servers, until the CLI's first `init` message told which did not start.
-        self._mcp_servers_to_check = mcp_servers
+        self._mcp_servers_to_check = agent_config.mcp_servers
         self._sandbox = sandbox
         self._processes = processes
         self._timeouts = timeouts
@@ -355,9 +358,13 @@ class ClaudeCodeSession:
         """Take a session on (see EngineSession.adopt): two control requests at most, no restart."""
         if config.resume_engine_session_id or config.transcript or self._engine_session_id:
             raise EngineError("a pre-started engine starts new conversations only; it cannot resume one")
-        if not config.agent_config.is_default:
+        if config.agent_config != self._agent_config:
             # Its system prompt, tools, MCP servers and skills were fixed when it was launched.
-            raise EngineError("a pre-started engine runs without an agent's configuration; the session needs its own")
+            raise EngineError("the pre-started engine was launched with another agent configuration than the session's")
+        if config.agent_config.custom_tools or any(server.http for server in config.agent_config.mcp_servers):
+            # Bound at launch to the session it was started for: the client that answers custom
+            # tools, the credentials of HTTP MCP servers.
+            raise EngineError("a pre-started engine cannot take on custom tools or HTTP MCP servers")
         if config.interactions is not None and self._gate is None:
             raise EngineError("the engine was started without a tool gate, so it cannot ask the session's user")
         if config.permission_mode:
