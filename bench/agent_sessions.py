@@ -9,10 +9,11 @@ limits), then alternates, one session at a time:
   agent   CreateSession(agent="bench-reviewer") -> RUNTIME_READY seen by a watch, then one turn
 
 The turn is the offline model's default script (one Bash call, then a text). With `--warm-pool N`
-the agent keeps N sandboxes ready with a pre-started engine: a plain session adopts that engine,
-while a session with an agent configuration takes the sandbox but starts its own engine (one
-launched without its configuration cannot take it). Prints p50/p90/max per figure and the
-medians' ratios; timings are printed, never asserted.
+the agent keeps N sandboxes ready with a pre-started engine: a plain session adopts the default
+engine, and once a session of the agent version started, the pool keeps one of them (N >= 2) with
+an engine launched with that version's configuration, which its next session adopts (the warmup
+session starts its own). Prints p50/p90/max per figure and the medians' ratios; timings are
+printed, never asserted.
 """
 
 from __future__ import annotations

@@ -237,6 +237,9 @@ class SessionKernel:
                     config=config,
                     environment=runtime_environment,
                     git_source=request.git_source,
+                    project_id=str(request.project_id),
+                    agent_id=pinned.agent_id if pinned else "",
+                    agent_version=pinned.version if pinned else 0,
                 )
             ),
         )

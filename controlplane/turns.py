@@ -301,6 +301,9 @@ class Turns:
                     # A sandbox made anew (another agent, or its old one lost) gets the repository
                     # again; the agent leaves a workspace it still holds as it is.
                     git_source=session_config.git_source(session.git_source),
+                    project_id=str(session.project_id or ""),
+                    agent_id=session.agent.agent_id if session.agent else "",
+                    agent_version=session.agent.version if session.agent else 0,
                 )
             ),
         )

@@ -398,6 +398,7 @@ def _make_pool(
         backoff=settings.warm_pool_retry_first,
         max_backoff=settings.warm_pool_retry_longest,
         environment_recency=settings.warm_pool_environment_recency,
+        agent_versions=max(0, settings.warm_pool_agent_versions),
     )
     warm = WarmEngineSettings()
     warmer = EngineWarmer(engines[warm.engine], driver, model, warm) if settings.warm_engines else None

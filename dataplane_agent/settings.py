@@ -347,6 +347,13 @@ class AgentSettings:
     warm_pool_max_age: float = tuned(
         "--warm-pool-max-age", 3600.0, "seconds a ready sandbox may wait before it is replaced"
     )
+    warm_pool_agent_versions: int = tuned(
+        "--warm-pool-agent-versions",
+        2,
+        "of the --warm-pool sandboxes, how many keep an engine started with the configuration of an agent "
+        "version a session started lately (one each, least recently used first out; never the last one); 0: none",
+        type=int,
+    )
     # Whether the warm pool also starts the engine in each ready sandbox (a new session adopts it):
     # ready in tens of milliseconds rather than a CLI start, for an idle CLI (~160 MB RSS) per sandbox.
     warm_engines: bool = field(

@@ -40,17 +40,30 @@ class EngineDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class McpUnavailable:
+    """An MCP server of the session's agent that the engine runs without, and why (never holding a
+    secret); the runtime reports it (McpServerUnavailable)."""
+
+    server: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class EngineOutput:
     """One message the engine's SDK produced, verbatim.
 
     `payload` holds every field of the SDK message (JSON-serialisable); it is
     data, the one dict that travels between modules. An output with `delta`
-    set is a partial message: it goes to live watchers, never to the outbox.
+    set is a partial message: it goes to live watchers, never to the outbox. An output with
+    `unavailable` set is no message of the SDK's but the engine's report that it runs without one
+    of the agent's MCP servers (a stdio server that did not start): the runtime reports it
+    (McpServerUnavailable), once per engine start.
     """
 
     type_name: str
     payload: dict[str, Any]
     delta: EngineDelta | None = None
+    unavailable: McpUnavailable | None = None
 
     @property
     def ends_turn(self) -> bool:
@@ -93,15 +106,6 @@ class ToolResult:
 
     content: str
     is_error: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class McpUnavailable:
-    """An MCP server of the session's agent that the engine runs without, and why (never holding a
-    secret); the runtime reports it (McpServerUnavailable)."""
-
-    server: str
-    reason: str
 
 
 class InteractionBroker(Protocol):
@@ -163,7 +167,8 @@ class EngineSession(Protocol):
 
     @property
     def mcp_unavailable(self) -> tuple[McpUnavailable, ...]:
-        """The agent's MCP servers this engine was started without (it could not reach them)."""
+        """The agent's MCP servers this engine was started without, known at its start (it could
+        not reach them); the ones it finds out about later come on `outputs()` (`unavailable`)."""
 
     def outputs(self) -> AsyncIterator[EngineOutput]:
         """Every SDK message, in order, until the engine process ends."""

@@ -52,6 +52,7 @@ from claude_agent_sdk import (
     SystemMessage,
 )
 
+from dataplane_agent.engines.agent_config import AgentConfig
 from dataplane_agent.engines.base import (
     EngineConfig,
     EngineError,
@@ -65,6 +66,7 @@ from dataplane_agent.engines.claude_options import PRESET_PROMPT, with_agent_con
 from dataplane_agent.engines.claude_tool_gate import ToolGate
 from dataplane_agent.engines.claude_transcripts import has_transcript, home, read_transcript, restore_transcript
 from dataplane_agent.engines.http_mcp import HttpMcpConnector
+from dataplane_agent.engines.mcp_servers import unavailable
 from dataplane_agent.engines.partial import PartialMessages
 from dataplane_agent.engines.sdk_messages import message_payload
 from dataplane_agent.engines.skills import install_skills
@@ -222,6 +224,7 @@ class ClaudeCodeAdapter:
             engine_session_id=resume,
             gate=gate,
             mcp_unavailable=http.unavailable,
+            agent_config=config.agent_config,
         )
         try:
             await session.connect()
@@ -259,9 +262,15 @@ class ClaudeCodeSession:
         engine_session_id: str,
         gate: ToolGate | None,
         mcp_unavailable: tuple[McpUnavailable, ...] = (),
+        agent_config: AgentConfig | None = None,
     ) -> None:
+        agent_config = agent_config or AgentConfig()
         self._client = client
         self._mcp_unavailable = mcp_unavailable
+        # What the CLI was launched with: a session with another configuration cannot adopt it.
+        self._agent_config = agent_config
+        # The agent's MCP servers, until the CLI's first `init` message told which did not start.
+        self._mcp_servers_to_check = agent_config.mcp_servers
         self._sandbox = sandbox
         self._processes = processes
         self._timeouts = timeouts
@@ -362,9 +371,13 @@ class ClaudeCodeSession:
         """Take a session on (see EngineSession.adopt): two control requests at most, no restart."""
         if config.resume_engine_session_id or config.transcript or self._engine_session_id:
             raise EngineError("a pre-started engine starts new conversations only; it cannot resume one")
-        if not config.agent_config.is_default:
+        if config.agent_config != self._agent_config:
             # Its system prompt, tools, MCP servers and skills were fixed when it was launched.
-            raise EngineError("a pre-started engine runs without an agent's configuration; the session needs its own")
+            raise EngineError("the pre-started engine was launched with another agent configuration than the session's")
+        if config.agent_config.custom_tools or any(server.http for server in config.agent_config.mcp_servers):
+            # Bound at launch to the session it was started for: the client that answers custom
+            # tools, the credentials of HTTP MCP servers.
+            raise EngineError("a pre-started engine cannot take on custom tools or HTTP MCP servers")
         if config.interactions is not None and self._gate is None:
             raise EngineError("the engine was started without a tool gate, so it cannot ask the session's user")
         if config.permission_mode:
@@ -427,8 +440,8 @@ class ClaudeCodeSession:
             await self.send(text, permission_mode)
             async with contextlib.aclosing(self.outputs()) as outputs:
                 async for output in outputs:
-                    if output.delta is not None:
-                        continue  # a convenience for whole messages
+                    if output.delta is not None or output.unavailable is not None:
+                        continue  # a convenience for the SDK's whole messages
                     if output.ends_turn:
                         # Settled before the last yield: a caller may stop iterating at the Result.
                         self._turn = None
@@ -485,6 +498,8 @@ class ClaudeCodeSession:
                     continue
                 self._note_session_id(message)
                 await self._queue.put(EngineOutput(type_name=type(message).__name__, payload=message_payload(message)))
+                for failed in self._failed_mcp_servers(message):
+                    await self._queue.put(EngineOutput(type_name="", payload={}, unavailable=failed))
             if not self._closed:
                 self._log.info("engine_process_ended")
         except asyncio.CancelledError:
@@ -496,6 +511,16 @@ class ClaudeCodeSession:
             self._ended = end
             with contextlib.suppress(asyncio.QueueFull):
                 self._queue.put_nowait(end)  # wakes a waiting consumer; a full queue is drained first
+
+    def _failed_mcp_servers(self, message: object) -> list[McpUnavailable]:
+        """At the CLI's first `init`: the agent's stdio servers it could not start."""
+        if not self._mcp_servers_to_check or not (isinstance(message, SystemMessage) and message.subtype == "init"):
+            return []
+        servers, self._mcp_servers_to_check = self._mcp_servers_to_check, ()
+        failed = unavailable(servers, message.data)
+        for report in failed:
+            self._log.warning("mcp_server_did_not_start", server=report.server)
+        return failed
 
     def _note_session_id(self, message: object) -> None:
         session_id: Any = None

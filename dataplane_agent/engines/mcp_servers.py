@@ -11,22 +11,32 @@ workspace names, which the sandbox's own code may have written.
 server's tool names are known once it runs (and it runs sandbox code, which may change them). So a
 PreToolUse hook, which the CLI consults in every permission mode, refuses any call to a tool of a
 server that is not among its enabled tools, with a message the model sees.
+
+A stdio server that does not start (its program or file is missing, it exits, it speaks no MCP)
+leaves the CLI running without it. The CLI says so in the `init` message that opens each turn
+(`mcp_servers: [{name, status}]`, status "failed"; it gives no reason there), and `unavailable`
+turns the agent's servers it names so into reports, the first time only.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher, McpServerConfig
 from claude_agent_sdk.types import McpStdioServerConfig, PreToolUseHookSpecificOutput
 
-from dataplane_agent.engines.agent_config import McpServer
+from dataplane_agent.engines.agent_config import McpServer, StdioMcpServer
+from dataplane_agent.engines.base import McpUnavailable
 
 # The CLI names a server's tool `mcp__<server>__<tool>`, each name with every character outside
 # [A-Za-z0-9_-] turned into `_`.
 _PREFIX = "mcp__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+# How much of a server's command line a report quotes.
+_MAX_COMMAND_LINE = 300
 
 
 def sdk_servers(servers: Sequence[McpServer]) -> dict[str, McpServerConfig]:
@@ -39,6 +49,33 @@ def sdk_servers(servers: Sequence[McpServer]) -> dict[str, McpServerConfig]:
         for server in servers
         if server.stdio is not None
     }
+
+
+def unavailable(servers: Sequence[McpServer], init: Mapping[str, Any]) -> list[McpUnavailable]:
+    """The agent's stdio servers that the CLI's `init` message (its `data`) reports as failed, in
+    the agent's order, each with a reason its owner can act on."""
+    reported = init.get("mcp_servers")
+    if not isinstance(reported, list):
+        return []
+    failed = {
+        str(entry.get("name")) for entry in reported if isinstance(entry, Mapping) and entry.get("status") == "failed"
+    }
+    return [
+        McpUnavailable(server=server.name, reason=_did_not_start(server.stdio))
+        for server in servers
+        if server.stdio is not None and server.name in failed
+    ]
+
+
+def _did_not_start(stdio: StdioMcpServer) -> str:
+    command = shlex.join([stdio.command, *stdio.args])
+    if len(command) > _MAX_COMMAND_LINE:
+        command = command[: _MAX_COMMAND_LINE - 1] + "…"
+    return (
+        f"the stdio server did not start in the sandbox: Claude Code could not run `{command}` as an MCP "
+        "server (the program or a file it names is missing there, it exited, or it does not speak MCP on "
+        "stdin/stdout); the session goes on without its tools"
+    )
 
 
 def mcp_tool_refusal(servers: Sequence[McpServer], tool_name: str) -> str | None:

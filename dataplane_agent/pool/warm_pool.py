@@ -29,6 +29,19 @@ environment cannot, its key differs. Only the sandbox is made ahead: no engine i
 since a session's engine has that session's network policy and proxy token, which exist only once
 the session does. Which environments are recent is kept in memory: after a restart the pool
 retires what an earlier process left for environments and waits for their next session.
+
+Agent versions: a session started from an agent definition needs an engine launched with that
+version's configuration (its system prompt, tools, MCP servers, skills), which the default engine
+was not. So, with an `EngineWarmer`, the pool also keeps one sandbox with an engine started for each
+of the `agent_versions` agent versions whose sessions started most recently (`remember_agent`,
+least recently used forgotten first, none unused for `agent_recency` seconds), counted against
+`size` (the default engine keeps at least one). Such an engine is keyed by its `WarmAgent.key`,
+which names the project, the agent, its version, the engine and the configuration's digest: a claim
+takes it only for that very key, so another project's session (or a session without an agent)
+never gets it, whatever its definition says. Configurations that need the session itself at launch
+(an HTTP MCP server's credential, custom tools answered by the session's client) are never warmed
+(`warm_engines.warm_agent`). Their sandboxes are labelled apart (`_AGENT_POOL`): an agent process
+that restarts retires them rather than take them back as the default engine's.
 """
 
 from __future__ import annotations
@@ -50,6 +63,7 @@ import structlog
 
 # asyncio.timeout rather than wait_for throughout: on Python 3.11 wait_for loses a cancellation that
 # arrives as its awaitable finishes, and a loop that misses its cancellation never stops.
+from dataplane_agent.engines.agent_config import AgentConfig
 from dataplane_agent.engines.base import EngineSession
 from dataplane_agent.runtimes.reconcile import Inventory, pool_key
 from dataplane_agent.sandboxes.base import (
@@ -64,6 +78,9 @@ from dataplane_agent.sandboxes.base import (
 
 log = structlog.get_logger(__name__)
 
+# Appended to the pool label (the template key) of a sandbox whose engine runs an agent version.
+_AGENT_POOL = "-agent"
+
 
 class EngineWarmer(Protocol):
     """Starts an engine in a pool sandbox (implemented by `warm_engines.EngineWarmer`)."""
@@ -71,7 +88,17 @@ class EngineWarmer(Protocol):
     @property
     def kind(self) -> str: ...
 
-    async def start(self, sandbox: Sandbox) -> EngineSession: ...
+    async def start(self, sandbox: Sandbox, agent: AgentConfig | None = None) -> EngineSession:
+        """The engine, launched with `agent`'s configuration (None: the engine's defaults)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WarmAgent:
+    """An agent version whose sessions may get an engine started ahead with its `config`; `key`
+    names the project, agent, version, engine and configuration (warm_engines.warm_agent)."""
+
+    key: str
+    config: AgentConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +111,8 @@ class Claimed:
     # The engine started in it before any session (of kind `engine_kind`); None without a warmer.
     engine: EngineSession | None = None
     engine_kind: str = ""
+    # The WarmAgent key the engine was launched for; empty: the engine's defaults.
+    agent: str = ""
 
 
 class RebindingDriver(SandboxDriver, Protocol):
@@ -115,6 +144,9 @@ class PoolSettings:
     # Sandboxes kept for each environment a session used lately (0: none), and how lately.
     per_environment: int = 0
     environment_recency: float = 3600.0
+    # Agent versions kept with a pre-started engine each (part of `size`), and for how long unused.
+    agent_versions: int = 2
+    agent_recency: float = 3600.0
 
 
 def template_key(driver: str, spec: SandboxSpec) -> str:
@@ -149,6 +181,8 @@ class _Warm:
     # Wall-clock seconds.
     created_at: float
     engine: EngineSession | None = None
+    # The WarmAgent key its engine runs (empty: the default engine, or none).
+    agent: str = ""
 
     @property
     def pool_id(self) -> str:
@@ -177,6 +211,8 @@ class WarmPool:
         self._ready: collections.deque[_Warm] = collections.deque()
         # The environments sessions started in lately: template key -> (its spec, last use).
         self._environments: dict[str, tuple[SandboxSpec, float]] = {}
+        # The agent versions sessions started lately, least recently first: key -> (it, last use).
+        self._agents: collections.OrderedDict[str, tuple[WarmAgent, float]] = collections.OrderedDict()
         # Pool ids being created, rebound or retired: still the pool's.
         self._busy: set[str] = set()
         self._wake = asyncio.Event()
@@ -197,10 +233,12 @@ class WarmPool:
         pool_id = found.sandbox.session_id
         return pool_id in self._busy or any(w.pool_id == pool_id for w in self._ready)
 
-    async def claim(self, spec: SandboxSpec) -> Claimed | None:
-        """A ready sandbox rebound to `spec`'s session (with its engine), or None when none fits."""
+    async def claim(self, spec: SandboxSpec, agent: str = "") -> Claimed | None:
+        """A ready sandbox rebound to `spec`'s session (with its engine), or None when none fits.
+        `agent`: the session's WarmAgent key, whose engine it takes first (empty: none, and then
+        only a sandbox of the default engine)."""
         key = template_key(self._driver.name, spec)
-        warm = self._take(key)
+        warm = self._take(key, agent)
         if warm is None:
             self.misses += 1
             return None
@@ -230,9 +268,10 @@ class WarmPool:
             sandbox_id=sandbox.sandbox_id,
             ready=len(self._ready),
             engine=warm.engine is not None,
+            agent_engine=bool(warm.agent),
         )
         kind = self._engines.kind if self._engines is not None and warm.engine is not None else ""
-        return Claimed(sandbox, warm.pool_id, warm.engine, kind)
+        return Claimed(sandbox, warm.pool_id, warm.engine, kind, warm.agent)
 
     def remember(self, spec: SandboxSpec) -> None:
         """A session started in the environment of `spec` (not the built-in one): keep sandboxes
@@ -245,16 +284,39 @@ class WarmPool:
         if not known:
             self._wake.set()
 
-    def _take(self, key: str) -> _Warm | None:
-        """Pop the oldest fresh sandbox of `key`; synchronous, so two claims never get the same one."""
+    def remember_agent(self, agent: WarmAgent) -> None:
+        """A session of `agent`'s version started: keep an engine started ahead for it (when the
+        pool starts engines and has room for agent versions), the least recently used forgotten."""
+        slots = self._agent_slots()
+        if slots <= 0:
+            return
+        known = agent.key in self._agents
+        self._agents[agent.key] = (agent, self._clock())
+        self._agents.move_to_end(agent.key)
+        while len(self._agents) > slots:
+            self._agents.popitem(last=False)
+            log.info("pool_agent_version_forgotten", reason="other agent versions started more lately")
+        if not known:
+            self._wake.set()
+
+    def _agent_slots(self) -> int:
+        """How many agent versions get an engine each: never the default engine's last sandbox."""
+        if self._engines is None:
+            return 0
+        return max(0, min(self._settings.agent_versions, self._settings.size - 1))
+
+    def _take(self, key: str, agent: str) -> _Warm | None:
+        """Pop the oldest fresh sandbox of `key` whose engine is `agent`'s, else (for an agent) one
+        of the default engine; synchronous, so two claims never get the same one."""
         oldest_allowed = self._clock() - self._settings.max_age
-        for warm in self._ready:
-            if warm.engine is not None and warm.engine.ended:
-                self._wake.set()  # the run loop retires it
-                continue
-            if warm.key == key and warm.created_at >= oldest_allowed:
-                self._ready.remove(warm)
-                return warm
+        for wanted in (agent, "") if agent else ("",):
+            for warm in self._ready:
+                if warm.engine is not None and warm.engine.ended:
+                    self._wake.set()  # the run loop retires it
+                    continue
+                if warm.key == key and warm.agent == wanted and warm.created_at >= oldest_allowed:
+                    self._ready.remove(warm)
+                    return warm
         return None
 
     # -- background ----------------------------------------------------------------
@@ -316,58 +378,75 @@ class WarmPool:
 
     async def _fill(self) -> bool:
         """Create until each wanted template has its count ready; True if a create failed."""
-        for template, count, engine in self._wanted():
+        for template, count, engine, agent in self._wanted():
             key = template_key(self._driver.name, template)
-            while sum(1 for warm in self._ready if warm.key == key) < count:
+            agent_key = agent.key if agent is not None else ""
+            label = key + _AGENT_POOL if agent is not None else key
+            while sum(1 for warm in self._ready if warm.key == key and warm.agent == agent_key) < count:
                 pool_id = f"pool-{uuid.uuid4().hex[:16]}"
                 self._busy.add(pool_id)
                 try:
                     async with asyncio.timeout(self._settings.create_timeout):
-                        sandbox = await self._driver.create(_pool_spec(template, pool_id, key))
+                        sandbox = await self._driver.create(_pool_spec(template, pool_id, label))
                 except Exception as exc:
                     log.warning("pool_create_failed", error=f"{type(exc).__name__}: {exc}")
                     # Whatever part of it exists carries the pool label: the reconciler destroys it.
                     return True
                 finally:
                     self._busy.discard(pool_id)
-                if not await self._make_ready(_Warm(sandbox, key, self._clock()), engine=engine):
+                warm = _Warm(sandbox, key, self._clock(), agent=agent_key)
+                if not await self._make_ready(warm, engine=engine, agent=agent):
                     return True
         return False
 
-    def _wanted(self) -> list[tuple[SandboxSpec, int, bool]]:
-        """(template, how many, with an engine): the built-in environment's, then each recent one's."""
-        wanted = [(self._template(), self._settings.size, True)]
-        wanted += [(spec, self._settings.per_environment, False) for spec, _ in self._environments.values()]
+    def _wanted(self) -> list[tuple[SandboxSpec, int, bool, WarmAgent | None]]:
+        """(template, how many, with an engine, whose configuration): the built-in environment's
+        default engines, then one for each recent agent version, then each recent environment's."""
+        template = self._template()
+        agents = [agent for agent, _ in self._agents.values()]
+        wanted: list[tuple[SandboxSpec, int, bool, WarmAgent | None]] = [
+            (template, self._settings.size - len(agents), True, None)
+        ]
+        wanted += [(template, 1, True, agent) for agent in reversed(agents)]  # the latest first
+        wanted += [(spec, self._settings.per_environment, False, None) for spec, _ in self._environments.values()]
         return wanted
 
-    def _kept(self) -> set[str]:
-        """The template keys the pool keeps sandboxes of now; forgets environments no longer recent."""
+    def _kept(self) -> set[tuple[str, str]]:
+        """The (template key, agent key) pairs the pool keeps sandboxes of now; forgets environments
+        and agent versions no longer recent."""
         recent_since = self._clock() - self._settings.environment_recency
         for key, (_, used) in list(self._environments.items()):
             if used < recent_since:
                 del self._environments[key]
                 log.info("pool_environment_forgotten", key=key)
-        return {self._key(), *self._environments}
+        agents_since = self._clock() - self._settings.agent_recency
+        for agent, (_, used) in list(self._agents.items()):
+            if used < agents_since:
+                del self._agents[agent]
+                log.info("pool_agent_version_forgotten", reason="no session of it lately")
+        key = self._key()
+        return {(key, ""), *((key, agent) for agent in self._agents), *((env, "") for env in self._environments)}
 
     async def _warm_taken_back(self) -> bool:
         """Start the engines of ready sandboxes that have none (taken back at start); True if one failed."""
         if self._engines is None:
             return False
         key = self._key()  # an environment's sandboxes get no engine
-        for warm in [warm for warm in self._ready if warm.engine is None and warm.key == key]:
+        for warm in [warm for warm in self._ready if warm.engine is None and warm.key == key and not warm.agent]:
             with contextlib.suppress(ValueError):
                 self._ready.remove(warm)  # not claimable while its engine starts
             if not await self._make_ready(warm):
                 return True
         return False
 
-    async def _make_ready(self, warm: _Warm, *, engine: bool = True) -> bool:
-        """Start `warm`'s engine (if the pool has a warmer and `engine`) and add it to the ready
-        sandboxes; False, having retired it, when the engine did not start."""
+    async def _make_ready(self, warm: _Warm, *, engine: bool = True, agent: WarmAgent | None = None) -> bool:
+        """Start `warm`'s engine (if the pool has a warmer and `engine`; with `agent`'s configuration
+        if given) and add it to the ready sandboxes; False, having retired it, when the engine did
+        not start."""
         if self._engines is not None and engine:
             self._busy.add(warm.pool_id)
             try:
-                warm.engine = await self._engines.start(warm.sandbox)
+                warm.engine = await self._engines.start(warm.sandbox, agent.config if agent is not None else None)
             except Exception as exc:
                 log.warning(
                     "pool_engine_start_failed", sandbox_id=warm.sandbox.sandbox_id, error=f"{type(exc).__name__}: {exc}"
@@ -378,7 +457,12 @@ class WarmPool:
                 self._busy.discard(warm.pool_id)
         self._ready.append(warm)
         self.failures = 0
-        log.info("pool_sandbox_ready", sandbox_id=warm.sandbox.sandbox_id, ready=len(self._ready))
+        log.info(
+            "pool_sandbox_ready",
+            sandbox_id=warm.sandbox.sandbox_id,
+            ready=len(self._ready),
+            agent_engine=bool(warm.agent),
+        )
         return True
 
     async def _close(self, engine: EngineSession) -> None:
@@ -392,8 +476,8 @@ class WarmPool:
         kept = self._kept()
         oldest_allowed = self._clock() - self._settings.max_age
         for warm in list(self._ready):
-            if warm.key not in kept:
-                reason = "its template changed, or its environment had no session lately"
+            if (warm.key, warm.agent) not in kept:
+                reason = "its template changed, or its environment or agent version had no session lately"
             elif warm.created_at < oldest_allowed:
                 reason = "older than the pool's max age"
             elif warm.engine is not None and warm.engine.ended:

@@ -27,7 +27,8 @@ from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.engines.base import EngineAdapter, EngineConfig, EngineSession
 from dataplane_agent.environments.layers import BuildRequest, LayerStore
 from dataplane_agent.environments.steps import LayerBuildError
-from dataplane_agent.pool.warm_pool import Claimed
+from dataplane_agent.pool.warm_engines import warm_agent
+from dataplane_agent.pool.warm_pool import Claimed, WarmAgent
 from dataplane_agent.routes.egress.policy import EgressPolicy
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.routes.model import ModelAccess
@@ -51,13 +52,17 @@ log = structlog.get_logger(__name__)
 class SandboxPool(Protocol):
     """Prepared sandboxes (implemented by `pool.WarmPool`)."""
 
-    async def claim(self, spec: SandboxSpec) -> Claimed | None:
-        """A ready sandbox rebound to `spec`'s session, maybe with an engine started in it; None:
-        none is ready (the caller creates one)."""
+    async def claim(self, spec: SandboxSpec, agent: str = "") -> Claimed | None:
+        """A ready sandbox rebound to `spec`'s session, maybe with an engine started in it (for the
+        WarmAgent key `agent` if one is ready); None: none is ready (the caller creates one)."""
 
     def remember(self, spec: SandboxSpec) -> None:
         """A session started in the (not built-in) environment `spec` is made for: sandboxes for it
         may be kept too."""
+
+    def remember_agent(self, agent: WarmAgent) -> None:
+        """A session of `agent`'s version started: engines started with its configuration may be
+        kept ready too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,17 +200,34 @@ class Launcher:
         env = self.engine_env(session_id)
         return await repository.clone(self._driver, sandbox, source, env, self._timeouts.git_clone)
 
+    def warm_agent(self, req: pb.StartRuntime) -> WarmAgent | None:
+        """The agent version whose pre-started engine a new session may adopt (None: it may not:
+        it resumes a conversation, pins no agent, or its configuration is never warmed)."""
+        if req.resume_engine_session_id or req.transcript:
+            return None
+        return warm_agent(req.engine, req.project_id, req.agent_id, req.agent_version, req.config.SerializeToString())
+
     async def sandbox(
-        self, session_id: str, *, fresh: bool, environment: SessionEnvironment | None = None
+        self,
+        session_id: str,
+        *,
+        fresh: bool,
+        environment: SessionEnvironment | None = None,
+        agent: WarmAgent | None = None,
     ) -> tuple[Sandbox, Claimed | None]:
         """A warm one for a session new here, else one created (or re-opened) by the driver. The
         pool keeps the built-in environment's sandboxes, and those of environments sessions used
-        lately (its sandboxes of one environment fit no other: `pool.warm_pool.template_key`)."""
+        lately (its sandboxes of one environment fit no other: `pool.warm_pool.template_key`); in
+        the built-in environment, those with an engine started for an agent version sessions of
+        `agent` started lately."""
         spec = self.spec(session_id, environment)
         if fresh and self._pool is not None:
-            claimed = await self._pool.claim(spec)
-            if environment is not None and not environment.plain:
+            builtin = environment is None or environment.plain
+            claimed = await self._pool.claim(spec, agent.key if agent is not None and builtin else "")
+            if not builtin:
                 self._pool.remember(spec)
+            elif agent is not None:
+                self._pool.remember_agent(agent)
             if claimed is not None:
                 return claimed.sandbox, claimed
         return await self.create(spec), None
@@ -215,22 +237,35 @@ class Launcher:
             return await self._driver.create(spec)
 
     async def engine(
-        self, session_id: str, adapter: EngineAdapter, sandbox: Sandbox, config: EngineConfig, claimed: Claimed | None
+        self,
+        session_id: str,
+        adapter: EngineAdapter,
+        sandbox: Sandbox,
+        config: EngineConfig,
+        claimed: Claimed | None,
+        agent: WarmAgent | None = None,
     ) -> tuple[EngineSession, bool]:
         """The session's engine and whether it was adopted (the one the pool started in its sandbox)
-        rather than started now."""
-        if claimed is not None and (engine := await self._adopt(session_id, claimed, adapter.kind, sandbox, config)):
+        rather than started now; `agent`: the session's own WarmAgent, if it has one."""
+        if claimed is not None and (
+            engine := await self._adopt(session_id, claimed, adapter.kind, sandbox, config, agent.key if agent else "")
+        ):
             return engine, True
         async with asyncio.timeout(self._timeouts.start_engine):
             return await adapter.start(sandbox, self._driver, config), False
 
     async def _adopt(
-        self, session_id: str, claimed: Claimed, kind: str, sandbox: Sandbox, config: EngineConfig
+        self, session_id: str, claimed: Claimed, kind: str, sandbox: Sandbox, config: EngineConfig, agent: str
     ) -> EngineSession | None:
         """The engine the pool started in the claimed sandbox, taken on by the session; None when the
         session cannot use it (it is closed in the background and a fresh one started)."""
         engine = claimed.engine
         if engine is None:
+            return None
+        if claimed.agent and claimed.agent != agent:
+            # Started for another agent version (or project): never this session's, whatever it asks.
+            log.warning("prestarted_engine_of_another_agent", session_id=session_id)
+            self._background(close_quietly(engine, self._close_engine))
             return None
         if self._egress is not None and self._egress.policy(session_id).open:
             # Its environment was fixed before the session had a policy: it has no way out.

@@ -96,9 +96,11 @@ class RuntimeStarts:
         if environment is not None and environment.layered:
             environment_phase = pb.StartupPhase(phase="environment", duration_ms=ms_since(began))
             await self._held.outbox.append(session_id, "", environment_phase)
+        # The agent version whose engine may have been started ahead, for a session new here.
+        warm = self._held.launcher.warm_agent(req) if existing is None else None
         try:
             sandbox, claimed = await self._held.launcher.sandbox(
-                session_id, fresh=existing is None, environment=environment
+                session_id, fresh=existing is None, environment=environment, agent=warm
             )
         except Exception as exc:  # every failure becomes a readable RuntimeStartFailed
             await self._start_failed(session_id, f"could not create the sandbox: {describe(exc)}", receipt)
@@ -149,7 +151,7 @@ class RuntimeStarts:
         )
         connecting = phase_began["engine_adopted"] = phase_began["engine_connected"] = time.monotonic()
         try:
-            engine, adopted = await self._held.launcher.engine(session_id, adapter, sandbox, config, claimed)
+            engine, adopted = await self._held.launcher.engine(session_id, adapter, sandbox, config, claimed, warm)
         except Exception as exc:
             if existing is None:
                 self._held.sessions.pop(session_id, None)

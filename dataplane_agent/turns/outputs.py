@@ -11,6 +11,8 @@
 - After a ResultMessage the engine's transcript is snapshotted: kept in the
   state directory, so a lost sandbox can be recreated with the conversation,
   and appended as `TranscriptSnapshot` under the same turn_id.
+- An MCP server of the agent that the engine reports it could not start is
+  reported between the outputs (McpServerUnavailable), in no turn.
 - When the stream ends or fails, the engine is lost: its running turn is
   aborted and the next input recovers the runtime.
 """
@@ -23,7 +25,14 @@ import sqlite3
 import structlog
 
 from astrabox.runner.v1 import runner_service_pb2 as pb
-from dataplane_agent.engines.base import EngineDelta, EngineOutput, EngineSession, ToolDecision, ToolRequest
+from dataplane_agent.engines.base import (
+    EngineDelta,
+    EngineOutput,
+    EngineSession,
+    McpUnavailable,
+    ToolDecision,
+    ToolRequest,
+)
 from dataplane_agent.sandboxes.base import Sandbox
 from dataplane_agent.turns.elision import fitted_json
 from dataplane_agent.turns.engine_calls import describe
@@ -104,6 +113,9 @@ class OutputRouter:
         if output.delta is not None:
             await self._send_delta(engine, output.delta)
             return
+        if output.unavailable is not None:
+            await self._report_unavailable(engine, output.unavailable)
+            return
         async with ledger.lock:
             if ledger.engine is not engine:
                 self._log.info("late_output_dropped", type_name=output.type_name)  # the engine was closed on purpose
@@ -144,6 +156,16 @@ class OutputRouter:
         async with ledger.lock:
             ledger.finish(ending)
         self._log.info("turn_finished", turn_id=turn_id, interrupted=ending.interrupting, by_engine=ending.by_engine)
+
+    async def _report_unavailable(self, engine: EngineSession, unavailable: McpUnavailable) -> None:
+        """One of the agent's MCP servers did not start with the engine: a report of the session's,
+        in no turn (the session goes on without the server's tools)."""
+        ctx = self._ctx
+        async with self._ledger.lock:
+            if self._ledger.engine is not engine:
+                return
+            report = pb.McpServerUnavailable(server=unavailable.server, reason=unavailable.reason)
+            await ctx.outbox.append(ctx.session_id, "", report)
 
     async def _send_delta(self, engine: EngineSession, delta: EngineDelta) -> None:
         """A partial message goes to live watchers only: no outbox row, no turn opened for it."""

@@ -238,8 +238,8 @@ class ScriptedEngineSession:
             raise EngineError("closed")
         if config.resume_engine_session_id or config.transcript:
             raise EngineError("a pre-started engine cannot resume a conversation")
-        if not config.agent_config.is_default:
-            raise EngineError("a pre-started engine runs without an agent's configuration")
+        if config.agent_config != self.config.agent_config:
+            raise EngineError("the pre-started engine was launched with another agent configuration")
         self.adopted = (sandbox, dataclasses.replace(config, env=self.config.env))
         self.config = self.adopted[1]
 

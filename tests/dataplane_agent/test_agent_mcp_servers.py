@@ -112,6 +112,7 @@ async def test_an_agents_stdio_server_runs_in_the_sandbox_and_only_its_enabled_t
         assert sorted(t for t in init.payload["data"]["tools"] if t.startswith("mcp__")) == [
             "mcp__tools__add",
             "mcp__tools__echo",
+            "mcp__tools__search",
             "mcp__tools__where",
         ]
         # It ran inside the sandbox (its /workspace, not the host's directory), with the agent's env.
@@ -133,6 +134,40 @@ async def test_an_agents_stdio_server_runs_in_the_sandbox_and_only_its_enabled_t
 
         assert outputs[-1].payload["result"] == "mcp__tools__echo returned: still here"
         assert _calls(sandbox) == ["where", "echo"]
+    finally:
+        await engine.close()
+
+
+async def test_stdio_servers_that_do_not_start_are_reported_once_after_the_first_init_and_the_engine_goes_on(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    missing_file = McpServer("notes", StdioMcpServer(command="python3", args=("/workspace/not-uploaded-yet.py",)))
+    missing_program = McpServer("nope", StdioMcpServer(command="no-such-program", args=("--stdio",)))
+    config = EngineConfig(
+        permission_mode="bypassPermissions",
+        env=model_route.env("mcp-test"),
+        agent_config=AgentConfig(mcp_servers=(missing_file, SERVER, missing_program)),
+    )
+    engine = await ClaudeCodeAdapter().start(sandbox, driver, config)
+    try:
+        outputs = await _turn(engine, 'tool: mcp__tools__echo {"text": "still works"}')
+
+        init = next(i for i, o in enumerate(outputs) if o.type_name == "SystemMessage")
+        statuses = {s["name"]: s["status"] for s in outputs[init].payload["data"]["mcp_servers"]}
+        assert statuses == {"notes": "failed", "tools": "connected", "nope": "failed"}
+        # Right after the init that said so, in the agent's order; never the server that runs.
+        reports = [o.unavailable for o in outputs[init + 1 : init + 3]]
+        assert [r.server for r in reports if r is not None] == ["notes", "nope"]
+        assert [o for o in outputs if o.unavailable is not None and o.unavailable.server == "tools"] == []
+        notes = reports[0]
+        assert notes is not None and "`python3 /workspace/not-uploaded-yet.py`" in notes.reason
+        assert "did not start in the sandbox" in notes.reason
+        assert outputs[-1].payload["result"] == "mcp__tools__echo returned: still works"
+
+        outputs = await _turn(engine, "hello again")
+
+        assert [o for o in outputs if o.unavailable is not None] == []  # once per engine start
+        assert outputs[-1].type_name == "ResultMessage" and not outputs[-1].payload["is_error"]
     finally:
         await engine.close()
 

@@ -5,6 +5,7 @@ given (system prompt, tools) and whose `tool:` row calls any tool with any input
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -232,10 +233,39 @@ async def test_a_prestarted_engine_refuses_a_session_with_an_agent_configuration
             interactions=RecordingBroker(),
             agent_config=AgentConfig.from_proto(spec(tools=rules(("Write", DENY)))),
         )
-        with pytest.raises(EngineError, match="agent's configuration"):
+        with pytest.raises(EngineError, match="another agent configuration"):
             await warm.adopt(sandbox, configured)
         # A session without one takes it on (in its own mode).
         await warm.adopt(sandbox, EngineConfig(permission_mode="default", interactions=RecordingBroker()))
         assert warm.permission_mode == "default"
+    finally:
+        await warm.close()
+
+
+async def test_an_engine_started_with_an_agent_configuration_is_adopted_by_a_session_with_that_one_only(
+    model_route: ModelRoute, driver: LocalSandboxDriver, sandbox: Sandbox
+) -> None:
+    # As the warm pool starts it for an agent version: the default mode, the version's configuration.
+    version = spec(tools=rules(("Write", DENY)))
+    warm = await _start(model_route, sandbox, driver, version)
+    try:
+        other = EngineConfig(
+            interactions=RecordingBroker(), agent_config=AgentConfig.from_proto(spec(tools=rules(("Read", DENY))))
+        )
+        with pytest.raises(EngineError, match="another agent configuration"):
+            await warm.adopt(sandbox, other)
+        with pytest.raises(EngineError, match="another agent configuration"):
+            await warm.adopt(sandbox, EngineConfig(interactions=RecordingBroker()))
+        broker = RecordingBroker()
+        same = EngineConfig(
+            permission_mode="default", interactions=broker, agent_config=AgentConfig.from_proto(version)
+        )
+        await warm.adopt(sandbox, same)
+
+        outputs = [o async for o in warm.run_turn('tool: Write {"file_path": "/workspace/w.txt", "content": "x"}')]
+
+        assert warm.permission_mode == "default"
+        assert "Write is denied by the agent's policy" in json.dumps([o.payload for o in outputs])
+        assert not (sandbox.workspace / "w.txt").exists()
     finally:
         await warm.close()

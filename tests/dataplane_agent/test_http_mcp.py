@@ -92,7 +92,7 @@ async def test_the_servers_tools_are_offered_and_a_call_is_forwarded_with_the_cr
     assert connected.unavailable == ()
     async with Client(connected.servers["tickets"]["instance"]) as engine_side:
         tools = await engine_side.list_tools()
-        assert [tool.name for tool in tools.tools] == ["echo", "add", "where"]
+        assert [tool.name for tool in tools.tools] == ["echo", "add", "search", "where"]
         assert tools.tools[1].input_schema["required"] == ["a", "b"]
         added = await engine_side.call_tool("add", {"a": 2, "b": 40})
         assert not added.is_error and added.content[0].text == "42"

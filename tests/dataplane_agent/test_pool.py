@@ -372,6 +372,90 @@ async def test_a_session_with_an_agent_configuration_gets_a_fresh_engine_in_the_
         assert phases(outputs, "s-1") == ["sandbox_claimed", "engine_connected", "ready"]
 
 
+REVIEWER = agent_pb2.AgentSpec(
+    system_prompt=agent_pb2.SystemPrompt(append="Review."),
+    skills=[agent_pb2.Skill(name="checklist", files=[agent_pb2.SkillFile(path="SKILL.md", content=b"Check.")])],
+)
+
+
+def agent_start(seq: int, session_id: str, project: str, spec: agent_pb2.AgentSpec = REVIEWER) -> pb.Command:
+    fields = start(config=spec, project_id=project, agent_id="agent-reviewer", agent_version=1)
+    return pb.Command(command_seq=seq, command_id=f"c-{seq}", lease_generation=1, session_id=session_id, **fields)
+
+
+async def test_a_later_session_of_an_agent_version_adopts_an_engine_started_with_its_configuration_never_another_projects(
+    tmp_path: Path,
+) -> None:
+    engine = ScriptedEngine(result_turn())
+    async with pooled_agent(
+        tmp_path, TimedDriver(tmp_path / "sandboxes"), size=3, engine=engine, warm_engines=True
+    ) as agent:
+        await wait_until(lambda: agent.pool.ready == 3)
+        assert not (await agent.applier.apply(agent_start(1, "s-1", "project-a"))).HasField("error")
+        outputs = await agent.outbox.pending({}, limit=1000)
+        # The first session of the version: no engine had its configuration yet.
+        assert phases(outputs, "s-1") == ["sandbox_claimed", "engine_connected", "ready"]
+
+        def warm_for_reviewer() -> list:
+            return [
+                s
+                for s in engine.sessions
+                if s.adopted is None
+                and not s.closed
+                and not s.config.session_id  # started ahead, for no session yet
+                and s.config.agent_config.system_prompt == SystemPrompt("Review.")
+            ]
+
+        # The pool keeps one engine started with the version's configuration, the others the default.
+        await wait_until(lambda: len(warm_for_reviewer()) == 1 and agent.pool.ready == 3)
+        [prestarted] = warm_for_reviewer()
+        assert [skill.name for skill in prestarted.config.agent_config.skills] == ["checklist"]
+
+        # Another project whose definition is the same, under the same ids: never that engine.
+        assert not (await agent.applier.apply(agent_start(2, "s-2", "project-b"))).HasField("error")
+        outputs = await agent.outbox.pending({}, limit=1000)
+        assert phases(outputs, "s-2")[-2:] == ["engine_connected", "ready"]
+        # Nor a session without an agent.
+        assert not (await agent.applier.apply(start_command(3, "s-3"))).HasField("error")
+        assert prestarted.adopted is None and not prestarted.closed
+
+        # A later session of the version in the same project adopts it.
+        assert not (await agent.applier.apply(agent_start(4, "s-4", "project-a"))).HasField("error")
+        outputs = await agent.outbox.pending({}, limit=1000)
+        assert phases(outputs, "s-4") == ["sandbox_claimed", "engine_adopted", "ready"]
+        assert prestarted.adopted is not None and prestarted.adopted[0].session_id == "s-4"
+        assert (prestarted.config.permission_mode, prestarted.config.model) == ("default", "m-1")
+
+
+async def test_the_pool_keeps_engines_for_the_agent_versions_started_last_and_retires_the_others(
+    tmp_path: Path,
+) -> None:
+    engine = ScriptedEngine(result_turn())
+    async with pooled_agent(
+        tmp_path, TimedDriver(tmp_path / "sandboxes"), size=2, engine=engine, warm_engines=True
+    ) as agent:
+        await wait_until(lambda: agent.pool.ready == 2)
+        other = agent_pb2.AgentSpec(system_prompt=agent_pb2.SystemPrompt(append="Other."))
+
+        def ready_prompts() -> set:
+            """The agent versions' prompts of the engines started ahead and not yet used."""
+            return {
+                s.config.agent_config.system_prompt.text
+                for s in engine.sessions
+                if s.adopted is None
+                and not s.closed
+                and not s.config.session_id  # started ahead, for no session yet
+                and s.config.agent_config.system_prompt is not None
+            }
+
+        await agent.applier.apply(agent_start(1, "s-1", "project-a"))
+        await wait_until(lambda: ready_prompts() == {"Review."} and agent.pool.ready == 2)
+        await agent.applier.apply(agent_start(2, "s-2", "project-a", other))
+
+        # A pool of two keeps one agent version: the latest; the other's engine is closed.
+        await wait_until(lambda: ready_prompts() == {"Other."} and agent.pool.ready == 2)
+
+
 async def test_a_pool_whose_engine_does_not_start_keeps_no_sandbox_ready(tmp_path: Path) -> None:
     root = tmp_path / "sandboxes"
     engine = ScriptedEngine(fail_start="the CLI was not found")

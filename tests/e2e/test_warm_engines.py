@@ -7,9 +7,11 @@ approved. Real processes, the real bundled CLI in the local sandbox, the offline
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
+from astrabox.agents.v1 import agent_pb2
 from astrabox.client import AstraBoxClient
 from tests.e2e.test_conversation_end_to_end import TIMEOUT, all_events, kind, new_session, turn_end, until
 from tests.support.stack import Stack, StartStack
@@ -65,3 +67,61 @@ async def test_a_session_adopts_the_pools_running_cli_and_gets_its_own_permissio
         assert (pooled_stack.host_workspace(other_events) / "quietly.txt").exists() and not (
             workspace / "quietly.txt"
         ).exists()
+
+
+REVIEWER = agent_pb2.AgentSpec(
+    system_prompt=agent_pb2.SystemPrompt(append="You review code."),
+    skills=[
+        agent_pb2.Skill(
+            name="checklist",
+            files=[
+                agent_pb2.SkillFile(path="SKILL.md", content=b"---\nname: checklist\ndescription: c\n---\nCheck.\n")
+            ],
+        )
+    ],
+)
+
+
+async def agent_pool_ready(stack: Stack, count: int) -> None:
+    """Until the agent has logged `count` sandboxes made ready with an agent version's engine."""
+    async with asyncio.timeout(TIMEOUT):
+        while sum("pool_sandbox_ready" in line and _agent_engine(line) for line in stack.agent._lines) < count:
+            await asyncio.sleep(0.05)
+
+
+def _agent_engine(line: str) -> bool:
+    return "agent_engine=True" in line or '"agent_engine": true' in line
+
+
+async def test_a_later_session_of_an_agent_version_adopts_an_engine_started_for_it_and_another_projects_never(
+    stacks: StartStack,
+) -> None:
+    stack = stacks(args=("--warm-pool", "3"))
+    await pool_ready(stack, 3)
+    async with AstraBoxClient.connect(stack.address) as client:
+        await client.agents.apply("reviewer", REVIEWER)
+        first = await new_session(client, agent="reviewer")
+        assert phases(await all_events(client, first.session_id))[-2:] == ["engine_connected", "ready"]
+        await agent_pool_ready(stack, 1)
+
+        # Another project with the same definition under the same name: its own engine, always.
+        team = await client.admin.create_project("team-b")
+        key = await client.admin.create_api_key("b-dev", role="developer", project_id=team.project_id)
+        async with AstraBoxClient.connect(stack.address, api_key=key.secret) as other_project:
+            await other_project.agents.apply("reviewer", REVIEWER)
+            theirs = await new_session(other_project, agent="reviewer")
+            assert phases(await all_events(other_project, theirs.session_id))[-2:] == ["engine_connected", "ready"]
+
+        second = await new_session(client, agent="reviewer")
+        events = await all_events(client, second.session_id)
+        assert phases(events)[-3:] == ["sandbox_claimed", "engine_adopted", "ready"]
+        sent = await client.send_message(second.session_id, "Please create hello.txt")
+        done = await until(client, second.session_id, sent.seq, turn_end(sent.turn_id))
+        assert done[-1].WhichOneof("payload") == "turn_completed"
+        init = next(
+            json.loads(e.engine_message.payload_json)
+            for e in done
+            if e.WhichOneof("payload") == "engine_message" and e.engine_message.type_name == "SystemMessage"
+        )
+        assert "checklist" in init["data"]["skills"]
+        assert (stack.host_workspace(events) / "hello.txt").exists()

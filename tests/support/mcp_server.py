@@ -10,6 +10,8 @@ method is "method not found". Its tools:
     where  {}                     → "cwd=<its working directory> uid=<its user id> tag=<$MCP_TEST_TAG>",
                                     which tells a test where it runs (a sandbox's /workspace, its
                                     uid) and with which environment
+    search {"query": str}         → "found <query> in <the file this server is>", as the README's
+                                    docs server would answer
 
 Each call is also appended to `mcp-calls.log` in its working directory, so that a test can tell the
 server really ran there and was called.
@@ -37,6 +39,11 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"a": _NUMBER, "b": _NUMBER}, "required": ["a", "b"]},
     },
     {
+        "name": "search",
+        "description": "Searches the docs for a query.",
+        "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    },
+    {
         "name": "where",
         "description": "Says where the server runs: its working directory, user id and tag.",
         "inputSchema": {"type": "object", "properties": {}},
@@ -51,6 +58,8 @@ def call(name: str, arguments: dict[str, Any]) -> str:
     if name == "add":
         total = float(arguments["a"]) + float(arguments["b"])
         return str(int(total)) if total.is_integer() else str(total)
+    if name == "search":
+        return f"found {arguments['query']} in {os.path.abspath(__file__)}"
     if name == "where":
         return f"cwd={os.getcwd()} uid={os.getuid()} tag={os.environ.get('MCP_TEST_TAG', '')}"
     raise KeyError(name)
