@@ -80,6 +80,7 @@ def run_all(facts: Facts) -> list[Violation]:
         found += settled(session, facts)
     found += [Violation("stuck", t.session_id, f"turn {t.turn_id} ({t.text.splitlines()[0]!r}) had no end after the actor's deadline", "stuck") for t in stuck(facts)]  # fmt: skip
     found += leaks(facts)
+    found += killed_agents(facts)
     found += commands(facts)
     found += leases(facts)
     found += clients(facts.round)
@@ -279,6 +280,17 @@ def leaks(facts: Facts) -> list[Violation]:
             found.append(Violation("leaks", sid, f"{where}: {len(sandbox.orphans)} process(es) no agent runs: {sandbox.orphans[:3]}", "leaked"))  # fmt: skip
         if sandbox.engines > 1:
             found.append(Violation("leaks", sid, f"{where}: {sandbox.engines} engine CLIs in one sandbox", "leaked"))
+    return found
+
+
+def killed_agents(facts: Facts) -> list[Violation]:
+    """Nothing a killed agent started on its host outlives it (both drivers: a `docker exec`
+    client dies with its agent, a bubblewrap sandbox's processes with their bwrap)."""
+    found = []
+    for fault in facts.round.faults:
+        if fault.left_on_host:
+            detail = f"{fault.target} killed: {len(fault.left_on_host)} of its processes outlived it on the host"
+            found.append(Violation("leaks", "", f"{detail}: {fault.left_on_host[:3]}", "leaked"))
     return found
 
 

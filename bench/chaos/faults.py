@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator
 from chaos.cluster import Cluster
 from chaos.driver import Driver
 from chaos.records import Fault, Round
+from chaos.sandboxes import descendants_of, still_running
 from controlplane.settings import ControlPlaneSettings
 
 LEASE_TTL_S = ControlPlaneSettings.__dataclass_fields__["lease_ttl"].default.total_seconds()
@@ -102,8 +103,16 @@ class Injector:
             if not free:
                 return
             fault = self._begin(kind, member.name, frozenset({member.name}))
+            started = descendants_of(member.process.proc.pid) if member.running() and member.process else {}
             member.kill()
             await asyncio.sleep(self._rng.uniform(*down))
+            # Before the next agent starts (it ends what sandboxes still run): what the killed one
+            # started on the host must be gone by now, the last stragglers given 2 s more.
+            for _ in range(20):
+                fault.left_on_host = still_running(started)
+                if not fault.left_on_host:
+                    break
+                await asyncio.sleep(0.1)
             await member.start()
             fault.finish()
 

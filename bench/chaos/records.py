@@ -23,6 +23,8 @@ class Fault:
     # Whether this fault may make an agent's lease lapse (its stream or process was hit, or the
     # database or a replica it depends on was down).
     excuses_lapse_of: frozenset[str] = frozenset()
+    # An agent kill: what the killed agent had started on the host and still ran before it restarted.
+    left_on_host: list[str] = field(default_factory=list)
 
     def finish(self, detail: str = "") -> None:
         self.end, self.end_wall = time.monotonic(), time.time()

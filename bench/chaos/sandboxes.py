@@ -140,6 +140,21 @@ def _process_table() -> dict[int, tuple[int, str]]:
     return table
 
 
+def descendants_of(pid: int) -> dict[int, str]:
+    """The command lines of every process below `pid` on the host, by pid."""
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    return {child: table[child][1] for child in _descendants(pid, children) if child != pid}
+
+
+def still_running(processes: dict[int, str]) -> list[str]:
+    """Which of `processes` still run (the same pid with the same command line, not a zombie)."""
+    table = _process_table()
+    return [f"{pid} {line[:100]}" for pid, line in processes.items() if table.get(pid, (0, None))[1] == line]
+
+
 def _descendants(pid: int, children: dict[int, list[int]]) -> list[int]:
     result, stack = [], [pid]
     while stack:

@@ -244,3 +244,12 @@ async def test_unknown_errors_and_capacity_refused_with_room_reach_the_report() 
         "WatchSessionEvents answered UNKNOWN: con",
         "refused with room: CreateSession: UNAVAI",
     ]
+
+
+def test_what_a_killed_agent_left_running_on_the_host() -> None:
+    journal, turns = clean()
+    kill = Fault("agent_kill", "agent-1", 0.0, 0.0)
+    kill.left_on_host = ["4242 /usr/bin/docker exec -i --env-file … claude"]
+    found = facts(journal, turns)
+    found.round.faults.append(kill)
+    assert caught(found) == {"leaks"}
