@@ -75,12 +75,16 @@ class HostUser:
             source = f"/proc/self/fd/{STAGED_FDS[name]}" if name in by_fd else shlex.quote(str(path))
             stage.append(f"/bin/mkdir {STAGE}/{name} && {mount} --bind {source} {STAGE}/{name} || exit 126")
         closes = " ".join(f"{STAGED_FDS[name]}<&-" for name in by_fd)
+        # The whole chain dies with the agent that started it (the parent-death signal, set from the
+        # first step; changing credentials clears it, so setpriv sets it again after): a bubblewrap's
+        # own --die-with-parent comes only once it runs, and an agent killed before that left it.
         stage.append(
             f"exec {setpriv} --reuid={self.uid} --regid={self.gid} --clear-groups --inh-caps=-all "
-            f'--no-new-privs -- "$@" {closes}'
+            f'--no-new-privs --pdeathsig KILL -- "$@" {closes}'
         )
         line = (
-            f"{unshare} --mount --propagation private -- /bin/sh -c {shlex.quote(chr(10).join(stage))} astrabox-stage"
+            f"{setpriv} --pdeathsig KILL -- {unshare} --mount --propagation private -- "
+            f"/bin/sh -c {shlex.quote(chr(10).join(stage))} astrabox-stage"
         )
         return f"exec {opens}", [*shlex.split(line), *program]
 
