@@ -1,9 +1,11 @@
 // The console's frame: sign-in gate, navigation, and the screen of the current hash route.
 import { useCallback, useEffect, useMemo, useState } from "react";
-import { makeApi, describeError } from "./api";
+import { ConnectError } from "@connectrpc/connect";
+import { makeApi, describeError, errorInfo, isUnauthenticated } from "./api";
 import { Role, type Caller } from "./gen/astrabox/admin/v1/admin_service_pb";
 import { href, useRoute } from "./router";
 import { Login } from "./screens/Login";
+import { completeSignOn, isReturn, loadConfig, type ConsoleConfig } from "./signOn";
 import { Sessions } from "./screens/Sessions";
 import { SessionView } from "./screens/SessionView";
 import { Agents } from "./screens/Agents";
@@ -16,7 +18,9 @@ export function App() {
   const [apiKey, setApiKey] = useState(() => sessionStorage.getItem(KEY_STORAGE) ?? "");
   const [caller, setCaller] = useState<Caller | undefined>();
   const [error, setError] = useState("");
-  const api = useMemo(() => (apiKey ? makeApi(apiKey) : undefined), [apiKey]);
+  const [config, setConfig] = useState<ConsoleConfig | undefined>();
+  // This page load is the issuer sending the browser back: finish that before anything else.
+  const [returning, setReturning] = useState(isReturn);
   const route = useRoute();
 
   const signOut = useCallback(() => {
@@ -25,6 +29,51 @@ export function App() {
     setCaller(undefined);
   }, []);
 
+  // A credential the service refuses (expired, revoked) is dropped: back to the sign-in, saying why.
+  // Only the credential in use now: a late refusal of one signed out already changes nothing.
+  const refused = useCallback(
+    (credential: string, e: unknown) => {
+      if (sessionStorage.getItem(KEY_STORAGE) !== credential) return;
+      const expired = errorInfo(e)?.reason === "CREDENTIALS_EXPIRED";
+      setError(expired ? `Your sign-in has expired; sign in again. The service said: ${describeError(e)}` : describeError(e));
+      signOut();
+    },
+    [signOut],
+  );
+  const api = useMemo(
+    () => (apiKey ? makeApi(apiKey, (e: ConnectError) => refused(apiKey, e)) : undefined),
+    [apiKey, refused],
+  );
+
+  useEffect(() => {
+    let stale = false;
+    loadConfig()
+      .then((c) => !stale && setConfig(c))
+      .catch((e) => {
+        if (stale) return;
+        setConfig({ oidc: null, oidcUnavailable: e instanceof Error ? e.message : String(e) });
+      });
+    return () => {
+      stale = true;
+    };
+  }, []);
+
+  useEffect(() => {
+    if (!returning || !config) return;
+    void completeSignOn(config).then((result) => {
+      if (result.kind === "signed-in") {
+        setError("");
+        sessionStorage.setItem(KEY_STORAGE, result.token);
+        setCaller(undefined);
+        setApiKey(result.token);
+      } else if (result.kind === "refused") {
+        signOut();
+        setError(result.message);
+      }
+      setReturning(false);
+    });
+  }, [returning, config, signOut]);
+
   useEffect(() => {
     if (!api) return;
     let stale = false;
@@ -32,7 +81,7 @@ export function App() {
       .whoAmI({})
       .then((r) => !stale && setCaller(r.caller))
       .catch((e) => {
-        if (stale) return;
+        if (stale || isUnauthenticated(e)) return; // a refused credential: `refused` has said why
         setError(describeError(e));
         signOut();
       });
@@ -47,8 +96,9 @@ export function App() {
     setApiKey(key);
   };
 
-  if (!api) return <Login onSignIn={signIn} error={error} />;
-  if (!caller) return <p className="loading" role="status">Checking the key…</p>;
+  if (returning) return <p className="loading" role="status">Finishing the sign-in…</p>;
+  if (!api) return <Login onSignIn={signIn} error={error} config={config} />;
+  if (!caller) return <p className="loading" role="status">Checking the credential…</p>;
 
   const current = route.name === "session" ? "sessions" : route.name;
   return (

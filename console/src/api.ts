@@ -19,15 +19,29 @@ export interface Api {
   apiKey: string;
 }
 
-export function makeApi(apiKey: string): Api {
+/**
+ * `onRefused` hears every call the service refuses as unauthenticated (a key revoked, a token
+ * expired): the credential is no use any more, whichever screen made the call.
+ */
+export function makeApi(apiKey: string, onRefused: (error: ConnectError) => void = () => {}): Api {
   const bearer: Interceptor = (next) => async (request) => {
     request.header.set("Authorization", `Bearer ${apiKey}`);
     return next(request);
   };
+  const refused: Interceptor = (next) => async (request) => {
+    try {
+      const response = await next(request);
+      if (!response.stream) return response;
+      return { ...response, message: heedRefusal(response.message, onRefused) };
+    } catch (e) {
+      if (isUnauthenticated(e)) onRefused(e as ConnectError);
+      throw e;
+    }
+  };
   const transport = createConnectTransport({
     baseUrl: window.location.origin,
     useBinaryFormat: false,
-    interceptors: [bearer],
+    interceptors: [refused, bearer],
     // No cookies: the key is the only credential.
     fetch: (input, init) => globalThis.fetch(input, { ...init, credentials: "omit" }),
   });
@@ -39,6 +53,15 @@ export function makeApi(apiKey: string): Api {
     credentials: createClient(CredentialService, transport),
     apiKey,
   };
+}
+
+async function* heedRefusal<T>(messages: AsyncIterable<T>, onRefused: (error: ConnectError) => void): AsyncIterable<T> {
+  try {
+    yield* messages;
+  } catch (e) {
+    if (isUnauthenticated(e)) onRefused(e as ConnectError);
+    throw e;
+  }
 }
 
 /** google.rpc.ErrorInfo, read from its wire form (the console has no generated googleapis code). */

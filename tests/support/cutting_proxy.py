@@ -27,6 +27,8 @@ class CuttingProxy:
         self._flowing: asyncio.Event
         self._server: asyncio.Server
         self._writers: set[asyncio.StreamWriter] = set()
+        # The server runs each connection's `_accept` as a task of its own: kept to be ended at close.
+        self._connections: set[asyncio.Task[None]] = set()
         self.connections = 0  # accepted so far
         self.address = ""
 
@@ -52,6 +54,8 @@ class CuttingProxy:
             self._call(self._shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def _call(self, coroutine: object) -> None:
         asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)  # type: ignore[arg-type]
@@ -66,6 +70,10 @@ class CuttingProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(*self._target)
         except OSError:
@@ -94,6 +102,12 @@ class CuttingProxy:
     async def _shutdown(self) -> None:
         self._server.close()
         await self._cut()
+        # The aborted ends let every connection's pumps return: wait for their tasks to end before
+        # the loop stops, so that none is destroyed pending. (Not cancelled: in Python 3.11 the
+        # stream server's own callback would then log the CancelledError as an error.)
+        if self._connections:
+            await asyncio.wait(set(self._connections), timeout=5)
+        await self._server.wait_closed()
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ export function Sessions({ api }: { api: Api }) {
   const [sessions, setSessions] = useState<Session[]>([]);
   const [next, setNext] = useState("");
   const [error, setError] = useState("");
-  const [loading, setLoading] = useState(false);
+  const [loading, setLoading] = useState(true); // "No sessions." only once ListSessions said so
   const [refresh, setRefresh] = useState(0);
   const pageToken = tokens_[tokens_.length - 1];
 
