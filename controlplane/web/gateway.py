@@ -16,7 +16,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import structlog
@@ -70,6 +70,17 @@ def routes(services: Sequence[descriptor.ServiceDescriptor]) -> dict[str, Route]
                 method.server_streaming,
             )
     return table
+
+
+class _Call(NamedTuple):
+    """One HTTP request as the call it asks for."""
+
+    request: web.Request
+    route: Route
+    codec: str
+    timeout: float | None
+    metadata: tuple[tuple[str, str], ...]
+    cors: dict[str, str]
 
 
 class Gateway:
@@ -130,21 +141,13 @@ class Gateway:
             codec = _codec(request, route)
             timeout = connect.timeout_seconds(request.headers.get("Connect-Timeout-Ms"))
             metadata = tuple((name, request.headers[name]) for name in FORWARDED_HEADERS if name in request.headers)
-            if route.streaming:
-                return await self._streaming(request, route, codec, timeout, metadata, cors)
-            return await self._unary(request, route, codec, timeout, metadata, cors)
+            asked = _Call(request, route, codec, timeout, metadata, cors)
+            return await (self._streaming(asked) if route.streaming else self._unary(asked))
         except ConnectError as error:
             return _answer_error(error, cors)
 
-    async def _unary(
-        self,
-        request: web.Request,
-        route: Route,
-        codec: str,
-        timeout: float | None,
-        metadata: tuple[tuple[str, str], ...],
-        cors: dict[str, str],
-    ) -> web.StreamResponse:
+    async def _unary(self, asked: _Call) -> web.StreamResponse:
+        request, route, codec, timeout, metadata, cors = asked
         body = await _read_body(request, self._limit)
         message = connect.decode(codec, body, route.request_type)
         call = self._channel.unary_unary(
@@ -155,9 +158,8 @@ class Gateway:
         try:
             response = await call(message, timeout=timeout, metadata=metadata)
         except grpc.aio.AioRpcError as error:
-            details = connect.status_details(error.trailing_metadata())
             return web.json_response(
-                connect.error_json(error.code(), error.details() or "", details),
+                _rpc_error_json(error),
                 status=connect.HTTP_STATUS.get(error.code(), 500),
                 headers={**SECURITY_HEADERS, **cors},
             )
@@ -166,15 +168,8 @@ class Gateway:
             body=connect.encode(codec, response), content_type=content_type, headers={**SECURITY_HEADERS, **cors}
         )
 
-    async def _streaming(
-        self,
-        request: web.Request,
-        route: Route,
-        codec: str,
-        timeout: float | None,
-        metadata: tuple[tuple[str, str], ...],
-        cors: dict[str, str],
-    ) -> web.StreamResponse:
+    async def _streaming(self, asked: _Call) -> web.StreamResponse:
+        request, route, codec, timeout, metadata, cors = asked
         body = _RequestBody(request, codec, route.request_type, self._limit)
         response = web.StreamResponse(
             status=200,
@@ -203,13 +198,7 @@ class Gateway:
             error = refused.error_json()
         except grpc.aio.AioRpcError as failed:
             refused_body = body.error  # what the gateway refused of the request stream, not grpc's CANCELLED
-            error = (
-                refused_body.error_json()
-                if refused_body is not None
-                else connect.error_json(
-                    failed.code(), failed.details() or "", connect.status_details(failed.trailing_metadata())
-                )
-            )
+            error = refused_body.error_json() if refused_body is not None else _rpc_error_json(failed)
         except ConnectionResetError:
             return response  # the caller went away; the call is cancelled below
         finally:
@@ -218,6 +207,11 @@ class Gateway:
         await response.write(connect.end_of_stream(error))
         await response.write_eof()
         return response
+
+
+def _rpc_error_json(error: grpc.aio.AioRpcError) -> dict[str, Any]:
+    """A failed call's status as Connect's error JSON, its details (ErrorInfo …) included."""
+    return connect.error_json(error.code(), error.details() or "", connect.status_details(error.trailing_metadata()))
 
 
 def _serialize(message: Message) -> bytes:
