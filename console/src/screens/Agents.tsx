@@ -7,6 +7,7 @@ import type { Agent, AgentSpec, AgentVersion } from "../gen/astrabox/agents/v1/a
 import { AgentFileError, dumpAgentFile, parseAgentFile } from "../agentYaml";
 import { when } from "../format";
 import { href } from "../router";
+import { DefinitionTable } from "./DefinitionTable";
 
 export function Agents({ api, selected }: { api: Api; selected?: string }) {
   const [agents, setAgents] = useState<Agent[]>([]);
@@ -35,27 +36,12 @@ export function Agents({ api, selected }: { api: Api; selected?: string }) {
           </label>
         </div>
         {error ? <p role="alert" className="error">{error}</p> : null}
-        <table className="list">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Newest version</th>
-              <th scope="col">Updated</th>
-              <th scope="col">Status</th>
-            </tr>
-          </thead>
-          <tbody>
-            {agents.map((a) => (
-              <tr key={a.agentId} aria-selected={selected === a.name}>
-                <td><a href={href({ name: "agents", agent: a.name })}>{a.name}</a></td>
-                <td>v{a.latestVersion}</td>
-                <td>{when(a.updateTime)}</td>
-                <td>{a.archived ? "archived" : "active"}</td>
-              </tr>
-            ))}
-            {!agents.length ? <tr><td colSpan={4} className="empty">No agents yet: apply an agent file.</td></tr> : null}
-          </tbody>
-        </table>
+        <DefinitionTable
+          rows={agents.map((a) => ({ ...a, id: a.agentId }))}
+          selected={selected}
+          link={(name) => href({ name: "agents", agent: name })}
+          empty="No agents yet: apply an agent file."
+        />
         {selected ? <AgentVersions key={`${selected}:${refresh}`} api={api} agent={selected} /> : null}
       </section>
       <ApplyAgentFile api={api} onApplied={() => setRefresh((n) => n + 1)} />

@@ -12,6 +12,7 @@ import {
 } from "../gen/astrabox/environments/v1/environment_pb";
 import { when } from "../format";
 import { href } from "../router";
+import { DefinitionTable } from "./DefinitionTable";
 
 export function Environments({ api, selected }: { api: Api; selected?: string }) {
   const [environments, setEnvironments] = useState<Environment[]>([]);
@@ -38,27 +39,12 @@ export function Environments({ api, selected }: { api: Api; selected?: string })
         </div>
         <p className="hint">Define environments with <code>astrabox environments apply FILE</code>; here you see them and build their versions.</p>
         {error ? <p role="alert" className="error">{error}</p> : null}
-        <table className="list">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Newest version</th>
-              <th scope="col">Updated</th>
-              <th scope="col">Status</th>
-            </tr>
-          </thead>
-          <tbody>
-            {environments.map((e) => (
-              <tr key={e.environmentId} aria-selected={selected === e.name}>
-                <td><a href={href({ name: "environments", environment: e.name })}>{e.name}</a></td>
-                <td>v{e.latestVersion}</td>
-                <td>{when(e.updateTime)}</td>
-                <td>{e.archived ? "archived" : "active"}</td>
-              </tr>
-            ))}
-            {!environments.length ? <tr><td colSpan={4} className="empty">No environments: sessions run in the built-in one.</td></tr> : null}
-          </tbody>
-        </table>
+        <DefinitionTable
+          rows={environments.map((e) => ({ ...e, id: e.environmentId }))}
+          selected={selected}
+          link={(name) => href({ name: "environments", environment: name })}
+          empty="No environments: sessions run in the built-in one."
+        />
       </section>
       {selected ? <EnvironmentVersions key={selected} api={api} environment={selected} /> : null}
     </div>
