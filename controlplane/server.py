@@ -295,7 +295,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         _add_agent_service(AgentServicer(definitions), server)
         builds = EnvironmentBuilds(pool, journal, agents, build_progress)
         _add_environment_service(EnvironmentServicer(environments, builds), server)
-        destinations = Destinations(webhook_networks)
+        destinations = Destinations(webhook_networks, resolve_timeout=min(10.0, settings.webhook_timeout))
         webhooks = Webhooks(pool, keys, destinations, page_tokens)
         _add_webhook_service(WebhookServicer(webhooks), server)
         dispatcher = Dispatcher(
@@ -304,8 +304,9 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             Sender(destinations, settings.webhook_timeout),
             DeliverySettings(
                 poll_interval=settings.webhook_poll_interval,
-                # An attempt ends within resolving, connecting and the exchange: the lease outlasts them.
-                lease=timedelta(seconds=2 * settings.webhook_timeout + 30),
+                # An attempt ends within resolving and the exchange (each bounded by the timeout): the
+                # lease outlasts both, with room for recording the outcome.
+                lease=timedelta(seconds=2 * settings.webhook_timeout + 5),
                 retry_first=settings.webhook_retry_first,
                 retry_longest=settings.webhook_retry_longest,
                 max_attempts=settings.webhook_max_attempts,
