@@ -70,6 +70,7 @@ class Webhook:
 
     @classmethod
     def from_proto(cls, webhook: api.Webhook) -> Webhook:
+        """The webhook a WebhookService answer carries."""
         return cls(
             webhook.webhook_id,
             webhook.project_id,
@@ -94,6 +95,8 @@ class CreatedWebhook:
 
 @dataclass(frozen=True, slots=True)
 class DeliveryAttempt:
+    """One POST of a delivery, as the delivery log keeps it."""
+
     attempt: int
     start_time: datetime
     end_time: datetime | None
@@ -127,6 +130,7 @@ class WebhookDelivery:
 
     @classmethod
     def from_proto(cls, delivery: api.WebhookDelivery) -> WebhookDelivery:
+        """The delivery a WebhookService answer carries."""
         return cls(
             delivery.delivery_id,
             delivery.webhook_id,
@@ -182,6 +186,7 @@ class Webhooks:
                 return
 
     async def get(self, webhook_id: str) -> Webhook:
+        """One webhook of the project."""
         response: api.GetWebhookResponse = await self._unary(
             self._stub.GetWebhook, api.GetWebhookRequest(webhook_id=webhook_id)
         )
@@ -210,6 +215,7 @@ class Webhooks:
         return Webhook.from_proto(response.webhook)
 
     async def delete(self, webhook_id: str) -> None:
+        """Delete the webhook with its deliveries (pending ones are not sent)."""
         await self._unary(self._stub.DeleteWebhook, api.DeleteWebhookRequest(webhook_id=webhook_id))
 
     async def rotate_secret(self, webhook_id: str, *, overlap_seconds: int = 0) -> CreatedWebhook:
