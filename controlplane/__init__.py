@@ -70,11 +70,15 @@ database and nothing else. Its map:
     credential_store.py    credential_store (a project's secrets, encrypted under the operator's key)
     environments.py        environments (a project's named environments)
     environment_versions.py  environment_versions (each one's immutable versions)
+    webhooks.py            webhooks (a project's subscriptions to its session events, sealed secrets)
+    webhook_deliveries.py  webhook_deliveries (the outbox, filled by a trigger on events; leased)
+    webhook_attempts.py    webhook_attempts (the delivery log)
   agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
                    engines' manifests (its own map)
   environments/    EnvironmentService: a project's versioned environments (its own map)
   credential_store/  CredentialService: a project's secrets encrypted at rest, and RunnerService's
                    ResolveCredentials giving them to the agent a session is placed on (its own map)
+  webhooks/        WebhookService and the outbox's dispatcher: signed deliveries of session events (its own map)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own
                    map); identity/store.py owns projects and api_keys, identity/audit.py audit_records
 

@@ -53,6 +53,8 @@
     ├── CredentialsUnavailable FAILED_PRECONDITION  reason CREDENTIALS_UNAVAILABLE (no credentials key)
     ├── CredentialUnreadable   FAILED_PRECONDITION  reason CREDENTIAL_KEY_MISMATCH, CREDENTIAL_CORRUPT
     ├── SessionNotOnAgent      PERMISSION_DENIED    reason SESSION_NOT_ON_AGENT (ResolveCredentials)
+    ├── WebhookNotFound        NOT_FOUND            reason WEBHOOK_NOT_FOUND
+    ├── WebhookDeliveryNotFound NOT_FOUND           reason WEBHOOK_DELIVERY_NOT_FOUND
     ├── Unimplemented          UNIMPLEMENTED        reason NOT_IMPLEMENTED (a field not served yet)
     ├── WorkspaceFailed        the agent's own code and reason (PATH_OUTSIDE_WORKSPACE, PATH_NOT_FOUND, …)
     └── Internal               INTERNAL             reason INTERNAL; the message holds only a reference
@@ -394,6 +396,31 @@ class CredentialUnreadable(KernelError):
     def __init__(self, reason: str, message: str, name: str) -> None:
         super().__init__(message, {"name": name})
         self.reason = reason
+
+
+class WebhookNotFound(KernelError):
+    """No webhook of the caller's project has this id (another project's looks the same)."""
+
+    reason = "WEBHOOK_NOT_FOUND"
+
+    def __init__(self, webhook_id: str) -> None:
+        super().__init__(
+            f"webhook {webhook_id} does not exist in this project; `astrabox webhooks list` shows its webhooks",
+            {"webhook_id": webhook_id},
+        )
+
+
+class WebhookDeliveryNotFound(KernelError):
+    """The webhook has no delivery with this id."""
+
+    reason = "WEBHOOK_DELIVERY_NOT_FOUND"
+
+    def __init__(self, webhook_id: str, delivery_id: str) -> None:
+        super().__init__(
+            f"webhook {webhook_id} has no delivery {delivery_id}; `astrabox webhooks deliveries {webhook_id}`"
+            " lists them",
+            {"webhook_id": webhook_id, "delivery_id": delivery_id},
+        )
 
 
 class SessionNotOnAgent(KernelError):

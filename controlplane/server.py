@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import asyncpg
 import grpc
@@ -19,6 +20,7 @@ from astrabox.credentialstore.v1 import credential_service_pb2_grpc
 from astrabox.environments.v1 import environment_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
+from astrabox.webhooks.v1 import webhook_service_pb2_grpc
 from controlplane import reflection
 from controlplane.agent_definitions.api import AgentServicer
 from controlplane.agent_definitions.definitions import AgentDefinitions
@@ -44,7 +46,7 @@ from controlplane.identity.admin import AdminServicer
 from controlplane.identity.agent_admission import Admission, AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
-from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, KERNEL
+from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, KERNEL, WEBHOOKS
 from controlplane.identity.tenancy import Tenancy
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
@@ -71,17 +73,23 @@ from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
 from controlplane.web.serving import InternalSocket, WebListenError, serve_web
 from controlplane.web.sign_in import ConsoleSignIn
+from controlplane.webhooks.api import WebhookServicer
+from controlplane.webhooks.destinations import Destinations
+from controlplane.webhooks.dispatcher import DeliverySettings, Dispatcher
+from controlplane.webhooks.sender import Sender
+from controlplane.webhooks.subscriptions import Webhooks
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter, WorkspaceTimeouts
 from serverkit import metrics_http, tracing
+from serverkit.addresses import parse_networks
 from serverkit.waits import bounded
 
 log = structlog.get_logger(__name__)
 
 
 RUNNER = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name
-SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, RUNNER)
+SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, RUNNER)
 # What the web API serves: every client-facing service (agents and replicas speak gRPC only).
-WEB_SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS)
+WEB_SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS)
 
 
 def _descriptor(name: str) -> descriptor.ServiceDescriptor:
@@ -132,6 +140,9 @@ _add_credential_service: Callable[[CredentialServicer, grpc.aio.Server], None] =
 _add_environment_service: Callable[[EnvironmentServicer, grpc.aio.Server], None] = (
     environment_service_pb2_grpc.add_EnvironmentServiceServicer_to_server
 )
+_add_webhook_service: Callable[[WebhookServicer, grpc.aio.Server], None] = (
+    webhook_service_pb2_grpc.add_WebhookServiceServicer_to_server
+)
 _add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
     runner_service_pb2_grpc.add_RunnerServiceServicer_to_server
 )
@@ -164,6 +175,10 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             f"--heartbeat-interval ({settings.heartbeat_interval.total_seconds():g} s) must be shorter than "
             f"--lease-ttl ({settings.lease_ttl.total_seconds():g} s), or every lease lapses between heartbeats"
         )
+    try:
+        webhook_networks = parse_networks(settings.webhook_allowed_networks)
+    except ValueError as error:
+        raise SettingsError(f"--webhook-allowed-networks: {error}") from None
     metrics = ControlPlaneMetrics()
     try:
         tracing.configure("astrabox-controlplane", settings.otlp_endpoint)
@@ -194,6 +209,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     KERNEL,
                     ADMIN,
                     CREDENTIALS,
+                    WEBHOOKS,
                     internal=(RUNNER,),
                     self_bounded=(AGENTS, ENVIRONMENTS),
                     scope=Tenancy(pool).scope,
@@ -279,6 +295,24 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         _add_agent_service(AgentServicer(definitions), server)
         builds = EnvironmentBuilds(pool, journal, agents, build_progress)
         _add_environment_service(EnvironmentServicer(environments, builds), server)
+        destinations = Destinations(webhook_networks, resolve_timeout=min(10.0, settings.webhook_timeout))
+        webhooks = Webhooks(pool, keys, destinations, page_tokens)
+        _add_webhook_service(WebhookServicer(webhooks), server)
+        dispatcher = Dispatcher(
+            pool,
+            webhooks,
+            Sender(destinations, settings.webhook_timeout),
+            DeliverySettings(
+                poll_interval=settings.webhook_poll_interval,
+                # An attempt ends within resolving and the exchange (each bounded by the timeout): the
+                # lease outlasts both, with room for recording the outcome.
+                lease=timedelta(seconds=2 * settings.webhook_timeout + 5),
+                retry_first=settings.webhook_retry_first,
+                retry_longest=settings.webhook_retry_longest,
+                max_attempts=settings.webhook_max_attempts,
+                max_age=settings.webhook_max_age,
+            ),
+        )
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable((*SERVICE_NAMES, health.SERVICE_NAME), server)
@@ -336,6 +370,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
                     background.create_task(sweeper.run(settings.sweep_interval.total_seconds())),
                     background.create_task(monitor.run()),
+                    background.create_task(dispatcher.run()),
                 ]
                 try:
                     yield RunningControlPlane(

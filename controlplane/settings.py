@@ -148,6 +148,37 @@ class ControlPlaneSettings:
         ),
     )
     otlp_endpoint: str = serverkit_settings.otlp_endpoint()
+    # Webhook deliveries (controlplane.webhooks): where they may go besides public addresses, and how
+    # they are retried (`first * 2^(n-1)` seconds, half of it jitter, at most `longest`, until
+    # `max_attempts` or `max_age`).
+    webhook_allowed_networks: str = field(
+        default="",
+        metadata=option(
+            "--webhook-allowed-networks",
+            env="ASTRABOX_WEBHOOK_ALLOWED_NETWORKS",
+            help="comma-separated CIDRs of non-public networks webhooks may be delivered to (plain http only"
+            " there), e.g. 10.20.0.0/16 for an internal receiver; default none (env %(env)s)",
+        ),
+    )
+    webhook_timeout: float = tuned(
+        "--webhook-timeout", 10.0, "seconds one webhook attempt may take, connecting included",
+        type=positive_seconds,
+    )  # fmt: skip
+    webhook_max_attempts: int = tuned(
+        "--webhook-max-attempts", 10, "attempts of a webhook delivery before it is failed", type=positive_int
+    )
+    webhook_max_age: timedelta = _seconds(
+        "--webhook-max-age", 86400, "seconds after which a webhook delivery is no longer retried"
+    )
+    webhook_retry_first: timedelta = _seconds(
+        "--webhook-retry-first", 5, "seconds before a failed webhook attempt is retried (doubling each time)"
+    )
+    webhook_retry_longest: timedelta = _seconds(
+        "--webhook-retry-longest", 3600, "the longest wait between attempts of a webhook delivery"
+    )
+    webhook_poll_interval: timedelta = _seconds(
+        "--webhook-poll-interval", 1, "seconds between looks for due webhook deliveries"
+    )
     # How long an agent's lease lasts without a heartbeat; its sessions' runtimes are lost after it.
     lease_ttl: timedelta = _seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat")
     # How often agents are asked to heartbeat.

@@ -66,6 +66,8 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.CredentialsUnavailable: grpc.StatusCode.FAILED_PRECONDITION,
     errors.CredentialUnreadable: grpc.StatusCode.FAILED_PRECONDITION,
     errors.SessionNotOnAgent: grpc.StatusCode.PERMISSION_DENIED,
+    errors.WebhookNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.WebhookDeliveryNotFound: grpc.StatusCode.NOT_FOUND,
 }
 
 

@@ -243,6 +243,14 @@ FIELDS: dict[str, Check] = {
     # CredentialService (controlplane.credential_store: a credential's name is checked there).
     "secret": _secret,
     "description": _string(256),
+    # WebhookService (their meaning is checked in controlplane.webhooks.subscriptions).
+    "webhook_id": _string(64, printable=True),
+    "delivery_id": _string(64, printable=True),
+    "event_types": _repeated(32, _string(64, printable=True)),
+    "event_type": _string(64, printable=True),
+    "enabled": _range(0, 1),
+    "overlap_seconds": _range(0, 604_800),
+    "state": _range(0, 3),
 }
 
 

@@ -16,6 +16,7 @@ from astrabox.agents.v1 import agent_service_pb2
 from astrabox.credentialstore.v1 import credential_service_pb2
 from astrabox.environments.v1 import environment_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
+from astrabox.webhooks.v1 import webhook_service_pb2
 from controlplane.identity.callers import Caller, Role
 
 KERNEL = session_kernel_service_pb2.DESCRIPTOR.services_by_name["SessionKernelService"].full_name
@@ -23,8 +24,9 @@ ADMIN = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 AGENTS = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 CREDENTIALS = credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name
 ENVIRONMENTS = environment_service_pb2.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
+WEBHOOKS = webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"].full_name
 # The services whose every call is authenticated.
-GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS)
+GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +126,24 @@ _ENVIRONMENT_RULES = {
     "BuildEnvironment": _DRIVE,
 }
 
+# Webhooks send the project's events out of the installation, signed with secrets only they show:
+# its admins' to manage, and to read (a delivery's payload names sessions and turns).
+_WEBHOOK_RULES = {
+    "CreateWebhook": _MANAGE_AND_CHANGE,
+    "ListWebhooks": _MANAGE,
+    "GetWebhook": _MANAGE,
+    "UpdateWebhook": _MANAGE_AND_CHANGE,
+    "DeleteWebhook": _MANAGE_AND_CHANGE,
+    "RotateWebhookSecret": _MANAGE_AND_CHANGE,
+    "ListWebhookDeliveries": _MANAGE,
+    "RedeliverWebhook": _MANAGE_AND_CHANGE,
+}
+
 RULES: dict[str, Rule] = {
     **{f"/{KERNEL}/{name}": rule for name, rule in _KERNEL_RULES.items()},
     **{f"/{ADMIN}/{name}": rule for name, rule in _ADMIN_RULES.items()},
     **{f"/{AGENTS}/{name}": rule for name, rule in _AGENT_RULES.items()},
     **{f"/{CREDENTIALS}/{name}": rule for name, rule in _CREDENTIAL_RULES.items()},
     **{f"/{ENVIRONMENTS}/{name}": rule for name, rule in _ENVIRONMENT_RULES.items()},
+    **{f"/{WEBHOOKS}/{name}": rule for name, rule in _WEBHOOK_RULES.items()},
 }

@@ -28,6 +28,9 @@ from controlplane.store import (
     tool_calls,
     tool_grants,
     turns,
+    webhook_attempts,
+    webhook_deliveries,
+    webhooks,
 )
 
 __all__ = [
@@ -52,4 +55,7 @@ __all__ = [
     "tool_calls",
     "tool_grants",
     "turns",
+    "webhook_attempts",
+    "webhook_deliveries",
+    "webhooks",
 ]

@@ -21,6 +21,7 @@ from astrabox.credentialstore.v1 import credential_service_pb2
 from astrabox.environments.v1 import environment_service_pb2
 from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
+from astrabox.webhooks.v1 import webhook_service_pb2
 from controlplane.identity import keys
 from controlplane.identity.rules import RULES
 from controlplane.server import RunningControlPlane, serve
@@ -33,6 +34,7 @@ SERVICES: list[ServiceDescriptor] = [
     agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"],
     credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"],
     environment_service_pb2.DESCRIPTOR.services_by_name["EnvironmentService"],
+    webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"],
 ]
 METHODS = [(service, method) for service in SERVICES for method in service.methods]
 

@@ -37,6 +37,9 @@ OWNERS = {
     "credential_store": "store/credential_store.py",
     "environments": "store/environments.py",
     "environment_versions": "store/environment_versions.py",
+    "webhooks": "store/webhooks.py",
+    "webhook_deliveries": "store/webhook_deliveries.py",
+    "webhook_attempts": "store/webhook_attempts.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",

@@ -49,6 +49,7 @@ from astrabox import (
     session_commands,
     starting_files,
     status_commands,
+    webhook_commands,
 )
 from astrabox.client import AstraBoxClient, AstraBoxError
 from astrabox.credentials import API_KEY, default_api_key
@@ -83,6 +84,7 @@ _CLIENT_COMMANDS = (
     *environment_commands.COMMANDS,
     *admin_commands.COMMANDS,
     *status_commands.COMMANDS,
+    *webhook_commands.COMMANDS,
 )
 
 
@@ -182,6 +184,15 @@ def _cmd_credentials(args: argparse.Namespace) -> int:
     return asyncio.run(_credentials_command(args))
 
 
+async def _webhooks_command(args: argparse.Namespace) -> int:
+    async with _connect(args) as client:
+        return await webhook_commands.run(args, client)
+
+
+def _cmd_webhooks(args: argparse.Namespace) -> int:
+    return asyncio.run(_webhooks_command(args))
+
+
 async def _environments_command(args: argparse.Namespace) -> int:
     async with _connect(args) as client:
         return await environment_commands.run(args, client)
@@ -242,6 +253,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     environment_commands.add_parsers(sub, connection, _cmd_environments)
     admin_commands.add_parsers(sub, connection, _cmd_admin)
     status_commands.add_parsers(sub, connection, _cmd_status)
+    webhook_commands.add_parsers(sub, connection, _cmd_webhooks)
     return parser
 
 

@@ -56,6 +56,7 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grp
 from astrabox.sessions import SessionHandle
 from astrabox.stored_credentials import Credentials
 from astrabox.trace_context import trace_interceptors
+from astrabox.webhook_subscriptions import Webhooks
 
 __all__ = ["AstraBoxClient", "AstraBoxError", "Backoff", "CommandResult", "SessionStateError"]
 
@@ -149,6 +150,8 @@ class AstraBoxClient:
         """CredentialService: the project's stored secrets (`astrabox.stored_credentials`)."""
         self.environments = EnvironmentDefinitions(channel, self._unary, self._metadata)
         """EnvironmentService: environments and their versions (`astrabox.environment_definitions`)."""
+        self.webhooks = Webhooks(channel, self._unary)
+        """WebhookService: the project's webhooks and their deliveries (`astrabox.webhook_subscriptions`)."""
         self._reconnect = reconnect
 
     @classmethod
