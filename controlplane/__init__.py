@@ -70,9 +70,13 @@ database and nothing else. Its map:
     credential_store.py    credential_store (a project's secrets, encrypted under the operator's key)
     environments.py        environments (a project's named environments)
     environment_versions.py  environment_versions (each one's immutable versions)
+    schedules.py           schedules (a project's cron schedules, each one's next tick)
+    schedule_runs.py       schedule_runs (one per schedule and tick: the tick's run and its outcome)
   agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
                    engines' manifests (its own map)
   environments/    EnvironmentService: a project's versioned environments (its own map)
+  schedules/       ScheduleService: a project's cron schedules and the loop that runs their ticks
+                   (its own map)
   credential_store/  CredentialService: a project's secrets encrypted at rest, and RunnerService's
                    ResolveCredentials giving them to the agent a session is placed on (its own map)
   identity/        who calls, what they may do, what they did: keys, tokens, roles, audit (its own

@@ -15,6 +15,7 @@ from astrabox.admin.v1 import admin_service_pb2
 from astrabox.agents.v1 import agent_service_pb2
 from astrabox.credentialstore.v1 import credential_service_pb2
 from astrabox.environments.v1 import environment_service_pb2
+from astrabox.schedules.v1 import schedule_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from controlplane.identity.callers import Caller, Role
 
@@ -23,8 +24,9 @@ ADMIN = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 AGENTS = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 CREDENTIALS = credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name
 ENVIRONMENTS = environment_service_pb2.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
+SCHEDULES = schedule_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"].full_name
 # The services whose every call is authenticated.
-GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS)
+GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, SCHEDULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +126,24 @@ _ENVIRONMENT_RULES = {
     "BuildEnvironment": _DRIVE,
 }
 
+# Schedules start sessions: whoever may start sessions may schedule them; anyone reads them and
+# their history.
+_SCHEDULE_RULES = {
+    "GetSchedule": _VIEW,
+    "ListSchedules": _VIEW,
+    "ListScheduleRuns": _VIEW,
+    "CreateSchedule": _DRIVE,
+    "UpdateSchedule": _DRIVE,
+    "DeleteSchedule": _DRIVE,
+    "PauseSchedule": _DRIVE,
+    "ResumeSchedule": _DRIVE,
+}
+
 RULES: dict[str, Rule] = {
     **{f"/{KERNEL}/{name}": rule for name, rule in _KERNEL_RULES.items()},
     **{f"/{ADMIN}/{name}": rule for name, rule in _ADMIN_RULES.items()},
     **{f"/{AGENTS}/{name}": rule for name, rule in _AGENT_RULES.items()},
     **{f"/{CREDENTIALS}/{name}": rule for name, rule in _CREDENTIAL_RULES.items()},
     **{f"/{ENVIRONMENTS}/{name}": rule for name, rule in _ENVIRONMENT_RULES.items()},
+    **{f"/{SCHEDULES}/{name}": rule for name, rule in _SCHEDULE_RULES.items()},
 }

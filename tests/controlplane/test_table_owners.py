@@ -37,6 +37,8 @@ OWNERS = {
     "credential_store": "store/credential_store.py",
     "environments": "store/environments.py",
     "environment_versions": "store/environment_versions.py",
+    "schedules": "store/schedules.py",
+    "schedule_runs": "store/schedule_runs.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",
