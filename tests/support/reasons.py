@@ -15,6 +15,7 @@ CLIENT_SERVICES = (
     "agent_service",
     "environment_service",
     "credential_service",
+    "schedule_service",
 )
 _REASON = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bINTERNAL\b")
 

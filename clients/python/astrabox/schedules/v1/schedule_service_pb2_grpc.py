@@ -41,8 +41,11 @@ class ScheduleServiceStub:
     zone, a prompt empty or over 32 KiB, a missed-ticks policy unspecified),
     SCHEDULE_LIMIT_REACHED (RESOURCE_EXHAUSTED: the project has as many
     schedules as a project may; metadata "limit"), AGENT_NOT_FOUND and
-    ENVIRONMENT_NOT_FOUND (the spec names an agent definition or environment
-    the project does not have), PAGE_TOKEN_INVALID, and those every service
+    ENVIRONMENT_NOT_FOUND, AGENT_VERSION_NOT_FOUND,
+    ENVIRONMENT_VERSION_NOT_FOUND, AGENT_ARCHIVED, ENVIRONMENT_ARCHIVED (the
+    spec names an agent definition or environment the project does not have,
+    or one that starts no session), INVALID_ARGUMENT (a name or reference of
+    the wrong form), PAGE_TOKEN_INVALID, and those every service
     shares (see SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the
     database cannot be reached; retry, the request ids make a repeat take
     effect once), DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the
@@ -136,8 +139,11 @@ class ScheduleServiceServicer:
     zone, a prompt empty or over 32 KiB, a missed-ticks policy unspecified),
     SCHEDULE_LIMIT_REACHED (RESOURCE_EXHAUSTED: the project has as many
     schedules as a project may; metadata "limit"), AGENT_NOT_FOUND and
-    ENVIRONMENT_NOT_FOUND (the spec names an agent definition or environment
-    the project does not have), PAGE_TOKEN_INVALID, and those every service
+    ENVIRONMENT_NOT_FOUND, AGENT_VERSION_NOT_FOUND,
+    ENVIRONMENT_VERSION_NOT_FOUND, AGENT_ARCHIVED, ENVIRONMENT_ARCHIVED (the
+    spec names an agent definition or environment the project does not have,
+    or one that starts no session), INVALID_ARGUMENT (a name or reference of
+    the wrong form), PAGE_TOKEN_INVALID, and those every service
     shares (see SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the
     database cannot be reached; retry, the request ids make a repeat take
     effect once), DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the
@@ -294,8 +300,11 @@ class ScheduleService:
     zone, a prompt empty or over 32 KiB, a missed-ticks policy unspecified),
     SCHEDULE_LIMIT_REACHED (RESOURCE_EXHAUSTED: the project has as many
     schedules as a project may; metadata "limit"), AGENT_NOT_FOUND and
-    ENVIRONMENT_NOT_FOUND (the spec names an agent definition or environment
-    the project does not have), PAGE_TOKEN_INVALID, and those every service
+    ENVIRONMENT_NOT_FOUND, AGENT_VERSION_NOT_FOUND,
+    ENVIRONMENT_VERSION_NOT_FOUND, AGENT_ARCHIVED, ENVIRONMENT_ARCHIVED (the
+    spec names an agent definition or environment the project does not have,
+    or one that starts no session), INVALID_ARGUMENT (a name or reference of
+    the wrong form), PAGE_TOKEN_INVALID, and those every service
     shares (see SessionKernelService): DATABASE_UNAVAILABLE (UNAVAILABLE: the
     database cannot be reached; retry, the request ids make a repeat take
     effect once), DATABASE_CONFLICT (ABORTED) and INTERNAL (INTERNAL: the
