@@ -50,7 +50,7 @@ async def count(conn: asyncpg.Connection, project_id: uuid.UUID) -> int:
 async def lock_project(conn: asyncpg.Connection, project_id: uuid.UUID) -> None:
     """Make the project's schedule creations take turns until the transaction ends (so that the
     count of its schedules is still right when the new one is inserted)."""
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('schedules/' || $1::text, 0))", project_id)
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('schedules/' || $1::uuid::text, 0))", project_id)
 
 
 async def by_request_id(
