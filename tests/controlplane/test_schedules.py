@@ -6,6 +6,7 @@ getting their prompt. Seconds-level cron expressions keep it fast (the minimum i
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -90,7 +91,7 @@ async def test_each_tick_starts_a_session_with_the_prompt_once(plane: Plane, run
         ticks = [r.tick_time for r in runs]
         assert len(set(ticks)) == len(ticks)
         # One tick every 2 seconds, none left out (run-each), newest first.
-        assert all(a - b == timedelta(seconds=2) for a, b in zip(ticks, ticks[1:], strict=False)), ticks
+        assert all(a - b == timedelta(seconds=2) for a, b in itertools.pairwise(ticks)), ticks
         assert all(r.state == "started" for r in runs), runs
         sessions = await client.list_sessions(label_selector=f"{LABEL}=every-second")
         assert sorted(s.session_id for s in sessions.sessions) == sorted(r.session_id for r in runs)

@@ -57,6 +57,10 @@ EXCEPTIONS = {
     ): "an agent's plain outputs are journaled in one statement, if their turn has not ended",
     ("store/agents.py", "sessions"): "placement counts the sessions on each agent",
     ("store/sessions.py", "interactions"): "a session's view shows its pending interaction",
+    (
+        "store/schedule_runs.py",
+        "schedules",
+    ): "a run is worked on with its schedule's spec, read in the statement that leases it",
     ("store/sessions.py", "background_tasks"): "a session's view shows its open tasks; an idle session has none",
     ("store/sessions.py", "turns"): "a session's view shows its queued turns; an idle session has none",
     ("store/sessions.py", "tool_grants"): "a session's view shows its tool grants in force",

@@ -33,12 +33,12 @@ from astrabox.schedules.v1 import schedule_service_pb2_grpc as api_grpc
 
 __all__ = ["MISSED_TICKS", "Schedule", "ScheduleRun", "Schedules", "spec"]
 
-# The missed-ticks policies by their short names (`spec(missed_ticks=...)`, the CLI's --missed-ticks).
 MISSED_TICKS = {
     "skip": api.MISSED_TICKS_SKIP,
     "run-once": api.MISSED_TICKS_RUN_ONCE,
     "run-each": api.MISSED_TICKS_RUN_EACH,
 }
+"""The missed-ticks policies by their short names (`spec(missed_ticks=...)`, the CLI's --missed-ticks)."""
 
 
 def spec(
@@ -92,6 +92,7 @@ class Schedule:
 
     @classmethod
     def from_proto(cls, message: api.Schedule) -> Schedule:
+        """From the `Schedule` message the server sent."""
         return cls(
             message.schedule_id,
             message.name,
@@ -123,6 +124,7 @@ class ScheduleRun:
 
     @classmethod
     def from_proto(cls, message: api.ScheduleRun) -> ScheduleRun:
+        """From the `ScheduleRun` message the server sent."""
         return cls(
             message.schedule_id,
             _time(message.tick_time),
@@ -164,6 +166,7 @@ class Schedules:
         return Schedule.from_proto(response.schedule)
 
     async def get(self, schedule: str) -> Schedule:
+        """The schedule (NOT_FOUND, SCHEDULE_NOT_FOUND when the project has none of that name or id)."""
         response: api.GetScheduleResponse = await self._unary(
             self._stub.GetSchedule, api.GetScheduleRequest(schedule=schedule)
         )
@@ -194,6 +197,7 @@ class Schedules:
         return Schedule.from_proto(response.schedule)
 
     async def pause(self, schedule: str) -> Schedule:
+        """Pauses it: no tick runs until it is resumed. Idempotent."""
         response: api.PauseScheduleResponse = await self._unary(
             self._stub.PauseSchedule, api.PauseScheduleRequest(schedule=schedule)
         )
