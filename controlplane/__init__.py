@@ -73,9 +73,13 @@ database and nothing else. Its map:
     webhooks.py            webhooks (a project's subscriptions to its session events, sealed secrets)
     webhook_deliveries.py  webhook_deliveries (the outbox, filled by a trigger on events; leased)
     webhook_attempts.py    webhook_attempts (the delivery log)
+    schedules.py           schedules (a project's cron schedules, each one's next tick)
+    schedule_runs.py       schedule_runs (one per schedule and tick: the tick's run and its outcome)
   agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
                    engines' manifests (its own map)
   environments/    EnvironmentService: a project's versioned environments (its own map)
+  schedules/       ScheduleService: a project's cron schedules and the loop that runs their ticks
+                   (its own map)
   credential_store/  CredentialService: a project's secrets encrypted at rest, and RunnerService's
                    ResolveCredentials giving them to the agent a session is placed on (its own map)
   webhooks/        WebhookService and the outbox's dispatcher: signed deliveries of session events (its own map)

@@ -6,7 +6,7 @@
     │                                                   PATH_OUTSIDE_WORKSPACE, INVALID_AGENT_SPEC,
     │                                                   INVALID_ENVIRONMENT_SPEC,
     │                                                   LABEL_SELECTOR_INVALID, PAGE_TOKEN_FILTERS_CHANGED,
-    │                                                   INVALID_GIT_SOURCE
+    │                                                   INVALID_GIT_SOURCE, INVALID_SCHEDULE
     ├── SessionNotFound        NOT_FOUND            reason SESSION_NOT_FOUND
     ├── InteractionNotFound    NOT_FOUND            reason INTERACTION_NOT_FOUND
     ├── TaskNotFound           NOT_FOUND            reason TASK_NOT_FOUND
@@ -48,6 +48,9 @@
     ├── EnvironmentArchived    FAILED_PRECONDITION  reason ENVIRONMENT_ARCHIVED
     ├── EnvironmentVersionConflict ABORTED          reason ENVIRONMENT_VERSION_CONFLICT; metadata
     │                                                   expected_version, latest_version
+    ├── ScheduleNotFound       NOT_FOUND            reason SCHEDULE_NOT_FOUND
+    ├── ScheduleExists         ALREADY_EXISTS       reason SCHEDULE_ALREADY_EXISTS
+    ├── ScheduleLimitReached   RESOURCE_EXHAUSTED   reason SCHEDULE_LIMIT_REACHED; metadata limit
     ├── SessionBudgetExhausted FAILED_PRECONDITION  reason SESSION_BUDGET_EXHAUSTED; metadata cost_usd, limit_usd
     ├── CredentialNotFound     NOT_FOUND            reason CREDENTIAL_NOT_FOUND
     ├── CredentialsUnavailable FAILED_PRECONDITION  reason CREDENTIALS_UNAVAILABLE (no credentials key)
@@ -484,6 +487,38 @@ class EnvironmentVersionConflict(KernelError):
             f"environment {name} is at version {latest}, not {expected}: someone else changed it; read it again"
             f" (GetEnvironment) and apply your change to version {latest}",
             {"environment": name, "expected_version": str(expected), "latest_version": str(latest)},
+        )
+
+
+class ScheduleNotFound(KernelError):
+    """No schedule of the caller's project has this name or id (another project's looks the same)."""
+
+    reason = "SCHEDULE_NOT_FOUND"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(
+            f"schedule {ref} does not exist in this project; `astrabox schedules list` shows its schedules",
+            {"schedule": ref},
+        )
+
+
+class ScheduleExists(KernelError):
+    reason = "SCHEDULE_ALREADY_EXISTS"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"a schedule named {name} already exists in this project; update it or choose another name",
+            {"name": name},
+        )
+
+
+class ScheduleLimitReached(KernelError):
+    reason = "SCHEDULE_LIMIT_REACHED"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the project has {limit} schedules, as many as a project may have: delete one first",
+            {"limit": str(limit)},
         )
 
 

@@ -27,7 +27,7 @@ from controlplane.validation import echo
 
 log = structlog.get_logger(__name__)
 
-_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
+NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
 NAME_RULE = "1-64 characters of [a-z0-9-], starting with a letter"
 MAX_VERSION = 2**31 - 1
 DEFAULT_PAGE_SIZE = 50
@@ -37,7 +37,7 @@ MAX_PAGE_SIZE = 500
 def new_name(what: str, value: str) -> str:
     """A new definition's name: unique in its project, never of the form of an id (a UUID), so that
     a reference (`ref`) is either unambiguously. `what` is the kind ("agent", "environment")."""
-    if not _NAME.fullmatch(value) or as_id(value) is not None:
+    if not NAME.fullmatch(value) or as_id(value) is not None:
         raise InvalidArgument("name", f"an {what}'s name is {NAME_RULE}, and not a UUID; got {echo(value)}")
     return value
 
@@ -49,7 +49,7 @@ def ref(what: str, value: str, field: str) -> uuid.UUID | str:
     found = as_id(value)
     if found is not None:
         return found
-    if not _NAME.fullmatch(value):
+    if not NAME.fullmatch(value):
         raise InvalidArgument(
             field, f"{field} must be an {what}'s name ({NAME_RULE}) or id (a UUID), got {echo(value)}"
         )

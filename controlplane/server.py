@@ -19,6 +19,7 @@ from astrabox.agents.v1 import agent_service_pb2_grpc
 from astrabox.credentialstore.v1 import credential_service_pb2_grpc
 from astrabox.environments.v1 import environment_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
+from astrabox.schedules.v1 import schedule_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
 from astrabox.webhooks.v1 import webhook_service_pb2_grpc
 from controlplane import reflection
@@ -46,7 +47,7 @@ from controlplane.identity.admin import AdminServicer
 from controlplane.identity.agent_admission import Admission, AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
-from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, KERNEL, WEBHOOKS
+from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, KERNEL, SCHEDULES, WEBHOOKS
 from controlplane.identity.tenancy import Tenancy
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
@@ -58,6 +59,9 @@ from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
 from controlplane.quotas import Quotas
 from controlplane.relay import RelaySettings, RunnerServicer
+from controlplane.schedules.api import ScheduleServicer
+from controlplane.schedules.definitions import Limits, ScheduleDefinitions
+from controlplane.schedules.scheduler import Scheduler, SchedulerSettings
 from controlplane.settings import (
     MAX_GRPC_MESSAGE_BYTES,
     ControlPlaneSettings,
@@ -87,9 +91,9 @@ log = structlog.get_logger(__name__)
 
 
 RUNNER = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name
-SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, RUNNER)
+SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES, RUNNER)
 # What the web API serves: every client-facing service (agents and replicas speak gRPC only).
-WEB_SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS)
+WEB_SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES)
 
 
 def _descriptor(name: str) -> descriptor.ServiceDescriptor:
@@ -142,6 +146,9 @@ _add_environment_service: Callable[[EnvironmentServicer, grpc.aio.Server], None]
 )
 _add_webhook_service: Callable[[WebhookServicer, grpc.aio.Server], None] = (
     webhook_service_pb2_grpc.add_WebhookServiceServicer_to_server
+)
+_add_schedule_service: Callable[[ScheduleServicer, grpc.aio.Server], None] = (
+    schedule_service_pb2_grpc.add_ScheduleServiceServicer_to_server
 )
 _add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
     runner_service_pb2_grpc.add_RunnerServiceServicer_to_server
@@ -211,7 +218,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     CREDENTIALS,
                     WEBHOOKS,
                     internal=(RUNNER,),
-                    self_bounded=(AGENTS, ENVIRONMENTS),
+                    self_bounded=(AGENTS, ENVIRONMENTS, SCHEDULES),
                     scope=Tenancy(pool).scope,
                 ),
             ],
@@ -313,6 +320,27 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 max_age=settings.webhook_max_age,
             ),
         )
+        schedules = ScheduleDefinitions(
+            pool,
+            page_tokens,
+            definitions,
+            environments,
+            Limits(settings.schedules_per_project, settings.schedule_min_interval),
+        )
+        _add_schedule_service(ScheduleServicer(schedules), server)
+        scheduler = Scheduler(
+            pool,
+            journal,
+            kernel,
+            conversation,
+            SchedulerSettings(
+                interval=settings.schedule_interval,
+                lease=settings.schedule_lease,
+                # A run waits for its session's start, which fails past startup_deadline.
+                run_deadline=settings.startup_deadline + settings.schedule_lease,
+                grace=settings.schedule_grace,
+            ),
+        )
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable((*SERVICE_NAMES, health.SERVICE_NAME), server)
@@ -369,6 +397,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 loops = [
                     background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
                     background.create_task(sweeper.run(settings.sweep_interval.total_seconds())),
+                    background.create_task(scheduler.run()),
                     background.create_task(monitor.run()),
                     background.create_task(dispatcher.run()),
                 ]

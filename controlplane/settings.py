@@ -226,6 +226,23 @@ class ControlPlaneSettings:
     command_lease_ttl: timedelta = _seconds(
         "--command-lease-ttl", 30, "seconds a running command's quota lease outlives its replica's last renewal"
     )
+    # Schedules (controlplane.schedules): how often a replica looks for due ticks and runs to move on,
+    # how long it holds a run before another replica may take it over (its holder died), how late a
+    # tick may be and still not count as missed, how many schedules a project may have, and the
+    # shortest interval between two ticks of one.
+    schedule_interval: timedelta = _seconds("--schedule-interval", 1, "seconds between the scheduler's passes")
+    schedule_lease: timedelta = _seconds(
+        "--schedule-lease", 30, "seconds a replica holds a schedule's run before another may take it over"
+    )
+    schedule_grace: timedelta = _seconds(
+        "--schedule-grace", 30, "seconds a tick may be late and still run under MISSED_TICKS_SKIP"
+    )
+    schedules_per_project: int = tuned(
+        "--schedules-per-project", 100, "schedules a project may have", type=positive_int
+    )
+    schedule_min_interval: timedelta = _seconds(
+        "--schedule-min-interval", 60, "the shortest time a schedule's cron expression may leave between ticks"
+    )
     # Rows one pass of the sweep takes of each kind (commands pruned, destructions retried).
     sweep_batch: int = tuned("--sweep-batch", 500, "rows one pass of the sweep prunes or retries", type=positive_int)
     # Acknowledged agent commands are kept this long (to answer what an agent was told), then pruned.

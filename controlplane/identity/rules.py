@@ -15,6 +15,7 @@ from astrabox.admin.v1 import admin_service_pb2
 from astrabox.agents.v1 import agent_service_pb2
 from astrabox.credentialstore.v1 import credential_service_pb2
 from astrabox.environments.v1 import environment_service_pb2
+from astrabox.schedules.v1 import schedule_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from astrabox.webhooks.v1 import webhook_service_pb2
 from controlplane.identity.callers import Caller, Role
@@ -25,8 +26,9 @@ AGENTS = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 CREDENTIALS = credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name
 ENVIRONMENTS = environment_service_pb2.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 WEBHOOKS = webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"].full_name
+SCHEDULES = schedule_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"].full_name
 # The services whose every call is authenticated.
-GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS)
+GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,19 @@ _WEBHOOK_RULES = {
     "RedeliverWebhook": _MANAGE_AND_CHANGE,
 }
 
+# Schedules start sessions: whoever may start sessions may schedule them; anyone reads them and
+# their history.
+_SCHEDULE_RULES = {
+    "GetSchedule": _VIEW,
+    "ListSchedules": _VIEW,
+    "ListScheduleRuns": _VIEW,
+    "CreateSchedule": _DRIVE,
+    "UpdateSchedule": _DRIVE,
+    "DeleteSchedule": _DRIVE,
+    "PauseSchedule": _DRIVE,
+    "ResumeSchedule": _DRIVE,
+}
+
 RULES: dict[str, Rule] = {
     **{f"/{KERNEL}/{name}": rule for name, rule in _KERNEL_RULES.items()},
     **{f"/{ADMIN}/{name}": rule for name, rule in _ADMIN_RULES.items()},
@@ -146,4 +161,5 @@ RULES: dict[str, Rule] = {
     **{f"/{CREDENTIALS}/{name}": rule for name, rule in _CREDENTIAL_RULES.items()},
     **{f"/{ENVIRONMENTS}/{name}": rule for name, rule in _ENVIRONMENT_RULES.items()},
     **{f"/{WEBHOOKS}/{name}": rule for name, rule in _WEBHOOK_RULES.items()},
+    **{f"/{SCHEDULES}/{name}": rule for name, rule in _SCHEDULE_RULES.items()},
 }

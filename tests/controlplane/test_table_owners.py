@@ -40,6 +40,8 @@ OWNERS = {
     "webhooks": "store/webhooks.py",
     "webhook_deliveries": "store/webhook_deliveries.py",
     "webhook_attempts": "store/webhook_attempts.py",
+    "schedules": "store/schedules.py",
+    "schedule_runs": "store/schedule_runs.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",
@@ -58,6 +60,10 @@ EXCEPTIONS = {
     ): "an agent's plain outputs are journaled in one statement, if their turn has not ended",
     ("store/agents.py", "sessions"): "placement counts the sessions on each agent",
     ("store/sessions.py", "interactions"): "a session's view shows its pending interaction",
+    (
+        "store/schedule_runs.py",
+        "schedules",
+    ): "a run is worked on with its schedule's spec, read in the statement that leases it",
     ("store/sessions.py", "background_tasks"): "a session's view shows its open tasks; an idle session has none",
     ("store/sessions.py", "turns"): "a session's view shows its queued turns; an idle session has none",
     ("store/sessions.py", "tool_grants"): "a session's view shows its tool grants in force",

@@ -16,6 +16,7 @@ CLIENT_SERVICES = (
     "environment_service",
     "credential_service",
     "webhook_service",
+    "schedule_service",
 )
 _REASON = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bINTERNAL\b")
 

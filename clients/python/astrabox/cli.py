@@ -10,6 +10,7 @@
                            sessions; list and revoke their tool grants (`astrabox.session_commands`)
     astrabox agents …      apply agent files (YAML), list, show, version and archive agents
     astrabox environments …  apply environment files (YAML), list, show, version, archive and build them
+    astrabox schedules …   cron schedules that start a session with a prompt, and their runs
     astrabox whoami        the project, role and key of the credential in use
     astrabox projects …    create and list projects (operator admins); where credentials may run
     astrabox keys …        create, list and revoke a project's API keys (admins)
@@ -46,6 +47,7 @@ from astrabox import (
     credential_commands,
     environment_commands,
     failures,
+    schedule_commands,
     session_commands,
     starting_files,
     status_commands,
@@ -82,6 +84,7 @@ _CLIENT_COMMANDS = (
     *agent_commands.COMMANDS,
     *credential_commands.COMMANDS,
     *environment_commands.COMMANDS,
+    *schedule_commands.COMMANDS,
     *admin_commands.COMMANDS,
     *status_commands.COMMANDS,
     *webhook_commands.COMMANDS,
@@ -202,6 +205,15 @@ def _cmd_environments(args: argparse.Namespace) -> int:
     return asyncio.run(_environments_command(args))
 
 
+async def _schedules_command(args: argparse.Namespace) -> int:
+    async with _connect(args) as client:
+        return await schedule_commands.run(args, client)
+
+
+def _cmd_schedules(args: argparse.Namespace) -> int:
+    return asyncio.run(_schedules_command(args))
+
+
 def _connection_options() -> argparse.ArgumentParser:
     """--target, --tls-ca and the API key's flags, shared by every client command."""
     options = argparse.ArgumentParser(add_help=False)
@@ -251,6 +263,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     agent_commands.add_parsers(sub, connection, _cmd_agents)
     credential_commands.add_parsers(sub, connection, _cmd_credentials)
     environment_commands.add_parsers(sub, connection, _cmd_environments)
+    schedule_commands.add_parsers(sub, connection, _cmd_schedules)
     admin_commands.add_parsers(sub, connection, _cmd_admin)
     status_commands.add_parsers(sub, connection, _cmd_status)
     webhook_commands.add_parsers(sub, connection, _cmd_webhooks)

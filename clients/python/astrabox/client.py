@@ -50,6 +50,7 @@ from astrabox.environment_definitions import EnvironmentDefinitions
 from astrabox.errors import AstraBoxError, SessionStateError
 from astrabox.events import Delta
 from astrabox.retries import within_deadline
+from astrabox.scheduling import Schedules
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grpc
@@ -152,6 +153,8 @@ class AstraBoxClient:
         """EnvironmentService: environments and their versions (`astrabox.environment_definitions`)."""
         self.webhooks = Webhooks(channel, self._unary)
         """WebhookService: the project's webhooks and their deliveries (`astrabox.webhook_subscriptions`)."""
+        self.schedules = Schedules(channel, self._unary)
+        """ScheduleService: cron schedules and their runs (`astrabox.scheduling`)."""
         self._reconnect = reconnect
 
     @classmethod
