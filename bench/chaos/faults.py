@@ -103,7 +103,7 @@ class Injector:
             if not free:
                 return
             fault = self._begin(kind, member.name, frozenset({member.name}))
-            started = descendants_of(member.process.proc.pid) if member.running() and member.process else {}
+            started = descendants_of(member.process.proc.pid) if member.running and member.process else {}
             member.kill()
             await asyncio.sleep(self._rng.uniform(*down))
             # Before the next agent starts (it ends what sandboxes still run): what the killed one
