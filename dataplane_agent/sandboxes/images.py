@@ -31,8 +31,11 @@ FALLBACK_MIRROR = "http://deb.debian.org/debian"
 SANDBOX_USER = "agent"
 SANDBOX_UID = 1000
 # What the CLI and common agent work need besides the minimal base (which has coreutils, grep,
-# sed, findutils, bash); socat forwards the model route from a unix socket to the CLI's loopback.
+# sed, findutils, bash); socat forwards the model route from a unix socket to the CLI's loopback;
+# python3 and node run the scripts, tools and stdio MCP servers agents commonly bring.
 PACKAGES = (
+    "python3",
+    "nodejs",
     "bash",
     "coreutils",
     "git",

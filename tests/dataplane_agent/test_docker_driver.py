@@ -497,3 +497,11 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+async def test_python3_and_node_run_in_the_sandbox(driver: DockerSandboxDriver) -> None:
+    """What agents commonly bring (scripts, tools, stdio MCP servers) has its interpreters."""
+    sandbox = await driver.create(spec("interpreters"))
+    result = await sh(driver, sandbox, "python3 -c 'print(6 * 7)' && node -e 'console.log(6 * 7)'")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["42", "42"]
