@@ -303,7 +303,11 @@ async def test_destroy_removes_the_pids_cgroup(driver: LocalSandboxDriver) -> No
     sandbox = await driver.create(SandboxSpec(session_id="cgroup", agent_id="agent-1"))
     result = await _sh(driver, sandbox, "cat /proc/self/cgroup")
     assert result.returncode == 0, result.stderr
-    groups = [path for path in Path("/sys/fs/cgroup").glob(f"**/astrabox/*-{sandbox.sandbox_id}") if path.is_dir()]
+    # The sandbox's group under each hierarchy (v1: <controller>/astrabox/, v2: astrabox/), found
+    # without walking into other groups, which come and go while this runs.
+    root = Path("/sys/fs/cgroup")
+    named = f"*-{sandbox.sandbox_id}"
+    groups = [path for path in [*root.glob(f"*/astrabox/{named}"), *root.glob(f"astrabox/{named}")] if path.is_dir()]
     assert any((group / "pids.max").exists() for group in groups)
 
     assert await driver.destroy(sandbox) is DestroyVerdict.CONFIRMED
