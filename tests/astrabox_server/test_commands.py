@@ -32,6 +32,7 @@ def test_help_lists_the_server_commands_beside_the_clients() -> None:
             "agents",
             "credentials",
             "environments",
+            "schedules",
             "whoami",
             "projects",
             "keys",
@@ -40,6 +41,7 @@ def test_help_lists_the_server_commands_beside_the_clients() -> None:
             "quotas",
             "status",
             "top",
+            "webhooks",
         ]
     )
     assert "astrabox-server distribution" not in result.stdout  # the hint for a client-only install
