@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from controlplane.web.origins import BROWSER_POLICY_HEADERS
 from controlplane.web.sign_in import ConsoleSignIn
 
 CONSOLE_DIR = Path(__file__).parent / "console"
@@ -23,12 +24,7 @@ CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
 )
-PAGE_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Cross-Origin-Opener-Policy": "same-origin",
-}
+PAGE_HEADERS = {**BROWSER_POLICY_HEADERS, "Cross-Origin-Opener-Policy": "same-origin"}
 # The largest console file read into memory (the built bundle is well under this).
 MAX_FILE_BYTES = 16 * 1024 * 1024
 NOT_BUILT = (

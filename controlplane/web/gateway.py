@@ -26,19 +26,14 @@ from google.protobuf.message import Message
 
 from controlplane.web import connect
 from controlplane.web.connect import ConnectError
-from controlplane.web.origins import Origins
+from controlplane.web.origins import BROWSER_POLICY_HEADERS, Origins
 
 log = structlog.get_logger(__name__)
 
 # Request metadata passed on to the gRPC call; nothing else of the HTTP headers is.
 FORWARDED_HEADERS = ("authorization", "traceparent", "tracestate")
 # Headers on every answer: nothing cached, sniffed, framed or referred.
-SECURITY_HEADERS = {
-    "Cache-Control": "no-store",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-}
+SECURITY_HEADERS = {"Cache-Control": "no-store", **BROWSER_POLICY_HEADERS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,12 @@ from urllib.parse import urlsplit
 ALLOWED_HEADERS = "authorization, content-type, connect-protocol-version, connect-timeout-ms"
 EXPOSED_HEADERS = "content-type"
 PREFLIGHT_MAX_AGE_S = 600
+# On every answer, page or API: never sniff a type, never send a referrer, never be framed.
+BROWSER_POLICY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
 
 
 class OriginSettingError(ValueError):
