@@ -22,7 +22,7 @@ from dataplane_agent.routes.model import ModelRoute
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from serverkit.host_patterns import parse
 from tests.dataplane_agent.fakes import Agent, deliver, running_agent
-from tests.dataplane_agent.test_egress_proxy import StaticBindings
+from tests.support.egress import StaticBindings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::claude_agent_sdk.CanUseToolShadowedWarning")]
 

@@ -18,7 +18,7 @@ from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from serverkit.host_patterns import parse
 from tests.dataplane_agent.fakes import ScriptedEngine, result_turn, running_agent, start
-from tests.dataplane_agent.test_egress_proxy import StaticBindings
+from tests.support.egress import StaticBindings
 from tests.support.git_server import make_repository, serve
 
 SECRET = "git-host-token-5b1f0c7e9a"
