@@ -318,6 +318,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 retry_longest=settings.webhook_retry_longest,
                 max_attempts=settings.webhook_max_attempts,
                 max_age=settings.webhook_max_age,
+                retention=settings.webhook_delivery_retention,
+                prune_batch=settings.sweep_batch,
             ),
         )
         schedules = ScheduleDefinitions(

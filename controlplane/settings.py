@@ -179,6 +179,12 @@ class ControlPlaneSettings:
     webhook_poll_interval: timedelta = _seconds(
         "--webhook-poll-interval", 1, "seconds between looks for due webhook deliveries"
     )
+    # The delivery log is kept this long after a delivery finished (delivered or failed), then deleted.
+    webhook_delivery_retention: timedelta = _seconds(
+        "--webhook-delivery-retention",
+        30 * 86400,
+        "seconds a finished webhook delivery and its attempts stay in the delivery log; 0: forever",
+    )
     # How long an agent's lease lasts without a heartbeat; its sessions' runtimes are lost after it.
     lease_ttl: timedelta = _seconds("--lease-ttl", 15, "seconds an agent's lease lasts without a heartbeat")
     # How often agents are asked to heartbeat.

@@ -104,3 +104,17 @@ async def get(conn: asyncpg.Connection | asyncpg.Pool, delivery_ids: Sequence[uu
         f"SELECT {_COLUMNS} FROM webhook_deliveries WHERE delivery_id = ANY($1::uuid[])", list(delivery_ids)
     )
     return rows
+
+
+async def prune_finished(db: asyncpg.Connection | asyncpg.Pool, older_than: timedelta, limit: int) -> int:
+    """Delete up to `limit` deliveries delivered or failed more than `older_than` ago, oldest first,
+    with their attempts; how many."""
+    deleted: int = await db.fetchval(
+        "WITH gone AS (DELETE FROM webhook_deliveries WHERE delivery_id IN"
+        " (SELECT delivery_id FROM webhook_deliveries WHERE state <> 'pending' AND finished_at < now() - $1::interval"
+        "  ORDER BY finished_at LIMIT $2) RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        older_than,
+        limit,
+    )
+    return deleted

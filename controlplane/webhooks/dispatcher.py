@@ -10,6 +10,9 @@ replica that stalled past its lease cannot overwrite a newer attempt's result.
 A failed attempt is retried after `first * 2^(n-1)` seconds (at most `longest`), of which a random
 half is jitter, until `max_attempts` attempts or `max_age` since the delivery (or its last manual
 redelivery) began; then it is failed, and stays in the log for a redelivery.
+
+Finished deliveries (delivered or failed) are deleted with their attempts `retention` after they
+finished, a bounded batch at most every `prune_interval`; a zero retention keeps them forever.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ class DeliverySettings:
     retry_longest: timedelta = timedelta(hours=1)
     max_attempts: int = 10
     max_age: timedelta = timedelta(days=1)
+    retention: timedelta = timedelta(days=30)
+    prune_interval: timedelta = timedelta(minutes=1)
+    prune_batch: int = 500
 
 
 def retry_delay(round_attempt: int, settings: DeliverySettings, draw: Callable[[], float] = random.random) -> timedelta:
@@ -58,8 +64,12 @@ class Dispatcher:
 
     async def run(self) -> None:
         """Send deliveries until cancelled; a database outage pauses it, never ends it."""
+        pruned_at = asyncio.get_running_loop().time()
         while True:
             try:
+                if asyncio.get_running_loop().time() - pruned_at >= self._settings.prune_interval.total_seconds():
+                    pruned_at = asyncio.get_running_loop().time()
+                    await self.prune_once()
                 sent = await self.pass_once()
             except database.FAULTS as error:
                 log.warning("webhook_pass_failed", error=type(error).__name__, detail=str(error)[:300])
@@ -69,6 +79,17 @@ class Dispatcher:
                 sent = 0
             if sent < self._settings.batch:
                 await asyncio.sleep(self._settings.poll_interval.total_seconds())
+
+    async def prune_once(self) -> int:
+        """Delete one batch of deliveries finished longer than `retention` ago; how many."""
+        if self._settings.retention <= timedelta(0):
+            return 0
+        pruned = await store.webhook_deliveries.prune_finished(
+            self._pool, self._settings.retention, self._settings.prune_batch
+        )
+        if pruned:
+            log.info("webhook_deliveries_pruned", count=pruned)
+        return pruned
 
     async def pass_once(self) -> int:
         """Lease and send one batch of due deliveries; how many were attempted."""

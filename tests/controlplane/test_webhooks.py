@@ -324,3 +324,30 @@ async def test_one_replica_at_a_time_attempts_a_delivery(plane: Plane, database_
         with contextlib.suppress(Exception):
             await other_pool.close()
     assert len(receiver.received) == 1
+
+
+async def test_finished_deliveries_leave_the_log_after_the_retention_and_pending_ones_stay(
+    plane: Plane, receiver: Receiver
+) -> None:
+    await plane.connect_agent()
+    destinations = Destinations((ipaddress.ip_network("127.0.0.0/8"),))
+    webhooks = Webhooks(plane.pool, keyring(CREDENTIAL_KEY), destinations, PageTokens(b"k" * 32))
+    await webhooks.create(plane.project_id, receiver.url, ["session.created"], "", "")
+    receiver.statuses = [200, 500]
+    await new_session(plane)
+    await new_session(plane)
+    dispatcher = Dispatcher(
+        plane.pool, webhooks, Sender(destinations, 5.0), DeliverySettings(retention=timedelta(days=1))
+    )
+    assert await dispatcher.pass_once() == 2  # one delivered, one failed and pending again
+    states = "SELECT state, count(*) FROM webhook_deliveries GROUP BY state"
+    assert dict(await plane.pool.fetch(states)) == {"delivered": 1, "pending": 1}
+    assert await dispatcher.prune_once() == 0, "delivered just now: within the retention"
+
+    await plane.pool.execute("UPDATE webhook_deliveries SET finished_at = now() - interval '2 days'")
+    assert await dispatcher.prune_once() == 1
+    assert dict(await plane.pool.fetch(states)) == {"pending": 1}, "a pending delivery is never pruned"
+    assert await plane.pool.fetchval("SELECT count(*) FROM webhook_attempts") == 1, "the pruned one's attempts go too"
+    forever = Dispatcher(plane.pool, webhooks, Sender(destinations, 5.0), DeliverySettings(retention=timedelta(0)))
+    await plane.pool.execute("UPDATE webhook_deliveries SET state = 'failed', finished_at = now() - interval '9 days'")
+    assert await forever.prune_once() == 0, "zero retention keeps the log forever"
