@@ -76,7 +76,8 @@ class AgentSettings:
         metadata=option(
             "--controlplane",
             env="ASTRABOX_CONTROLPLANE",
-            help="control plane gRPC address, host:port (env %(env)s; default %(default)s)",
+            help="control plane gRPC address, host:port, or a gRPC target naming several replicas "
+            "(ipv4:HOST:PORT,HOST:PORT; env %(env)s; default %(default)s)",
         ),
     )
     # A PEM CA bundle: the control plane is reached over TLS and its certificate verified with it.
