@@ -17,6 +17,9 @@ Where they are recorded:
     journal commits      `controlplane.relay`: each committed batch of an agent's outputs, its size,
                          and each output's lag from its produce_time on the agent to the commit
     relay streams        `controlplane.relay`: agent streams opened, and those open now
+    webhooks             `controlplane.webhooks.dispatcher`: each attempt's outcome; at scrape time
+                         (cached with the sessions), the deliveries pending and the oldest one's age
+    schedules            `controlplane.schedules.scheduler`: each run's outcome (started, failed)
 """
 
 from __future__ import annotations
@@ -102,6 +105,19 @@ class ControlPlaneMetrics:
         self.agents_connected = Gauge(
             "astrabox_relay_agents_connected", "Agent streams open on this replica now", registry=r
         )
+        self.webhook_attempts = Counter(
+            "astrabox_webhook_attempts",
+            "Webhook delivery attempts, by outcome: delivered (a 2xx answer), rejected (another status), "
+            "unreachable (no answer, or the address was refused)",
+            ["outcome"],
+            registry=r,
+        )
+        self.schedule_runs = Counter(
+            "astrabox_schedule_runs",
+            "Schedule runs ended, by outcome: started (the session took the prompt), failed",
+            ["outcome"],
+            registry=r,
+        )
         self.database_up = Gauge(
             "astrabox_database_up", "Whether PostgreSQL answered the health monitor's last probe", registry=r
         )
@@ -133,15 +149,19 @@ class _SessionsByState(Collector):
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return []  # read at scrape time only (the registry must not collect at registration)
 
-    async def _count(self) -> tuple[list[asyncpg.Record], int]:
+    async def _count(self) -> tuple[list[asyncpg.Record], int, asyncpg.Record]:
         async with self._pool.acquire() as conn:
-            return await store.sessions.gauges_by_state(conn), await store.background_tasks.count_open(conn)
+            return (
+                await store.sessions.gauges_by_state(conn),
+                await store.background_tasks.count_open(conn),
+                await store.webhook_deliveries.backlog(conn),
+            )
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         counts = self._cache.get(lambda: on_loop(self._loop, self._count))
         if counts is None:  # the database did not answer in time: no value is better than a wrong one
             return []
-        rows, tasks_open = counts
+        rows, tasks_open, backlog = counts
         by_state = {row["state"]: row for row in rows}
         family = GaugeMetricFamily("astrabox_sessions", "Sessions by state", labels=["state"])
         stalled = GaugeMetricFamily(
@@ -165,7 +185,17 @@ class _SessionsByState(Collector):
         tasks = GaugeMetricFamily(
             "astrabox_background_tasks_open", "Engines' background tasks open, across every session", value=tasks_open
         )
-        return [family, stalled, released, tasks]
+        pending = GaugeMetricFamily(
+            "astrabox_webhook_deliveries_pending",
+            "Webhook deliveries not yet delivered nor failed, across every project",
+            value=backlog["pending"],
+        )
+        oldest = GaugeMetricFamily(
+            "astrabox_webhook_oldest_pending_seconds",
+            "How long the oldest pending webhook delivery has waited (0: none pending)",
+            value=max(0.0, backlog["oldest_s"] or 0.0),
+        )
+        return [family, stalled, released, tasks, pending, oldest]
 
 
 class RpcMetrics(grpc.aio.ServerInterceptor):  # type: ignore[misc, unused-ignore]

@@ -321,6 +321,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 retention=settings.webhook_delivery_retention,
                 prune_batch=settings.sweep_batch,
             ),
+            metrics,
         )
         schedules = ScheduleDefinitions(
             pool,
@@ -342,6 +343,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                 run_deadline=settings.startup_deadline + settings.schedule_lease,
                 grace=settings.schedule_grace,
             ),
+            metrics=metrics,
         )
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -118,6 +118,8 @@ async def metric_names(
         plane.metrics.rpc_requests.labels(service="astrabox.probe", method="Probe", code="OK")
         plane.metrics.rpc_duration.labels(service="astrabox.probe", method="Probe")
         plane.metrics.turn_ended("completed", 1.0)
+        plane.metrics.webhook_attempts.labels(outcome="delivered")
+        plane.metrics.schedule_runs.labels(outcome="started")
         plane_names = await asyncio.to_thread(exposed, plane.metrics.registry)
 
     db = await Database.open(tmp_path / "agent.db")

@@ -32,6 +32,7 @@ from controlplane.conversation import Conversation, SendMessage
 from controlplane.errors import KernelError
 from controlplane.journal import Journal
 from controlplane.kernel import CreateSession, SessionKernel
+from controlplane.metrics import ControlPlaneMetrics
 from controlplane.schedules.definitions import Clock, SystemClock
 from controlplane.schedules.timing import DEFAULT_CATCH_UP, Cron, MissedTicks, claim
 from controlplane.session import SessionState
@@ -80,8 +81,10 @@ class Scheduler:
         conversation: Conversation,
         settings: SchedulerSettings = SchedulerSettings(),
         clock: Clock | None = None,
+        metrics: ControlPlaneMetrics | None = None,
     ) -> None:
         self._pool = pool
+        self._metrics = metrics or ControlPlaneMetrics()
         self._journal = journal
         self._kernel = kernel
         self._conversation = conversation
@@ -212,9 +215,11 @@ class Scheduler:
             await self._fail(row, error.reason, error.message)
             return
         if await store.schedule_runs.finish(self._pool, schedule_id, tick, store.schedule_runs.STARTED):
+            self._metrics.schedule_runs.labels("started").inc()
             log.info("schedule_run_started", schedule_id=str(schedule_id), session_id=session_id)
 
     async def _fail(self, row: asyncpg.Record, reason: str, message: str) -> None:
         schedule_id, tick = row["schedule_id"], row["tick_at"]
         if await store.schedule_runs.finish(self._pool, schedule_id, tick, store.schedule_runs.FAILED, reason, message):
+            self._metrics.schedule_runs.labels("failed").inc()
             log.warning("schedule_run_failed", schedule_id=str(schedule_id), reason=reason, error=message)

@@ -118,3 +118,12 @@ async def prune_finished(db: asyncpg.Connection | asyncpg.Pool, older_than: time
         limit,
     )
     return deleted
+
+
+async def backlog(db: asyncpg.Connection | asyncpg.Pool) -> asyncpg.Record:
+    """`pending`: deliveries pending; `oldest_s`: seconds since the oldest of them was written (None: none)."""
+    row: asyncpg.Record = await db.fetchrow(
+        "SELECT count(*) AS pending, extract(epoch FROM now() - min(created_at))::float8 AS oldest_s"
+        " FROM webhook_deliveries WHERE state = 'pending'"
+    )
+    return row

@@ -28,6 +28,7 @@ import structlog
 
 from controlplane import database, store
 from controlplane.errors import KernelError
+from controlplane.metrics import ControlPlaneMetrics
 from controlplane.webhooks.sender import Outcome, Sender
 from controlplane.webhooks.subscriptions import Webhooks
 
@@ -56,8 +57,16 @@ def retry_delay(round_attempt: int, settings: DeliverySettings, draw: Callable[[
 
 
 class Dispatcher:
-    def __init__(self, pool: asyncpg.Pool, webhooks: Webhooks, sender: Sender, settings: DeliverySettings) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        webhooks: Webhooks,
+        sender: Sender,
+        settings: DeliverySettings,
+        metrics: ControlPlaneMetrics | None = None,
+    ) -> None:
         self._pool = pool
+        self._metrics = metrics or ControlPlaneMetrics()
         self._webhooks = webhooks
         self._sender = sender
         self._settings = settings
@@ -118,6 +127,7 @@ class Dispatcher:
                 outcome = await self._sender.send(hook["url"], delivery_id, delivery["payload_json"], secrets)
         except KernelError as error:  # its secret does not open
             outcome = Outcome(None, error.message)
+        self._metrics.webhook_attempts.labels(outcome.kind).inc()
         try:
             await self._record(delivery, outcome)
         except database.FAULTS as error:  # the lease lapses and the delivery is attempted again

@@ -39,6 +39,13 @@ class Outcome:
     def delivered(self) -> bool:
         return self.status_code is not None and 200 <= self.status_code < 300
 
+    @property
+    def kind(self) -> str:
+        """delivered (2xx), rejected (another status) or unreachable (no answer): the metric's label."""
+        if self.status_code is None:
+            return "unreachable"
+        return "delivered" if self.delivered else "rejected"
+
 
 def message_id(delivery_id: str) -> str:
     """The `webhook-id` of a delivery."""

@@ -103,6 +103,8 @@ async def test_each_tick_starts_a_session_with_the_prompt_once(plane: Plane, run
                 if e.WhichOneof("payload") == "user_message_accepted"
             ]
             assert texts == ["Say hello"], texts
+    started = running.metrics.registry.get_sample_value("astrabox_schedule_runs_total", {"outcome": "started"})
+    assert started == len(runs)
 
 
 async def _settled(plane: Plane, client: AstraBoxClient, name: str) -> bool:
@@ -145,6 +147,8 @@ async def test_history_shows_a_refused_tick_with_its_reason(plane: Plane, runnin
         failed = await _until(lambda: _failed(client, "over-quota"))
         assert failed.error_reason == "QUOTA_EXCEEDED" and "live sessions" in failed.error_message
         assert failed.session_id == ""
+        failures = running.metrics.registry.get_sample_value("astrabox_schedule_runs_total", {"outcome": "failed"})
+        assert failures is not None and failures >= 1
         await client.schedules.delete("over-quota")
         assert (await refused(client.schedules.get("over-quota"))).reason == "SCHEDULE_NOT_FOUND"
 

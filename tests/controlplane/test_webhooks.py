@@ -105,7 +105,7 @@ async def test_the_event_types_are_the_triggers_kinds(plane: Plane) -> None:
 
 
 async def test_a_receiver_answering_500_three_times_gets_the_event_then_signed_under_one_id(
-    plane: Plane, client: AstraBoxClient, receiver: Receiver
+    plane: Plane, running: RunningControlPlane, client: AstraBoxClient, receiver: Receiver
 ) -> None:
     receiver.statuses = [500, 500, 500]
     created = await client.webhooks.create(receiver.url, ["session.created"], description="ops")
@@ -129,6 +129,12 @@ async def test_a_receiver_answering_500_three_times_gets_the_event_then_signed_u
     assert delivery.message_id == requests[0].message_id
     assert [a.status_code for a in delivery.attempt_log] == [500, 500, 500, 200]
     assert delivery.attempt_log[0].response_excerpt == "answered 500"
+    registry = running.metrics.registry
+    attempts = "astrabox_webhook_attempts_total"
+    assert registry.get_sample_value(attempts, {"outcome": "rejected"}) == 3
+    assert registry.get_sample_value(attempts, {"outcome": "delivered"}) == 1
+    # Read at scrape time from the database, on the server's loop: scraped off it, as /metrics is.
+    assert await asyncio.to_thread(registry.get_sample_value, "astrabox_webhook_deliveries_pending") == 0
     await asyncio.sleep(0.5)
     assert len(receiver.received) == 4, "a delivered event is not sent again"
 
