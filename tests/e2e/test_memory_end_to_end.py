@@ -58,10 +58,13 @@ async def test_memory_written_by_one_session_is_read_by_the_next(stack: Stack, c
         "run",
         "--memory",
         "notes",
-        f"run: cat {NOTES}/fact.md; echo overwritten > {NOTES}/fact.md; echo extra > {NOTES}/extra.md; true",
+        f"run: cat {NOTES}/fact.md; (echo overwritten > {NOTES}/fact.md) 2>&1; echo extra > {NOTES}/extra.md; true",
     )
     assert second.returncode == 0, second.stderr
     assert "learned-in-session-one" in second.stdout
+    # Its files are read-only in the sandbox (mode 0444; their owner could change that, and even
+    # then nothing it does reaches the store).
+    assert f"{NOTES}/fact.md: Permission denied" in second.stdout
     assert (await client.memory.read("notes", "fact.md")).content == "learned-in-session-one\n"
     assert [d.path async for d in client.memory.documents("notes")] == ["fact.md", "seed.md"]
 
