@@ -57,6 +57,7 @@
     ├── MemoryDocumentNotFound NOT_FOUND            reason MEMORY_DOCUMENT_NOT_FOUND
     ├── MemoryDocumentTooLarge INVALID_ARGUMENT     reason MEMORY_DOCUMENT_TOO_LARGE; metadata limit
     ├── MemoryDocumentLimitReached RESOURCE_EXHAUSTED reason MEMORY_DOCUMENT_LIMIT_REACHED; metadata limit
+    ├── MemoryStoreFull        RESOURCE_EXHAUSTED   reason MEMORY_STORE_FULL; metadata limit, size
     ├── MemoryVersionConflict  ABORTED              reason MEMORY_VERSION_CONFLICT; metadata
     │                                                   expected_version, latest_version
     ├── SessionBudgetExhausted FAILED_PRECONDITION  reason SESSION_BUDGET_EXHAUSTED; metadata cost_usd, limit_usd
@@ -588,6 +589,17 @@ class MemoryDocumentLimitReached(KernelError):
         super().__init__(
             f"the memory store holds {limit} documents, as many as a store may: delete one first",
             {"limit": str(limit)},
+        )
+
+
+class MemoryStoreFull(KernelError):
+    reason = "MEMORY_STORE_FULL"
+
+    def __init__(self, limit: int, size: int) -> None:
+        super().__init__(
+            f"the memory store's documents would hold {size} bytes; a store holds at most {limit}: delete or"
+            " shorten some first",
+            {"limit": str(limit), "size": str(size)},
         )
 
 

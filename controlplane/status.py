@@ -71,6 +71,7 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.MemoryDocumentNotFound: grpc.StatusCode.NOT_FOUND,
     errors.MemoryDocumentTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
     errors.MemoryDocumentLimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.MemoryStoreFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.MemoryVersionConflict: grpc.StatusCode.ABORTED,
     errors.CredentialNotFound: grpc.StatusCode.NOT_FOUND,
     errors.CredentialsUnavailable: grpc.StatusCode.FAILED_PRECONDITION,

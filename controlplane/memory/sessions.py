@@ -21,17 +21,26 @@ from astrabox.agents.v1 import agent_pb2
 from astrabox.memory.v1 import memory_service_pb2 as pb
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import named_definitions, store, validation
-from controlplane.errors import InvalidArgument, MemoryDocumentTooLarge, MemoryStoreNotFound
+from controlplane.errors import (
+    InvalidArgument,
+    MemoryDocumentLimitReached,
+    MemoryDocumentTooLarge,
+    MemoryStoreFull,
+    MemoryStoreNotFound,
+)
 from controlplane.memory import paths
 from controlplane.memory.stores import Attachment, Limits, put
 from controlplane.store.memory_versions import NewVersion
 
-MAX_ATTACHMENTS = 8
+# With Limits.store_bytes, what a session's start carries of its stores stays well inside a message.
+MAX_ATTACHMENTS = 4
 SESSION_WRITER = "session"
 DEFAULT_LIMITS = Limits()
 # What of a sync's refusals is journaled.
 _MAX_REFUSED = 32
 _MAX_REFUSED_TEXT = 512
+# The most changes of one store one turn writes (a store holds at most 500 documents).
+_MAX_CHANGES = 1000
 # Where the agent puts a store's documents in the sandbox (dataplane_agent.memory.MEMORY_DIR).
 SANDBOX_DIR = "/home/agent/memory"
 
@@ -112,7 +121,11 @@ async def sync(
     store. Changes to a store the session did not attach READ_WRITE are dropped, never written."""
     writable = {str(r["store_id"]): r for r in await store.memory_stores.attached(conn, session_id) if r["read_write"]}
     payloads = []
+    seen: set[str] = set()
     for changed in changes.stores:
+        if changed.store_id in seen or len(seen) >= MAX_ATTACHMENTS:
+            continue  # a store named twice, or more than a session attaches: a buggy or hostile agent
+        seen.add(changed.store_id)
         attached = writable.get(changed.store_id)
         refused = [text[:_MAX_REFUSED_TEXT] for text in changed.refused[:_MAX_REFUSED]]
         if attached is None or await store.memory_stores.lock_by_id(conn, attached["store_id"]) is None:
@@ -125,7 +138,9 @@ async def sync(
             payloads.append(dropped)
             continue
         written: list[dict[str, Any]] = []
-        for change in changed.changes:
+        if len(changed.changes) > _MAX_CHANGES:
+            refused.append(f"{len(changed.changes)} changes: only the first {_MAX_CHANGES} were read")
+        for change in changed.changes[:_MAX_CHANGES]:
             outcome = await _sync_one(conn, attached["store_id"], session_id, turn_id, change, limits)
             if isinstance(outcome, str):
                 if len(refused) < _MAX_REFUSED:
@@ -177,9 +192,10 @@ async def _sync_one(
         turn_id=turn_id,
         conflicting_version=conflicting,
     )
-    written = await put(conn, store_id, latest, new, limits.documents_per_store)
-    if written is None:
-        return f"{change.path}: the store holds {limits.documents_per_store} documents, as many as it may"
+    try:
+        written = await put(conn, store_id, latest, new, limits)
+    except (MemoryDocumentLimitReached, MemoryStoreFull) as error:
+        return f"{change.path}: {error}"
     if written is latest:
         return None
     return {

@@ -23,6 +23,7 @@ from controlplane.errors import (
     MemoryDocumentLimitReached,
     MemoryDocumentNotFound,
     MemoryStoreExists,
+    MemoryStoreFull,
     MemoryStoreLimitReached,
     MemoryStoreNotFound,
     MemoryVersionConflict,
@@ -45,6 +46,8 @@ class Limits:
     documents_per_store: int = 500
     # The largest document, in bytes of UTF-8.
     document_bytes: int = 256 * 1024
+    # The bytes a store's documents may hold together (a session's start carries them all).
+    store_bytes: int = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +120,21 @@ def _time(field: str, value: datetime | None) -> datetime | None:
 
 
 async def put(
-    conn: asyncpg.Connection, store_id: uuid.UUID, latest: asyncpg.Record | None, new: NewVersion, max_documents: int
-) -> asyncpg.Record | None:
+    conn: asyncpg.Connection, store_id: uuid.UUID, latest: asyncpg.Record | None, new: NewVersion, limits: Limits
+) -> asyncpg.Record:
     """Insert `new` after `latest` (the path's newest version, or None) under the store's lock;
-    `latest` itself when it holds the same; None when a new document would pass the limit."""
+    `latest` itself when it holds the same. MemoryDocumentLimitReached or MemoryStoreFull when the
+    store would pass its bounds."""
     if latest is not None and latest["deleted"] == new.deleted and latest["sha256"] == new.sha256:
         return latest
     alive = latest is not None and not latest["deleted"]
-    if not new.deleted and not alive and await store.memory_versions.live_count(conn, store_id) >= max_documents:
-        return None
+    if not new.deleted:
+        if not alive and await store.memory_versions.live_count(conn, store_id) >= limits.documents_per_store:
+            raise MemoryDocumentLimitReached(limits.documents_per_store)
+        replaced = latest["size_bytes"] if alive and latest is not None else 0
+        total = await store.memory_versions.live_bytes(conn, store_id) - replaced + len(new.content.encode())
+        if total > limits.store_bytes:
+            raise MemoryStoreFull(limits.store_bytes, total)
     version = (latest["version"] if latest is not None else 0) + 1
     written = await store.memory_versions.insert(conn, store_id, version, new)
     await store.memory_stores.touch(conn, store_id)
@@ -217,10 +226,7 @@ class MemoryStores:
             if text is None and latest_version == 0:
                 raise MemoryDocumentNotFound(row["name"], path)
             new = NewVersion(path, text or "", text is None, paths.sha256(text) if text is not None else "", writer)
-            written = await put(conn, row["store_id"], latest, new, self._limits.documents_per_store)
-            if written is None:
-                raise MemoryDocumentLimitReached(self._limits.documents_per_store)
-            return DocumentRecord.from_row(written)
+            return DocumentRecord.from_row(await put(conn, row["store_id"], latest, new, self._limits))
 
     async def document(
         self, project_id: uuid.UUID, ref: str, path: str, version: int, at: datetime | None
@@ -311,7 +317,7 @@ class MemoryStores:
                 )
                 if latest is not None and latest["deleted"] and new.deleted:
                     continue
-                done_put = await put(conn, store_id, latest, new, self._limits.documents_per_store)
-                if done_put is not None and done_put is not latest:
-                    written.append(DocumentRecord.from_row(done_put))
+                done = await put(conn, store_id, latest, new, self._limits)
+                if done is not latest:
+                    written.append(DocumentRecord.from_row(done))
             return await self._record(conn, await store.memory_stores.touch(conn, store_id)), written

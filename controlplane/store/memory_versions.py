@@ -122,6 +122,16 @@ async def live_count(conn: asyncpg.Connection, store_id: uuid.UUID) -> int:
     return found
 
 
+async def live_bytes(conn: asyncpg.Connection, store_id: uuid.UUID) -> int:
+    """The bytes of the store's documents now (deleted ones not counted)."""
+    found: int = await conn.fetchval(
+        "SELECT coalesce(sum(octet_length(content)), 0) FROM (SELECT DISTINCT ON (path) deleted, content"
+        " FROM memory_versions WHERE store_id = $1 ORDER BY path, version DESC) AS newest WHERE NOT deleted",
+        store_id,
+    )
+    return found
+
+
 async def history(
     db: asyncpg.Connection | asyncpg.Pool,
     store_id: uuid.UUID,

@@ -40,7 +40,7 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_PATH_BYTES = 256
 MAX_DEPTH = 16
 # What one turn sends at most; the rest waits for a later turn's end.
-MAX_TURN_BYTES = 8 * 1024 * 1024
+MAX_TURN_BYTES = 2 * 1024 * 1024
 MAX_REFUSED = 32
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
 # ConfinedRoot's temporary files (`.<name>.astrabox-<pid>`), seen if a write is caught halfway.
@@ -62,6 +62,8 @@ class MountedStore:
     name: str
     read_write: bool
     baseline: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # What the last read skipped: the same again is not reported at every turn's end.
+    reported: tuple[str, ...] = ()
 
 
 @dataclass
@@ -137,7 +139,10 @@ async def changes(sandbox: Sandbox, memory: SessionMemory) -> pb.MemoryChanges |
         except (OSError, PathRefused) as error:
             # Unreadable (replaced by a link, removed): nothing is taken for deleted.
             files, refused = dict.fromkeys(mounted.baseline), [f"the store's directory could not be read: {error}"]
-        store = pb.MemoryStoreChanges(store_id=mounted.store_id, refused=refused[:MAX_REFUSED])
+        store = pb.MemoryStoreChanges(store_id=mounted.store_id)
+        if tuple(refused) != mounted.reported:
+            store.refused.extend(refused[:MAX_REFUSED])
+            mounted.reported = tuple(refused)
         for path in sorted(set(files) | set(mounted.baseline)):
             content = files.get(path, b"")
             if content is None:

@@ -146,23 +146,28 @@ async def test_hostile_paths_sizes_and_counts_are_refused_with_their_reasons(run
 
 
 async def test_the_document_and_store_limits(plane: Plane, running: RunningControlPlane) -> None:
+    from controlplane.errors import MemoryDocumentLimitReached, MemoryStoreFull, MemoryStoreLimitReached
     from controlplane.memory.stores import Limits, MemoryStores
     from controlplane.page_tokens import PageTokens
 
-    stores = MemoryStores(plane.pool, PageTokens(b"k" * 32), Limits(per_project=2, documents_per_store=2))
+    limits = Limits(per_project=2, documents_per_store=2, store_bytes=10)
+    stores = MemoryStores(plane.pool, PageTokens(b"k" * 32), limits)
     await stores.create(plane.project_id, "r1", "one", "")
     await stores.create(plane.project_id, "r2", "two", "")
-    with pytest.raises(Exception) as over:
+    with pytest.raises(MemoryStoreLimitReached):
         await stores.create(plane.project_id, "r3", "three", "")
-    assert getattr(over.value, "reason", "") == "MEMORY_STORE_LIMIT_REACHED"
-    await stores.write(plane.project_id, "one", "a", "a", None, "t")
-    await stores.write(plane.project_id, "one", "b", "b", None, "t")
-    with pytest.raises(Exception) as full:
+    await stores.write(plane.project_id, "one", "a", "aaaa", None, "t")
+    await stores.write(plane.project_id, "one", "b", "bbbb", None, "t")
+    with pytest.raises(MemoryDocumentLimitReached):
         await stores.write(plane.project_id, "one", "c", "c", None, "t")
-    assert getattr(full.value, "reason", "") == "MEMORY_DOCUMENT_LIMIT_REACHED"
-    # A deleted document frees its place.
+    # Replacing a document counts its new size instead of its old one.
+    await stores.write(plane.project_id, "one", "b", "bbbbbb", None, "t")
+    with pytest.raises(MemoryStoreFull) as full:
+        await stores.write(plane.project_id, "one", "b", "bbbbbbb", None, "t")
+    assert full.value.metadata == {"limit": "10", "size": "11"}
+    # A deleted document frees its place and its bytes.
     await stores.write(plane.project_id, "one", "a", None, None, "t")
-    assert (await stores.write(plane.project_id, "one", "c", "c", None, "t")).version == 1
+    assert (await stores.write(plane.project_id, "one", "c", "cccc", None, "t")).version == 1
 
 
 async def test_another_projects_stores_are_invisible(running: RunningControlPlane) -> None:

@@ -39,12 +39,24 @@ class MemoryServiceStub:
     the caller's project; another project's store looks exactly like one that
     does not exist.
 
-    Bounds: a document path is 1 to 256 bytes of UTF-8, relative, made of
-    components separated by "/" that are neither empty, "." nor "..", with no
-    control character, no backslash, and no component starting with
-    ".astrabox"; a document is valid UTF-8 of at most 256 KiB; a store holds at
-    most 500 documents (not counting deleted ones); a project has at most 100
-    stores.
+    Bounds: a document path is 1 to 256 bytes of UTF-8, relative, made of at
+    most 16 components of at most 128 bytes separated by "/" that are neither
+    empty, "." nor "..", none starting with ".astrabox", with no backslash and
+    no control, format, separator, private-use or unassigned character
+    (Unicode categories Cc, Cf, Zl, Zp, Co, Cs, Cn); a document is valid UTF-8 of at most 256 KiB without NUL; a
+    store holds at most 500 documents and 2 MiB of text (deleted ones not
+    counted); a project has at most 100 stores; a session attaches at most 4.
+
+    A session's turn: when it ends, the agent reads the READ_WRITE stores'
+    directories without following links (links, FIFOs, devices, files over
+    256 KiB and paths out of bounds are skipped) and sends what differs from
+    the copy it put there; each change is a new version written by "session"
+    with the session and turn, reported in the session's journal as
+    MEMORY_SYNCED (what was written, and what was refused and why). A removed
+    file deletes its document. Conflicts keep both: when another writer
+    changed a document after the session's copy was taken, the session's
+    version still becomes the latest, marked conflict with the version it
+    replaced (conflicting_version), which stays in the history.
 
     Errors carry a google.rpc.ErrorInfo reason: MEMORY_STORE_NOT_FOUND,
     MEMORY_STORE_ALREADY_EXISTS (the name is taken in the project),
@@ -55,7 +67,9 @@ class MemoryServiceStub:
     MEMORY_DOCUMENT_TOO_LARGE (INVALID_ARGUMENT: content past the size bound
     or not UTF-8; metadata "limit"), MEMORY_DOCUMENT_LIMIT_REACHED
     (RESOURCE_EXHAUSTED: the store holds as many documents as it may;
-    metadata "limit"), MEMORY_VERSION_CONFLICT (ABORTED: expected_version is
+    metadata "limit"), MEMORY_STORE_FULL (RESOURCE_EXHAUSTED: the store's
+    documents would hold more bytes than a store may; metadata "limit",
+    "size"), MEMORY_VERSION_CONFLICT (ABORTED: expected_version is
     not the document's latest version; metadata expected_version,
     latest_version), REQUEST_ID_REUSED, INVALID_ARGUMENT (a name, reference
     or time of the wrong form), PAGE_TOKEN_INVALID, and those every service
@@ -154,12 +168,24 @@ class MemoryServiceServicer:
     the caller's project; another project's store looks exactly like one that
     does not exist.
 
-    Bounds: a document path is 1 to 256 bytes of UTF-8, relative, made of
-    components separated by "/" that are neither empty, "." nor "..", with no
-    control character, no backslash, and no component starting with
-    ".astrabox"; a document is valid UTF-8 of at most 256 KiB; a store holds at
-    most 500 documents (not counting deleted ones); a project has at most 100
-    stores.
+    Bounds: a document path is 1 to 256 bytes of UTF-8, relative, made of at
+    most 16 components of at most 128 bytes separated by "/" that are neither
+    empty, "." nor "..", none starting with ".astrabox", with no backslash and
+    no control, format, separator, private-use or unassigned character
+    (Unicode categories Cc, Cf, Zl, Zp, Co, Cs, Cn); a document is valid UTF-8 of at most 256 KiB without NUL; a
+    store holds at most 500 documents and 2 MiB of text (deleted ones not
+    counted); a project has at most 100 stores; a session attaches at most 4.
+
+    A session's turn: when it ends, the agent reads the READ_WRITE stores'
+    directories without following links (links, FIFOs, devices, files over
+    256 KiB and paths out of bounds are skipped) and sends what differs from
+    the copy it put there; each change is a new version written by "session"
+    with the session and turn, reported in the session's journal as
+    MEMORY_SYNCED (what was written, and what was refused and why). A removed
+    file deletes its document. Conflicts keep both: when another writer
+    changed a document after the session's copy was taken, the session's
+    version still becomes the latest, marked conflict with the version it
+    replaced (conflicting_version), which stays in the history.
 
     Errors carry a google.rpc.ErrorInfo reason: MEMORY_STORE_NOT_FOUND,
     MEMORY_STORE_ALREADY_EXISTS (the name is taken in the project),
@@ -170,7 +196,9 @@ class MemoryServiceServicer:
     MEMORY_DOCUMENT_TOO_LARGE (INVALID_ARGUMENT: content past the size bound
     or not UTF-8; metadata "limit"), MEMORY_DOCUMENT_LIMIT_REACHED
     (RESOURCE_EXHAUSTED: the store holds as many documents as it may;
-    metadata "limit"), MEMORY_VERSION_CONFLICT (ABORTED: expected_version is
+    metadata "limit"), MEMORY_STORE_FULL (RESOURCE_EXHAUSTED: the store's
+    documents would hold more bytes than a store may; metadata "limit",
+    "size"), MEMORY_VERSION_CONFLICT (ABORTED: expected_version is
     not the document's latest version; metadata expected_version,
     latest_version), REQUEST_ID_REUSED, INVALID_ARGUMENT (a name, reference
     or time of the wrong form), PAGE_TOKEN_INVALID, and those every service
@@ -353,12 +381,24 @@ class MemoryService:
     the caller's project; another project's store looks exactly like one that
     does not exist.
 
-    Bounds: a document path is 1 to 256 bytes of UTF-8, relative, made of
-    components separated by "/" that are neither empty, "." nor "..", with no
-    control character, no backslash, and no component starting with
-    ".astrabox"; a document is valid UTF-8 of at most 256 KiB; a store holds at
-    most 500 documents (not counting deleted ones); a project has at most 100
-    stores.
+    Bounds: a document path is 1 to 256 bytes of UTF-8, relative, made of at
+    most 16 components of at most 128 bytes separated by "/" that are neither
+    empty, "." nor "..", none starting with ".astrabox", with no backslash and
+    no control, format, separator, private-use or unassigned character
+    (Unicode categories Cc, Cf, Zl, Zp, Co, Cs, Cn); a document is valid UTF-8 of at most 256 KiB without NUL; a
+    store holds at most 500 documents and 2 MiB of text (deleted ones not
+    counted); a project has at most 100 stores; a session attaches at most 4.
+
+    A session's turn: when it ends, the agent reads the READ_WRITE stores'
+    directories without following links (links, FIFOs, devices, files over
+    256 KiB and paths out of bounds are skipped) and sends what differs from
+    the copy it put there; each change is a new version written by "session"
+    with the session and turn, reported in the session's journal as
+    MEMORY_SYNCED (what was written, and what was refused and why). A removed
+    file deletes its document. Conflicts keep both: when another writer
+    changed a document after the session's copy was taken, the session's
+    version still becomes the latest, marked conflict with the version it
+    replaced (conflicting_version), which stays in the history.
 
     Errors carry a google.rpc.ErrorInfo reason: MEMORY_STORE_NOT_FOUND,
     MEMORY_STORE_ALREADY_EXISTS (the name is taken in the project),
@@ -369,7 +409,9 @@ class MemoryService:
     MEMORY_DOCUMENT_TOO_LARGE (INVALID_ARGUMENT: content past the size bound
     or not UTF-8; metadata "limit"), MEMORY_DOCUMENT_LIMIT_REACHED
     (RESOURCE_EXHAUSTED: the store holds as many documents as it may;
-    metadata "limit"), MEMORY_VERSION_CONFLICT (ABORTED: expected_version is
+    metadata "limit"), MEMORY_STORE_FULL (RESOURCE_EXHAUSTED: the store's
+    documents would hold more bytes than a store may; metadata "limit",
+    "size"), MEMORY_VERSION_CONFLICT (ABORTED: expected_version is
     not the document's latest version; metadata expected_version,
     latest_version), REQUEST_ID_REUSED, INVALID_ARGUMENT (a name, reference
     or time of the wrong form), PAGE_TOKEN_INVALID, and those every service
