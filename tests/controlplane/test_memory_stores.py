@@ -79,6 +79,11 @@ async def test_documents_keep_every_version_and_restore_writes_new_ones(running:
         assert (await client.memory.get("notes")).document_count == 0
         assert (await client.memory.delete("notes")).store_id == store.store_id
         assert (await refused(client.memory.get("notes"))).reason == "MEMORY_STORE_NOT_FOUND"
+        # Every change is in the audit trail, naming the store.
+        audit = await client.admin.list_audit_records(page_size=100)
+        methods = [(r.method.rsplit("/", 1)[-1], dict(r.details).get("store", "")) for r in audit.records]
+        assert ("RestoreMemoryStore", "notes") in methods and ("DeleteMemoryStore", "notes") in methods
+        assert methods.count(("WriteMemoryDocument", "notes")) == 6  # refused ones too
 
 
 HOSTILE_PATHS = [
