@@ -270,3 +270,20 @@ async def test_a_sessions_turns_write_back_its_read_write_stores_only(
         again = await client.memory.read("shared", "facts.md")
         assert (again.content, again.conflicting_version) == ("again", 0)
         assert (await refused(client.memory.read("shared", "new.md"))).reason == "MEMORY_DOCUMENT_NOT_FOUND"
+    # Placed again on another agent (its sandbox lost with the first): the new start carries the
+    # stores as they are now, with what the session wrote.
+    await plane.pool.execute("UPDATE agents SET lease_expires_at = now() - interval '1 s'")
+    await plane.sweeper.sweep()
+    await plane.connect_agent("agent-2")
+    async with AstraBoxClient.connect(running.address) as client:
+        await client.session(session_id).send("again")
+    rows = await plane.pool.fetch(
+        "SELECT body FROM agent_commands WHERE agent_id = 'agent-2' AND session_id = $1 ORDER BY command_seq",
+        session_id,
+    )
+    [moved] = [
+        c.start_runtime for r in rows if (c := runner_pb2.Command.FromString(r["body"])).HasField("start_runtime")
+    ]
+    placed = {m.name: m for m in moved.memory}
+    assert [(f.path, f.content, f.version) for f in placed["shared"].files] == [("facts.md", b"again", 4)]
+    assert placed["shared"].read_write and not placed["reference"].read_write
