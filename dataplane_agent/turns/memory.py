@@ -101,26 +101,33 @@ async def install(sandbox: Sandbox, mounts: Sequence[pb.MemoryMount]) -> Session
             raise MemoryRefused(f"{mount.name[:64]!r} is not a memory store name")
         planned = [(_parts(f.path), f) for f in mount.files]
         mode = _READ_WRITE_MODE if mount.read_write else _READ_ONLY_MODE
-        baseline = {}
         root = [MEMORY_DIR, mount.name]
         try:
-            await asyncio.to_thread(home.make_dirs, root)
-            for parts, document in planned:
-                await asyncio.to_thread(home.replace_file, [*root, *parts], document.content, mode)
-                baseline[document.path] = (_digest(document.content), document.version)
-            # Files a previous start left that the store no longer holds (deleted or restored away).
-            found, _ = await asyncio.to_thread(_read_tree, home, root, MAX_FILES * 2, 0)
-            for path in found:
-                if path not in baseline:
-                    await asyncio.to_thread(home.remove, [*root, *path.split("/")])
+            await asyncio.to_thread(_install_store, home, root, planned, mode)
         except (OSError, PathRefused) as error:
             raise MemoryRefused(
                 f"cannot put memory store {mount.name!r} into sandbox {sandbox.sandbox_id}: {error}"
             ) from error
+        baseline = {document.path: (_digest(document.content), document.version) for _, document in planned}
         stores.append(MountedStore(mount.store_id, mount.name, mount.read_write, baseline))
     if stores:
         log.info("memory_installed", sandbox_id=sandbox.sandbox_id, stores=[s.name for s in stores])
     return SessionMemory(stores)
+
+
+def _install_store(
+    home: ConfinedRoot, root: list[str], planned: list[tuple[list[str], pb.MemoryFile]], mode: int
+) -> None:
+    """Write one store's documents (blocking: one thread for the whole store), then remove the files
+    a previous start left that the store no longer holds (deleted or restored away)."""
+    home.make_dirs(root)
+    for parts, document in planned:
+        home.replace_file([*root, *parts], document.content, mode)
+    wanted = {document.path for _, document in planned}
+    found, _ = _read_tree(home, root, MAX_FILES * 2, 0)
+    for path in found:
+        if path not in wanted:
+            home.remove([*root, *path.split("/")])
 
 
 async def changes(sandbox: Sandbox, memory: SessionMemory) -> pb.MemoryChanges | None:
