@@ -231,7 +231,8 @@ class SessionKernel:
             )
         if request.git_source is not None:
             await store.sessions.set_git_source(tx.conn, session_id, request.git_source.SerializeToString())
-        for attachment in await memory.resolve(tx.conn, request.project_id, request.memory):
+        attachments = await memory.resolve(tx.conn, request.project_id, request.memory)
+        for attachment in attachments:
             await store.memory_stores.attach(tx.conn, session_id, attachment.store_id, attachment.read_write)
         mounts = await memory.mounts(tx.conn, session_id)
         command_id = await self._agents.enqueue(
@@ -262,6 +263,14 @@ class SessionKernel:
         }
         if request.git_source is not None:
             created["git_source"] = json_format.MessageToDict(request.git_source)
+        if attachments:
+            created["memory"] = [
+                {
+                    "store": str(a.store_id),
+                    "mode": "MEMORY_MODE_READ_WRITE" if a.read_write else "MEMORY_MODE_READ_ONLY",
+                }
+                for a in attachments
+            ]
         if pinned is not None:
             created["agent"] = {"agent_id": pinned.agent_id, "name": pinned.name, "version": pinned.version}
         if environment is not None:

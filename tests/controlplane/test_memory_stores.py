@@ -15,6 +15,7 @@ import pytest
 
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
+from astrabox.memory.v1 import memory_service_pb2 as memory_pb2
 from astrabox.memory_stores import attach
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import events_pb2
@@ -212,6 +213,11 @@ async def test_a_sessions_turns_write_back_its_read_write_stores_only(
         unspecified = await refused(client.create_session(memory=[{"store": "shared"}]))  # no mode
         assert unspecified.reason == "INVALID_ARGUMENT"
     session_id = session.session_id
+    async with AstraBoxClient.connect(running.address) as client:
+        [created] = [e.session_created async for e in client.iter_events(session_id) if e.HasField("session_created")]
+    assert sorted((a.store, a.mode) for a in created.memory) == sorted(
+        [(rw.store_id, memory_pb2.MEMORY_MODE_READ_WRITE), (ro.store_id, memory_pb2.MEMORY_MODE_READ_ONLY)]
+    )
     [start] = [c.start_runtime for c in await commands(plane, session_id) if c.HasField("start_runtime")]
     mounts = {m.name: m for m in start.memory}
     assert mounts["shared"].read_write and not mounts["reference"].read_write
