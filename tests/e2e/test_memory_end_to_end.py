@@ -41,6 +41,7 @@ async def test_memory_written_by_one_session_is_read_by_the_next(stack: Stack, c
     )
     assert first.returncode == 0, first.stderr
     assert "seeded-by-the-api" in first.stdout
+    assert "● memory notes: fact.md v1" in first.stdout  # the turn's write-back, as `astrabox run` shows it
     writer = _session_id(first.stdout)
     fact = await client.memory.read("notes", "fact.md")
     assert (fact.content, fact.version, fact.writer, fact.session_id) == (
