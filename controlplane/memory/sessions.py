@@ -28,6 +28,7 @@ from controlplane.errors import (
     MemoryStoreFull,
     MemoryStoreNotFound,
 )
+from controlplane.identity.audit import recorded
 from controlplane.memory import paths
 from controlplane.memory.stores import Attachment, Limits, put
 from controlplane.store.memory_versions import NewVersion
@@ -127,10 +128,12 @@ async def sync(
             continue  # a store named twice, or more than a session attaches: a buggy or hostile agent
         seen.add(changed.store_id)
         attached = writable.get(changed.store_id)
-        refused = [text[:_MAX_REFUSED_TEXT] for text in changed.refused[:_MAX_REFUSED]]
+        # The agent's words, read from a directory the sandbox controls: escaped (no NUL, control or
+        # format character reaches the journal or a terminal) and bounded.
+        refused = [recorded(text, _MAX_REFUSED_TEXT) for text in changed.refused[:_MAX_REFUSED]]
         if attached is None or await store.memory_stores.lock_by_id(conn, attached["store_id"]) is None:
             dropped: dict[str, Any] = {
-                "store_id": changed.store_id[:64],
+                "store_id": recorded(changed.store_id, 64),
                 "store": "",
                 "written": [],
                 "refused": ["the store is not attached read-write, or was deleted: nothing written"],

@@ -175,6 +175,21 @@ async def changes(sandbox: Sandbox, memory: SessionMemory) -> pb.MemoryChanges |
     return found if found.stores else None
 
 
+def _plain_name(name: str) -> bool:
+    """Whether a directory entry's name can be a path component of a document (the control plane
+    checks the whole path again): UTF-8 (no surrogate escapes), no control character, no backslash."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c == "\\" for c in name)
+
+
+def _shown(path: str) -> str:
+    """A path the sandbox chose, fit to be quoted: escaped, bounded."""
+    return ascii(path[:MAX_PATH_BYTES])
+
+
 def _read_tree(
     home: ConfinedRoot, root: list[str], max_files: int, max_bytes: int
 ) -> tuple[dict[str, bytes | None], list[str]]:
@@ -191,15 +206,19 @@ def _read_tree(
             mode = entry.info.st_mode
             if _TEMPORARY.fullmatch(entry.name):
                 continue
+            if not _plain_name(entry.name):
+                if len(refused) < MAX_REFUSED:
+                    refused.append(f"{_shown(path)}: not UTF-8, or holds a control character or backslash; not read")
+                continue
             if stat.S_ISDIR(mode):
                 if len(parts) < MAX_DEPTH:
                     pending.append(parts)
                 elif len(refused) < MAX_REFUSED:
-                    refused.append(f"{path[:MAX_PATH_BYTES]}: deeper than {MAX_DEPTH} directories, not read")
+                    refused.append(f"{_shown(path)}: deeper than {MAX_DEPTH} directories, not read")
                 continue
             if not stat.S_ISREG(mode):
                 if len(refused) < MAX_REFUSED:
-                    refused.append(f"{path[:MAX_PATH_BYTES]}: not a regular file (a link?), not read")
+                    refused.append(f"{_shown(path)}: not a regular file (a link?), not read")
                 continue
             if len(files) >= max_files:
                 if len(refused) < MAX_REFUSED:
@@ -210,11 +229,11 @@ def _read_tree(
                 continue
             if entry.info.st_size > max_bytes:
                 if len(refused) < MAX_REFUSED:
-                    refused.append(f"{path[:MAX_PATH_BYTES]}: larger than {max_bytes} bytes, not read")
+                    refused.append(f"{_shown(path)}: larger than {max_bytes} bytes, not read")
                 continue
             try:
                 files[path] = home.read_file([*root, *parts], max_bytes)
             except PathRefused as error:  # changed while read
                 if len(refused) < MAX_REFUSED:
-                    refused.append(f"{path[:MAX_PATH_BYTES]}: {error}")
+                    refused.append(f"{_shown(path)}: {error}")
     return files, refused

@@ -236,7 +236,7 @@ async def test_a_sessions_turns_write_back_its_read_write_stores_only(
                     _change("new.md", "learned"),
                     _change("../x", "no"),
                 ],
-                refused=["link.md: not a regular file (a link?), not read"],
+                refused=["link.md: not a regular file (a link?), not read", "evil\x00\x1b[31m\u202e name"],
             ),
             runner_pb2.MemoryStoreChanges(store_id=ro.store_id, changes=[_change("rules.md", "changed")]),
         ]
@@ -262,6 +262,8 @@ async def test_a_sessions_turns_write_back_its_read_write_stores_only(
         ("new.md", 1, False, 0),
     ]
     assert any("link.md" in r for r in shared.refused) and any("not a document path" in r for r in shared.refused)
+    # What the agent said is kept escaped: no NUL (which the journal's JSON cannot hold) nor escape.
+    assert "evil\\x00\\x1b[31m\\u202e name" in shared.refused
     assert by_store[ro.store_id].written == [] and by_store[ro.store_id].refused
     # The session's own later write over its own version is no conflict; removing a file deletes it.
     more = runner_pb2.MemoryChanges(

@@ -55,6 +55,8 @@ async def test_install_writes_the_stores_and_a_turns_changes_are_read_back(tmp_p
     (notes / "dir" / "up").symlink_to(tmp_path)
     os.mkfifo(notes / "pipe")
     (notes / "big").write_bytes(b"x" * (memory.MAX_FILE_BYTES + 1))
+    os.close(os.open(bytes(notes / "bad") + b"\xff", os.O_CREAT | os.O_WRONLY, 0o644))  # not UTF-8
+    (notes / "esc\x1b[2J").write_bytes(b"terminal")
     (sandbox.home / "memory" / "ref" / "rules_md").chmod(0o644)
     (sandbox.home / "memory" / "ref" / "rules_md").write_bytes(b"changed")  # read-only: never read back
     found = await memory.changes(sandbox, mounted)
@@ -67,8 +69,9 @@ async def test_install_writes_the_stores_and_a_turns_changes_are_read_back(tmp_p
         ("new_md", b"new", False, 0),
     ]
     refused = "\n".join(store.refused)
-    for name in ("passwd", "dir/up", "pipe", "big"):
-        assert name in refused
+    for name in ("passwd", "dir/up", "pipe", "big", "bad\\udcff", "esc\\x1b[2J"):
+        assert name in refused, refused
+    assert "\x1b" not in refused
     # Sent once: the next turn's end sends nothing more.
     assert await memory.changes(sandbox, mounted) is None
 
