@@ -575,9 +575,10 @@ class MemoryDocumentNotFound(KernelError):
 class MemoryDocumentTooLarge(KernelError):
     reason = "MEMORY_DOCUMENT_TOO_LARGE"
 
-    def __init__(self, size: int, limit: int) -> None:
+    def __init__(self, size: int, limit: int, problem: str = "") -> None:
         super().__init__(
-            f"a memory document is UTF-8 text of at most {limit} bytes; this one is {size} bytes",
+            f"a memory document is UTF-8 text without NUL of at most {limit} bytes; this one "
+            + (problem or f"is {size} bytes"),
             {"limit": str(limit), "size": str(size)},
         )
 

@@ -72,10 +72,10 @@ def text(content: str | bytes, limit: int) -> str:
         raise MemoryDocumentTooLarge(len(raw), limit)
     try:
         decoded = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MemoryDocumentTooLarge(len(raw), limit) from None
+    except UnicodeDecodeError as error:
+        raise MemoryDocumentTooLarge(len(raw), limit, f"is not UTF-8 (at byte {error.start})") from None
     if "\0" in decoded:  # PostgreSQL text holds no NUL
-        raise MemoryDocumentTooLarge(len(raw), limit)
+        raise MemoryDocumentTooLarge(len(raw), limit, "holds a NUL character")
     return decoded
 
 

@@ -119,6 +119,6 @@ async def test_links_and_special_files_in_memory_are_never_followed_or_written_b
     [synced] = [e.memory_synced for e in events if e.WhichOneof("payload") == "memory_synced"]
     assert [w.path for w in synced.written] == ["ok.md"]
     refused = "\n".join(synced.refused)
-    for name in ("passwd.md", "pipe.md", "deep/etc", "nul.md"):
+    for name in ("passwd.md", "pipe.md", "deep/etc", "nul.md: a memory document is UTF-8 text without NUL"):
         assert name in refused, refused
     assert "root:" not in refused
