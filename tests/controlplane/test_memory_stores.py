@@ -18,7 +18,7 @@ from astrabox.errors import AstraBoxError
 from astrabox.memory.v1 import memory_service_pb2 as memory_pb2
 from astrabox.memory_stores import attach
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
-from astrabox.sessionkernel.v1 import events_pb2
+from astrabox.sessionkernel.v1 import events_pb2, session_pb2
 from controlplane.memory import paths
 from controlplane.server import RunningControlPlane
 from tests.controlplane.conftest import Plane
@@ -295,3 +295,24 @@ async def test_a_sessions_turns_write_back_its_read_write_stores_only(
     placed = {m.name: m for m in moved.memory}
     assert [(f.path, f.content, f.version) for f in placed["shared"].files] == [("facts.md", b"again", 4)]
     assert placed["shared"].read_write and not placed["reference"].read_write
+
+
+async def test_a_deleted_store_gets_nothing_back_and_its_session_goes_on(
+    plane: Plane, running: RunningControlPlane
+) -> None:
+    async with AstraBoxClient.connect(running.address) as client:
+        doomed = await client.memory.create("doomed")
+        session = await client.create_session(memory=[attach("doomed", "read-write")])
+        await plane.runtime_started(session.session_id)
+        await client.memory.delete("doomed")
+        changes = runner_pb2.MemoryChanges(
+            stores=[runner_pb2.MemoryStoreChanges(store_id=doomed.store_id, changes=[_change("a.md", "x")])]
+        )
+        await plane.report(session.session_id, "turn-1", memory_changes=changes)
+        events = [e async for e in client.iter_events(session.session_id)]
+        [synced] = [e.memory_synced for e in events if e.HasField("memory_synced")]
+        assert synced.written == [] and "deleted" in synced.refused[0]
+        # A store made again under the name is another store: nothing reached it.
+        await client.memory.create("doomed")
+        assert [d async for d in client.memory.documents("doomed")] == []
+        assert (await client.get_session(session.session_id)).state == session_pb2.SESSION_STATE_READY

@@ -6,12 +6,13 @@ a read-only attachment changes nothing, and a restore brings the store back."""
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime
 
 import pytest
 
 from astrabox.client import AstraBoxClient
-from tests.e2e.test_run_with_agent import astrabox
+from tests.e2e.test_run_with_agent import ASTRABOX, astrabox
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -122,3 +123,33 @@ async def test_links_and_special_files_in_memory_are_never_followed_or_written_b
     for name in ("passwd.md", "pipe.md", "deep/etc", "nul.md: a memory document is UTF-8 text without NUL"):
         assert name in refused, refused
     assert "root:" not in refused
+
+
+async def test_the_memory_commands_read_write_and_refuse_in_one_line(stack: Stack) -> None:
+    assert astrabox(stack, "memory", "create", "cli").returncode == 0
+    written = subprocess.run(
+        [*ASTRABOX, "memory", "--target", stack.address, "write", "cli", "from/stdin.md"],
+        input="piped text\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert written.stdout == "from/stdin.md v1\n", written.stderr
+    assert astrabox(stack, "memory", "read", "cli", "from/stdin.md").stdout == "piped text\n"
+    assert astrabox(stack, "memory", "docs", "cli").stdout.startswith("from/stdin.md  v1  11 bytes")
+    listed = astrabox(stack, "memory", "list").stdout
+    assert listed.startswith("cli") and "1 documents" in listed
+    for args, reason in (
+        (("write", "cli", "../up.md", "--text", "x"), "INVALID_ARGUMENT INVALID_MEMORY_PATH"),
+        (
+            ("write", "cli", "from/stdin.md", "--text", "x", "--expected-version", "7"),
+            "ABORTED MEMORY_VERSION_CONFLICT",
+        ),
+        (("read", "cli", "missing.md"), "NOT_FOUND MEMORY_DOCUMENT_NOT_FOUND"),
+        (("show", "nope"), "NOT_FOUND MEMORY_STORE_NOT_FOUND"),
+    ):
+        refused = astrabox(stack, "memory", *args)
+        assert (refused.returncode, refused.stdout) == (1, ""), args
+        assert refused.stderr.startswith(f"astrabox: {reason}: ") and len(refused.stderr.splitlines()) == 1, (
+            refused.stderr
+        )
