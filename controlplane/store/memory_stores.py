@@ -8,6 +8,7 @@ or changed. `attached` goes by session, whose project the kernel checked when it
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 import asyncpg
 
@@ -105,3 +106,14 @@ async def attached(db: asyncpg.Connection | asyncpg.Pool, session_id: str) -> li
         uuid.UUID(session_id),
     )
     return rows
+
+
+async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the sessions' attachments (retention: `controlplane.retention`); how many. The versions
+    they wrote stay, naming them."""
+    deleted: int = await conn.fetchval(
+        "WITH gone AS (DELETE FROM session_memory WHERE session_id = ANY($1::uuid[]) RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        list(session_ids),
+    )
+    return deleted
