@@ -123,7 +123,8 @@ async def sync(
     writable = {str(r["store_id"]): r for r in await store.memory_stores.attached(conn, session_id) if r["read_write"]}
     payloads = []
     seen: set[str] = set()
-    for changed in changes.stores:
+    # In one order, so two turns writing the same stores take their locks alike.
+    for changed in sorted(changes.stores, key=lambda c: c.store_id):
         if changed.store_id in seen or len(seen) >= MAX_ATTACHMENTS:
             continue  # a store named twice, or more than a session attaches: a buggy or hostile agent
         seen.add(changed.store_id)
