@@ -75,9 +75,14 @@ database and nothing else. Its map:
     webhook_attempts.py    webhook_attempts (the delivery log)
     schedules.py           schedules (a project's cron schedules, each one's next tick)
     schedule_runs.py       schedule_runs (one per schedule and tick: the tick's run and its outcome)
+    memory_stores.py       memory_stores (a project's memory stores), session_memory (what each
+                           session attached)
+    memory_versions.py     memory_versions (every version of every memory document, never updated)
   agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
                    engines' manifests (its own map)
   environments/    EnvironmentService: a project's versioned environments (its own map)
+  memory/          MemoryService: a project's memory stores of versioned documents, what sessions
+                   mount of them and what their turns write back (its own map)
   schedules/       ScheduleService: a project's cron schedules and the loop that runs their ticks
                    (its own map)
   credential_store/  CredentialService: a project's secrets encrypted at rest, and RunnerService's

@@ -99,6 +99,7 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
                 environment=request.environment,
                 environment_version=request.environment_version,
                 git_source=request.git_source if request.HasField("git_source") else None,
+                memory=list(request.memory),
             )
         )
         return pb.CreateSessionResponse(session=session_to_proto(record))

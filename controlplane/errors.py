@@ -51,6 +51,15 @@
     ├── ScheduleNotFound       NOT_FOUND            reason SCHEDULE_NOT_FOUND
     ├── ScheduleExists         ALREADY_EXISTS       reason SCHEDULE_ALREADY_EXISTS
     ├── ScheduleLimitReached   RESOURCE_EXHAUSTED   reason SCHEDULE_LIMIT_REACHED; metadata limit
+    ├── MemoryStoreNotFound    NOT_FOUND            reason MEMORY_STORE_NOT_FOUND
+    ├── MemoryStoreExists      ALREADY_EXISTS       reason MEMORY_STORE_ALREADY_EXISTS
+    ├── MemoryStoreLimitReached RESOURCE_EXHAUSTED  reason MEMORY_STORE_LIMIT_REACHED; metadata limit
+    ├── MemoryDocumentNotFound NOT_FOUND            reason MEMORY_DOCUMENT_NOT_FOUND
+    ├── MemoryDocumentTooLarge INVALID_ARGUMENT     reason MEMORY_DOCUMENT_TOO_LARGE; metadata limit
+    ├── MemoryDocumentLimitReached RESOURCE_EXHAUSTED reason MEMORY_DOCUMENT_LIMIT_REACHED; metadata limit
+    ├── MemoryStoreFull        RESOURCE_EXHAUSTED   reason MEMORY_STORE_FULL; metadata limit, size
+    ├── MemoryVersionConflict  ABORTED              reason MEMORY_VERSION_CONFLICT; metadata
+    │                                                   expected_version, latest_version
     ├── SessionBudgetExhausted FAILED_PRECONDITION  reason SESSION_BUDGET_EXHAUSTED; metadata cost_usd, limit_usd
     ├── CredentialNotFound     NOT_FOUND            reason CREDENTIAL_NOT_FOUND
     ├── CredentialsUnavailable FAILED_PRECONDITION  reason CREDENTIALS_UNAVAILABLE (no credentials key)
@@ -519,6 +528,89 @@ class ScheduleLimitReached(KernelError):
         super().__init__(
             f"the project has {limit} schedules, as many as a project may have: delete one first",
             {"limit": str(limit)},
+        )
+
+
+class MemoryStoreNotFound(KernelError):
+    """No memory store of the caller's project has this name or id (another project's looks the same)."""
+
+    reason = "MEMORY_STORE_NOT_FOUND"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(
+            f"memory store {ref} does not exist in this project; `astrabox memory list` shows its stores",
+            {"store": ref},
+        )
+
+
+class MemoryStoreExists(KernelError):
+    reason = "MEMORY_STORE_ALREADY_EXISTS"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"a memory store named {name} already exists in this project; choose another name", {"name": name}
+        )
+
+
+class MemoryStoreLimitReached(KernelError):
+    reason = "MEMORY_STORE_LIMIT_REACHED"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the project has {limit} memory stores, as many as a project may have: delete one first",
+            {"limit": str(limit)},
+        )
+
+
+class MemoryDocumentNotFound(KernelError):
+    reason = "MEMORY_DOCUMENT_NOT_FOUND"
+
+    def __init__(self, store: str, path: str, what: str = "") -> None:
+        super().__init__(
+            f"memory store {store} has no document {path}{what}; `astrabox memory docs {store}` lists them",
+            {"store": store, "path": path},
+        )
+
+
+class MemoryDocumentTooLarge(KernelError):
+    reason = "MEMORY_DOCUMENT_TOO_LARGE"
+
+    def __init__(self, size: int, limit: int, problem: str = "") -> None:
+        super().__init__(
+            f"a memory document is UTF-8 text without NUL of at most {limit} bytes; this one "
+            + (problem or f"is {size} bytes"),
+            {"limit": str(limit), "size": str(size)},
+        )
+
+
+class MemoryDocumentLimitReached(KernelError):
+    reason = "MEMORY_DOCUMENT_LIMIT_REACHED"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the memory store holds {limit} documents, as many as a store may: delete one first",
+            {"limit": str(limit)},
+        )
+
+
+class MemoryStoreFull(KernelError):
+    reason = "MEMORY_STORE_FULL"
+
+    def __init__(self, limit: int, size: int) -> None:
+        super().__init__(
+            f"the memory store's documents would hold {size} bytes; a store holds at most {limit}: delete or"
+            " shorten some first",
+            {"limit": str(limit), "size": str(size)},
+        )
+
+
+class MemoryVersionConflict(KernelError):
+    reason = "MEMORY_VERSION_CONFLICT"
+
+    def __init__(self, path: str, expected: int, latest: int) -> None:
+        super().__init__(
+            f"document {path} is at version {latest}, not {expected}: read it again and write over the latest",
+            {"expected_version": str(expected), "latest_version": str(latest)},
         )
 
 

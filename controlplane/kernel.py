@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
@@ -27,6 +27,7 @@ from google.protobuf import json_format
 
 from astrabox.agents.v1 import agent_pb2
 from astrabox.environments.v1 import environment_pb2
+from astrabox.memory.v1 import memory_service_pb2 as memory_pb2
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import git_sources, named_definitions, quotas, requests, session_config, store, validation
 from controlplane.agent_definitions.definitions import AgentDefinitions, ResolvedAgent
@@ -38,6 +39,7 @@ from controlplane.errors import InvalidArgument, RequestIdReused, SessionNotFoun
 from controlplane.journal import ClientPage, EventKind, Journal, JournalTransaction, NewEvent, StoredEvent
 from controlplane.listing import SessionFilter, filters_changed
 from controlplane.live import LiveTail
+from controlplane.memory import sessions as memory
 from controlplane.page_tokens import PageTokens
 from controlplane.session import SessionEnvironment, SessionRecord, SessionState
 from controlplane.turns import Turns
@@ -74,6 +76,8 @@ class CreateSession:
     environment_version: int = 0
     # The git repository to clone into the workspace before the first turn (None: none).
     git_source: environment_pb2.GitSource | None = None
+    # The project's memory stores the session uses (CreateSessionRequest.memory).
+    memory: Sequence[memory_pb2.MemoryAttachment] = ()
 
 
 def _fingerprint(request: CreateSession, config: agent_pb2.AgentSpec) -> str:
@@ -88,6 +92,8 @@ def _fingerprint(request: CreateSession, config: agent_pb2.AgentSpec) -> str:
     )
     if request.git_source:
         asked["git_source"] = json_format.MessageToDict(request.git_source)
+    if request.memory:
+        asked["memory"] = [json_format.MessageToDict(attachment) for attachment in request.memory]
     if not request.agent:
         mode, model = config.permission_mode, request.model
         return requests.fingerprint(
@@ -225,6 +231,10 @@ class SessionKernel:
             )
         if request.git_source is not None:
             await store.sessions.set_git_source(tx.conn, session_id, request.git_source.SerializeToString())
+        attachments = await memory.resolve(tx.conn, request.project_id, request.memory)
+        for attachment in attachments:
+            await store.memory_stores.attach(tx.conn, session_id, attachment.store_id, attachment.read_write)
+        mounts = await memory.mounts(tx.conn, session_id)
         command_id = await self._agents.enqueue(
             tx,
             agent_id,
@@ -234,12 +244,13 @@ class SessionKernel:
                     engine=engine,
                     permission_mode=mode,
                     model=model,
-                    config=config,
+                    config=memory.with_prompt(config, mounts),
                     environment=runtime_environment,
                     git_source=request.git_source,
                     project_id=str(request.project_id),
                     agent_id=pinned.agent_id if pinned else "",
                     agent_version=pinned.version if pinned else 0,
+                    memory=mounts,
                 )
             ),
         )
@@ -252,6 +263,14 @@ class SessionKernel:
         }
         if request.git_source is not None:
             created["git_source"] = json_format.MessageToDict(request.git_source)
+        if attachments:
+            created["memory"] = [
+                {
+                    "store": str(a.store_id),
+                    "mode": "MEMORY_MODE_READ_WRITE" if a.read_write else "MEMORY_MODE_READ_ONLY",
+                }
+                for a in attachments
+            ]
         if pinned is not None:
             created["agent"] = {"agent_id": pinned.agent_id, "name": pinned.name, "version": pinned.version}
         if environment is not None:

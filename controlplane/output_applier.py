@@ -16,6 +16,7 @@ import structlog
 from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from controlplane import store, usage
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
+from controlplane.memory import sessions as memory
 from controlplane.session import BackgroundTaskState, InteractionKind, SessionState, questions_of
 from controlplane.turns import TurnOutcome, Turns, tool_call_settled
 
@@ -406,6 +407,20 @@ class OutputApplier:
                 output_seq=output.output_seq,
             )
         )
+
+    async def _on_memory_changes(self, output: runner_pb2.Output, changes: runner_pb2.MemoryChanges) -> None:
+        # What the turn changed in its READ_WRITE memory directories: new versions, written in this
+        # transaction, so the turn's end (the next output) is never seen before its memory is.
+        payloads = await memory.sync(self._tx.conn, self._session_id, output.turn_id, changes)
+        for index, payload in enumerate(payloads):
+            self._pending.append(
+                NewEvent(
+                    EventKind.MEMORY_SYNCED,
+                    payload,
+                    turn_id=output.turn_id,
+                    output_seq=output.output_seq if index == 0 else None,
+                )
+            )
 
     async def _on_sandbox_reconciled(self, output: runner_pb2.Output, done: runner_pb2.SandboxReconciled) -> None:
         self._pending.append(

@@ -39,6 +39,7 @@ _OWNERS = (
     store.tool_grants,
     store.session_requests,
     store.engine_transcripts,
+    store.memory_stores,
     store.command_leases,
     store.agent_commands,
 )

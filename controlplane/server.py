@@ -18,6 +18,7 @@ from astrabox.admin.v1 import admin_service_pb2_grpc
 from astrabox.agents.v1 import agent_service_pb2_grpc
 from astrabox.credentialstore.v1 import credential_service_pb2_grpc
 from astrabox.environments.v1 import environment_service_pb2_grpc
+from astrabox.memory.v1 import memory_service_pb2_grpc
 from astrabox.runner.v1 import runner_service_pb2, runner_service_pb2_grpc
 from astrabox.schedules.v1 import schedule_service_pb2_grpc
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc
@@ -47,13 +48,24 @@ from controlplane.identity.admin import AdminServicer
 from controlplane.identity.agent_admission import Admission, AgentAdmission, loopback_only
 from controlplane.identity.authenticator import Authenticator, Credentials
 from controlplane.identity.bootstrap import bootstrap
-from controlplane.identity.rules import ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, KERNEL, SCHEDULES, WEBHOOKS
+from controlplane.identity.rules import (
+    ADMIN,
+    AGENTS,
+    CREDENTIALS,
+    ENVIRONMENTS,
+    KERNEL,
+    MEMORY,
+    SCHEDULES,
+    WEBHOOKS,
+)
 from controlplane.identity.tenancy import Tenancy
 from controlplane.identity.tokens import TokenVerifier
 from controlplane.journal import NOTIFY_CHANNEL, Journal
 from controlplane.kernel import SessionKernel
 from controlplane.leases import LeaseKeeper
 from controlplane.live import LiveTail
+from controlplane.memory.api import MemoryServicer
+from controlplane.memory.stores import MemoryStores
 from controlplane.metrics import ControlPlaneMetrics, RpcMetrics
 from controlplane.outputs import OutputCommitter
 from controlplane.page_tokens import PageTokens
@@ -91,9 +103,9 @@ log = structlog.get_logger(__name__)
 
 
 RUNNER = runner_service_pb2.DESCRIPTOR.services_by_name["RunnerService"].full_name
-SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES, RUNNER)
+SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES, MEMORY, RUNNER)
 # What the web API serves: every client-facing service (agents and replicas speak gRPC only).
-WEB_SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES)
+WEB_SERVICE_NAMES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES, MEMORY)
 
 
 def _descriptor(name: str) -> descriptor.ServiceDescriptor:
@@ -149,6 +161,9 @@ _add_webhook_service: Callable[[WebhookServicer, grpc.aio.Server], None] = (
 )
 _add_schedule_service: Callable[[ScheduleServicer, grpc.aio.Server], None] = (
     schedule_service_pb2_grpc.add_ScheduleServiceServicer_to_server
+)
+_add_memory_service: Callable[[MemoryServicer, grpc.aio.Server], None] = (
+    memory_service_pb2_grpc.add_MemoryServiceServicer_to_server
 )
 _add_runner_service: Callable[[RunnerService, grpc.aio.Server], None] = (
     runner_service_pb2_grpc.add_RunnerServiceServicer_to_server
@@ -218,7 +233,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     CREDENTIALS,
                     WEBHOOKS,
                     internal=(RUNNER,),
-                    self_bounded=(AGENTS, ENVIRONMENTS, SCHEDULES),
+                    self_bounded=(AGENTS, ENVIRONMENTS, SCHEDULES, MEMORY),
                     scope=Tenancy(pool).scope,
                 ),
             ],
@@ -331,6 +346,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             Limits(settings.schedules_per_project, settings.schedule_min_interval),
         )
         _add_schedule_service(ScheduleServicer(schedules), server)
+        _add_memory_service(MemoryServicer(MemoryStores(pool, page_tokens)), server)
         scheduler = Scheduler(
             pool,
             journal,

@@ -39,6 +39,7 @@ from controlplane import session_config, store, tool_grants
 from controlplane.agents import Agents
 from controlplane.errors import CapacityExhausted, DedicatedHostsUnavailable, NoAgentAvailable
 from controlplane.journal import EventKind, JournalTransaction, NewEvent
+from controlplane.memory import sessions as memory
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.session import SessionRecord, SessionState
 from serverkit import tracing
@@ -283,6 +284,7 @@ class Turns:
         # to resume from: "No conversation found" would fail the start. The agent that still holds
         # the sandbox resumes from its own record anyway.
         resume = transcript.engine_session_id if transcript else ""
+        mounts = await memory.mounts(tx.conn, session.session_id)
         command_id = await self._agents.enqueue(
             tx,
             agent_id,
@@ -296,7 +298,7 @@ class Turns:
                     transcript=transcript.content if transcript else b"",
                     committed_output_seq=committed,
                     tool_grants=await tool_grants.in_force(tx.conn, session.session_id),
-                    config=config,
+                    config=memory.with_prompt(config, mounts),
                     environment=session_config.runtime_environment(session.environment),
                     # A sandbox made anew (another agent, or its old one lost) gets the repository
                     # again; the agent leaves a workspace it still holds as it is.
@@ -304,6 +306,7 @@ class Turns:
                     project_id=str(session.project_id or ""),
                     agent_id=session.agent.agent_id if session.agent else "",
                     agent_version=session.agent.version if session.agent else 0,
+                    memory=mounts,
                 )
             ),
         )

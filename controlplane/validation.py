@@ -229,6 +229,9 @@ FIELDS: dict[str, Check] = {
     "url": _string(2048, printable=True),
     "ref": _string(256, printable=True),
     "directory": _string(1024, printable=True),
+    # CreateSessionRequest.memory: a memory store's name or id, and the mode (checked in controlplane.memory).
+    "store": _string(128, printable=True),
+    "mode": _range(0, 2**31 - 1),
     "role": _range(0, 3),
     "credential_hosts": _range(0, 2),
     # A google.protobuf.Timestamp (expire_time): 0001-01-01 to 9999-12-31, as the type allows.
@@ -262,13 +265,30 @@ def request(message: Message) -> None:
 def _fields(message: Message, prefix: str) -> None:
     for descriptor, value in message.ListFields():
         if descriptor.message_type is not None and not descriptor.message_type.GetOptions().map_entry:
-            _fields(value, f"{prefix}{descriptor.name}.")
+            if not isinstance(value, Message):  # a repeated field of messages
+                _repeated_messages(f"{prefix}{descriptor.name}", value)
+            else:
+                _fields(value, f"{prefix}{descriptor.name}.")
             continue
         check = FIELDS.get(descriptor.name)
         if check is None:  # a field this table misses; tests/controlplane/test_validation.py fails
             check = _string(4096) if isinstance(value, str) else _bytes(4096) if isinstance(value, bytes) else None
         if check is not None:
             check(prefix + descriptor.name, value)
+
+
+# The most entries of a repeated message field of a request (CreateSessionRequest.memory); what
+# each holds is bounded like any field, and its meaning checked by the service.
+MAX_REPEATED_MESSAGES = 64
+
+
+def _repeated_messages(field: str, values: Sequence[Message]) -> None:
+    if len(values) > MAX_REPEATED_MESSAGES:
+        raise InvalidArgument(
+            field, f"{field} may have at most {MAX_REPEATED_MESSAGES} entries, got {len(values)}", FIELD_TOO_LONG
+        )
+    for index, value in enumerate(values):
+        _fields(value, f"{field}[{index}].")
 
 
 def label_key(field: str, value: str) -> str:

@@ -42,6 +42,8 @@ IDENTIFIERS = (
     "task_id",
     "request_id",
     "client_message_id",
+    # MemoryService: the store a call names.
+    "store",
 )
 
 # The characters of a recorded text past which the rest is cut (`recorded`).

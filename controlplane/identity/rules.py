@@ -15,6 +15,7 @@ from astrabox.admin.v1 import admin_service_pb2
 from astrabox.agents.v1 import agent_service_pb2
 from astrabox.credentialstore.v1 import credential_service_pb2
 from astrabox.environments.v1 import environment_service_pb2
+from astrabox.memory.v1 import memory_service_pb2
 from astrabox.schedules.v1 import schedule_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from astrabox.webhooks.v1 import webhook_service_pb2
@@ -27,8 +28,9 @@ CREDENTIALS = credential_service_pb2.DESCRIPTOR.services_by_name["CredentialServ
 ENVIRONMENTS = environment_service_pb2.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 WEBHOOKS = webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"].full_name
 SCHEDULES = schedule_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"].full_name
+MEMORY = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 # The services whose every call is authenticated.
-GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES)
+GUARDED_SERVICES = (KERNEL, ADMIN, AGENTS, CREDENTIALS, ENVIRONMENTS, WEBHOOKS, SCHEDULES, MEMORY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,21 @@ _SCHEDULE_RULES = {
     "ResumeSchedule": _DRIVE,
 }
 
+# Memory is what sessions read and write: whoever may drive sessions may change it; anyone reads it
+# and its history.
+_MEMORY_RULES = {
+    "GetMemoryStore": _VIEW,
+    "ListMemoryStores": _VIEW,
+    "GetMemoryDocument": _VIEW,
+    "ListMemoryDocuments": _VIEW,
+    "ListMemoryDocumentVersions": _VIEW,
+    "CreateMemoryStore": _DRIVE,
+    "DeleteMemoryStore": _DRIVE,
+    "WriteMemoryDocument": _DRIVE,
+    "DeleteMemoryDocument": _DRIVE,
+    "RestoreMemoryStore": _DRIVE,
+}
+
 RULES: dict[str, Rule] = {
     **{f"/{KERNEL}/{name}": rule for name, rule in _KERNEL_RULES.items()},
     **{f"/{ADMIN}/{name}": rule for name, rule in _ADMIN_RULES.items()},
@@ -162,4 +179,5 @@ RULES: dict[str, Rule] = {
     **{f"/{ENVIRONMENTS}/{name}": rule for name, rule in _ENVIRONMENT_RULES.items()},
     **{f"/{WEBHOOKS}/{name}": rule for name, rule in _WEBHOOK_RULES.items()},
     **{f"/{SCHEDULES}/{name}": rule for name, rule in _SCHEDULE_RULES.items()},
+    **{f"/{MEMORY}/{name}": rule for name, rule in _MEMORY_RULES.items()},
 }

@@ -28,6 +28,7 @@ from dataplane_agent.runtimes.repository import CloneFailed
 from dataplane_agent.sandboxes.base import DestroyVerdict, Sandbox
 from dataplane_agent.state import SessionRecord
 from dataplane_agent.state_database import Receipt, in_order
+from dataplane_agent.turns import memory
 from dataplane_agent.turns.session import SessionTurns, TurnLimits, close_quietly, describe
 from serverkit import tracing
 
@@ -97,7 +98,8 @@ class RuntimeStarts:
             environment_phase = pb.StartupPhase(phase="environment", duration_ms=ms_since(began))
             await self._held.outbox.append(session_id, "", environment_phase)
         # The agent version whose engine may have been started ahead, for a session new here.
-        warm = self._held.launcher.warm_agent(req) if existing is None else None
+        # (Not with memory: an engine started ahead was not told where the session's memory is.)
+        warm = self._held.launcher.warm_agent(req) if existing is None and not req.memory else None
         try:
             sandbox, claimed = await self._held.launcher.sandbox(
                 session_id, fresh=existing is None, environment=environment, agent=warm
@@ -138,7 +140,19 @@ class RuntimeStarts:
                 return
         if req.transcript:
             await self._held.transcripts.save(session_id, req.transcript)
+        try:
+            mounted = await memory.install(sandbox, req.memory)
+        except memory.MemoryRefused as exc:
+            if claimed is not None and claimed.engine is not None:
+                self._background(close_quietly(claimed.engine, self._limits.close_engine))
+            if existing is None:
+                self._held.placements.released(session_id)
+                self._held.launcher.forget(session_id)
+                await self._destroy_sandbox(sandbox)
+            await self._start_failed(session_id, str(exc), receipt)
+            return
         turns = self._turns(session_id, resume)
+        turns.mount_memory(mounted)
         config = EngineConfig(
             permission_mode=req.permission_mode,
             model=req.model,

@@ -203,6 +203,24 @@ class ConfinedRoot:
                     raise PathRefused(Refusal.INVALID, "a directory is where the file should be")
             _write_in(fds[-1], parts[-1], content, mode, owner)
 
+    def make_dirs(self, parts: builtins.list[str]) -> None:
+        """Make the directory at `parts` and its missing parents, owned like the root (one that
+        exists is kept; a link on the way is refused)."""
+        owner = os.stat(self._root, follow_symlinks=False)
+        with self._walk(parts, create=True, owner=owner):
+            pass
+
+    def remove(self, parts: builtins.list[str]) -> None:
+        """Remove the file or link at the canonical `parts` (never what a link points to; a
+        directory is refused)."""
+        with self._walk(parts[:-1]) as fds:
+            try:
+                os.unlink(parts[-1], dir_fd=fds[-1])
+            except IsADirectoryError:
+                raise PathRefused(Refusal.INVALID, "the path is a directory") from None
+            except OSError as error:
+                raise _refusal(error) from None
+
     @contextlib.contextmanager
     def _walk(
         self, parts: Sequence[str] = (), *, create: bool = False, owner: os.stat_result | None = None

@@ -29,6 +29,7 @@ from dataplane_agent.state import AgentState
 from dataplane_agent.state_database import Database, in_order
 from dataplane_agent.turns.engine_calls import close_quietly
 from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED, Interactions
+from dataplane_agent.turns.memory import SessionMemory
 from serverkit import tracing
 
 log = structlog.get_logger(__name__)
@@ -96,6 +97,8 @@ class TurnLedger:
         self.engine_session_id = engine_session_id
         # Why the engine went away unexpectedly; the next input recovers the runtime.
         self.lost_reason = ""
+        # The session's memory stores in its sandbox (turns.memory); None: none.
+        self.memory: SessionMemory | None = None
         self._ctx = context
         self._log = log.bind(session_id=context.session_id)
         # Closes of detached engines still under way.

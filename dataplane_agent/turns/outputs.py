@@ -34,6 +34,7 @@ from dataplane_agent.engines.base import (
     ToolRequest,
 )
 from dataplane_agent.sandboxes.base import Sandbox
+from dataplane_agent.turns import memory
 from dataplane_agent.turns.elision import fitted_json
 from dataplane_agent.turns.engine_calls import describe
 from dataplane_agent.turns.interactions import INTERRUPTED, TURN_ENDED
@@ -135,8 +136,12 @@ class OutputRouter:
             body = pb.EngineMessage(type_name=output.type_name, payload_json=text)
             # The turn this output ends (its ResultMessage), if any.
             ending = turn if turn is not None and output.ends_turn else None
+            # What the turn changed in its READ_WRITE memory, sent before the output that ends it.
+            remembered = await self._memory_changes() if ending is not None else None
 
             def tx(c: sqlite3.Connection) -> None:
+                if remembered is not None:
+                    ctx.outbox.append_tx(c, ctx.session_id, turn_id, remembered)
                 ctx.outbox.append_tx(c, ctx.session_id, turn_id, body)
                 if new_id:
                     ctx.state.set_engine_session_id_tx(c, ctx.session_id, new_id)
@@ -156,6 +161,18 @@ class OutputRouter:
         async with ledger.lock:
             ledger.finish(ending)
         self._log.info("turn_finished", turn_id=turn_id, interrupted=ending.interrupting, by_engine=ending.by_engine)
+
+    async def _memory_changes(self) -> pb.MemoryChanges | None:
+        """The READ_WRITE memory directories' changes (the caller holds the lock); None: none, or
+        they could not be read (logged: they are sent at a later turn's end)."""
+        ledger = self._ledger
+        if ledger.memory is None or ledger.sandbox is None:
+            return None
+        try:
+            return await bounded(memory.changes(ledger.sandbox, ledger.memory), self._ctx.limits.engine_call)
+        except Exception as exc:
+            self._log.warning("memory_changes_unread", error=describe(exc))
+            return None
 
     async def _report_unavailable(self, engine: EngineSession, unavailable: McpUnavailable) -> None:
         """One of the agent's MCP servers did not start with the engine: a report of the session's,

@@ -42,6 +42,7 @@ from dataplane_agent.turns.inputs import (
 from dataplane_agent.turns.interactions import TURN_ENDED, Interactions
 from dataplane_agent.turns.interrupts import INTERRUPTED_AT_DEADLINE, Interrupts
 from dataplane_agent.turns.ledger import TurnContext, TurnLedger, TurnLimits
+from dataplane_agent.turns.memory import SessionMemory
 from dataplane_agent.turns.outputs import INTERRUPTED_BY_ENGINE, OutputRouter
 from dataplane_agent.turns.tool_grants import ToolGrants
 from dataplane_agent.turns.transcripts import TranscriptStore
@@ -121,6 +122,11 @@ class SessionTurns:
     def attach(self, engine: EngineSession, sandbox: Sandbox) -> None:
         """Start reading a freshly connected engine's output; `sandbox` is where it runs."""
         self._outputs.attach(engine, sandbox)
+
+    def mount_memory(self, memory: SessionMemory) -> None:
+        """The memory stores put in the session's sandbox: the READ_WRITE ones' changes are sent
+        when each turn ends."""
+        self._ledger.memory = memory
 
     # -- commands --------------------------------------------------------------
 

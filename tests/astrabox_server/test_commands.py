@@ -33,6 +33,7 @@ def test_help_lists_the_server_commands_beside_the_clients() -> None:
             "credentials",
             "environments",
             "schedules",
+            "memory",
             "whoami",
             "projects",
             "keys",

@@ -180,7 +180,7 @@ def test_the_client_command_offers_only_the_client_commands(client_venv: Path, t
     result = run([str(client_venv / "astrabox"), "--help"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (
-        "{run,session,agents,credentials,environments,schedules,whoami,projects,keys,audit,hosts,quotas,status,top,webhooks}"
+        "{run,session,agents,credentials,environments,schedules,memory,whoami,projects,keys,audit,hosts,quotas,status,top,webhooks}"
         in result.stdout
     )
     assert "astrabox-server distribution" in result.stdout

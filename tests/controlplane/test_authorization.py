@@ -20,6 +20,7 @@ from astrabox.client import AstraBoxClient
 from astrabox.credentialstore.v1 import credential_service_pb2
 from astrabox.environments.v1 import environment_service_pb2
 from astrabox.errors import AstraBoxError
+from astrabox.memory.v1 import memory_service_pb2
 from astrabox.schedules.v1 import schedule_service_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2
 from astrabox.webhooks.v1 import webhook_service_pb2
@@ -37,6 +38,7 @@ SERVICES: list[ServiceDescriptor] = [
     environment_service_pb2.DESCRIPTOR.services_by_name["EnvironmentService"],
     webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"],
     schedule_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"],
+    memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"],
 ]
 METHODS = [(service, method) for service in SERVICES for method in service.methods]
 

@@ -142,5 +142,5 @@ async def test_retention_knows_every_table_that_refers_to_sessions(plane):
         " WHERE contype = 'f' AND confrelid = 'sessions'::regclass ORDER BY 1"
     )
     owned = {owner.__name__.rpartition(".")[2] for owner in retention._OWNERS}
-    table_of = {"tool_calls": "open_tool_calls"}
+    table_of = {"tool_calls": "open_tool_calls", "memory_stores": "session_memory"}
     assert {r["child"] for r in rows} <= {table_of.get(name, name) for name in owned}

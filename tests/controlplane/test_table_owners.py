@@ -42,6 +42,9 @@ OWNERS = {
     "webhook_attempts": "store/webhook_attempts.py",
     "schedules": "store/schedules.py",
     "schedule_runs": "store/schedule_runs.py",
+    "memory_stores": "store/memory_stores.py",
+    "session_memory": "store/memory_stores.py",
+    "memory_versions": "store/memory_versions.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",

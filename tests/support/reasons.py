@@ -17,6 +17,7 @@ CLIENT_SERVICES = (
     "credential_service",
     "webhook_service",
     "schedule_service",
+    "memory_service",
 )
 _REASON = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bINTERNAL\b")
 

@@ -11,6 +11,7 @@
     astrabox agents …      apply agent files (YAML), list, show, version and archive agents
     astrabox environments …  apply environment files (YAML), list, show, version, archive and build them
     astrabox schedules …   cron schedules that start a session with a prompt, and their runs
+    astrabox memory …      memory stores of versioned documents sessions attach (--memory STORE[:MODE])
     astrabox whoami        the project, role and key of the credential in use
     astrabox projects …    create and list projects (operator admins); where credentials may run
     astrabox keys …        create, list and revoke a project's API keys (admins)
@@ -47,6 +48,7 @@ from astrabox import (
     credential_commands,
     environment_commands,
     failures,
+    memory_commands,
     schedule_commands,
     session_commands,
     starting_files,
@@ -85,6 +87,7 @@ _CLIENT_COMMANDS = (
     *credential_commands.COMMANDS,
     *environment_commands.COMMANDS,
     *schedule_commands.COMMANDS,
+    *memory_commands.COMMANDS,
     *admin_commands.COMMANDS,
     *status_commands.COMMANDS,
     *webhook_commands.COMMANDS,
@@ -214,6 +217,15 @@ def _cmd_schedules(args: argparse.Namespace) -> int:
     return asyncio.run(_schedules_command(args))
 
 
+async def _memory_command(args: argparse.Namespace) -> int:
+    async with _connect(args) as client:
+        return await memory_commands.run(args, client)
+
+
+def _cmd_memory(args: argparse.Namespace) -> int:
+    return asyncio.run(_memory_command(args))
+
+
 def _connection_options() -> argparse.ArgumentParser:
     """--target, --tls-ca and the API key's flags, shared by every client command."""
     options = argparse.ArgumentParser(add_help=False)
@@ -264,6 +276,7 @@ def build_parser(contributed: dict[str, EntryPoint] | None = None) -> argparse.A
     credential_commands.add_parsers(sub, connection, _cmd_credentials)
     environment_commands.add_parsers(sub, connection, _cmd_environments)
     schedule_commands.add_parsers(sub, connection, _cmd_schedules)
+    memory_commands.add_parsers(sub, connection, _cmd_memory)
     admin_commands.add_parsers(sub, connection, _cmd_admin)
     status_commands.add_parsers(sub, connection, _cmd_status)
     webhook_commands.add_parsers(sub, connection, _cmd_webhooks)

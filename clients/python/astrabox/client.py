@@ -49,6 +49,7 @@ from astrabox.credentials import default_api_key
 from astrabox.environment_definitions import EnvironmentDefinitions
 from astrabox.errors import AstraBoxError, SessionStateError
 from astrabox.events import Delta
+from astrabox.memory_stores import MemoryStores
 from astrabox.retries import within_deadline
 from astrabox.scheduling import Schedules
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
@@ -155,6 +156,8 @@ class AstraBoxClient:
         """WebhookService: the project's webhooks and their deliveries (`astrabox.webhook_subscriptions`)."""
         self.schedules = Schedules(channel, self._unary)
         """ScheduleService: cron schedules and their runs (`astrabox.scheduling`)."""
+        self.memory = MemoryStores(channel, self._unary)
+        """MemoryService: memory stores of versioned documents sessions attach (`astrabox.memory_stores`)."""
         self._reconnect = reconnect
 
     @classmethod
@@ -236,7 +239,9 @@ class AstraBoxClient:
         agent_version (0: its newest), environment (an environment's name or
         id), environment_version (0: its newest) and git_source (a GitSource,
         or a dict of url, ref, directory: a git repository cloned into the
-        workspace before the first turn; None for none).
+        workspace before the first turn; None for none) and memory (a list of
+        `astrabox.memory_stores.attach(store, mode)`: memory stores whose
+        documents are in the sandbox under /home/agent/memory/<store>/).
         """
         request = api.CreateSessionRequest(request_id=request_id or _new_id(), **options)
         return await self._session_of(self._stub.CreateSession, request)

@@ -173,6 +173,15 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
         lines = [
             f"● sandbox {reconciled.sandbox_id} {reconciled.action or 'reconciled'}: {reconciled.reason}".rstrip(": ")
         ]
+    elif kind == "memory_synced":
+        synced = event.memory_synced
+        written = ", ".join(
+            f"{w.path} {'deleted' if w.deleted else f'v{w.version}'}"
+            + (f" (over v{w.conflicting_version} it had not seen)" if w.conflict else "")
+            for w in synced.written
+        )
+        lines = [f"● memory {synced.store or synced.store_id}: {written or 'nothing written'}"]
+        lines += [f"  ✗ not kept: {reason}" for reason in synced.refused]
     elif kind == "tool_granted":
         grant = event.tool_granted.grant
         lines = [f"● granted: {grant.tool_name} runs without asking, {grant_scope(grant)} (grant {grant.grant_id})"]

@@ -22,6 +22,7 @@ from astrabox import agent_commands, environment_commands, starting_files
 from astrabox.client import AstraBoxClient
 from astrabox.events import Delta
 from astrabox.interaction_prompts import TerminalPrompter, waiting_note
+from astrabox.memory_stores import MODES, attach
 from astrabox.render import LiveText
 from astrabox.session_view import pins
 from astrabox.sessionkernel.v1 import session_pb2
@@ -45,11 +46,13 @@ async def run_prompt(
     permission_mode: str = "",
     model: str = "",
     labels: Mapping[str, str] | None = None,
+    memory: Sequence[Any] = (),
     prompter: TerminalPrompter | None = None,
     connection: Sequence[str] = (),
 ) -> tuple[int, session_pb2.Session]:
     """Create a session (from `agent`, at `agent_version`, in `environment` at `environment_version`,
-    when given; in `permission_mode`, with `model` and `labels`; with `files` in its workspace), send
+    when given; in `permission_mode`, with `model`, `labels` and `memory` (memory store attachments);
+    with `files` in its workspace), send
     `prompt`, print its events until the turn ends.
 
     When the turn waits for an answer, `prompter` asks for it; without one (or once its input has
@@ -65,6 +68,7 @@ async def run_prompt(
             permission_mode=permission_mode,
             model=model,
             labels=dict(labels or {}),
+            memory=list(memory),
         )
         print(f"session {created.session_id}{pins(created)}", file=out, flush=True)
         session = client.session(created.session_id)
@@ -137,6 +141,15 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a label stored with the session, for `session list --label` (repeat for more)",
     )
+    parser.add_argument(
+        "--memory",
+        action="append",
+        type=memory_attachment,
+        default=[],
+        metavar="STORE[:MODE]",
+        help="attach a memory store (MODE read-only, the default, or read-write): its documents are in the"
+        " sandbox under /home/agent/memory/STORE/ (repeat for more)",
+    )
 
 
 def session_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -150,4 +163,13 @@ def session_options(args: argparse.Namespace) -> dict[str, Any]:
         "permission_mode": args.permission_mode,
         "model": args.model,
         "labels": dict(args.label),
+        "memory": list(args.memory),
     }
+
+
+def memory_attachment(value: str) -> Any:
+    """--memory STORE[:MODE] as a CreateSessionRequest.memory entry."""
+    store, _, mode = value.partition(":")
+    if mode and mode not in MODES:
+        raise argparse.ArgumentTypeError(f"{mode!r} is not a memory mode: read-only or read-write")
+    return attach(store, mode or "read-only")

@@ -178,7 +178,7 @@ class OutputBatch(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[Output, _Mapping]]] = ...) -> None: ...
 
 class Output(_message.Message):
-    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "traceparent", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled", "runtime_stopped", "mcp_server_unavailable", "egress_refused")
+    __slots__ = ("session_id", "output_seq", "turn_id", "produce_time", "traceparent", "engine_message", "runtime_started", "runtime_start_failed", "turn_aborted", "interaction_requested", "turn_interrupted", "input_consumed", "startup_phase", "engine_info", "transcript_snapshot", "engine_turn_started", "runtime_lost", "sandbox_reconciled", "runtime_stopped", "mcp_server_unavailable", "egress_refused", "memory_changes")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +200,7 @@ class Output(_message.Message):
     RUNTIME_STOPPED_FIELD_NUMBER: _ClassVar[int]
     MCP_SERVER_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     EGRESS_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_CHANGES_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     output_seq: int
     turn_id: str
@@ -221,7 +222,58 @@ class Output(_message.Message):
     runtime_stopped: RuntimeStopped
     mcp_server_unavailable: McpServerUnavailable
     egress_refused: EgressRefused
-    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traceparent: _Optional[str] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., egress_refused: _Optional[_Union[EgressRefused, _Mapping]] = ...) -> None: ...
+    memory_changes: MemoryChanges
+    def __init__(self, session_id: _Optional[str] = ..., output_seq: _Optional[int] = ..., turn_id: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traceparent: _Optional[str] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., runtime_started: _Optional[_Union[RuntimeStarted, _Mapping]] = ..., runtime_start_failed: _Optional[_Union[RuntimeStartFailed, _Mapping]] = ..., turn_aborted: _Optional[_Union[TurnAborted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_consumed: _Optional[_Union[InputConsumed, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., transcript_snapshot: _Optional[_Union[TranscriptSnapshot, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., egress_refused: _Optional[_Union[EgressRefused, _Mapping]] = ..., memory_changes: _Optional[_Union[MemoryChanges, _Mapping]] = ...) -> None: ...
+
+class MemoryChanges(_message.Message):
+    __slots__ = ("stores",)
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    stores: _containers.RepeatedCompositeFieldContainer[MemoryStoreChanges]
+    def __init__(self, stores: _Optional[_Iterable[_Union[MemoryStoreChanges, _Mapping]]] = ...) -> None: ...
+
+class MemoryStoreChanges(_message.Message):
+    __slots__ = ("store_id", "changes", "refused")
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    store_id: str
+    changes: _containers.RepeatedCompositeFieldContainer[MemoryFileChange]
+    refused: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, store_id: _Optional[str] = ..., changes: _Optional[_Iterable[_Union[MemoryFileChange, _Mapping]]] = ..., refused: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MemoryFileChange(_message.Message):
+    __slots__ = ("path", "content", "deleted", "base_version")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    content: bytes
+    deleted: bool
+    base_version: int
+    def __init__(self, path: _Optional[str] = ..., content: _Optional[bytes] = ..., deleted: _Optional[bool] = ..., base_version: _Optional[int] = ...) -> None: ...
+
+class MemoryMount(_message.Message):
+    __slots__ = ("store_id", "name", "read_write", "files")
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_WRITE_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    store_id: str
+    name: str
+    read_write: bool
+    files: _containers.RepeatedCompositeFieldContainer[MemoryFile]
+    def __init__(self, store_id: _Optional[str] = ..., name: _Optional[str] = ..., read_write: _Optional[bool] = ..., files: _Optional[_Iterable[_Union[MemoryFile, _Mapping]]] = ...) -> None: ...
+
+class MemoryFile(_message.Message):
+    __slots__ = ("path", "content", "version")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    content: bytes
+    version: int
+    def __init__(self, path: _Optional[str] = ..., content: _Optional[bytes] = ..., version: _Optional[int] = ...) -> None: ...
 
 class EgressRefused(_message.Message):
     __slots__ = ("host", "port", "reason", "suppressed")
@@ -457,7 +509,7 @@ class StopTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class StartRuntime(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config", "tool_grants", "environment", "git_source", "project_id", "agent_id", "agent_version")
+    __slots__ = ("engine", "permission_mode", "model", "resume_engine_session_id", "transcript", "committed_output_seq", "config", "tool_grants", "environment", "git_source", "project_id", "agent_id", "agent_version", "memory")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +523,7 @@ class StartRuntime(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
@@ -484,7 +537,8 @@ class StartRuntime(_message.Message):
     project_id: str
     agent_id: str
     agent_version: int
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ..., environment: _Optional[_Union[RuntimeEnvironment, _Mapping]] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ..., project_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., agent_version: _Optional[int] = ...) -> None: ...
+    memory: _containers.RepeatedCompositeFieldContainer[MemoryMount]
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., resume_engine_session_id: _Optional[str] = ..., transcript: _Optional[bytes] = ..., committed_output_seq: _Optional[int] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ..., environment: _Optional[_Union[RuntimeEnvironment, _Mapping]] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ..., project_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., agent_version: _Optional[int] = ..., memory: _Optional[_Iterable[_Union[MemoryMount, _Mapping]]] = ...) -> None: ...
 
 class RuntimeEnvironment(_message.Message):
     __slots__ = ("environment_id", "name", "version", "spec", "build_digest")

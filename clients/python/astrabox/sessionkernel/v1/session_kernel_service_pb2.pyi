@@ -1,6 +1,7 @@
 import datetime
 
 from astrabox.environments.v1 import environment_pb2 as _environment_pb2
+from astrabox.memory.v1 import memory_service_pb2 as _memory_service_pb2
 from astrabox.sessionkernel.v1 import events_pb2 as _events_pb2
 from astrabox.sessionkernel.v1 import session_pb2 as _session_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -25,7 +26,7 @@ SESSION_DELTA_KIND_TOOL_INPUT: SessionDeltaKind
 SESSION_DELTA_KIND_THINKING: SessionDeltaKind
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("request_id", "engine", "permission_mode", "model", "labels", "agent", "agent_version", "environment", "environment_version", "git_source")
+    __slots__ = ("request_id", "engine", "permission_mode", "model", "labels", "agent", "agent_version", "environment", "environment_version", "git_source", "memory")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +44,7 @@ class CreateSessionRequest(_message.Message):
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     GIT_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     engine: str
     permission_mode: str
@@ -53,7 +55,8 @@ class CreateSessionRequest(_message.Message):
     environment: str
     environment_version: int
     git_source: _environment_pb2.GitSource
-    def __init__(self, request_id: _Optional[str] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., agent: _Optional[str] = ..., agent_version: _Optional[int] = ..., environment: _Optional[str] = ..., environment_version: _Optional[int] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ...) -> None: ...
+    memory: _containers.RepeatedCompositeFieldContainer[_memory_service_pb2.MemoryAttachment]
+    def __init__(self, request_id: _Optional[str] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., agent: _Optional[str] = ..., agent_version: _Optional[int] = ..., environment: _Optional[str] = ..., environment_version: _Optional[int] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_memory_service_pb2.MemoryAttachment, _Mapping]]] = ...) -> None: ...
 
 class CreateSessionResponse(_message.Message):
     __slots__ = ("session",)
