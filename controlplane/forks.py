@@ -120,9 +120,12 @@ class Forks:
                 " fork it when it is ready",
                 {"state": source.state.value},
             )
-        if source.state is not SessionState.READY or not source.runtime_available:
+        if source.state is not SessionState.READY or not source.runtime_available or source.runtime_stopped:
+            # Checked before the fork exists: its files could not be copied (a stopped sandbox serves none).
+            stopped = ", stopped while idle" if source.runtime_stopped else ""
             raise RuntimeNotAvailable(
-                f"session {source_id} has no sandbox right now ({source.state.value}) to copy its files from;"
+                f"session {source_id} has no sandbox running right now ({source.state.value}{stopped}) to copy its"
+                " files from;"
                 " send it a message to bring it back, then fork it",
                 {"session_id": source_id},
             )

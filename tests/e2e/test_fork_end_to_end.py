@@ -20,7 +20,7 @@ import pytest
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import events_pb2, session_pb2
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StartStack
 
 pytestmark = pytest.mark.e2e
 
@@ -132,3 +132,19 @@ async def test_a_fork_at_a_turn_end_resumes_that_conversation_with_the_files_and
     assert latest.forked_from.through_seq == max(
         e.seq for e in await events(client, sid) if e.WhichOneof("payload") == "turn_completed"
     )
+
+
+async def test_a_source_stopped_while_idle_is_refused_before_any_fork_exists(stacks: StartStack) -> None:
+    stack = stacks(controlplane_args=("--idle-stop-after", "2"))
+    async with AstraBoxClient.connect(stack.address) as client:
+        source = await client.create_session()
+        sid = (await client.wait_for_state(source.session_id, ["READY"], timeout=TIMEOUT)).session_id
+        accepted, _, _ = await turn(client, sid, FIRST)
+        async with asyncio.timeout(60):
+            async for event in client.watch(sid, after_seq=accepted):
+                if event.WhichOneof("payload") == "runtime_stopped":
+                    break
+        stopped = await refused(client.fork_session(sid))
+        assert (stopped.code, stopped.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "RUNTIME_NOT_AVAILABLE")
+        assert "stopped while idle" in str(stopped)
+        assert [s.session_id for s in (await client.list_sessions()).sessions] == [sid]

@@ -614,7 +614,8 @@ class SessionKernelServiceServicer:
         The files are the source's workspace as it is when the fork is made, not
         as it was at through_seq (no earlier state of a workspace is kept): hence
         a source that runs a turn is refused (FORK_SOURCE_BUSY), and a source
-        without a sandbox (RUNTIME_NOT_AVAILABLE) must be sent a message first.
+        without a running sandbox (RUNTIME_NOT_AVAILABLE: archived, lost, or
+        stopped while idle) must be sent a message first.
         The call returns once the new session is READY with the files in place
         (or FAILED, its failure_reason saying why); the copy counts against the
         project's upload_bytes quota like an upload.
