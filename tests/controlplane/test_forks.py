@@ -21,6 +21,8 @@ from controlplane.journal import EventKind
 from controlplane.quotas import Quotas
 from controlplane.workspace import WorkspaceFiles, WorkspaceRouter
 from tests.controlplane.test_conversation import commands, finish_turn, ok, ready, refused
+from tests.controlplane.test_quotas import team
+from tests.controlplane.test_web_api import KERNEL, bearer, create_session, http, reason, web  # noqa: F401
 from tests.support.grpc_testing_bridge import ServicerHarness
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SessionKernelService"]
@@ -108,3 +110,17 @@ async def test_a_source_running_a_turn_or_of_another_project_is_refused(api, pla
     assert (code, reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
     code, reason, _ = await refused(api, "ForkSession", session_id=sid, request_id="f3", through_seq=-1)
     assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+
+
+async def test_the_web_api_serves_fork_session(web, http, api_key):
+    """The web gateway forwards every SessionKernelService method, ForkSession too, with its refusals."""
+    sid = await create_session(http, api_key)
+    body = {"sessionId": sid, "requestId": "web-fork"}
+    async with http.post(f"{KERNEL}/ForkSession", json=body, headers=bearer(api_key)) as response:
+        error = await response.json()
+    assert (response.status, error["code"]) == (400, "failed_precondition"), error
+    assert reason(error) == "FORK_POINT_NOT_AT_TURN_END"
+    _, developer, _ = await team(web.address)
+    async with http.post(f"{KERNEL}/ForkSession", json=body, headers=bearer(developer)) as response:
+        assert response.status == 404
+        assert reason(await response.json()) == "SESSION_NOT_FOUND"
