@@ -621,8 +621,11 @@ class SessionKernelServiceServicer:
         project's upload_bytes quota like an upload.
 
         Idempotent on request_id (within the project, shared with CreateSession):
-        a retry returns the same fork, and finishes copying the files if the
-        first call was cut short.
+        a retry returns the same fork, and copies the files if the first call
+        did not (it was cut short, or the copy failed with the error it
+        returned: e.g. QUOTA_EXCEEDED, or the source's RUNTIME_NOT_AVAILABLE).
+        Until then the fork has the conversation but not the files; retry, or
+        delete it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
