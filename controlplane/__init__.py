@@ -48,6 +48,7 @@ database and nothing else. Its map:
     drains.py        cordons and drains: agents out of placement, their idle sessions moved (by the sweep)
     engines.py       engines' capability manifests, as agents declare them
     tool_grants.py   tools a session may use without asking: granted by answers, revoked, sent to agents
+    forks.py         ForkSession: a new session from another's conversation at a turn end and its files
     workspace.py     workspace requests carried to the session's agent
     forwarding.py    ... through the replica holding the agent's stream (ForwardWorkspace)
   store/           the SQL, one owner module per table, holding every statement on it
@@ -58,6 +59,7 @@ database and nothing else. Its map:
     turns.py               turns            interactions.py        interactions
     background_tasks.py    background_tasks session_requests.py    session_requests
     engine_transcripts.py  engine_transcripts
+    session_forks.py       sessions' fork columns (where a fork came from, its files copied)
     agents.py              agents; placement also counts sessions
     agent_commands.py      agent_commands   cluster_secret.py      cluster_secret
     agent_credentials.py   agent_credentials (each agent's credential, bound at enrollment, its admission)

@@ -29,7 +29,8 @@ from controlplane.convert import (
     watch_responses,
 )
 from controlplane.deltas import LiveDelta
-from controlplane.errors import InvalidArgument, KernelError
+from controlplane.errors import InvalidArgument, KernelError, Unimplemented
+from controlplane.forks import Forks, ForkSession
 from controlplane.identity import callers
 from controlplane.journal import ClientPage
 from controlplane.kernel import CreateSession, SessionKernel
@@ -74,10 +75,13 @@ def _listing(request: pb.ListSessionsRequest) -> SessionFilter:
 
 
 class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
-    def __init__(self, kernel: SessionKernel, conversation: Conversation, workspace: WorkspaceFiles) -> None:
+    def __init__(
+        self, kernel: SessionKernel, conversation: Conversation, workspace: WorkspaceFiles, forks: Forks | None = None
+    ) -> None:
         self._kernel = kernel
         self._conversation = conversation
         self._workspace = workspace
+        self._forks = forks
 
     async def _session(self, session_id: str) -> session_pb2.Session:
         return session_to_proto(await self._kernel.get_session(session_id))
@@ -103,6 +107,23 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
             )
         )
         return pb.CreateSessionResponse(session=session_to_proto(record))
+
+    @maps_errors
+    async def ForkSession(
+        self, request: pb.ForkSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForkSessionResponse:
+        if self._forks is None:  # a servicer built without forks (some tests): none served
+            raise Unimplemented("NOT_IMPLEMENTED", "ForkSession is not served by this servicer", "session_id")
+        record = await self._forks.fork(
+            ForkSession(
+                session_id=request.session_id,
+                request_id=request.request_id,
+                project_id=callers.current().project_id,
+                through_seq=request.through_seq,
+                labels=dict(request.labels),
+            )
+        )
+        return pb.ForkSessionResponse(session=session_to_proto(record))
 
     @maps_errors
     async def GetSession(

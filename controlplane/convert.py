@@ -99,6 +99,11 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         config=session_config.decode(record.config, record.engine, record.permission_mode, record.model),
         usage=usage_to_proto(record.usage),
         git_source=environment_pb2.GitSource.FromString(record.git_source) if record.git_source else None,
+        forked_from=(
+            session_pb2.SessionFork(session_id=record.forked_from[0], through_seq=record.forked_from[1])
+            if record.forked_from
+            else None
+        ),
     )
 
 

@@ -15,6 +15,9 @@
     ├── SessionNotReady        FAILED_PRECONDITION  reason SESSION_NOT_READY
     ├── RequestIdReused        ALREADY_EXISTS       reason REQUEST_ID_REUSED
     ├── RuntimeNotAvailable    FAILED_PRECONDITION  reason RUNTIME_NOT_AVAILABLE
+    ├── ForkRefused            FAILED_PRECONDITION  reason FORK_POINT_NOT_AT_TURN_END, FORK_POINT_NOT_AVAILABLE,
+    │                                                   FORK_SOURCE_BUSY
+    ├── ForkPointBeyondEnd     OUT_OF_RANGE         reason FORK_POINT_BEYOND_END; metadata last_seq
     ├── QuotaExceeded          RESOURCE_EXHAUSTED   reason QUOTA_EXCEEDED; metadata quota, limit, used; a
     │                                                   RetryInfo where waiting makes room
     ├── CapacityExhausted      RESOURCE_EXHAUSTED   reason CAPACITY_EXHAUSTED; metadata agents, capacity, live
@@ -187,6 +190,20 @@ class CredentialsHostNotDedicated(KernelError):
 
 class RuntimeNotAvailable(KernelError):
     reason = "RUNTIME_NOT_AVAILABLE"
+
+
+class ForkRefused(KernelError):
+    """ForkSession cannot fork the session at that point, or now (`controlplane.forks`)."""
+
+    reason = "FORK_POINT_NOT_AT_TURN_END"
+
+    def __init__(self, reason: str, message: str, metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(message, metadata)
+        self.reason = reason
+
+
+class ForkPointBeyondEnd(KernelError):
+    reason = "FORK_POINT_BEYOND_END"
 
 
 class QuotaExceeded(KernelError):

@@ -63,6 +63,7 @@ class EventKind(enum.Enum):
     MCP_SERVER_UNAVAILABLE = "mcp_server_unavailable"
     NETWORK_REQUEST_REFUSED = "network_request_refused"
     MEMORY_SYNCED = "memory_synced"
+    SESSION_FORKED = "session_forked"
 
 
 # EventKind by value, without EnumMeta.__call__ (done for every event read).

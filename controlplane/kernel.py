@@ -80,6 +80,17 @@ class CreateSession:
     memory: Sequence[memory_pb2.MemoryAttachment] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What a fork starts from (`controlplane.forks`): the engine's conversation, to resume, and where it
+    came from (the source session and the seq of the turn end it was copied through)."""
+
+    source_session_id: str
+    through_seq: int
+    engine_session_id: str
+    transcript: bytes
+
+
 def _fingerprint(request: CreateSession, config: agent_pb2.AgentSpec) -> str:
     """What a retry of `request` must ask again. With an agent, the request as asked: "the newest
     version" may be another one by the retry, which then returns the session its first call made.
@@ -166,7 +177,7 @@ class SessionKernel:
             # known, returns its session (below) and is never placed, however full the agents are.
             known = await store.sessions.by_request_id(tx.conn, request.project_id, request.request_id)
             if known is None:
-                agent_id = await self._create_in(tx, session_id, request, (pinned, environment), config, fingerprint)
+                agent_id = await self.create_in(tx, session_id, request, (pinned, environment), config, fingerprint)
         if known is not None:
             existing = await self._by_request_id(request, fingerprint)
             assert existing is not None
@@ -174,7 +185,7 @@ class SessionKernel:
         log.info("session_created", session_id=session_id, agent_id=agent_id)
         return await self._view(session_id)
 
-    async def _create_in(
+    async def create_in(
         self,
         tx: JournalTransaction,
         session_id: str,
@@ -182,9 +193,10 @@ class SessionKernel:
         pins: tuple[ResolvedAgent | None, PinnedEnvironment | None],
         config: agent_pb2.AgentSpec,
         fingerprint: str,
+        resumed: Resumed | None = None,
     ) -> str:
-        """Place the new session on an agent (claiming a slot there), insert it and queue its start;
-        returns the agent."""
+        """Place the new session on an agent (claiming a slot there), insert it and queue its start,
+        resuming the conversation `resumed` (a fork's) when given; returns the agent."""
         pinned, environment = pins
         engine, mode, model = config.engine, config.permission_mode, config.model
         placing = time.monotonic()
@@ -235,6 +247,10 @@ class SessionKernel:
         for attachment in attachments:
             await store.memory_stores.attach(tx.conn, session_id, attachment.store_id, attachment.read_write)
         mounts = await memory.mounts(tx.conn, session_id)
+        if resumed is not None:
+            await store.session_forks.set_origin(tx.conn, session_id, resumed.source_session_id, resumed.through_seq)
+            # Its own transcript from the start: a sandbox lost before its first turn ends resumes it too.
+            await store.engine_transcripts.save(tx.conn, session_id, resumed.engine_session_id, resumed.transcript)
         command_id = await self._agents.enqueue(
             tx,
             agent_id,
@@ -251,6 +267,8 @@ class SessionKernel:
                     agent_id=pinned.agent_id if pinned else "",
                     agent_version=pinned.version if pinned else 0,
                     memory=mounts,
+                    resume_engine_session_id=resumed.engine_session_id if resumed else "",
+                    transcript=resumed.transcript if resumed else b"",
                 )
             ),
         )
@@ -271,6 +289,8 @@ class SessionKernel:
                 }
                 for a in attachments
             ]
+        if resumed is not None:
+            created["forked_from"] = {"session_id": resumed.source_session_id, "through_seq": resumed.through_seq}
         if pinned is not None:
             created["agent"] = {"agent_id": pinned.agent_id, "name": pinned.name, "version": pinned.version}
         if environment is not None:

@@ -7,6 +7,7 @@ too to see which messages need the applier at all.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -338,6 +339,11 @@ class OutputApplier:
         await store.engine_transcripts.save(
             self._tx.conn, self._session_id, snapshot.engine_session_id, snapshot.content
         )
+        if output.turn_id:  # where the transcript stood as the turn ended: a point to fork at (`controlplane.forks`)
+            digest = hashlib.sha256(snapshot.content).digest()
+            await store.turns.mark_transcript(
+                self._tx.conn, self._session_id, output.turn_id, len(snapshot.content), digest
+            )
 
     async def _on_engine_turn_started(self, output: runner_pb2.Output, started: runner_pb2.EngineTurnStarted) -> None:
         accepted = await self._journal_now(

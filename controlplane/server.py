@@ -42,6 +42,7 @@ from controlplane.edge import Edge
 from controlplane.environments.api import EnvironmentServicer
 from controlplane.environments.builds import BuildProgressHub, EnvironmentBuilds
 from controlplane.environments.definitions import EnvironmentDefinitions
+from controlplane.forks import Forks
 from controlplane.forwarding import ForwardingServicer, ReplicaLinks, read_cluster_secret
 from controlplane.health import HealthMonitor
 from controlplane.identity.admin import AdminServicer
@@ -288,7 +289,8 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             sweep_batch=settings.sweep_batch,
         )
         workspace = WorkspaceFiles(kernel, router, Quotas(pool, settings.command_lease_ttl))
-        _add_session_kernel_service(SessionKernelServicer(kernel, conversation, workspace), server)
+        forks = Forks(pool, kernel, journal, workspace)
+        _add_session_kernel_service(SessionKernelServicer(kernel, conversation, workspace, forks), server)
         leases = LeaseKeeper(settings.database_url, settings.lease_ttl)
         build_progress = BuildProgressHub()
         relay = RunnerServicer(

@@ -210,6 +210,8 @@ class SessionRecord:
     usage: Usage = field(default_factory=Usage)
     # The environment version it pins (None: the built-in environment).
     environment: SessionEnvironment | None = None
+    # The session and the seq of its turn end this one was forked from (None: not a fork).
+    forked_from: tuple[str, int] | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -254,4 +256,9 @@ class SessionRecord:
             environment=SessionEnvironment.from_row(row),
             git_source=bytes(row["git_source"] or b"") if "git_source" in keys else b"",
             usage=Usage.totals_of(row) if "usage_turns" in keys else Usage(),
+            forked_from=(
+                (str(row["forked_from_session_id"]), int(row["forked_from_seq"]))
+                if row.get("forked_from_session_id") is not None
+                else None
+            ),
         )

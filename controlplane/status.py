@@ -37,6 +37,8 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.CredentialsHostNotDedicated: grpc.StatusCode.PERMISSION_DENIED,
     errors.AgentsCordoned: grpc.StatusCode.FAILED_PRECONDITION,
     errors.RuntimeNotAvailable: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.ForkRefused: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.ForkPointBeyondEnd: grpc.StatusCode.OUT_OF_RANGE,
     errors.QuotaExceeded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.AgentNotConnected: grpc.StatusCode.UNAVAILABLE,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,

@@ -192,6 +192,8 @@ FIELDS: dict[str, Check] = {
     "states": _repeated(16, _range(0, 2**31 - 1)),
     "label_selector": _string(4096),
     "after_seq": _range(0, 2**63 - 1),
+    # ForkSession: the seq of the turn end to fork at (0: the last one).
+    "through_seq": _range(0, 2**63 - 1),
     # WatchSessionEvents: also live deltas (a bool).
     "include_deltas": _range(0, 1),
     # ... and at most this many events per response (0: one, in `event`, as before).

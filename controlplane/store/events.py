@@ -280,3 +280,19 @@ async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) 
         list(session_ids),
     )
     return deleted
+
+
+async def kind_at(conn: asyncpg.Connection, session_id: str, seq: int) -> tuple[str, str] | None:
+    """The kind and turn_id of the session's event `seq` (None: no such event)."""
+    row = await conn.fetchrow("SELECT kind, turn_id FROM events WHERE session_id = $1 AND seq = $2", session_id, seq)
+    return (row["kind"], row["turn_id"] or "") if row else None
+
+
+async def last_of_kind(conn: asyncpg.Connection, session_id: str, kind: str) -> tuple[int, str] | None:
+    """The seq and turn_id of the session's newest event of `kind` (None: none)."""
+    row = await conn.fetchrow(
+        "SELECT seq, turn_id FROM events WHERE session_id = $1 AND kind = $2 ORDER BY seq DESC LIMIT 1",
+        session_id,
+        kind,
+    )
+    return (int(row["seq"]), row["turn_id"] or "") if row else None

@@ -156,3 +156,26 @@ async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) 
         list(session_ids),
     )
     return deleted
+
+
+async def mark_transcript(conn: asyncpg.Connection, session_id: str, turn_id: str, length: int, sha256: bytes) -> None:
+    """Note the engine transcript's length and digest as the turn ended (a fork's point: `controlplane.forks`)."""
+    await conn.execute(
+        "UPDATE turns SET transcript_bytes = $3, transcript_sha256 = $4 WHERE session_id = $1 AND turn_id = $2",
+        session_id,
+        turn_id,
+        length,
+        sha256,
+    )
+
+
+async def transcript_mark(conn: asyncpg.Connection, session_id: str, turn_id: str) -> tuple[int, bytes] | None:
+    """The transcript's length and digest as the turn ended; None when none reached the control plane."""
+    row = await conn.fetchrow(
+        "SELECT transcript_bytes, transcript_sha256 FROM turns WHERE session_id = $1 AND turn_id = $2",
+        session_id,
+        turn_id,
+    )
+    if row is None or row["transcript_bytes"] is None:
+        return None
+    return int(row["transcript_bytes"]), bytes(row["transcript_sha256"])

@@ -14,6 +14,8 @@ script has got. The first row whose marker the prompt holds wins.
 | `background: <command>` | Bash `<command>` in the background, then "Started in the background."    |
 | `report: setup`         | a text: `System prompt: <the system prompt it received>` and, on a line  |
 |                         | of its own, `Tools: <the names of the tools it was offered, in order>`   |
+| `report: history`       | a text: `Earlier prompts: <each user prompt before this one, oldest first,` |
+|                         | `joined by " | ">` (what the conversation it was given holds)          |
 | `tool: <Name> <JSON>`   | tool `<Name>` with that JSON object as input, then "<Name> returned: …"  |
 | anything else           | Bash writing and reading hello.txt, then a text saying what it holds     |
 
@@ -49,6 +51,7 @@ _SLEEP = re.compile(r"^\s*sleep:\s*(?P<seconds>\d+(?:\.\d+)?)\s*$", re.MULTILINE
 _ASK = re.compile(r"^\s*ask:\s*(?P<question>.+?\?)\s*(?P<options>.+?)\s*$", re.MULTILINE)
 _BACKGROUND = re.compile(r"^\s*background:\s*(?P<command>.+?)\s*$", re.MULTILINE)
 _REPORT = re.compile(r"^\s*report:\s*setup\s*$", re.MULTILINE)
+_HISTORY = re.compile(r"^\s*report:\s*history\s*$", re.MULTILINE)
 _TOOL = re.compile(r"^\s*tool:\s*(?P<name>[A-Za-z0-9_.-]+)\s+(?P<input>\{.*\})\s*$", re.MULTILINE)
 # A system prompt longer than this is reported by its head and tail only.
 REPORTED_PROMPT_MAX = 16 * 1024
@@ -115,6 +118,8 @@ class Conversation:
     # Every tool result after the prompt, oldest first.
     tool_results: tuple[ToolResult, ...] = field(default_factory=tuple)
     offered: Offered = field(default_factory=Offered)
+    # The user prompts before `prompt`, oldest first.
+    earlier_prompts: tuple[str, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -197,6 +202,10 @@ def _report_script(match: re.Match[str], conversation: Conversation) -> Reply:
     return Reply(f"System prompt: {prompt}\nTools: {', '.join(conversation.offered.tools)}")
 
 
+def _history_script(match: re.Match[str], conversation: Conversation) -> Reply:
+    return Reply(f"Earlier prompts: {' | '.join(p.strip() for p in conversation.earlier_prompts)}")
+
+
 def _tool_script(match: re.Match[str], conversation: Conversation) -> Reply:
     name = match["name"]
     if conversation.tool_results:
@@ -235,6 +244,7 @@ _SCRIPTS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], Conversation], R
     (_ASK, _ask_script),
     (_BACKGROUND, _background_script),
     (_REPORT, _report_script),
+    (_HISTORY, _history_script),
     (_TOOL, _tool_script),
 )
 
@@ -250,6 +260,7 @@ def read_conversation(messages: Sequence[Mapping[str, Any]]) -> Conversation:
     """Find the prompt and the tool results that followed it."""
     prompt = ""
     results: list[ToolResult] = []
+    earlier: list[str] = []
     for message in messages:
         if message.get("role") != "user":
             continue
@@ -257,10 +268,12 @@ def read_conversation(messages: Sequence[Mapping[str, Any]]) -> Conversation:
         if text.strip():
             # Tool results beside new text answer the reply before it (the CLI merges them
             # into one user message, e.g. after an interrupt): they belong to the old prompt.
+            if prompt:
+                earlier.append(prompt)
             prompt, results = text, []
         else:
             results.extend(tool_results)
-    return Conversation(prompt=prompt, tool_results=tuple(results))
+    return Conversation(prompt=prompt, tool_results=tuple(results), earlier_prompts=tuple(earlier))
 
 
 def _split_content(content: Any) -> tuple[str, list[ToolResult]]:

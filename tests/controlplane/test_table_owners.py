@@ -73,6 +73,10 @@ EXCEPTIONS = {
     ("store/sessions.py", "agents"): "a session's view shows its engine's manifest; the sweep finds lapsed leases",
     ("store/sessions.py", "events"): "an idle session's last event is older than the idle period",
     ("store/sessions.py", "agent_commands"): "a destruction is retried when no command for the session is pending",
+    (
+        "store/session_forks.py",
+        "sessions",
+    ): "a fork's columns of sessions (where it came from, its files copied), apart: store/sessions.py is past 600 lines",
 }
 
 _NAMED = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|FROM|JOIN)\s+([a-z_][a-z0-9_]*)")

@@ -321,6 +321,21 @@ async def test_report_setup_says_which_system_prompt_and_tools_it_received(offli
     assert long[-tail:].endswith("T" * 12000)
 
 
+async def test_report_history_lists_the_earlier_prompts_it_was_given(offline_model: OfflineModel) -> None:
+    messages = [
+        {"role": "user", "content": "remember: the fact is 41"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": [{"type": "text", "text": "<system-reminder>x</system-reminder>"}]},
+        {"role": "user", "content": "remember: the colour is teal"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "report: history"},
+    ]
+    reply = await _raw_reply(offline_model, _request(messages))
+    assert _final_text([reply]) == "Earlier prompts: remember: the fact is 41 | remember: the colour is teal"
+    alone = await _raw_reply(offline_model, _request([{"role": "user", "content": "report: history"}]))
+    assert _final_text([alone]) == "Earlier prompts: "
+
+
 async def test_the_tool_script_calls_any_tool_with_its_input_and_quotes_the_result(offline_model: OfflineModel) -> None:
     prompt = 'tool: Read {"file_path": "/workspace/notes.txt", "limit": 2}'
     first = await _raw_reply(offline_model, _request([{"role": "user", "content": prompt}]))

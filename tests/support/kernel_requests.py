@@ -205,6 +205,10 @@ def request_for(rpc: str, v: Values) -> Message:
         return pb.DownloadWorkspaceArchiveRequest(session_id=v.session_id(), path=v.path())
     if rpc == "RunCommand":
         return pb.RunCommandRequest(session_id=v.session_id(), command=v.text(), timeout_ms=v.big_int())
+    if rpc == "ForkSession":
+        return pb.ForkSessionRequest(
+            session_id=v.session_id(), request_id=v.client_id(), through_seq=v.big_int(), labels=v.labels()
+        )
     raise AssertionError(f"no generator for {rpc}")
 
 

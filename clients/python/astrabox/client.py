@@ -323,6 +323,31 @@ class AstraBoxClient:
         request = api.ArchiveSessionRequest(session_id=session_id, request_id=request_id or _new_id())
         return await self._session_of(self._stub.ArchiveSession, request)
 
+    async def fork_session(
+        self,
+        session_id: str,
+        through_seq: int = 0,
+        request_id: str | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
+        timeout: float = 330.0,
+    ) -> Session:
+        """A new session with `session_id`'s conversation through the turn that ended at event
+        `through_seq` (0: its last completed turn) and its workspace's files as they are now; READY
+        when returned (FAILED if it could not start). Idempotent on `request_id` (a new uuid4 by
+        default). `labels`: the new session's (none: the source's). The call waits for the new
+        session's runtime, within `timeout` seconds."""
+        request = api.ForkSessionRequest(
+            session_id=session_id, request_id=request_id or _new_id(), through_seq=through_seq, labels=labels or {}
+        )
+
+        async def attempt(seconds_left: float) -> Session:
+            response = await self._stub.ForkSession(request, timeout=seconds_left, metadata=self._metadata)
+            session: Session = response.session
+            return session
+
+        return await within_deadline(attempt, timeout=timeout, backoff=self._reconnect)
+
     # Workspace files and commands
 
     async def upload_archive(

@@ -9,6 +9,7 @@ astrabox session respond ID [--deny WHY | --answer Q=A | --tool-result TEXT | --
 astrabox session grants ID               the session's tool grants
 astrabox session revoke-grant ID GRANT_ID
 astrabox session mode ID MODE
+astrabox session fork ID [--at SEQ] [--label K=V]   a new session from ID's conversation and files
 astrabox session interrupt | archive | delete ID
 """
 
@@ -27,7 +28,7 @@ from astrabox.client import AstraBoxClient
 from astrabox.events import Delta
 from astrabox.interaction_prompts import answer_commands
 from astrabox.render import LiveText, grant_scope, render
-from astrabox.run_command import add_session_options, session_options
+from astrabox.run_command import add_session_options, label, session_options
 from astrabox.session_view import describe, grant_line, list_line, pins, state_label
 from astrabox.sessionkernel.v1 import session_pb2
 
@@ -132,6 +133,21 @@ def add_parser(sub: Any, connection: argparse.ArgumentParser, func: Callable[[ar
     revoke.add_argument("grant_id", metavar="GRANT_ID", help="the grant, as `session grants` lists it")
     mode = _with_session(actions.add_parser("mode", help="set the engine's permission mode (at once)"))
     mode.add_argument("permission_mode", metavar="MODE", help="one of the engine's modes, e.g. default")
+    fork = _with_session(
+        actions.add_parser(
+            "fork", help="a new session with the conversation through a completed turn and the files as they are"
+        )
+    )
+    fork.add_argument(
+        "--at",
+        type=int,
+        default=0,
+        metavar="SEQ",
+        help="the seq of a turn_completed event (see `session events`); default: the last completed turn",
+    )
+    fork.add_argument(
+        "--label", action="append", type=label, metavar="KEY=VALUE", help="the new session's labels (default: ID's)"
+    )
     _with_session(actions.add_parser("interrupt", help="interrupt the running turn (what it did is kept)"))
     _with_session(actions.add_parser("archive", help="release the sandbox and keep the history readable"))
     _with_session(actions.add_parser("delete", help="destroy the sandbox and hide the session"))
@@ -214,6 +230,12 @@ async def run(args: argparse.Namespace, client: AstraBoxClient, default_target: 
         return await _revoke(client, args.session_id, args.grant_id)
     elif args.action == "delete":
         print(f"deleted {(await client.delete_session(args.session_id)).session_id}")
+    elif args.action == "fork":
+        forked = await client.fork_session(args.session_id, args.at, labels=dict(args.label or ()))
+        origin = forked.forked_from
+        print(
+            f"{forked.session_id} (forked from {origin.session_id} at seq {origin.through_seq}; {state_label(forked)})"
+        )
     elif args.action == "archive":
         print(f"archived {(await client.archive_session(args.session_id)).session_id}")
     elif args.action == "send":

@@ -108,6 +108,9 @@ def describe(session: session_pb2.Session, how_to_answer: Sequence[str] = ()) ->
         rows.append(
             ("repository", f"{source.url}{'@' + source.ref if source.ref else ''} in {source.directory or '.'}")
         )
+    if session.HasField("forked_from"):
+        origin = session.forked_from
+        rows.append(("forked from", f"session {origin.session_id} at seq {origin.through_seq}"))
     rows.append(("host", session.agent_id or "none yet"))
     rows.append(("labels", ", ".join(f"{key}={value}" for key, value in sorted(session.labels.items())) or "none"))
     rows.append(("usage", usage_text(session.usage)))

@@ -52,6 +52,7 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_MCP_SERVER_UNAVAILABLE: _ClassVar[EventKind]
     EVENT_KIND_NETWORK_REQUEST_REFUSED: _ClassVar[EventKind]
     EVENT_KIND_MEMORY_SYNCED: _ClassVar[EventKind]
+    EVENT_KIND_SESSION_FORKED: _ClassVar[EventKind]
 
 class EngineContentKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -96,6 +97,7 @@ EVENT_KIND_TOOL_GRANT_REVOKED: EventKind
 EVENT_KIND_MCP_SERVER_UNAVAILABLE: EventKind
 EVENT_KIND_NETWORK_REQUEST_REFUSED: EventKind
 EVENT_KIND_MEMORY_SYNCED: EventKind
+EVENT_KIND_SESSION_FORKED: EventKind
 ENGINE_CONTENT_KIND_UNSPECIFIED: EngineContentKind
 ENGINE_CONTENT_KIND_ASSISTANT: EngineContentKind
 ENGINE_CONTENT_KIND_USER: EngineContentKind
@@ -104,7 +106,7 @@ ENGINE_CONTENT_KIND_RESULT: EngineContentKind
 ENGINE_CONTENT_KIND_OTHER: EngineContentKind
 
 class SessionEvent(_message.Message):
-    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "produce_time", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped", "tool_call_settled", "background_task_lost", "runtime_destroy_failed", "sandbox_retained", "tool_granted", "tool_grant_revoked", "mcp_server_unavailable", "network_request_refused", "memory_synced")
+    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "produce_time", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped", "tool_call_settled", "background_task_lost", "runtime_destroy_failed", "sandbox_retained", "tool_granted", "tool_grant_revoked", "mcp_server_unavailable", "network_request_refused", "memory_synced", "session_forked")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +148,7 @@ class SessionEvent(_message.Message):
     MCP_SERVER_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     NETWORK_REQUEST_REFUSED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_SYNCED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FORKED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     seq: int
     time: _timestamp_pb2.Timestamp
@@ -187,10 +190,11 @@ class SessionEvent(_message.Message):
     mcp_server_unavailable: McpServerUnavailable
     network_request_refused: NetworkRequestRefused
     memory_synced: MemorySynced
-    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., tool_call_settled: _Optional[_Union[ToolCallSettled, _Mapping]] = ..., background_task_lost: _Optional[_Union[BackgroundTaskLost, _Mapping]] = ..., runtime_destroy_failed: _Optional[_Union[RuntimeDestroyFailed, _Mapping]] = ..., sandbox_retained: _Optional[_Union[SandboxRetained, _Mapping]] = ..., tool_granted: _Optional[_Union[ToolGranted, _Mapping]] = ..., tool_grant_revoked: _Optional[_Union[ToolGrantRevoked, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., network_request_refused: _Optional[_Union[NetworkRequestRefused, _Mapping]] = ..., memory_synced: _Optional[_Union[MemorySynced, _Mapping]] = ...) -> None: ...
+    session_forked: SessionForked
+    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., tool_call_settled: _Optional[_Union[ToolCallSettled, _Mapping]] = ..., background_task_lost: _Optional[_Union[BackgroundTaskLost, _Mapping]] = ..., runtime_destroy_failed: _Optional[_Union[RuntimeDestroyFailed, _Mapping]] = ..., sandbox_retained: _Optional[_Union[SandboxRetained, _Mapping]] = ..., tool_granted: _Optional[_Union[ToolGranted, _Mapping]] = ..., tool_grant_revoked: _Optional[_Union[ToolGrantRevoked, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., network_request_refused: _Optional[_Union[NetworkRequestRefused, _Mapping]] = ..., memory_synced: _Optional[_Union[MemorySynced, _Mapping]] = ..., session_forked: _Optional[_Union[SessionForked, _Mapping]] = ...) -> None: ...
 
 class SessionCreated(_message.Message):
-    __slots__ = ("engine", "permission_mode", "model", "request_id", "agent", "config", "environment", "git_source", "memory")
+    __slots__ = ("engine", "permission_mode", "model", "request_id", "agent", "config", "environment", "git_source", "memory", "forked_from")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +204,7 @@ class SessionCreated(_message.Message):
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     GIT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    FORKED_FROM_FIELD_NUMBER: _ClassVar[int]
     engine: str
     permission_mode: str
     model: str
@@ -209,7 +214,18 @@ class SessionCreated(_message.Message):
     environment: _session_pb2.SessionEnvironment
     git_source: _environment_pb2.GitSource
     memory: _containers.RepeatedCompositeFieldContainer[_memory_service_pb2.MemoryAttachment]
-    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., request_id: _Optional[str] = ..., agent: _Optional[_Union[_session_pb2.SessionAgent, _Mapping]] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., environment: _Optional[_Union[_session_pb2.SessionEnvironment, _Mapping]] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_memory_service_pb2.MemoryAttachment, _Mapping]]] = ...) -> None: ...
+    forked_from: _session_pb2.SessionFork
+    def __init__(self, engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., request_id: _Optional[str] = ..., agent: _Optional[_Union[_session_pb2.SessionAgent, _Mapping]] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., environment: _Optional[_Union[_session_pb2.SessionEnvironment, _Mapping]] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_memory_service_pb2.MemoryAttachment, _Mapping]]] = ..., forked_from: _Optional[_Union[_session_pb2.SessionFork, _Mapping]] = ...) -> None: ...
+
+class SessionForked(_message.Message):
+    __slots__ = ("fork_session_id", "through_seq", "request_id")
+    FORK_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_SEQ_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    fork_session_id: str
+    through_seq: int
+    request_id: str
+    def __init__(self, fork_session_id: _Optional[str] = ..., through_seq: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class StartupRequested(_message.Message):
     __slots__ = ("agent_id", "command_id")

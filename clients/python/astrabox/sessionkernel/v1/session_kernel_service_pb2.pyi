@@ -25,6 +25,31 @@ SESSION_DELTA_KIND_TEXT: SessionDeltaKind
 SESSION_DELTA_KIND_TOOL_INPUT: SessionDeltaKind
 SESSION_DELTA_KIND_THINKING: SessionDeltaKind
 
+class ForkSessionRequest(_message.Message):
+    __slots__ = ("session_id", "request_id", "through_seq", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    request_id: str
+    through_seq: int
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., through_seq: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ForkSessionResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
+
 class CreateSessionRequest(_message.Message):
     __slots__ = ("request_id", "engine", "permission_mode", "model", "labels", "agent", "agent_version", "environment", "environment_version", "git_source", "memory")
     class LabelsEntry(_message.Message):

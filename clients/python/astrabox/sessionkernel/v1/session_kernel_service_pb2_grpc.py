@@ -70,6 +70,22 @@ class SessionKernelServiceStub:
     metadata cost_usd, limit_usd
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
+    FORK_POINT_NOT_AT_TURN_END (FAILED_PRECONDITION) ForkSession's through_seq is
+    not the seq of a TURN_COMPLETED event (a transcript
+    in the middle of a turn cannot be resumed), or the
+    session has no completed turn; metadata
+    "through_seq", and "kind" the event's kind
+    FORK_POINT_NOT_AVAILABLE (FAILED_PRECONDITION) the engine's transcript as of
+    that turn's end is not held: it reaches the control
+    plane just after TURN_COMPLETED (retry in a moment),
+    a transcript over the agent's cap is never sent, and
+    one the engine rewrote no longer holds it (fork at a
+    later turn)
+    FORK_POINT_BEYOND_END    (OUT_OF_RANGE) ForkSession's through_seq is past the
+    session's last_seq; metadata "last_seq"
+    FORK_SOURCE_BUSY         (FAILED_PRECONDITION) the session to fork runs a turn,
+    waits for input or has messages queued: its files
+    are changing. Fork it when it is READY
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
@@ -273,6 +289,11 @@ class SessionKernelServiceStub:
                 request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandRequest.SerializeToString,
                 response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandResponse.FromString,
                 _registered_method=True)
+        self.ForkSession = channel.unary_unary(
+                '/astrabox.sessionkernel.v1.SessionKernelService/ForkSession',
+                request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionRequest.SerializeToString,
+                response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionResponse.FromString,
+                _registered_method=True)
 
 
 class SessionKernelServiceServicer:
@@ -320,6 +341,22 @@ class SessionKernelServiceServicer:
     metadata cost_usd, limit_usd
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
+    FORK_POINT_NOT_AT_TURN_END (FAILED_PRECONDITION) ForkSession's through_seq is
+    not the seq of a TURN_COMPLETED event (a transcript
+    in the middle of a turn cannot be resumed), or the
+    session has no completed turn; metadata
+    "through_seq", and "kind" the event's kind
+    FORK_POINT_NOT_AVAILABLE (FAILED_PRECONDITION) the engine's transcript as of
+    that turn's end is not held: it reaches the control
+    plane just after TURN_COMPLETED (retry in a moment),
+    a transcript over the agent's cap is never sent, and
+    one the engine rewrote no longer holds it (fork at a
+    later turn)
+    FORK_POINT_BEYOND_END    (OUT_OF_RANGE) ForkSession's through_seq is past the
+    session's last_seq; metadata "last_seq"
+    FORK_SOURCE_BUSY         (FAILED_PRECONDITION) the session to fork runs a turn,
+    waits for input or has messages queued: its files
+    are changing. Fork it when it is READY
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
@@ -565,6 +602,35 @@ class SessionKernelServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForkSession(self, request, context):
+        """Creates a new session from another of the caller's project: the engine's
+        conversation up to a completed turn (the new session's engine resumes
+        it) and the workspace's files, which the new session goes on with
+        independently; the source is never changed, apart from a SESSION_FORKED
+        event in its journal. The new session runs with the source's engine,
+        configuration, agent and environment pins, and records where it came
+        from (Session.forked_from, SessionCreated.forked_from).
+
+        The files are the source's workspace as it is when the fork is made, not
+        as it was at through_seq (no earlier state of a workspace is kept): hence
+        a source that runs a turn is refused (FORK_SOURCE_BUSY), and a source
+        without a running sandbox (RUNTIME_NOT_AVAILABLE: archived, lost, or
+        stopped while idle) must be sent a message first.
+        The call returns once the new session is READY with the files in place
+        (or FAILED, its failure_reason saying why); the copy counts against the
+        project's upload_bytes quota like an upload.
+
+        Idempotent on request_id (within the project, shared with CreateSession):
+        a retry returns the same fork, and copies the files if the first call
+        did not (it was cut short, or the copy failed with the error it
+        returned: e.g. QUOTA_EXCEEDED, or the source's RUNTIME_NOT_AVAILABLE).
+        Until then the fork has the conversation but not the files; retry, or
+        delete it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionKernelServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -653,6 +719,11 @@ def add_SessionKernelServiceServicer_to_server(servicer, server):
                     request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandRequest.FromString,
                     response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandResponse.SerializeToString,
             ),
+            'ForkSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSession,
+                    request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionRequest.FromString,
+                    response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'astrabox.sessionkernel.v1.SessionKernelService', rpc_method_handlers)
@@ -706,6 +777,22 @@ class SessionKernelService:
     metadata cost_usd, limit_usd
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
+    FORK_POINT_NOT_AT_TURN_END (FAILED_PRECONDITION) ForkSession's through_seq is
+    not the seq of a TURN_COMPLETED event (a transcript
+    in the middle of a turn cannot be resumed), or the
+    session has no completed turn; metadata
+    "through_seq", and "kind" the event's kind
+    FORK_POINT_NOT_AVAILABLE (FAILED_PRECONDITION) the engine's transcript as of
+    that turn's end is not held: it reaches the control
+    plane just after TURN_COMPLETED (retry in a moment),
+    a transcript over the agent's cap is never sent, and
+    one the engine rewrote no longer holds it (fork at a
+    later turn)
+    FORK_POINT_BEYOND_END    (OUT_OF_RANGE) ForkSession's through_seq is past the
+    session's last_seq; metadata "last_seq"
+    FORK_SOURCE_BUSY         (FAILED_PRECONDITION) the session to fork runs a turn,
+    waits for input or has messages queued: its files
+    are changing. Fork it when it is READY
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
@@ -1267,6 +1354,33 @@ class SessionKernelService:
             '/astrabox.sessionkernel.v1.SessionKernelService/RunCommand',
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandRequest.SerializeToString,
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.RunCommandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/astrabox.sessionkernel.v1.SessionKernelService/ForkSession',
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionRequest.SerializeToString,
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,
