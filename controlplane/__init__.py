@@ -51,8 +51,8 @@ database and nothing else. Its map:
     workspace.py     workspace requests carried to the session's agent
     forwarding.py    ... through the replica holding the agent's stream (ForwardWorkspace)
   store/           the SQL, one owner module per table, holding every statement on it
-    sessions.py            sessions; also reads interactions, background_tasks, turns, tool_grants and
-                           agents (a session's view) and agents, events, agent_commands (the sweep)
+    sessions.py            sessions; also reads interactions, background_tasks, turns, tool_grants,
+                           subagent_calls and agents (a session's view) and agents, events, agent_commands (the sweep)
     events.py              events; its append also moves sessions.last_seq on (one atomic step), and an
                            agent's plain outputs' cursor, checking in turns that their turn goes on
     turns.py               turns            interactions.py        interactions
@@ -75,6 +75,7 @@ database and nothing else. Its map:
     webhook_attempts.py    webhook_attempts (the delivery log)
     schedules.py           schedules (a project's cron schedules, each one's next tick)
     schedule_runs.py       schedule_runs (one per schedule and tick: the tick's run and its outcome)
+    subagent_calls.py      subagent_calls (a session's calls of its sub-agents, each one's child session)
   agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
                    engines' manifests (its own map)
   environments/    EnvironmentService: a project's versioned environments (its own map)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -99,6 +100,7 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
         config=session_config.decode(record.config, record.engine, record.permission_mode, record.model),
         usage=usage_to_proto(record.usage),
         git_source=environment_pb2.GitSource.FromString(record.git_source) if record.git_source else None,
+        parent=session_pb2.SubagentParent(**dataclasses.asdict(record.parent)) if record.parent else None,
     )
 
 

@@ -62,6 +62,8 @@ class EventKind(enum.Enum):
     TOOL_GRANT_REVOKED = "tool_grant_revoked"
     MCP_SERVER_UNAVAILABLE = "mcp_server_unavailable"
     NETWORK_REQUEST_REFUSED = "network_request_refused"
+    SUBAGENT_STARTED = "subagent_started"
+    SUBAGENT_FINISHED = "subagent_finished"
 
 
 # EventKind by value, without EnumMeta.__call__ (done for every event read).

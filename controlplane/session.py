@@ -42,9 +42,13 @@ class InteractionKind(enum.Enum):
     QUESTION = "question"
     # One of the agent's custom tools, run by the client: answered with its result.
     CUSTOM_TOOL = "custom_tool"
+    # A call of one of the agent's sub-agents: the control plane answers it (`controlplane.subagents`).
+    SUBAGENT = "subagent"
 
     @classmethod
-    def for_tool(cls, tool_name: str, custom_tool: bool = False) -> InteractionKind:
+    def for_tool(cls, tool_name: str, custom_tool: bool = False, subagent: bool = False) -> InteractionKind:
+        if subagent:
+            return cls.SUBAGENT
         if custom_tool:  # the agent says so: its own MCP server for the client's tools asked
             return cls.CUSTOM_TOOL
         return cls.QUESTION if tool_name == "AskUserQuestion" else cls.TOOL_APPROVAL
@@ -122,6 +126,20 @@ class ToolGrantRecord:
             datetime.fromisoformat(value["created_at"]),
             value["interaction_id"],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentParent:
+    """The parent session's call a sub-agent's session answers (`controlplane.subagents`)."""
+
+    session_id: str
+    interaction_id: str
+    tool_use_id: str
+    depth: int
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> SubagentParent:
+        return cls(str(value["session_id"]), value["interaction_id"], value["tool_use_id"], int(value["depth"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +228,8 @@ class SessionRecord:
     usage: Usage = field(default_factory=Usage)
     # The environment version it pins (None: the built-in environment).
     environment: SessionEnvironment | None = None
+    # The sub-agent call that started it (None: a client did), read by `store.sessions.view`.
+    parent: SubagentParent | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -254,4 +274,5 @@ class SessionRecord:
             environment=SessionEnvironment.from_row(row),
             git_source=bytes(row["git_source"] or b"") if "git_source" in keys else b"",
             usage=Usage.totals_of(row) if "usage_turns" in keys else Usage(),
+            parent=SubagentParent.from_json(row["subagent_parent"]) if row.get("subagent_parent") else None,
         )

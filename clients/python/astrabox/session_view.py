@@ -108,6 +108,11 @@ def describe(session: session_pb2.Session, how_to_answer: Sequence[str] = ()) ->
         rows.append(
             ("repository", f"{source.url}{'@' + source.ref if source.ref else ''} in {source.directory or '.'}")
         )
+    if session.HasField("parent"):
+        parent = session.parent
+        rows.append(
+            ("parent", f"session {parent.session_id} (sub-agent call {parent.interaction_id}, depth {parent.depth})")
+        )
     rows.append(("host", session.agent_id or "none yet"))
     rows.append(("labels", ", ".join(f"{key}={value}" for key, value in sorted(session.labels.items())) or "none"))
     rows.append(("usage", usage_text(session.usage)))
