@@ -347,6 +347,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
         subagents = Subagents(
             pool,
             journal,
+            agents,
             kernel,
             conversation,
             SubagentSettings(

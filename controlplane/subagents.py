@@ -29,7 +29,9 @@ import asyncpg
 import structlog
 
 from controlplane import database, session_config, store
+from controlplane.agents import Agents
 from controlplane.conversation import Answer, Conversation, SendMessage
+from controlplane.deadlines import stop_idle_runtime
 from controlplane.errors import InteractionNotPending, KernelError
 from controlplane.journal import EventKind, Journal, NewEvent
 from controlplane.kernel import CreateSession, SessionKernel
@@ -83,12 +85,14 @@ class Subagents:
         self,
         pool: asyncpg.Pool,
         journal: Journal,
+        agents: Agents,
         kernel: SessionKernel,
         conversation: Conversation,
         settings: SubagentSettings = SubagentSettings(),
     ) -> None:
         self._pool = pool
         self._journal = journal
+        self._agents = agents
         self._kernel = kernel
         self._conversation = conversation
         self._settings = settings
@@ -232,11 +236,18 @@ class Subagents:
         payload = ended["payload"]
         if ended["kind"] == EventKind.TURN_COMPLETED.value and not payload.get("is_error"):
             await self._settle(row, Outcome(str(payload.get("result") or "")))
-            return
-        result = str(payload.get("result") or payload.get("reason") or "")
-        what = {"turn_completed": "ended with an error", "turn_failed": "failed", "turn_interrupted": "was interrupted"}
-        text = f"The sub-agent's turn {what.get(ended['kind'], 'ended')}: {result}".rstrip(": ")
-        await self._settle(row, Outcome(text, True, FAILED))
+        else:
+            result = str(payload.get("result") or payload.get("reason") or "")
+            what = {
+                "turn_completed": "ended in an error",
+                "turn_failed": "failed",
+                "turn_interrupted": "was interrupted",
+            }
+            text = f"The sub-agent's turn {what.get(ended['kind'], 'ended')}: {result}".rstrip(": ")
+            await self._settle(row, Outcome(text, True, FAILED))
+        # It answered: its sandbox's slot goes back now rather than after the idle stop (its files
+        # stay, and a message to it starts it again).
+        await stop_idle_runtime(self._journal, self._agents, child_id, timedelta(0), "its sub-agent call was answered")
 
     async def _look_again(self, row: asyncpg.Record) -> None:
         at = datetime.now(UTC) + self._settings.interval

@@ -89,6 +89,9 @@ async def test_a_parent_calls_a_child_and_both_journals_are_complete_and_linked(
     assert _one(child_events, "user_message_accepted").user_message_accepted.text == "report: setup"
     assert final_text(child_events) == answered.tool_result
     assert child.usage.turns == 1
+    # Its call answered, its runtime is stopped (files kept): its slot on the host is free again.
+    await until(client, child_id, 0, kind("runtime_stopped"))
+    assert (await client.get_session(child_id)).runtime_stopped
     listed = await client.list_sessions(label_selector=f"astrabox.dev/parent-session={parent.session_id}")
     assert [s.session_id for s in listed.sessions] == [child_id]
 
