@@ -36,6 +36,7 @@ from controlplane.errors import InteractionNotPending, KernelError
 from controlplane.journal import EventKind, Journal, NewEvent
 from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.session import SessionRecord, SessionState
+from controlplane.validation import echo
 
 log = structlog.get_logger(__name__)
 
@@ -152,7 +153,7 @@ class Subagents:
         parent_id, agent = str(row["parent_session_id"]), row["agent"]
         if row["depth"] > self._settings.max_depth:
             text = (
-                f"The sub-agent {agent!r} was not started: sub-agents nest at most {self._settings.max_depth}"
+                f"The sub-agent {echo(agent)} was not started: sub-agents nest at most {self._settings.max_depth}"
                 " deep and this session is already that deep."
             )
             await self._settle(row, Outcome(text, True, DEPTH_EXCEEDED))
@@ -163,7 +164,7 @@ class Subagents:
         spec = session_config.decode(parent.config, parent.engine, parent.permission_mode, parent.model)
         pin = next((s.version for s in spec.subagents if s.agent == agent), None)
         if pin is None:
-            text = f"{agent!r} is not one of this agent's sub-agents."
+            text = f"{echo(agent)} is not one of this agent's sub-agents."
             await self._settle(row, Outcome(text, True, NOT_STARTED))
             return ""
         environment = parent.environment
@@ -180,7 +181,7 @@ class Subagents:
                 )
             )
         except KernelError as error:
-            text = f"The sub-agent {agent!r} could not be started: {error.message}"
+            text = f"The sub-agent {echo(agent)} could not be started: {error.message}"
             await self._settle(row, Outcome(text, True, NOT_STARTED))
             return ""
         version = child.agent.version if child.agent else 0

@@ -181,3 +181,18 @@ async def test_a_call_outlives_a_controlplane_sigkill_while_its_child_runs(clien
     finished = _one(events, "subagent_finished").subagent_finished
     assert (finished.child_session_id, finished.is_error) == (child_id, False)
     assert "slept" in final_text(events)
+
+
+async def test_archiving_the_parent_archives_its_running_child(client: AstraBoxClient, stack) -> None:
+    await _apply(client)
+    parent = await new_session(client, agent="lead")
+    sent = await client.send_message(parent.session_id, call("reviewer", "sleep: 120"))
+    started = await until(client, parent.session_id, sent.seq, kind("subagent_started"))
+    child_id = started[-1].subagent_started.child_session_id
+
+    await client.archive_session(parent.session_id)
+
+    await until(client, child_id, 0, kind("session_archived"))
+    assert (await client.get_session(child_id)).state == session_pb2.SESSION_STATE_ARCHIVED
+    events = await until(client, parent.session_id, sent.seq, kind("subagent_finished"))
+    assert events[-1].subagent_finished.reason == "PARENT_CALL_CLOSED"
