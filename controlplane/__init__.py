@@ -37,6 +37,8 @@ database and nothing else. Its map:
                      per-watcher bounded queues that merge, ordered after the events before them
     deadlines.py     the sweep: lapsed leases, overdue interrupts and startups, idle runtimes
     retention.py     ... and released sessions forgotten with all of theirs after --session-retention
+    subagents.py     sub-agent calls: each a child session created, prompted and awaited by a leased
+                     loop, its final text the parent's tool result
   agents
     relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats
     outputs.py       an agent's outputs journaled exactly once: plain runs in one statement, the rest

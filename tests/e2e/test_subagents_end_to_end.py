@@ -196,3 +196,25 @@ async def test_archiving_the_parent_archives_its_running_child(client: AstraBoxC
     assert (await client.get_session(child_id)).state == session_pb2.SESSION_STATE_ARCHIVED
     events = await until(client, parent.session_id, sent.seq, kind("subagent_finished"))
     assert events[-1].subagent_finished.reason == "PARENT_CALL_CLOSED"
+
+
+async def test_an_agent_that_cannot_start_or_a_child_past_the_deadline_is_an_error_result(stacks) -> None:
+    stack = stacks(controlplane_args=("--subagent-deadline", "4"))
+    async with AstraBoxClient.connect(stack.address) as client:
+        await _apply(client)
+        [caller] = agent_files.parse("name: caller\nsubagents: [{agent: ghost}, {agent: reviewer}]\n")
+        await client.agents.apply(caller.name, caller.spec)
+        parent = await new_session(client, agent="caller")
+
+        sent = await client.send_message(parent.session_id, call("ghost", "hello"))
+        events = await until(client, parent.session_id, sent.seq, turn_end(sent.turn_id))
+        finished = _one(events, "subagent_finished").subagent_finished
+        assert (finished.child_session_id, finished.is_error, finished.reason) == ("", True, "SUBAGENT_NOT_STARTED")
+        assert "could not be started" in final_text(events) and "ghost" in final_text(events)
+
+        sent = await client.send_message(parent.session_id, call("reviewer", "sleep: 120"))
+        events = await until(client, parent.session_id, sent.seq, turn_end(sent.turn_id))
+        finished = _one(events, "subagent_finished").subagent_finished
+        assert (finished.is_error, finished.reason) == (True, "SUBAGENT_DEADLINE_EXCEEDED")
+        assert "did not finish within" in final_text(events)
+        await until(client, finished.child_session_id, 0, kind("turn_interrupted"))  # the child was stopped
