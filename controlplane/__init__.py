@@ -37,6 +37,8 @@ database and nothing else. Its map:
                      per-watcher bounded queues that merge, ordered after the events before them
     deadlines.py     the sweep: lapsed leases, overdue interrupts and startups, idle runtimes
     retention.py     ... and released sessions forgotten with all of theirs after --session-retention
+    subagents.py     sub-agent calls: each a child session created, prompted and awaited by a leased
+                     loop, its final text the parent's tool result
   agents
     relay.py         RunnerService.Connect, one stream per agent: outputs, acks, commands, heartbeats
     outputs.py       an agent's outputs journaled exactly once: plain runs in one statement, the rest
@@ -52,8 +54,8 @@ database and nothing else. Its map:
     workspace.py     workspace requests carried to the session's agent
     forwarding.py    ... through the replica holding the agent's stream (ForwardWorkspace)
   store/           the SQL, one owner module per table, holding every statement on it
-    sessions.py            sessions; also reads interactions, background_tasks, turns, tool_grants and
-                           agents (a session's view) and agents, events, agent_commands (the sweep)
+    sessions.py            sessions; also reads interactions, background_tasks, turns, tool_grants,
+                           subagent_calls and agents (a session's view) and agents, events, agent_commands (the sweep)
     events.py              events; its append also moves sessions.last_seq on (one atomic step), and an
                            agent's plain outputs' cursor, checking in turns that their turn goes on
     turns.py               turns            interactions.py        interactions
@@ -80,6 +82,7 @@ database and nothing else. Its map:
     memory_stores.py       memory_stores (a project's memory stores), session_memory (what each
                            session attached)
     memory_versions.py     memory_versions (every version of every memory document, never updated)
+    subagent_calls.py      subagent_calls (a session's calls of its sub-agents, each one's child session)
   agent_definitions/  AgentService: a project's versioned agent definitions, checked against the
                    engines' manifests (its own map)
   environments/    EnvironmentService: a project's versioned environments (its own map)

@@ -159,7 +159,11 @@ class Conversation:
             )
         log.info("interrupt_requested", session_id=session_id)
 
-    async def respond(self, session_id: str, interaction_id: str, request_id: str, answer: Answer) -> None:
+    async def respond(
+        self, session_id: str, interaction_id: str, request_id: str, answer: Answer, *, subagent: bool = False
+    ) -> None:
+        """Answer a pending interaction. A sub-agent call is answered only by the control plane
+        (`subagent`: `controlplane.subagents`, with the child's result)."""
         session_id = validation.session_id(session_id)
         if not interaction_id:
             raise InvalidArgument("interaction_id", "interaction_id must not be empty")
@@ -194,6 +198,12 @@ class Conversation:
                     {"interaction_id": interaction_id, "state": row["state"]},
                 )
             kind = InteractionKind(row["kind"])
+            if (kind is InteractionKind.SUBAGENT) is not subagent:
+                raise InvalidArgument(
+                    "answer",
+                    "this interaction is a sub-agent call: the control plane answers it with the child session's"
+                    " result (interrupt the session to stop it)",
+                )
             if answer.grant is not None:
                 if kind is not InteractionKind.TOOL_APPROVAL:
                     raise InvalidArgument("allow.grant", "only a tool approval's answer can grant later calls")
@@ -282,7 +292,7 @@ class Conversation:
 
 
 def _decision(kind: InteractionKind, tool_input: Mapping[str, Any], answer: Answer) -> runner_pb2.AnswerInteraction:
-    if kind is InteractionKind.CUSTOM_TOOL:
+    if kind in (InteractionKind.CUSTOM_TOOL, InteractionKind.SUBAGENT):
         if answer.decision == "deny":
             return runner_pb2.AnswerInteraction(deny=runner_pb2.AnswerInteraction.Deny(message=answer.message))
         if answer.decision != "tool_result":

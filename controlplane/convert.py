@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -104,6 +105,7 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
             if record.forked_from
             else None
         ),
+        parent=session_pb2.SubagentParent(**dataclasses.asdict(record.parent)) if record.parent else None,
     )
 
 

@@ -133,21 +133,8 @@ class DeadlineSweeper:
         reason = f"idle for {self._idle_stop_after.total_seconds():g} s"
         stopped = 0
         for row in rows:
-            session_id = row["session_id"]
-            async with self._journal.transaction() as tx:
-                # Still idle, and nothing journaled since the query: the session is locked now.
-                idle = await store.sessions.lock_if_idle_since(tx.conn, self._idle_stop_after, session_id)
-                if idle is None:
-                    continue
-                await tx.append(session_id, [NewEvent(EventKind.RUNTIME_STOP_REQUESTED, {"reason": reason})])
-                await self._agents.enqueue(
-                    tx,
-                    idle["agent_id"],
-                    session_id,
-                    runner_pb2.Command(stop_runtime=runner_pb2.StopRuntime(reason=reason)),
-                )
-            stopped += 1
-            log.info("idle_runtime_stop_requested", session_id=session_id, agent_id=idle["agent_id"])
+            if await stop_idle_runtime(self._journal, self._agents, row["session_id"], self._idle_stop_after, reason):
+                stopped += 1
         return stopped
 
     async def _retry_destroys(self) -> int:
@@ -228,3 +215,21 @@ class DeadlineSweeper:
                     runner_pb2.Command(destroy_runtime=runner_pb2.DestroyRuntime(reason=reason)),
                 )
         log.warning("startup_settled_by_deadline", session_id=session_id)
+
+
+async def stop_idle_runtime(
+    journal: Journal, agents: Agents, session_id: str, idle_for: timedelta, reason: str
+) -> bool:
+    """Ask the session's agent to stop its runtime if it is idle and has journaled nothing for
+    `idle_for` (RUNTIME_STOP_REQUESTED; files kept, the next message starts it again); whether it did."""
+    async with journal.transaction() as tx:
+        # Still idle, and nothing journaled since: the session is locked now.
+        idle = await store.sessions.lock_if_idle_since(tx.conn, idle_for, session_id)
+        if idle is None:
+            return False
+        await tx.append(session_id, [NewEvent(EventKind.RUNTIME_STOP_REQUESTED, {"reason": reason})])
+        await agents.enqueue(
+            tx, idle["agent_id"], session_id, runner_pb2.Command(stop_runtime=runner_pb2.StopRuntime(reason=reason))
+        )
+    log.info("idle_runtime_stop_requested", session_id=session_id, agent_id=idle["agent_id"])
+    return True

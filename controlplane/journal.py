@@ -64,6 +64,8 @@ class EventKind(enum.Enum):
     NETWORK_REQUEST_REFUSED = "network_request_refused"
     MEMORY_SYNCED = "memory_synced"
     SESSION_FORKED = "session_forked"
+    SUBAGENT_STARTED = "subagent_started"
+    SUBAGENT_FINISHED = "subagent_finished"
 
 
 # EventKind by value, without EnumMeta.__call__ (done for every event read).

@@ -255,7 +255,7 @@ class OutputApplier:
             tool_input = json.loads(requested.input_json or "{}")
         except ValueError:
             tool_input = {"unparsed": requested.input_json}
-        kind = InteractionKind.for_tool(requested.tool_name, requested.custom_tool)
+        kind = InteractionKind.for_tool(requested.tool_name, requested.custom_tool, requested.subagent)
         interaction = {
             "interaction_id": requested.interaction_id,
             "kind": kind.value,
@@ -296,6 +296,19 @@ class OutputApplier:
             requested.tool_use_id,
             seq,
         )
+        if kind is InteractionKind.SUBAGENT:  # the control plane answers it (`controlplane.subagents`)
+            prompt = tool_input.get("prompt") if isinstance(tool_input, dict) else None
+            await store.subagent_calls.insert(
+                self._tx.conn,
+                self._session_id,
+                requested.interaction_id,
+                session["project_id"],
+                output.turn_id,
+                requested.tool_use_id,
+                requested.tool_name,
+                prompt if isinstance(prompt, str) else "",
+                await store.subagent_calls.depth_of(self._tx.conn, self._session_id) + 1,
+            )
         if session["state"] == SessionState.RUNNING.value:
             await store.sessions.update(self._tx.conn, self._session_id, state=SessionState.WAITING_FOR_INPUT)
 

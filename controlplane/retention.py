@@ -37,6 +37,7 @@ _OWNERS = (
     store.background_tasks,
     store.tool_calls,
     store.tool_grants,
+    store.subagent_calls,
     store.session_requests,
     store.engine_transcripts,
     store.memory_stores,

@@ -86,6 +86,7 @@ from controlplane.settings import (
     web_origins,
     web_tls,
 )
+from controlplane.subagents import Subagents, SubagentSettings
 from controlplane.turns import Turns
 from controlplane.verdicts import CommandVerdicts
 from controlplane.web.serving import InternalSocket, WebListenError, serve_web
@@ -363,6 +364,19 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
             ),
             metrics=metrics,
         )
+        subagents = Subagents(
+            pool,
+            journal,
+            agents,
+            kernel,
+            conversation,
+            SubagentSettings(
+                interval=settings.schedule_interval,
+                lease=settings.schedule_lease,
+                max_depth=settings.subagent_max_depth,
+                deadline=settings.subagent_deadline,
+            ),
+        )
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable((*SERVICE_NAMES, health.SERVICE_NAME), server)
@@ -420,6 +434,7 @@ async def serve(settings: ControlPlaneSettings) -> AsyncIterator[RunningControlP
                     background.create_task(live.follow_postgres(settings.database_url, NOTIFY_CHANNEL)),
                     background.create_task(sweeper.run(settings.sweep_interval.total_seconds())),
                     background.create_task(scheduler.run()),
+                    background.create_task(subagents.run()),
                     background.create_task(monitor.run()),
                     background.create_task(dispatcher.run()),
                 ]

@@ -42,9 +42,13 @@ class InteractionKind(enum.Enum):
     QUESTION = "question"
     # One of the agent's custom tools, run by the client: answered with its result.
     CUSTOM_TOOL = "custom_tool"
+    # A call of one of the agent's sub-agents: the control plane answers it (`controlplane.subagents`).
+    SUBAGENT = "subagent"
 
     @classmethod
-    def for_tool(cls, tool_name: str, custom_tool: bool = False) -> InteractionKind:
+    def for_tool(cls, tool_name: str, custom_tool: bool = False, subagent: bool = False) -> InteractionKind:
+        if subagent:
+            return cls.SUBAGENT
         if custom_tool:  # the agent says so: its own MCP server for the client's tools asked
             return cls.CUSTOM_TOOL
         return cls.QUESTION if tool_name == "AskUserQuestion" else cls.TOOL_APPROVAL
@@ -122,6 +126,20 @@ class ToolGrantRecord:
             datetime.fromisoformat(value["created_at"]),
             value["interaction_id"],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentParent:
+    """The parent session's call a sub-agent's session answers (`controlplane.subagents`)."""
+
+    session_id: str
+    interaction_id: str
+    tool_use_id: str
+    depth: int
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> SubagentParent:
+        return cls(str(value["session_id"]), value["interaction_id"], value["tool_use_id"], int(value["depth"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +230,8 @@ class SessionRecord:
     environment: SessionEnvironment | None = None
     # The session and the seq of its turn end this one was forked from (None: not a fork).
     forked_from: tuple[str, int] | None = None
+    # The sub-agent call that started it (None: a client did), read by `store.sessions.view`.
+    parent: SubagentParent | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
@@ -261,4 +281,5 @@ class SessionRecord:
                 if row.get("forked_from_session_id") is not None
                 else None
             ),
+            parent=SubagentParent.from_json(row["subagent_parent"]) if row.get("subagent_parent") else None,
         )

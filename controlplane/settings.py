@@ -249,6 +249,16 @@ class ControlPlaneSettings:
     schedule_min_interval: timedelta = _seconds(
         "--schedule-min-interval", 60, "the shortest time a schedule's cron expression may leave between ticks"
     )
+    # Sub-agent calls (controlplane.subagents): how deep they may nest, and how long one may take.
+    subagent_max_depth: int = tuned(
+        "--subagent-max-depth",
+        3,
+        "how deep sub-agent sessions may nest (a session that deep calls none)",
+        type=positive_int,
+    )
+    subagent_deadline: timedelta = _seconds(
+        "--subagent-deadline", 1800, "seconds a sub-agent call may take before the parent gets an error result"
+    )
     # Rows one pass of the sweep takes of each kind (commands pruned, destructions retried).
     sweep_batch: int = tuned("--sweep-batch", 500, "rows one pass of the sweep prunes or retries", type=positive_int)
     # Acknowledged agent commands are kept this long (to answer what an agent was told), then pruned.

@@ -62,6 +62,8 @@ MAX_CUSTOM_TOOL_DESCRIPTION_BYTES = 4096
 MAX_CUSTOM_TOOL_SCHEMA_BYTES = 64 * 1024
 # The MCP server the data-plane agent serves an agent's custom tools as (`mcp__client__<name>`).
 CUSTOM_TOOLS_SERVER = "client"
+MAX_SUBAGENTS = 16
+SUBAGENTS_SERVER = "subagents"
 SKILL_FILE = "SKILL.md"
 # The prefix of the tools an MCP server offers (`mcp__<server>__<tool>`).
 MCP_PREFIX = "mcp__"
@@ -151,6 +153,31 @@ def check_shape(spec: agent_pb2.AgentSpec, field: str = "spec") -> None:
                 raise refused(
                     f"{field}.mcp_servers[{index}].name",
                     f"an agent with custom tools serves them as the MCP server {CUSTOM_TOOLS_SERVER!r}:"
+                    " name its own MCP server otherwise",
+                )
+    _subagents(field, spec)
+
+
+def _subagents(field: str, spec: agent_pb2.AgentSpec) -> None:
+    _count(f"{field}.subagents", spec.subagents, MAX_SUBAGENTS)
+    for index, sub in enumerate(spec.subagents):
+        where = f"{field}.subagents[{index}]"
+        _name(
+            f"{where}.agent",
+            sub.agent,
+            named_definitions.NAME,
+            "an agent's name: 1-64 characters of [a-z0-9-], starting with a letter",
+        )
+        if sub.version < 0:
+            raise refused(f"{where}.version", f"{where}.version must be 0 (the newest) or a version, got {sub.version}")
+        _text(f"{where}.description", sub.description, MAX_CUSTOM_TOOL_DESCRIPTION_BYTES)
+    _unique(f"{field}.subagents", [s.agent for s in spec.subagents], "the sub-agent")
+    if spec.subagents:
+        for index, server in enumerate(spec.mcp_servers):
+            if server.name == SUBAGENTS_SERVER:
+                raise refused(
+                    f"{field}.mcp_servers[{index}].name",
+                    f"an agent with sub-agents offers them as the MCP server {SUBAGENTS_SERVER!r}:"
                     " name its own MCP server otherwise",
                 )
 

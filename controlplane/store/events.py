@@ -296,3 +296,15 @@ async def last_of_kind(conn: asyncpg.Connection, session_id: str, kind: str) -> 
         kind,
     )
     return (int(row["seq"]), row["turn_id"] or "") if row else None
+
+
+async def turn_end(db: asyncpg.Connection | asyncpg.Pool, session_id: str, turn_id: str) -> asyncpg.Record | None:
+    """The event that ended the session's turn (completed, failed or interrupted): its kind and
+    payload; None while it goes on."""
+    row: asyncpg.Record | None = await db.fetchrow(
+        "SELECT kind, payload FROM events WHERE session_id = $1 AND turn_id = $2"
+        " AND kind IN ('turn_completed', 'turn_failed', 'turn_interrupted') ORDER BY seq DESC LIMIT 1",
+        session_id,
+        turn_id,
+    )
+    return row

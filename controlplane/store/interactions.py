@@ -71,3 +71,11 @@ async def forget_sessions(conn: asyncpg.Connection, session_ids: Sequence[str]) 
         list(session_ids),
     )
     return deleted
+
+
+async def state_of(db: asyncpg.Connection | asyncpg.Pool, session_id: str, interaction_id: str) -> str | None:
+    """The interaction's state (pending, answered, closed); None when the session has none such."""
+    state: str | None = await db.fetchval(
+        "SELECT state FROM interactions WHERE interaction_id = $1 AND session_id = $2", interaction_id, session_id
+    )
+    return state

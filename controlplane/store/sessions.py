@@ -54,6 +54,9 @@ SELECT s.*,
   (SELECT jsonb_agg(to_jsonb(g) ORDER BY g.created_at, g.grant_id) FROM tool_grants g
     WHERE g.session_id = s.session_id AND g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > now()))
     AS tool_grants,
+  (SELECT jsonb_build_object('session_id', c.parent_session_id, 'interaction_id', c.interaction_id,
+                             'tool_use_id', c.tool_use_id, 'depth', c.depth)
+     FROM subagent_calls c WHERE c.child_session_id = s.session_id) AS subagent_parent,
   (SELECT a.engine_manifests -> s.engine FROM agents a WHERE a.engine_manifests ? s.engine
     ORDER BY a.agent_id IS NOT DISTINCT FROM s.agent_id DESC, a.lease_expires_at > now() DESC, a.connected_at DESC
     LIMIT 1) AS engine_manifest

@@ -145,6 +145,14 @@ class CustomTool:
 
 
 @dataclass(frozen=True, slots=True)
+class SubAgent:
+    """An agent the model may call as `mcp__subagents__<agent>`; the control plane runs the call."""
+
+    agent: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
 class Limits:
     """What one message or the session may spend; zero is no limit. The engine applies the
     per-message ones; the per-session cost and the turn timeout are the control plane's."""
@@ -165,6 +173,7 @@ class AgentConfig:
     skills: tuple[Skill, ...] = ()
     limits: Limits = field(default_factory=Limits)
     custom_tools: tuple[CustomTool, ...] = ()
+    subagents: tuple[SubAgent, ...] = ()
 
     @property
     def is_default(self) -> bool:
@@ -214,6 +223,7 @@ class AgentConfig:
             custom_tools=tuple(
                 CustomTool(tool.name, tool.description, _schema(tool.input_schema_json)) for tool in spec.custom_tools
             ),
+            subagents=tuple(SubAgent(sub.agent, sub.description) for sub in spec.subagents),
         )
 
     @classmethod

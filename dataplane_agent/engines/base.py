@@ -84,6 +84,9 @@ class ToolRequest:
     # A call of one of the agent's custom tools (tool_name is its declared name): the client runs
     # it and answers with its result (ToolDecision.result); no approval, no tool grant applies.
     custom_tool: bool = False
+    # A call of one of the agent's sub-agents (tool_name is the agent's name): the control plane
+    # runs it as a child session and answers with its result, as a custom tool's.
+    subagent: bool = False
 
 
 @dataclass(frozen=True, slots=True)

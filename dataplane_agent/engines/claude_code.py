@@ -374,7 +374,9 @@ class ClaudeCodeSession:
         if config.agent_config != self._agent_config:
             # Its system prompt, tools, MCP servers and skills were fixed when it was launched.
             raise EngineError("the pre-started engine was launched with another agent configuration than the session's")
-        if config.agent_config.custom_tools or any(server.http for server in config.agent_config.mcp_servers):
+        if (config.agent_config.custom_tools or config.agent_config.subagents) or any(
+            server.http for server in config.agent_config.mcp_servers
+        ):
             # Bound at launch to the session it was started for: the client that answers custom
             # tools, the credentials of HTTP MCP servers.
             raise EngineError("a pre-started engine cannot take on custom tools or HTTP MCP servers")

@@ -13,6 +13,7 @@ this only says which of their options each setting is.
     skills                     `skills`, their names (installed by skills.py)
     custom_tools               an in-process SDK MCP server "client" (custom_tools.py), its tools in
                                `allowed_tools` and exempt from the tool policies' hook
+    subagents                  likewise, a server "subagents": a tool per sub-agent (custom_tools.py)
 
 Not mapped, and refused by the control plane (controlplane/agent_definitions/specs.py): limits.max_cost_usd_per_turn. The SDK's `max_budget_usd` is not a per-message budget
 with ClaudeSDKClient: the bundled CLI counts it from its process's start, across every message of
@@ -70,7 +71,9 @@ def with_agent_config(
     changes: dict[str, Any] = {"system_prompt": system_prompt(config.system_prompt)}
     if config.tools.enabled:
         changes["tools"] = list(config.tools.enabled)
-    custom = frozenset(custom_tools.tool_name(tool.name) for tool in config.custom_tools)
+    custom = frozenset(custom_tools.tool_name(tool.name) for tool in config.custom_tools) | frozenset(
+        custom_tools.subagent_tool_name(sub.agent) for sub in config.subagents
+    )
     if config.tools.has_policies:
         changes["hooks"] = {
             **(options.hooks or {}),
@@ -92,6 +95,10 @@ def with_agent_config(
     if config.custom_tools:
         # Asking the client for the result is the approval: the CLI asks no one else first.
         changes["mcp_servers"][custom_tools.SERVER] = custom_tools.server(config.custom_tools, broker)
+    if config.subagents:
+        # The control plane runs the call: asking it is the approval, as for a custom tool.
+        changes["mcp_servers"][custom_tools.SUBAGENTS_SERVER] = custom_tools.subagents_server(config.subagents, broker)
+    if custom:
         changes["allowed_tools"] = [*options.allowed_tools, *sorted(custom)]
     if restricting := enabled_tools_hook(config.mcp_servers):
         hooks = changes.get("hooks", options.hooks) or {}

@@ -13,6 +13,10 @@ input its schema accepts.
 The CLI would also ask `can_use_tool` before an MCP tool runs (in "default" mode); asking the
 client for its result is the approval, so the tools are in `allowed_tools` and the agent's tool
 policies give them no opinion (claude_options.py).
+
+An agent's sub-agents are offered the same way by a second server, "subagents"
+(`mcp__subagents__<agent>`, input `{"prompt": ...}`): the ToolRequest is marked `subagent` and the
+control plane, not a client, answers it with the child session's final text.
 """
 
 from __future__ import annotations
@@ -24,13 +28,19 @@ from typing import Any
 import structlog
 from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server
 
-from dataplane_agent.engines.agent_config import CustomTool
+from dataplane_agent.engines.agent_config import CustomTool, SubAgent
 from dataplane_agent.engines.base import InteractionBroker, ToolRequest
 
 log = structlog.get_logger(__name__)
 
 SERVER = "client"
+SUBAGENTS_SERVER = "subagents"
 _NOBODY = "No client can run this tool in this engine session."
+_SUBAGENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"prompt": {"type": "string", "description": "The sub-agent's task: its first message."}},
+    "required": ["prompt"],
+}
 
 
 def tool_name(name: str) -> str:
@@ -38,12 +48,25 @@ def tool_name(name: str) -> str:
     return f"mcp__{SERVER}__{name}"
 
 
+def subagent_tool_name(agent: str) -> str:
+    """The name the model calls a sub-agent by."""
+    return f"mcp__{SUBAGENTS_SERVER}__{agent}"
+
+
 def server(tools: Sequence[CustomTool], broker: InteractionBroker | None) -> McpSdkServerConfig:
     """The SDK MCP server offering `tools`; each call asks `broker` for the client's result."""
     return create_sdk_mcp_server(SERVER, tools=[_sdk_tool(tool, broker) for tool in tools])
 
 
-def _sdk_tool(tool: CustomTool, broker: InteractionBroker | None) -> SdkMcpTool[Any]:
+def subagents_server(subagents: Sequence[SubAgent], broker: InteractionBroker | None) -> McpSdkServerConfig:
+    """The SDK MCP server offering a tool per sub-agent; each call asks `broker` for the child's result."""
+    tools = [
+        _sdk_tool(CustomTool(sub.agent, sub.description, _SUBAGENT_SCHEMA), broker, subagent=True) for sub in subagents
+    ]
+    return create_sdk_mcp_server(SUBAGENTS_SERVER, tools=tools)
+
+
+def _sdk_tool(tool: CustomTool, broker: InteractionBroker | None, *, subagent: bool = False) -> SdkMcpTool[Any]:
     # The SDK reads a dict without "properties" as {parameter: python type}: a schema always has them.
     schema = {**tool.input_schema, "properties": tool.input_schema.get("properties", {})}
 
@@ -55,7 +78,8 @@ def _sdk_tool(tool: CustomTool, broker: InteractionBroker | None) -> SdkMcpTool[
             tool_name=tool.name,
             input=dict(arguments),
             tool_use_id="",
-            custom_tool=True,
+            custom_tool=not subagent,
+            subagent=subagent,
         )
         try:
             decision = await broker.ask(request)

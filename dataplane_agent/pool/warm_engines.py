@@ -103,7 +103,12 @@ def warm_agent(engine: str, project_id: str, agent_id: str, agent_version: int, 
         return None
     spec = agent_pb2.AgentSpec.FromString(config)
     agent = AgentConfig.from_proto(spec)
-    if agent.is_default or agent.custom_tools or any(server.stdio is None for server in agent.mcp_servers):
+    if (
+        agent.is_default
+        or agent.custom_tools
+        or agent.subagents
+        or any(server.stdio is None for server in agent.mcp_servers)
+    ):
         return None
     spec.ClearField("engine")
     spec.ClearField("permission_mode")

@@ -65,6 +65,7 @@ class Interactions:
             input_json=json.dumps(request.input, default=str),
             tool_use_id=request.tool_use_id,
             custom_tool=request.custom_tool,
+            subagent=request.subagent,
         )
         record = PendingInteraction(interaction_id, self._session_id, turn_id, request.tool_name, request.tool_use_id)
 

@@ -185,7 +185,7 @@ class SessionTurns:
     async def ask(self, request: ToolRequest) -> ToolDecision:
         """The engine asks to use a tool: a tool grant in force lets it run; else park its turn on an
         `InteractionRequested`. A custom tool's call always reaches the client: only it has the result."""
-        if request.custom_tool:
+        if request.custom_tool or request.subagent:
             return await self._outputs.ask(request)
         record = await self._state.session(self.session_id)
         grants = ToolGrants.from_command(record.tool_grants if record else b"")

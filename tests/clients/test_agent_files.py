@@ -42,6 +42,9 @@ custom_tools:
       type: object
       properties: {order_id: {type: string, description: "like A-7"}}
       required: [order_id]
+subagents:
+  - {agent: linter, version: 2, description: Lints a change}
+  - agent: summarizer
 """
 
 SKILL_MD = b"---\nname: release-notes\ndescription: Writes release notes\n---\nList the merged changes.\n"
@@ -112,6 +115,10 @@ def test_a_complete_file_reads_into_the_spec_it_says(folder: Path) -> None:
                 '"required":["order_id"]}',
             )
         ],
+        subagents=[
+            agent_pb2.SubAgent(agent="linter", version=2, description="Lints a change"),
+            agent_pb2.SubAgent(agent="summarizer"),
+        ],
     )
     assert agent.spec == expected
 
@@ -168,7 +175,7 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
         (
             "name: x\nmodle: y\n",
             "agent.yaml:2: agent: unknown key 'modle'; did you mean 'model'? valid keys: name, description, engine, "
-            "model, permission_mode, system_prompt, tools, mcp_servers, skills, limits, custom_tools",
+            "model, permission_mode, system_prompt, tools, mcp_servers, skills, limits, custom_tools, subagents",
         ),
         (
             "name: x\ntools:\n  enabled: [Bash]\n  policy: ask\n",
@@ -225,7 +232,7 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
         (
             "- name: x\n",
             "agent.yaml:1: agent: must be a mapping of name, description, engine, model, permission_mode, "
-            "system_prompt, tools, mcp_servers, skills, limits, custom_tools",
+            "system_prompt, tools, mcp_servers, skills, limits, custom_tools, subagents",
         ),
         (
             "name: x\ntools: {enabled: [Bash\n",

@@ -183,3 +183,36 @@ def test_a_late_result_after_a_settled_call_says_it_does_not_count():
     )
     assert render(settled) == ["[   4]   ✗ tool result (Bash, no result): the agent was lost"]
     assert render(late) == ["[   5] (late, for the record: its turn had ended)   ⎿ tool result:\n    done"]
+
+
+def test_a_sub_agent_call_names_its_child_session_and_how_it_ended():
+    call = session_pb2.Interaction(
+        interaction_id="i-3",
+        kind=session_pb2.INTERACTION_KIND_SUBAGENT,
+        tool_name="reviewer",
+        input_json='{"prompt": "go"}',
+    )
+    asked = events_pb2.SessionEvent(seq=3, interaction_requested=events_pb2.InteractionRequested(interaction=call))
+    assert render(asked) == [
+        '[   3] ⇢ sub-agent reviewer called with {"prompt": "go"}: it runs as a child session (interaction i-3)'
+    ]
+    started = events_pb2.SessionEvent(
+        seq=4,
+        subagent_started=events_pb2.SubagentStarted(
+            interaction_id="i-3", child_session_id="c-1", agent="reviewer", agent_version=2
+        ),
+    )
+    assert render(started) == ["[   4] ⇢ sub-agent reviewer v2 runs as session c-1"]
+    answered = events_pb2.SessionEvent(
+        seq=5, subagent_finished=events_pb2.SubagentFinished(child_session_id="c-1", result_preview="LGTM\nmore")
+    )
+    assert render(answered) == ["[   5] ⇠ sub-agent session c-1 answered: LGTM"]
+    refused = events_pb2.SessionEvent(
+        seq=6,
+        subagent_finished=events_pb2.SubagentFinished(
+            is_error=True, reason="SUBAGENT_DEPTH_EXCEEDED", result_preview="nest at most 3 deep"
+        ),
+    )
+    assert render(refused) == [
+        "[   6] ✗ sub-agent call failed (SUBAGENT_DEPTH_EXCEEDED, no session): nest at most 3 deep"
+    ]

@@ -194,6 +194,34 @@ BAD_SPECS = {
         "spec.mcp_servers[1].name",
         "serves them as the MCP server 'client'",
     ),
+    "bad sub-agent name": (
+        lambda s: s.subagents.append(apb.SubAgent(agent="Re_viewer")),
+        "spec.subagents[0].agent",
+        "an agent's name",
+    ),
+    "negative sub-agent version": (
+        lambda s: s.subagents.append(apb.SubAgent(agent="reviewer", version=-1)),
+        "spec.subagents[0].version",
+        "0 (the newest) or a version",
+    ),
+    "duplicate sub-agent": (
+        lambda s: s.subagents.extend([apb.SubAgent(agent="reviewer")] * 2),
+        "spec.subagents[1]",
+        "the sub-agent 'reviewer' appears twice",
+    ),
+    "too many sub-agents": (
+        lambda s: s.subagents.extend(apb.SubAgent(agent=f"a{i}") for i in range(17)),
+        "spec.subagents",
+        "at most 16 entries",
+    ),
+    "MCP server named like the sub-agents' server": (
+        lambda s: (
+            s.mcp_servers.append(apb.McpServer(name="subagents", stdio=apb.StdioMcpServer(command="x"))),
+            s.subagents.append(apb.SubAgent(agent="reviewer")),
+        ),
+        "spec.mcp_servers[1].name",
+        "offers them as the MCP server 'subagents'",
+    ),
     "too large": (
         lambda s: s.skills[0].files.extend(apb.SkillFile(path=f"big-{i}", content=b"x" * 300_000) for i in range(4)),
         "spec",

@@ -45,6 +45,7 @@ OWNERS = {
     "memory_stores": "store/memory_stores.py",
     "session_memory": "store/memory_stores.py",
     "memory_versions": "store/memory_versions.py",
+    "subagent_calls": "store/subagent_calls.py",
     "schema_migrations": "database.py",  # the migrator's own bookkeeping
     "projects": "identity/store.py",
     "api_keys": "identity/store.py",
@@ -70,6 +71,7 @@ EXCEPTIONS = {
     ("store/sessions.py", "background_tasks"): "a session's view shows its open tasks; an idle session has none",
     ("store/sessions.py", "turns"): "a session's view shows its queued turns; an idle session has none",
     ("store/sessions.py", "tool_grants"): "a session's view shows its tool grants in force",
+    ("store/sessions.py", "subagent_calls"): "a sub-agent's session shows the call that started it",
     ("store/sessions.py", "agents"): "a session's view shows its engine's manifest; the sweep finds lapsed leases",
     ("store/sessions.py", "events"): "an idle session's last event is older than the idle period",
     ("store/sessions.py", "agent_commands"): "a destruction is retried when no command for the session is pending",

@@ -27,6 +27,8 @@ written by `astrabox agents show`.
       - name: lookup_order
         description: Looks an order up by its id
         input_schema: {type: object, properties: {order_id: {type: string}}, required: [order_id]}
+    subagents:                                      # agents it may call: mcp__subagents__<agent> {prompt}
+      - {agent: linter, version: 2, description: Lints a change}   # version: 0 or absent, the newest
 
 A file holds one agent per YAML document (separated by `---`). Reading is strict, so that a typo is
 an error before anything reaches the server rather than a setting silently left out: an unknown or
@@ -76,6 +78,7 @@ MAX_ARG_BYTES = 4096
 MAX_ENV = 64
 MAX_SKILLS = 32
 MAX_CUSTOM_TOOLS = 32
+MAX_SUBAGENTS = 16
 MAX_CUSTOM_TOOL_DESCRIPTION_BYTES = 4096
 MAX_CUSTOM_TOOL_SCHEMA_BYTES = 64 * 1024
 MAX_DURATION_SECONDS = 315_576_000_000  # google.protobuf.Duration's
@@ -102,6 +105,7 @@ _TOP = (
     "skills",
     "limits",
     "custom_tools",
+    "subagents",
 )
 
 
@@ -172,6 +176,11 @@ class _Reader:
             for i, tool in enumerate(tools):
                 self._custom_tool(tool, f"custom_tools[{i}]", spec.custom_tools.add())
             self._nodes.unique(tools, [t.name for t in spec.custom_tools], "custom_tools")
+        if "subagents" in fields:
+            subagents = self._nodes.sequence(fields["subagents"], "subagents", most=MAX_SUBAGENTS)
+            for i, sub in enumerate(subagents):
+                self._subagent(sub, f"subagents[{i}]", spec.subagents.add())
+            self._nodes.unique(subagents, [s.agent for s in spec.subagents], "subagents")
         if (size := spec.ByteSize()) > MAX_SPEC_BYTES:
             self._nodes.fail(node, name, f"the definition is {size} bytes, over the limit of {MAX_SPEC_BYTES} (1 MiB)")
         return AgentFile(name, spec, self._nodes.where(node))
@@ -243,6 +252,16 @@ class _Reader:
                 )
             for key, value in env.items():
                 server.stdio.env[key] = self._nodes.text(value, f"{what}.stdio.env.{key}")
+
+    def _subagent(self, node: yaml.Node, what: str, sub: agent_pb2.SubAgent) -> None:
+        fields = self._nodes.mapping(node, what, ("agent", "version", "description"), required=("agent",))
+        sub.agent = self._nodes.text(fields["agent"], f"{what}.agent", most=64, empty=False)
+        if "version" in fields:
+            sub.version = self._nodes.count(fields["version"], f"{what}.version")
+        if "description" in fields:
+            sub.description = self._nodes.text(
+                fields["description"], f"{what}.description", most=MAX_CUSTOM_TOOL_DESCRIPTION_BYTES
+            )
 
     def _custom_tool(self, node: yaml.Node, what: str, tool: agent_pb2.CustomTool) -> None:
         fields = self._nodes.mapping(
@@ -414,6 +433,15 @@ def dump(name: str, spec: agent_pb2.AgentSpec) -> str:
         document["limits"] = _limits_document(spec.limits)
     if spec.custom_tools:
         document["custom_tools"] = [_custom_tool_document(tool) for tool in spec.custom_tools]
+    if spec.subagents:
+        document["subagents"] = [
+            {
+                "agent": sub.agent,
+                **({"version": sub.version} if sub.version else {}),
+                **({"description": sub.description} if sub.description else {}),
+            }
+            for sub in spec.subagents
+        ]
     return yaml.dump(document, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 

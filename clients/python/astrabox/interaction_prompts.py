@@ -35,6 +35,9 @@ def answer_commands(session_id: str, interaction: session_pb2.Interaction, conne
             f"{respond} --tool-result 'TEXT' --tool-error    # the tool failed: TEXT is its error",
             f"{respond} --deny 'WHY'    # refuse the call",
         ]
+    if interaction.kind == session_pb2.INTERACTION_KIND_SUBAGENT:
+        interrupt = shlex.join(["astrabox", "session", *connection, "interrupt", session_id])
+        return [f"{interrupt}    # nothing to answer: the sub-agent's session answers; this stops the turn and it"]
     if interaction.questions:
         answers = " ".join(
             f"--answer {shlex.quote(q.question + '=' + (q.options[0] if q.options else 'ANSWER'))}"

@@ -187,6 +187,11 @@ def render(event: events_pb2.SessionEvent | Event) -> list[str]:
         lines = [f"● granted: {grant.tool_name} runs without asking, {grant_scope(grant)} (grant {grant.grant_id})"]
     elif kind == "tool_grant_revoked":
         lines = [f"● grant {event.tool_grant_revoked.grant_id} revoked: its tool asks again"]
+    elif kind == "subagent_started":
+        started = event.subagent_started
+        lines = [f"⇢ sub-agent {started.agent} v{started.agent_version} runs as session {started.child_session_id}"]
+    elif kind == "subagent_finished":
+        lines = [_subagent_finished(event.subagent_finished)]
     else:
         lines = [f"● {_kind_name(event.kind)}"]
     return [prefix + line for line in lines]
@@ -208,10 +213,23 @@ def interaction_lines(interaction: session_pb2.Interaction) -> list[str]:
             f"⚒ custom tool {interaction.tool_name} called with {interaction.input_json or '{}'}:"
             f" your client runs it and answers with its result (interaction {interaction.interaction_id})"
         ]
+    if interaction.kind == session_pb2.INTERACTION_KIND_SUBAGENT:
+        return [
+            f"⇢ sub-agent {interaction.tool_name} called with {interaction.input_json or '{}'}:"
+            f" it runs as a child session (interaction {interaction.interaction_id})"
+        ]
     if interaction.questions:
         return [f"? {q.question} [{' | '.join(q.options)}]" for q in interaction.questions]
     call = tool_input(interaction.tool_name, interaction.input_json)
     return [f"? may {interaction.tool_name} run: {call}  (approval {interaction.interaction_id})"]
+
+
+def _subagent_finished(finished: events_pb2.SubagentFinished) -> str:
+    child = f"session {finished.child_session_id}" if finished.child_session_id else "no session"
+    first = (finished.result_preview.splitlines() or [""])[0]
+    if finished.is_error:
+        return f"✗ sub-agent call failed ({finished.reason or 'error'}, {child}): {first}".rstrip(": ")
+    return f"⇠ sub-agent {child} answered: {first}".rstrip(": ")
 
 
 def _answered(answered: events_pb2.InteractionAnswered) -> str:

@@ -111,6 +111,11 @@ def describe(session: session_pb2.Session, how_to_answer: Sequence[str] = ()) ->
     if session.HasField("forked_from"):
         origin = session.forked_from
         rows.append(("forked from", f"session {origin.session_id} at seq {origin.through_seq}"))
+    if session.HasField("parent"):
+        parent = session.parent
+        rows.append(
+            ("parent", f"session {parent.session_id} (sub-agent call {parent.interaction_id}, depth {parent.depth})")
+        )
     rows.append(("host", session.agent_id or "none yet"))
     rows.append(("labels", ", ".join(f"{key}={value}" for key, value in sorted(session.labels.items())) or "none"))
     rows.append(("usage", usage_text(session.usage)))

@@ -55,7 +55,7 @@ class AgentVersion(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., version: _Optional[int] = ..., spec: _Optional[_Union[AgentSpec, _Mapping]] = ..., spec_digest: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AgentSpec(_message.Message):
-    __slots__ = ("description", "engine", "model", "permission_mode", "system_prompt", "tools", "mcp_servers", "skills", "limits", "custom_tools")
+    __slots__ = ("description", "engine", "model", "permission_mode", "system_prompt", "tools", "mcp_servers", "skills", "limits", "custom_tools", "subagents")
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,7 @@ class AgentSpec(_message.Message):
     SKILLS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    SUBAGENTS_FIELD_NUMBER: _ClassVar[int]
     description: str
     engine: str
     model: str
@@ -76,7 +77,8 @@ class AgentSpec(_message.Message):
     skills: _containers.RepeatedCompositeFieldContainer[Skill]
     limits: Limits
     custom_tools: _containers.RepeatedCompositeFieldContainer[CustomTool]
-    def __init__(self, description: _Optional[str] = ..., engine: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., system_prompt: _Optional[_Union[SystemPrompt, _Mapping]] = ..., tools: _Optional[_Union[Tools, _Mapping]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., custom_tools: _Optional[_Iterable[_Union[CustomTool, _Mapping]]] = ...) -> None: ...
+    subagents: _containers.RepeatedCompositeFieldContainer[SubAgent]
+    def __init__(self, description: _Optional[str] = ..., engine: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., system_prompt: _Optional[_Union[SystemPrompt, _Mapping]] = ..., tools: _Optional[_Union[Tools, _Mapping]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., custom_tools: _Optional[_Iterable[_Union[CustomTool, _Mapping]]] = ..., subagents: _Optional[_Iterable[_Union[SubAgent, _Mapping]]] = ...) -> None: ...
 
 class CustomTool(_message.Message):
     __slots__ = ("name", "description", "input_schema_json")
@@ -87,6 +89,16 @@ class CustomTool(_message.Message):
     description: str
     input_schema_json: str
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ...) -> None: ...
+
+class SubAgent(_message.Message):
+    __slots__ = ("agent", "version", "description")
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    agent: str
+    version: int
+    description: str
+    def __init__(self, agent: _Optional[str] = ..., version: _Optional[int] = ..., description: _Optional[str] = ...) -> None: ...
 
 class SystemPrompt(_message.Message):
     __slots__ = ("append", "replace")

@@ -316,18 +316,20 @@ class SandboxReconciled(_message.Message):
     def __init__(self, action: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., driver: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class InteractionRequested(_message.Message):
-    __slots__ = ("interaction_id", "tool_name", "input_json", "tool_use_id", "custom_tool")
+    __slots__ = ("interaction_id", "tool_name", "input_json", "tool_use_id", "custom_tool", "subagent")
     INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_TOOL_FIELD_NUMBER: _ClassVar[int]
+    SUBAGENT_FIELD_NUMBER: _ClassVar[int]
     interaction_id: str
     tool_name: str
     input_json: str
     tool_use_id: str
     custom_tool: bool
-    def __init__(self, interaction_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_json: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., custom_tool: _Optional[bool] = ...) -> None: ...
+    subagent: bool
+    def __init__(self, interaction_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., input_json: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., custom_tool: _Optional[bool] = ..., subagent: _Optional[bool] = ...) -> None: ...
 
 class TurnInterrupted(_message.Message):
     __slots__ = ("reason",)

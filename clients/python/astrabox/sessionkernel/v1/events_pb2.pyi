@@ -53,6 +53,8 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_NETWORK_REQUEST_REFUSED: _ClassVar[EventKind]
     EVENT_KIND_MEMORY_SYNCED: _ClassVar[EventKind]
     EVENT_KIND_SESSION_FORKED: _ClassVar[EventKind]
+    EVENT_KIND_SUBAGENT_STARTED: _ClassVar[EventKind]
+    EVENT_KIND_SUBAGENT_FINISHED: _ClassVar[EventKind]
 
 class EngineContentKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -98,6 +100,8 @@ EVENT_KIND_MCP_SERVER_UNAVAILABLE: EventKind
 EVENT_KIND_NETWORK_REQUEST_REFUSED: EventKind
 EVENT_KIND_MEMORY_SYNCED: EventKind
 EVENT_KIND_SESSION_FORKED: EventKind
+EVENT_KIND_SUBAGENT_STARTED: EventKind
+EVENT_KIND_SUBAGENT_FINISHED: EventKind
 ENGINE_CONTENT_KIND_UNSPECIFIED: EngineContentKind
 ENGINE_CONTENT_KIND_ASSISTANT: EngineContentKind
 ENGINE_CONTENT_KIND_USER: EngineContentKind
@@ -106,7 +110,7 @@ ENGINE_CONTENT_KIND_RESULT: EngineContentKind
 ENGINE_CONTENT_KIND_OTHER: EngineContentKind
 
 class SessionEvent(_message.Message):
-    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "produce_time", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped", "tool_call_settled", "background_task_lost", "runtime_destroy_failed", "sandbox_retained", "tool_granted", "tool_grant_revoked", "mcp_server_unavailable", "network_request_refused", "memory_synced", "session_forked")
+    __slots__ = ("session_id", "seq", "time", "turn_id", "kind", "actor", "produce_time", "session_created", "startup_requested", "runtime_ready", "runtime_failed", "user_message_accepted", "engine_message", "turn_completed", "turn_failed", "session_deleted", "interaction_requested", "interaction_answered", "interaction_closed", "interrupt_requested", "turn_interrupted", "input_delivered", "permission_mode_changed", "session_archived", "startup_phase", "runtime_lost", "task_stop_requested", "engine_info", "engine_turn_started", "sandbox_reconciled", "runtime_stop_requested", "runtime_stopped", "tool_call_settled", "background_task_lost", "runtime_destroy_failed", "sandbox_retained", "tool_granted", "tool_grant_revoked", "mcp_server_unavailable", "network_request_refused", "memory_synced", "session_forked", "subagent_started", "subagent_finished")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +153,8 @@ class SessionEvent(_message.Message):
     NETWORK_REQUEST_REFUSED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_SYNCED_FIELD_NUMBER: _ClassVar[int]
     SESSION_FORKED_FIELD_NUMBER: _ClassVar[int]
+    SUBAGENT_STARTED_FIELD_NUMBER: _ClassVar[int]
+    SUBAGENT_FINISHED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     seq: int
     time: _timestamp_pb2.Timestamp
@@ -191,7 +197,9 @@ class SessionEvent(_message.Message):
     network_request_refused: NetworkRequestRefused
     memory_synced: MemorySynced
     session_forked: SessionForked
-    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., tool_call_settled: _Optional[_Union[ToolCallSettled, _Mapping]] = ..., background_task_lost: _Optional[_Union[BackgroundTaskLost, _Mapping]] = ..., runtime_destroy_failed: _Optional[_Union[RuntimeDestroyFailed, _Mapping]] = ..., sandbox_retained: _Optional[_Union[SandboxRetained, _Mapping]] = ..., tool_granted: _Optional[_Union[ToolGranted, _Mapping]] = ..., tool_grant_revoked: _Optional[_Union[ToolGrantRevoked, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., network_request_refused: _Optional[_Union[NetworkRequestRefused, _Mapping]] = ..., memory_synced: _Optional[_Union[MemorySynced, _Mapping]] = ..., session_forked: _Optional[_Union[SessionForked, _Mapping]] = ...) -> None: ...
+    subagent_started: SubagentStarted
+    subagent_finished: SubagentFinished
+    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_id: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., actor: _Optional[str] = ..., produce_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_created: _Optional[_Union[SessionCreated, _Mapping]] = ..., startup_requested: _Optional[_Union[StartupRequested, _Mapping]] = ..., runtime_ready: _Optional[_Union[RuntimeReady, _Mapping]] = ..., runtime_failed: _Optional[_Union[RuntimeFailed, _Mapping]] = ..., user_message_accepted: _Optional[_Union[UserMessageAccepted, _Mapping]] = ..., engine_message: _Optional[_Union[EngineMessage, _Mapping]] = ..., turn_completed: _Optional[_Union[TurnCompleted, _Mapping]] = ..., turn_failed: _Optional[_Union[TurnFailed, _Mapping]] = ..., session_deleted: _Optional[_Union[SessionDeleted, _Mapping]] = ..., interaction_requested: _Optional[_Union[InteractionRequested, _Mapping]] = ..., interaction_answered: _Optional[_Union[InteractionAnswered, _Mapping]] = ..., interaction_closed: _Optional[_Union[InteractionClosed, _Mapping]] = ..., interrupt_requested: _Optional[_Union[InterruptRequested, _Mapping]] = ..., turn_interrupted: _Optional[_Union[TurnInterrupted, _Mapping]] = ..., input_delivered: _Optional[_Union[InputDelivered, _Mapping]] = ..., permission_mode_changed: _Optional[_Union[PermissionModeChanged, _Mapping]] = ..., session_archived: _Optional[_Union[SessionArchived, _Mapping]] = ..., startup_phase: _Optional[_Union[StartupPhase, _Mapping]] = ..., runtime_lost: _Optional[_Union[RuntimeLost, _Mapping]] = ..., task_stop_requested: _Optional[_Union[TaskStopRequested, _Mapping]] = ..., engine_info: _Optional[_Union[EngineInfo, _Mapping]] = ..., engine_turn_started: _Optional[_Union[EngineTurnStarted, _Mapping]] = ..., sandbox_reconciled: _Optional[_Union[SandboxReconciled, _Mapping]] = ..., runtime_stop_requested: _Optional[_Union[RuntimeStopRequested, _Mapping]] = ..., runtime_stopped: _Optional[_Union[RuntimeStopped, _Mapping]] = ..., tool_call_settled: _Optional[_Union[ToolCallSettled, _Mapping]] = ..., background_task_lost: _Optional[_Union[BackgroundTaskLost, _Mapping]] = ..., runtime_destroy_failed: _Optional[_Union[RuntimeDestroyFailed, _Mapping]] = ..., sandbox_retained: _Optional[_Union[SandboxRetained, _Mapping]] = ..., tool_granted: _Optional[_Union[ToolGranted, _Mapping]] = ..., tool_grant_revoked: _Optional[_Union[ToolGrantRevoked, _Mapping]] = ..., mcp_server_unavailable: _Optional[_Union[McpServerUnavailable, _Mapping]] = ..., network_request_refused: _Optional[_Union[NetworkRequestRefused, _Mapping]] = ..., memory_synced: _Optional[_Union[MemorySynced, _Mapping]] = ..., session_forked: _Optional[_Union[SessionForked, _Mapping]] = ..., subagent_started: _Optional[_Union[SubagentStarted, _Mapping]] = ..., subagent_finished: _Optional[_Union[SubagentFinished, _Mapping]] = ...) -> None: ...
 
 class SessionCreated(_message.Message):
     __slots__ = ("engine", "permission_mode", "model", "request_id", "agent", "config", "environment", "git_source", "memory", "forked_from")
@@ -619,3 +627,29 @@ class MemorySyncedDocument(_message.Message):
     conflict: bool
     conflicting_version: int
     def __init__(self, path: _Optional[str] = ..., version: _Optional[int] = ..., deleted: _Optional[bool] = ..., conflict: _Optional[bool] = ..., conflicting_version: _Optional[int] = ...) -> None: ...
+
+class SubagentStarted(_message.Message):
+    __slots__ = ("interaction_id", "child_session_id", "agent", "agent_version")
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILD_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    interaction_id: str
+    child_session_id: str
+    agent: str
+    agent_version: int
+    def __init__(self, interaction_id: _Optional[str] = ..., child_session_id: _Optional[str] = ..., agent: _Optional[str] = ..., agent_version: _Optional[int] = ...) -> None: ...
+
+class SubagentFinished(_message.Message):
+    __slots__ = ("interaction_id", "child_session_id", "is_error", "reason", "result_preview")
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILD_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RESULT_PREVIEW_FIELD_NUMBER: _ClassVar[int]
+    interaction_id: str
+    child_session_id: str
+    is_error: bool
+    reason: str
+    result_preview: str
+    def __init__(self, interaction_id: _Optional[str] = ..., child_session_id: _Optional[str] = ..., is_error: _Optional[bool] = ..., reason: _Optional[str] = ..., result_preview: _Optional[str] = ...) -> None: ...

@@ -528,7 +528,9 @@ class SessionKernelServiceServicer:
 
     def RespondToInteraction(self, request, context):
         """Answers the pending interaction (tool approval or question); the parked
-        turn resumes. Only one answer takes effect.
+        turn resumes. Only one answer takes effect. A sub-agent call
+        (INTERACTION_KIND_SUBAGENT) is answered by the control plane only:
+        INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

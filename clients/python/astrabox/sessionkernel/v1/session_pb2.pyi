@@ -31,6 +31,7 @@ class InteractionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INTERACTION_KIND_TOOL_APPROVAL: _ClassVar[InteractionKind]
     INTERACTION_KIND_QUESTION: _ClassVar[InteractionKind]
     INTERACTION_KIND_CUSTOM_TOOL: _ClassVar[InteractionKind]
+    INTERACTION_KIND_SUBAGENT: _ClassVar[InteractionKind]
 SESSION_STATE_UNSPECIFIED: SessionState
 SESSION_STATE_CREATING: SessionState
 SESSION_STATE_READY: SessionState
@@ -44,9 +45,10 @@ INTERACTION_KIND_UNSPECIFIED: InteractionKind
 INTERACTION_KIND_TOOL_APPROVAL: InteractionKind
 INTERACTION_KIND_QUESTION: InteractionKind
 INTERACTION_KIND_CUSTOM_TOOL: InteractionKind
+INTERACTION_KIND_SUBAGENT: InteractionKind
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels", "pending_interaction", "background_tasks", "capabilities", "slash_commands", "queued_turn_ids", "runtime_stopped", "project_id", "destroy_failure", "agent", "config", "usage", "tool_grants", "environment", "git_source", "forked_from")
+    __slots__ = ("session_id", "state", "runtime_available", "engine", "permission_mode", "model", "last_seq", "current_turn_id", "agent_id", "engine_session_id", "failure_reason", "create_time", "update_time", "request_id", "labels", "pending_interaction", "background_tasks", "capabilities", "slash_commands", "queued_turn_ids", "runtime_stopped", "project_id", "destroy_failure", "agent", "config", "usage", "tool_grants", "environment", "git_source", "forked_from", "parent")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +86,7 @@ class Session(_message.Message):
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     GIT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     FORKED_FROM_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     state: SessionState
     runtime_available: bool
@@ -114,7 +117,8 @@ class Session(_message.Message):
     environment: SessionEnvironment
     git_source: _environment_pb2.GitSource
     forked_from: SessionFork
-    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., runtime_available: _Optional[bool] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., last_seq: _Optional[int] = ..., current_turn_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., engine_session_id: _Optional[str] = ..., failure_reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., pending_interaction: _Optional[_Union[Interaction, _Mapping]] = ..., background_tasks: _Optional[_Iterable[_Union[BackgroundTask, _Mapping]]] = ..., capabilities: _Optional[_Union[EngineCapabilities, _Mapping]] = ..., slash_commands: _Optional[_Iterable[str]] = ..., queued_turn_ids: _Optional[_Iterable[str]] = ..., runtime_stopped: _Optional[bool] = ..., project_id: _Optional[str] = ..., destroy_failure: _Optional[_Union[DestroyFailure, _Mapping]] = ..., agent: _Optional[_Union[SessionAgent, _Mapping]] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ..., environment: _Optional[_Union[SessionEnvironment, _Mapping]] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ..., forked_from: _Optional[_Union[SessionFork, _Mapping]] = ...) -> None: ...
+    parent: SubagentParent
+    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., runtime_available: _Optional[bool] = ..., engine: _Optional[str] = ..., permission_mode: _Optional[str] = ..., model: _Optional[str] = ..., last_seq: _Optional[int] = ..., current_turn_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., engine_session_id: _Optional[str] = ..., failure_reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., pending_interaction: _Optional[_Union[Interaction, _Mapping]] = ..., background_tasks: _Optional[_Iterable[_Union[BackgroundTask, _Mapping]]] = ..., capabilities: _Optional[_Union[EngineCapabilities, _Mapping]] = ..., slash_commands: _Optional[_Iterable[str]] = ..., queued_turn_ids: _Optional[_Iterable[str]] = ..., runtime_stopped: _Optional[bool] = ..., project_id: _Optional[str] = ..., destroy_failure: _Optional[_Union[DestroyFailure, _Mapping]] = ..., agent: _Optional[_Union[SessionAgent, _Mapping]] = ..., config: _Optional[_Union[_agent_pb2.AgentSpec, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tool_grants: _Optional[_Iterable[_Union[ToolGrant, _Mapping]]] = ..., environment: _Optional[_Union[SessionEnvironment, _Mapping]] = ..., git_source: _Optional[_Union[_environment_pb2.GitSource, _Mapping]] = ..., forked_from: _Optional[_Union[SessionFork, _Mapping]] = ..., parent: _Optional[_Union[SubagentParent, _Mapping]] = ...) -> None: ...
 
 class SessionFork(_message.Message):
     __slots__ = ("session_id", "through_seq")
@@ -123,6 +127,18 @@ class SessionFork(_message.Message):
     session_id: str
     through_seq: int
     def __init__(self, session_id: _Optional[str] = ..., through_seq: _Optional[int] = ...) -> None: ...
+
+class SubagentParent(_message.Message):
+    __slots__ = ("session_id", "interaction_id", "tool_use_id", "depth")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    INTERACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    interaction_id: str
+    tool_use_id: str
+    depth: int
+    def __init__(self, session_id: _Optional[str] = ..., interaction_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., depth: _Optional[int] = ...) -> None: ...
 
 class SessionEnvironment(_message.Message):
     __slots__ = ("environment_id", "name", "version", "build_digest")
