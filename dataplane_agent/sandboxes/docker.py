@@ -59,6 +59,7 @@ from dataplane_agent.sandboxes.docker_container import (
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
+from dataplane_agent.sandboxes.isolation import RUNC, RUNSC, check_registered, check_runtime
 from dataplane_agent.sandboxes.layer_mount import layer_env
 from dataplane_agent.sandboxes.usage import SandboxUsage, from_docker_stats
 from dataplane_agent.settings import DEFAULT_IMAGE
@@ -97,9 +98,13 @@ class DockerSandboxDriver:
         timeout: float = 30.0,
         disk: WorkspaceDisk | None = None,
         host_uid: int = DEFAULT_HOST_UID,
+        runtime: str = RUNC,
     ) -> None:
         if not _ID.match(installation):
             raise SandboxError(f"installation id {installation!r} cannot name containers")
+        if why := check_runtime(self.name, runtime):
+            raise SandboxError(why)
+        self.runtime = runtime
         self._root = Path(root).resolve()
         self._image = image
         self._installation = installation
@@ -117,7 +122,7 @@ class DockerSandboxDriver:
         files = tuple(dict.fromkeys(Path(p).resolve() for p in programs))
         if len({inner_program(p) for p in files}) < len(files):
             raise SandboxError(f"programs {[str(p) for p in files]} would be mounted at the same path (same name)")
-        self._recipe = ContainerRecipe(image, self._uid, self._gid, limits, files)
+        self._recipe = ContainerRecipe(image, self._uid, self._gid, limits, files, runtime)
 
     # -- the contract ----------------------------------------------------------
 
@@ -135,6 +140,8 @@ class DockerSandboxDriver:
         except OSError as error:
             raise SandboxError(f"the sandbox root {self._root} cannot be created: {error.strerror}") from error
         async with self._engine.client("answer") as docker:
+            if self.runtime != RUNC:
+                check_registered(self.runtime, await docker.system.info())
             try:
                 await docker.images.inspect(self._image)
             except aiodocker.DockerError as error:
@@ -285,6 +292,12 @@ class DockerSandboxDriver:
                 raise SandboxError(f"container {found.name} is not the sandbox to stop: {refusal}")
             if not found.running:
                 return
+        if found.runtime == RUNSC:
+            # Under gVisor a `docker exec` whose container stops is never told its process ended: its
+            # client would wait forever. Every process but init is killed from inside first (exits
+            # the Engine does report); then init alone is stopped.
+            await self._end(sandbox, "end every process before the stop", "kill -KILL -1 2>/dev/null; :")
+        async with self._engine.client("stop the sandbox") as docker:
             # The SIGTERM reaches the container's init, which passes it to `sleep infinity` alone:
             # what `docker exec` started (the CLI, already closed by the caller, and whatever it
             # left behind) is killed with the PID namespace when init ends, whatever the grace.

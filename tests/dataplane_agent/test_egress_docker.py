@@ -23,13 +23,15 @@ from tests.support.containers import Containers
 
 
 @pytest.fixture
-def driver(containers: Containers, sandbox_root: Path) -> DockerSandboxDriver:
+def driver(containers: Containers, sandbox_root: Path, sandbox_runtime: str) -> DockerSandboxDriver:
+    """Under runc and under runsc (gVisor, whose relays reach the proxy's socket by --host-uds=open)."""
     return DockerSandboxDriver(
         sandbox_root,
         installation=containers.installation,
         agent_id="agent-1",
         limits=ContainerLimits(cpus=0.5, memory_mb=256, pids=128),
         programs=[BUNDLED_CLI],
+        runtime=sandbox_runtime,
     )
 
 

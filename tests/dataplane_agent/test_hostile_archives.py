@@ -25,7 +25,7 @@ from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService
 from tests.dataplane_agent.test_workspace import Client, error_reason
-from tests.support.containers import Containers, new_installation, require_docker
+from tests.support.containers import Containers, new_installation, require_docker, require_runtime
 
 Member = tuple[tarfile.TarInfo, bytes | None]
 
@@ -239,12 +239,18 @@ async def sandbox_of(
             await containers.remove_all()
 
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=["local", "docker", "docker-runsc"])
 async def box(
     request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str
 ) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
-    """A sandbox of each driver."""
-    async with sandbox_of(request.param, sandbox_root, bwrap) as made:
+    """A sandbox of each driver, the docker driver's under runc and under runsc (gVisor)."""
+    kind, _, runtime = str(request.param).partition("-")
+    options: dict[str, object] = {}
+    if runtime:
+        await require_docker()
+        await require_runtime(runtime)
+        options["runtime"] = runtime
+    async with sandbox_of(kind, sandbox_root, bwrap, **options) as made:
         yield made
 
 

@@ -1,6 +1,7 @@
 """End to end with the docker driver: the foundation's session test and the workspace round trip,
 unchanged, with the real CLI inside a container; a warm pool's container taken by a session; and
-what a running session's container is made of.
+what a running session's container is made of. The warm pool, the idle stop and the hardened
+session run under runc and under runsc (gVisor; `sandbox_runtime`).
 
 The agent is a separate process started with `--driver docker` and a
 test-only installation id; every container of that installation is removed
@@ -13,6 +14,7 @@ import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,7 @@ from astrabox.sessionkernel.v1 import session_pb2
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, SESSION_LABEL
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
+from dataplane_agent.sandboxes.isolation import RUNC, RUNSC
 from tests.e2e.test_session_end_to_end import (  # noqa: F401 - the foundation's test, run here with docker
     collect_turn,
     test_real_cli_runs_bash_in_the_sandbox_and_the_stream_shows_the_whole_turn,
@@ -51,14 +54,18 @@ async def upstream() -> AsyncIterator[OfflineModel]:
 
 
 @pytest.fixture
-def keyed_stack(docker_stacks: StartDockerStack, upstream: OfflineModel) -> Stack:
-    """An agent with a real-looking API key and a model upstream of its own (the offline model)."""
-    return docker_stacks(env={"ANTHROPIC_API_KEY": API_KEY, "ASTRABOX_MODEL_BASE_URL": upstream.base_url})
+def keyed_stack(docker_stacks: StartDockerStack, upstream: OfflineModel, sandbox_runtime: str) -> Stack:
+    """An agent with a real-looking API key and a model upstream of its own (the offline model), its
+    sandboxes under each runtime in turn (runc, runsc: gVisor)."""
+    return docker_stacks(
+        args=("--sandbox-runtime", sandbox_runtime),
+        env={"ANTHROPIC_API_KEY": API_KEY, "ASTRABOX_MODEL_BASE_URL": upstream.base_url},
+    )
 
 
 @pytest.fixture
-def pooled_stack(docker_stacks: StartDockerStack) -> Stack:
-    return docker_stacks(args=("--warm-pool", "2"))
+def pooled_stack(docker_stacks: StartDockerStack, sandbox_runtime: str) -> Stack:
+    return docker_stacks(args=("--warm-pool", "2", "--sandbox-runtime", sandbox_runtime))
 
 
 @pytest.fixture
@@ -67,8 +74,8 @@ def reconciling_stack(docker_stacks: StartDockerStack) -> Stack:
 
 
 @pytest.fixture
-def hibernating_stack(docker_stacks: StartDockerStack) -> Stack:
-    return docker_stacks(controlplane_args=("--idle-stop-after", "2"))
+def hibernating_stack(docker_stacks: StartDockerStack, sandbox_runtime: str) -> Stack:
+    return docker_stacks(args=("--sandbox-runtime", sandbox_runtime), controlplane_args=("--idle-stop-after", "2"))
 
 
 async def test_a_session_takes_a_warm_container_and_the_pool_refills(
@@ -101,7 +108,7 @@ async def test_a_session_takes_a_warm_container_and_the_pool_refills(
 
 
 async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key(
-    keyed_stack: Stack, containers: Containers
+    keyed_stack: Stack, containers: Containers, sandbox_runtime: str
 ) -> None:
     async with AstraBoxClient.connect(keyed_stack.address) as client:
         session = await client.create_session(request_id="docker-hardened")
@@ -120,7 +127,12 @@ async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key
         assert host["NanoCpus"] == 1_000_000_000 and host["Memory"] == 2048 * 1024 * 1024 and host["PidsLimit"] == 512
         assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd") and not host["Privileged"]
         assert host["ReadonlyRootfs"] is True and "no-new-privileges" in host["SecurityOpt"]
-        assert host["NetworkMode"] == "none"
+        assert host["NetworkMode"] == "none" and host["Runtime"] == sandbox_runtime
+        # Under runsc the session's programs meet gVisor's kernel, not the host's.
+        kernel = await docker_exec(listed["Id"], "dmesg 2>&1 | head -n 3; cat /proc/version")
+        assert ("Starting gVisor" in kernel.stdout) == (sandbox_runtime == RUNSC), kernel.stdout
+        if sandbox_runtime == RUNC:
+            assert Path("/proc/version").read_text().strip() in kernel.stdout
         assert config["User"] == f"{DEFAULT_HOST_UID}:{DEFAULT_HOST_UID}"  # a uid of its own, not the image's 1000
         labels = config["Labels"]
         assert labels[SESSION_LABEL] == session.session_id and labels[AGENT_LABEL] == "e2e-agent"
