@@ -213,10 +213,15 @@ SPEC = SandboxSpec(session_id="s1", agent_id="a1", labels={SESSION_LABEL: "s1", 
 async def sandbox_of(
     kind: str, sandbox_root: Path, bwrap: str, spec: SandboxSpec = SPEC, **options: object
 ) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
-    """A sandbox of the `kind` driver made from `spec` (docker: skips without a Docker daemon),
-    destroyed afterwards."""
+    """A sandbox of the `kind` driver made from `spec` (docker: skips without a Docker daemon;
+    "docker-runsc": under gVisor, skipping without runsc registered), destroyed afterwards."""
     driver: SandboxDriver
     containers = None
+    kind, _, runtime = kind.partition("-")
+    if runtime:
+        await require_docker()
+        await require_runtime(runtime)
+        options = {**options, "runtime": runtime}
     if kind == "local":
         driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, **options)  # type: ignore[arg-type]
     else:
@@ -244,13 +249,7 @@ async def box(
     request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str
 ) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
     """A sandbox of each driver, the docker driver's under runc and under runsc (gVisor)."""
-    kind, _, runtime = str(request.param).partition("-")
-    options: dict[str, object] = {}
-    if runtime:
-        await require_docker()
-        await require_runtime(runtime)
-        options["runtime"] = runtime
-    async with sandbox_of(kind, sandbox_root, bwrap, **options) as made:
+    async with sandbox_of(request.param, sandbox_root, bwrap) as made:
         yield made
 
 
