@@ -53,7 +53,7 @@ from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError, SandboxSpec
 from dataplane_agent.sandboxes.disk import WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
-from dataplane_agent.sandboxes.isolation import check_runtime
+from dataplane_agent.sandboxes.isolation import check_runtime, offered
 from dataplane_agent.sandboxes.usage import UsageSampler
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings, RetiredSetting
 from dataplane_agent.state import AgentState
@@ -183,6 +183,7 @@ async def _run(
                 credential=agent_credential,
                 instance_id=uuid.uuid4().hex,
                 drivers=(driver.name,),
+                isolation=offered(settings.driver, settings.sandbox_runtime),
                 engines=tuple(engines[kind].manifest for kind in sorted(engines)),
                 capacity=settings.capacity,
                 root_certificates=_controlplane_ca(settings),

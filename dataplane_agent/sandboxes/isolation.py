@@ -10,6 +10,9 @@
   unix sockets bind-mounted into the sandbox; creating host sockets stays refused).
   `scripts/test`'s `ensure_runsc` installs and registers it.
 
+The agent's Hello says how its sandboxes are isolated (`offered`): the control plane places a
+session whose environment has `isolation: gvisor` only on a "gvisor" agent (`controlplane.agents`).
+
 Under runsc (Debian 12's 0.0~20221219), known differences from runc:
 - coreutils' `ls` and `stat` fail with EINVAL: that gVisor rejects the AT_NO_AUTOMOUNT flag coreutils 9
   passes to statx (fixed in later gVisor releases); other tools (find, cp, git, python3, node) work.
@@ -34,6 +37,14 @@ RUNSC = "runsc"
 RUNTIMES = (RUNC, RUNSC)
 # The runtime arguments dockerd is given for runsc (scripts/test writes them to daemon.json).
 RUNSC_ARGS = ("--platform=ptrace", "--network=none", "--host-uds=open")
+
+
+def offered(driver: str, runtime: str) -> str:
+    """How an agent with this driver and runtime isolates its sandboxes, as its Hello says
+    (Hello.isolation): environments with `isolation: gvisor` are placed only on "gvisor" agents."""
+    if driver == "local":
+        return "bubblewrap"
+    return "gvisor" if runtime == RUNSC else "container"
 
 
 def check_runtime(driver: str, runtime: str) -> str:

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from astrabox.client import AstraBoxClient
+from astrabox.environments.v1 import environment_pb2 as epb
+from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_pb2
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, SESSION_LABEL
@@ -232,3 +234,32 @@ async def test_an_idle_sessions_container_is_stopped_and_the_next_message_starts
         restarted = await containers.inspect(name)
         assert restarted is not None and restarted["State"]["Running"] and restarted["Id"] == running["Id"]
         assert not (await client.get_session(sid)).runtime_stopped
+
+
+@pytest.fixture
+def gvisor_stack(docker_stacks: StartDockerStack, sandbox_runtime: str) -> Stack:
+    return docker_stacks(args=("--sandbox-runtime", sandbox_runtime))
+
+
+async def test_an_environment_asking_for_gvisor_runs_only_on_an_agent_under_runsc(
+    gvisor_stack: Stack, containers: Containers, sandbox_runtime: str
+) -> None:
+    """`isolation: gvisor`: on an agent under runsc its session runs there (and says gVisor inside);
+    on one under runc it is refused, and nothing is made."""
+    async with AstraBoxClient.connect(gvisor_stack.address) as client:
+        await client.environments.apply("sealed", epb.EnvironmentSpec(isolation="gvisor"))
+        if sandbox_runtime == RUNC:
+            with pytest.raises(AstraBoxError) as refused:
+                await client.create_session(request_id="sealed-1", environment="sealed")
+            assert refused.value.reason == "ISOLATION_UNAVAILABLE" and "--sandbox-runtime runsc" in str(refused.value)
+            assert await containers.list() == []
+            return
+        session = await client.create_session(request_id="sealed-1", environment="sealed")
+        await client.wait_for_state(session.session_id, ["READY"], timeout=120)
+        accepted = await client.send_message(session.session_id, "run: dmesg | head -n 1", client_message_id="m1")
+        events = await collect_turn(client, session.session_id, accepted.turn_id)
+        assert events[-1].WhichOneof("payload") == "turn_completed"
+        assert "Starting gVisor" in events[-1].turn_completed.result
+        [listed] = await containers.list()
+        info = await containers.inspect(listed["Id"])
+        assert info is not None and info["HostConfig"]["Runtime"] == RUNSC

@@ -71,6 +71,10 @@ class SessionKernelServiceStub:
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    ISOLATION_UNAVAILABLE    (FAILED_PRECONDITION) the session's environment asks
+    for isolation "gvisor" and no live agent that can run
+    it offers that (`astrabox agent --driver docker
+    --sandbox-runtime runsc`); metadata "isolation"
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
     allows; nothing was done. Metadata "agents", "capacity"
@@ -321,6 +325,10 @@ class SessionKernelServiceServicer:
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    ISOLATION_UNAVAILABLE    (FAILED_PRECONDITION) the session's environment asks
+    for isolation "gvisor" and no live agent that can run
+    it offers that (`astrabox agent --driver docker
+    --sandbox-runtime runsc`); metadata "isolation"
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
     allows; nothing was done. Metadata "agents", "capacity"
@@ -707,6 +715,10 @@ class SessionKernelService:
     REQUEST_ID_REUSED        (ALREADY_EXISTS) an idempotency key was reused with
     a different payload
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    ISOLATION_UNAVAILABLE    (FAILED_PRECONDITION) the session's environment asks
+    for isolation "gvisor" and no live agent that can run
+    it offers that (`astrabox agent --driver docker
+    --sandbox-runtime runsc`); metadata "isolation"
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
     allows; nothing was done. Metadata "agents", "capacity"
