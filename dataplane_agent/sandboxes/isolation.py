@@ -47,6 +47,17 @@ def offered(driver: str, runtime: str) -> str:
     return "gvisor" if runtime == RUNSC else "container"
 
 
+def isolation_refusal(wanted: str, offers: str) -> str:
+    """Why a session whose environment asks for isolation `wanted` (empty: any) may not start on an
+    agent whose sandboxes have `offers`; empty when it may."""
+    if not wanted or wanted == offers:
+        return ""
+    return (
+        f"the session's environment asks for isolation {wanted!r} and this agent's sandboxes have {offers!r};"
+        " it runs only on an agent started with --driver docker --sandbox-runtime runsc"
+    )
+
+
 def check_runtime(driver: str, runtime: str) -> str:
     """Why the agent cannot start with this driver and runtime; empty when it can."""
     if runtime not in RUNTIMES:

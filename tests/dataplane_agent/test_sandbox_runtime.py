@@ -1,6 +1,6 @@
-"""The docker driver's OCI runtime (`--sandbox-runtime`): what an agent refuses to start with, and what
-a sandbox under gVisor looks like from inside (Docker tests; runsc runs skip without it registered,
-and fail under CI)."""
+"""The docker driver's OCI runtime (`--sandbox-runtime`): what an agent refuses to start with, what a
+sandbox under gVisor looks like from inside (Docker tests; runsc runs skip without it registered, and
+fail under CI), and a start an agent refuses for the isolation it lacks."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from astrabox.environments.v1 import environment_pb2 as epb
+from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.errors import AgentError
 from dataplane_agent.main import _make_driver
 from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, DestroyVerdict, SandboxError, SandboxSpec
 from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
 from dataplane_agent.sandboxes.isolation import RUNC, RUNSC, check_registered
 from dataplane_agent.settings import AgentSettings
+from tests.dataplane_agent.fakes import DirectorySandboxDriver, ScriptedEngine, result_turn, running_agent, start
 from tests.support.containers import Containers
 
 
@@ -72,3 +75,21 @@ async def test_programs_of_a_sandbox_meet_gvisors_kernel_only_under_runsc(
     else:
         assert "gVisor" not in result.stdout and host_kernel in result.stdout
     assert await driver.destroy(sandbox) == DestroyVerdict.CONFIRMED
+
+
+async def test_a_start_asking_for_gvisor_on_an_agent_without_it_fails_and_makes_nothing(tmp_path: Path) -> None:
+    """The control plane places such a session only on a gVisor agent; an agent restarted with another
+    runtime meanwhile refuses it rather than run it with less isolation."""
+    engine, driver = ScriptedEngine(result_turn()), DirectorySandboxDriver(tmp_path / "sandboxes")
+    sealed = pb.RuntimeEnvironment(
+        environment_id="env-1", name="sealed", version=1, spec=epb.EnvironmentSpec(isolation="gvisor")
+    )
+    async with running_agent(tmp_path / "agent", engine, driver) as agent:
+        ack = await agent.command("s-1", **start(environment=sealed))
+
+        assert not ack.HasField("error")
+        [failed] = await agent.outputs("s-1")
+        reason = failed.runtime_start_failed.reason
+        assert "asks for isolation 'gvisor'" in reason and "--sandbox-runtime runsc" in reason
+        assert driver.created == [] and engine.sessions == []
+        assert await agent.state.sessions() == []
