@@ -28,6 +28,7 @@ from pathlib import Path
 
 import aiodocker
 import structlog
+from aiodocker.execs import Exec
 
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
@@ -74,6 +75,8 @@ _REMOVE_TIMEOUT = 30.0
 # Seconds `docker stop` lets the container's init end before it kills it (see `stop`).
 _STOP_GRACE = 2
 _END_ATTEMPTS = 20
+# Polls, 0.1 s apart, for the Engine to see a gVisor sandbox's programs end before its stop.
+_EXEC_END_POLLS = 50
 # util-linux's setpriv sets the parent-death signal and execs the rest (kept across exec).
 _DIE_WITH_PARENT = (shutil.which("setpriv") or "/usr/bin/setpriv", "--pdeathsig", "KILL", "--")
 # What is read of the pids an end reports (a fork bomb's can be many).
@@ -282,6 +285,25 @@ class DockerSandboxDriver:
         log.warning("sandbox_end_processes_failed", sandbox_id=sandbox.sandbox_id, what=what)
         return ended
 
+    async def _execs_ended(self, container_id: str) -> None:
+        """Wait (a few seconds at most) until the Engine saw every `docker exec` of the container end:
+        under gVisor an exit it has not seen yet when the container stops is never reported."""
+        for _ in range(_EXEC_END_POLLS):
+            try:
+                async with self._engine.client("read the sandbox's programs") as docker:
+                    info = await docker.containers.container(container_id).show()
+                    running = [
+                        exec_id
+                        for exec_id in info.get("ExecIDs") or []
+                        if (await Exec(docker, exec_id).inspect()).get("Running")
+                    ]
+            except SandboxError:  # an exec (or the container) gone meanwhile: look again
+                running = ["?"]
+            if not running:
+                return
+            await asyncio.sleep(0.1)
+        log.warning("sandbox_execs_still_running", container=container_id[:12])
+
     async def stop(self, sandbox: Sandbox) -> None:
         directory = self._directory(sandbox)
         async with self._engine.client("stop the sandbox") as docker:
@@ -297,6 +319,7 @@ class DockerSandboxDriver:
             # client would wait forever. Every process but init is killed from inside first (exits
             # the Engine does report); then init alone is stopped.
             await self._end(sandbox, "end every process before the stop", "kill -KILL -1 2>/dev/null; :")
+            await self._execs_ended(found.id)
         async with self._engine.client("stop the sandbox") as docker:
             # The SIGTERM reaches the container's init, which passes it to `sleep infinity` alone:
             # what `docker exec` started (the CLI, already closed by the caller, and whatever it

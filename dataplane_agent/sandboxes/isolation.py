@@ -16,11 +16,13 @@ session whose environment has `isolation: gvisor` only on a "gvisor" agent (`con
 Under runsc (Debian 12's 0.0~20221219), known differences from runc:
 - coreutils' `ls` and `stat` fail with EINVAL: that gVisor rejects the AT_NO_AUTOMOUNT flag coreutils 9
   passes to statx (fixed in later gVisor releases); other tools (find, cp, git, python3, node) work.
-- the pids limit is the host's, and counts the Sentry's and gofer's threads (gVisor's tasks are not
-  host processes): at 64 a sandbox exits at once here, at 128 it runs. How it bounds a fork bomb inside
-  was not measured.
-- the memory limit bounds the whole sandbox: over it, the host kills the Sentry, so every program of
-  the sandbox ends at once (under runc the kernel kills the largest process only).
+- the pids limit is the host's, and counts the Sentry's threads and the ptrace platform's stub
+  processes (about one per program), not the sandbox's own tasks: at 64 a sandbox exits at once here,
+  and at 128 a few relays and shells made gVisor fail whole (its programs end, "WaitPID ... EOF");
+  512 (the default) runs the tests. How it bounds a fork bomb inside was not measured.
+- the memory limit bounds the whole sandbox, gVisor's own kernel and page cache included (about
+  100 MB here): over it, the host kills the Sentry, so every program of the sandbox ends at once (under
+  runc the kernel kills the largest process only). At 256 MB sandboxes were killed so here; 512 runs.
 - a `docker exec` is not told that its process ended when the container stops: the driver kills
   every process from inside before a stop (`DockerSandboxDriver.stop`).
 """

@@ -32,7 +32,7 @@ from dataplane_agent.sandboxes.base import (
 )
 from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
-from tests.support.containers import Containers
+from tests.support.containers import Containers, memory_mb, pids
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-secret-value-0123456789"
@@ -45,7 +45,7 @@ def driver(containers: Containers, sandbox_root: Path, sandbox_runtime: str) -> 
         sandbox_root,
         installation=containers.installation,
         agent_id="agent-1",
-        limits=ContainerLimits(cpus=0.5, memory_mb=256, pids=128),
+        limits=ContainerLimits(cpus=0.5, memory_mb=memory_mb(sandbox_runtime), pids=pids(sandbox_runtime)),
         programs=[BUNDLED_CLI],
         runtime=sandbox_runtime,
     )
@@ -238,7 +238,11 @@ async def test_the_container_is_hardened_and_its_configuration_holds_no_secret(
 
     assert info is not None
     host, config = info["HostConfig"], info["Config"]
-    assert host["NanoCpus"] == 500_000_000 and host["Memory"] == 256 * 1024 * 1024 and host["PidsLimit"] == 128
+    assert (
+        host["NanoCpus"] == 500_000_000
+        and host["Memory"] == memory_mb(driver.runtime) << 20
+        and host["PidsLimit"] == pids(driver.runtime)
+    )
     assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd") and not host["Privileged"]
     assert host["ReadonlyRootfs"] is True and "no-new-privileges" in host["SecurityOpt"]
     assert host["NetworkMode"] == "none" and host["Init"] is True and host["Runtime"] == driver.runtime

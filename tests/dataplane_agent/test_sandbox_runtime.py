@@ -19,7 +19,7 @@ from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDrive
 from dataplane_agent.sandboxes.isolation import RUNC, RUNSC, check_registered
 from dataplane_agent.settings import AgentSettings
 from tests.dataplane_agent.fakes import DirectorySandboxDriver, ScriptedEngine, result_turn, running_agent, start
-from tests.support.containers import Containers
+from tests.support.containers import Containers, memory_mb, pids
 
 
 def test_runsc_needs_the_docker_driver_and_names_it(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ async def test_programs_of_a_sandbox_meet_gvisors_kernel_only_under_runsc(
         sandbox_root,
         installation=containers.installation,
         agent_id="agent-1",
-        limits=ContainerLimits(cpus=0.5, memory_mb=256, pids=128),
+        limits=ContainerLimits(cpus=0.5, memory_mb=memory_mb(sandbox_runtime), pids=pids(sandbox_runtime)),
         runtime=sandbox_runtime,
     )
     await driver.probe()

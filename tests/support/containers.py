@@ -25,7 +25,7 @@ import aiodocker
 import pytest
 
 from dataplane_agent.sandboxes.base import INSTALLATION_LABEL
-from dataplane_agent.sandboxes.isolation import RUNC, RUNTIMES
+from dataplane_agent.sandboxes.isolation import RUNC, RUNSC, RUNTIMES
 from dataplane_agent.settings import DEFAULT_IMAGE
 
 _TIMEOUT = 30.0
@@ -122,6 +122,18 @@ async def containers() -> AsyncIterator[Containers]:
         yield containers
     finally:
         await containers.remove_all()
+
+
+def memory_mb(runtime: str) -> int:
+    """A small sandbox's memory limit under `runtime`: under runsc it also holds gVisor's own kernel and
+    page cache (about 100 MB here), and a sandbox at 256 MB was killed whole by the host's OOM killer."""
+    return 512 if runtime == RUNSC else 256
+
+
+def pids(runtime: str) -> int:
+    """A small sandbox's pids limit under `runtime`: under runsc it counts gVisor's host threads and the
+    ptrace platform's stub processes, and at 128 a few relays and shells made gVisor fail whole."""
+    return 512 if runtime == RUNSC else 128
 
 
 @pytest.fixture(params=RUNTIMES)
