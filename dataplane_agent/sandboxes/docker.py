@@ -75,6 +75,19 @@ _REMOVE_TIMEOUT = 30.0
 # Seconds `docker stop` lets the container's init end before it kills it (see `stop`).
 _STOP_GRACE = 2
 _END_ATTEMPTS = 20
+# Kills, in bash builtins, every process of the container but init (pid 1), its `sleep infinity`
+# and the script itself, three rounds (what forked meanwhile is caught by the next).
+_KILL_PROGRAMS = r"""
+for round in 1 2 3; do
+  for entry in /proc/[0-9]*; do
+    pid=${entry#/proc/}
+    [[ $pid == 1 || $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    read -r _ comm _ ppid _ 2>/dev/null < "$entry/stat" || continue
+    [[ $ppid == 1 && $comm == "(sleep)" ]] && continue
+    kill -KILL "$pid" 2>/dev/null
+  done
+done
+:"""
 # Polls, 0.1 s apart, for the Engine to see a gVisor sandbox's programs end before its stop.
 _EXEC_END_POLLS = 50
 # util-linux's setpriv sets the parent-death signal and execs the rest (kept across exec).
@@ -316,9 +329,10 @@ class DockerSandboxDriver:
                 return
         if found.runtime == RUNSC:
             # Under gVisor a `docker exec` whose container stops is never told its process ended: its
-            # client would wait forever. Every process but init is killed from inside first (exits
-            # the Engine does report); then init alone is stopped.
-            await self._end(sandbox, "end every process before the stop", "kill -KILL -1 2>/dev/null; :")
+            # client would wait forever. Every program is killed from inside first (exits the Engine
+            # does report), but init and its `sleep infinity`, whose end would stop the container
+            # under this very exec; then the container is stopped.
+            await self._end(sandbox, "end every program before the stop", _KILL_PROGRAMS)
             await self._execs_ended(found.id)
         async with self._engine.client("stop the sandbox") as docker:
             # The SIGTERM reaches the container's init, which passes it to `sleep infinity` alone:
