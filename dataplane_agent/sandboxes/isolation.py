@@ -24,7 +24,7 @@ Under runsc (Debian 12's 0.0~20221219), known differences from runc:
   100 MB here): over it, the host kills the Sentry, so every program of the sandbox ends at once (under
   runc the kernel kills the largest process only). At 256 MB sandboxes were killed so here; 512 runs.
 - a `docker exec` is not told that its process ended when the container stops: the driver kills
-  every process from inside before a stop (`DockerSandboxDriver.stop`).
+  every program (but init and its sleep) from inside before a stop (`DockerSandboxDriver.stop`).
 """
 
 from __future__ import annotations
