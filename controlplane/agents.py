@@ -40,6 +40,7 @@ from controlplane.errors import (
     CapacityExhausted,
     DedicatedHostsUnavailable,
     InvalidArgument,
+    IsolationUnavailable,
     NoAgentAvailable,
 )
 from controlplane.identity import store as identity_store
@@ -88,6 +89,8 @@ class AgentHello:
     version: str = ""
     # The project its join token dedicated it to (identity.agent_admission); None: the shared pool.
     project_id: uuid.UUID | None = None
+    # How its sandboxes are isolated (Hello.isolation): "gvisor", "container", "bubblewrap"; empty: not said.
+    isolation: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,7 @@ class Agents:
             hello.instance_id,
             hello.version,
             hello.project_id,
+            hello.isolation,
         )
         return Lease(row["generation"], row["lease_expires_at"])
 
@@ -165,21 +169,28 @@ class Agents:
         return await store.agents.pick_for(conn or self._pool, engine, project_id)
 
     async def place(
-        self, conn: asyncpg.Connection, engine: str, project_id: uuid.UUID | None, binds_credentials: bool = False
+        self,
+        conn: asyncpg.Connection,
+        engine: str,
+        project_id: uuid.UUID | None,
+        binds_credentials: bool = False,
+        isolation: str = "",
     ) -> str:
         """Claim a slot for a session on the live agent that runs `engine` for the project with the
         most free ones (`pick_for`), inside the transaction of `conn`, which keeps the agent's row
         locked until it ends. A session that `binds_credentials` of a project whose credential_hosts
         is "dedicated" goes only to the project's own agents (DedicatedHostsUnavailable when none has
         a free slot). Raises CapacityExhausted when live agents run the engine but all are full,
-        NoAgentAvailable when none does."""
+        NoAgentAvailable when none does. A session whose environment asks for an `isolation` ("gvisor")
+        goes only to agents offering it: IsolationUnavailable when agents run the engine but none of
+        them does."""
         dedicated = (
             binds_credentials
             and project_id is not None
             and await identity_store.credential_hosts(conn, project_id) == "dedicated"
         )
         for _ in range(_PLACE_ATTEMPTS):
-            agent_id = await store.agents.pick_for(conn, engine, project_id, dedicated)
+            agent_id = await store.agents.pick_for(conn, engine, project_id, dedicated, isolation)
             if agent_id is None:
                 break
             try:
@@ -192,7 +203,7 @@ class Agents:
             except _Full:
                 continue
             return agent_id
-        agents, capacity, live = await store.agents.fleet_load(conn, engine, project_id, dedicated)
+        agents, capacity, live = await store.agents.fleet_load(conn, engine, project_id, dedicated, isolation)
         if dedicated:
             raise DedicatedHostsUnavailable(
                 f"the session binds credentials, and its project runs such sessions only on its dedicated hosts"
@@ -203,7 +214,14 @@ class Agents:
                 capacity,
                 live,
             )
-        if agents == 0 and (cordoned := await store.agents.cordoned_count(conn, engine, project_id)):
+        if agents == 0 and isolation and (await store.agents.fleet_load(conn, engine, project_id, dedicated))[0]:
+            raise IsolationUnavailable(
+                f"the session's environment asks for isolation {isolation!r}, and no connected data-plane agent"
+                f" that can run {engine} offers it; start one whose sandboxes run under gVisor"
+                " (`astrabox agent --driver docker --sandbox-runtime runsc`)",
+                {"isolation": isolation},
+            )
+        if agents == 0 and (cordoned := await store.agents.cordoned_count(conn, engine, project_id, False, isolation)):
             raise AgentsCordoned(
                 f"every connected data-plane agent that can run {engine} is cordoned or draining"
                 f" ({_agents(cordoned)}); uncordon one (`astrabox hosts uncordon AGENT_ID`) or start another"

@@ -25,6 +25,7 @@
     │                                                   capacity, live
     ├── CredentialsHostNotDedicated PERMISSION_DENIED reason CREDENTIALS_HOST_NOT_DEDICATED (ResolveCredentials)
     ├── NoAgentAvailable       UNAVAILABLE          reason NO_AGENT_AVAILABLE
+    ├── IsolationUnavailable   FAILED_PRECONDITION  reason ISOLATION_UNAVAILABLE; metadata isolation
     ├── AgentNotConnected      UNAVAILABLE          reason AGENT_NOT_CONNECTED
     ├── Unauthenticated        UNAUTHENTICATED      reason CREDENTIALS_MISSING, CREDENTIALS_INVALID,
     │                                                   CREDENTIALS_EXPIRED, CREDENTIALS_REVOKED
@@ -142,6 +143,13 @@ class NoAgentAvailable(KernelError):
     """No live agent runs the engine (for the session's project): there is nowhere to place it."""
 
     reason = "NO_AGENT_AVAILABLE"
+
+
+class IsolationUnavailable(NoAgentAvailable):
+    """The session's environment asks for an isolation (gVisor) that no live agent able to run the
+    session offers: no outage, a requirement; an agent started with `--sandbox-runtime runsc` helps."""
+
+    reason = "ISOLATION_UNAVAILABLE"
 
 
 class AgentsCordoned(NoAgentAvailable):

@@ -202,7 +202,8 @@ class SessionKernel:
         placing = time.monotonic()
         spec = named_definitions.canonical(environment.spec) if environment is not None else None
         binds = session_config.binds_credentials(config, spec)
-        agent_id = await self._agents.place(tx.conn, engine, request.project_id, binds)
+        isolation = session_config.isolation(spec)
+        agent_id = await self._agents.place(tx.conn, engine, request.project_id, binds, isolation)
         placed_ms = int((time.monotonic() - placing) * 1000)
         inserted = await store.sessions.insert(
             tx.conn,

@@ -182,6 +182,8 @@ class RunnerServicer(runner_grpc.RunnerServiceServicer):
             sessions={c.session_id: c.output_seq for c in hello.sessions},
             version=hello.agent_version[:64],
             project_id=admitted.project_id,
+            # Only the values agents say (Hello.isolation); anything else is not an isolation placement knows.
+            isolation=hello.isolation if hello.isolation in ("gvisor", "container", "bubblewrap") else "",
         )
 
 

@@ -45,6 +45,14 @@ def binds_credentials(config: agent_pb2.AgentSpec, environment_spec: bytes | Non
     return bool(environment_pb2.EnvironmentSpec.FromString(environment_spec).credentials)
 
 
+def isolation(environment_spec: bytes | None) -> str:
+    """The isolation the session's environment asks of its agent's sandboxes ("gvisor"); empty: any
+    (`controlplane.agents.Agents.place`)."""
+    if not environment_spec:
+        return ""
+    return environment_pb2.EnvironmentSpec.FromString(environment_spec).isolation
+
+
 def turn_timeout(spec: agent_pb2.AgentSpec) -> timedelta | None:
     """How long one of the session's turns may run; None: no limit."""
     if not spec.limits.HasField("turn_timeout"):

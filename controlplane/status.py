@@ -36,6 +36,7 @@ _CODES: dict[type[errors.KernelError], grpc.StatusCode] = {
     errors.DedicatedHostsUnavailable: grpc.StatusCode.FAILED_PRECONDITION,
     errors.CredentialsHostNotDedicated: grpc.StatusCode.PERMISSION_DENIED,
     errors.AgentsCordoned: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.IsolationUnavailable: grpc.StatusCode.FAILED_PRECONDITION,
     errors.RuntimeNotAvailable: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ForkRefused: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ForkPointBeyondEnd: grpc.StatusCode.OUT_OF_RANGE,

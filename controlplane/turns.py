@@ -276,8 +276,10 @@ class Turns:
         """Start the session's runtime on a live agent with a free slot, resuming its conversation;
         NoAgentAvailable or CapacityExhausted when there is none."""
         config = session_config.decode(session.config, session.engine, session.permission_mode, session.model)
-        binds = session_config.binds_credentials(config, session.environment.spec if session.environment else None)
-        agent_id = await self._agents.place(tx.conn, session.engine, session.project_id, binds)
+        spec = session.environment.spec if session.environment else None
+        binds = session_config.binds_credentials(config, spec)
+        isolation = session_config.isolation(spec)
+        agent_id = await self._agents.place(tx.conn, session.engine, session.project_id, binds, isolation)
         transcript = await store.engine_transcripts.find(tx.conn, session.session_id)
         committed = await store.sessions.committed_output_seq(tx.conn, session.session_id)
         # Without a transcript (no turn of the conversation ever ended) another agent has nothing

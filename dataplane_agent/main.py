@@ -53,6 +53,7 @@ from dataplane_agent.runtimes.runtimes import Runtimes
 from dataplane_agent.sandboxes.base import Sandbox, SandboxDriver, SandboxError, SandboxSpec
 from dataplane_agent.sandboxes.disk import WorkspaceDisk
 from dataplane_agent.sandboxes.disk_usage import DiskUsage
+from dataplane_agent.sandboxes.isolation import check_runtime, offered
 from dataplane_agent.sandboxes.usage import UsageSampler
 from dataplane_agent.settings import ANTHROPIC_API_URL, AgentSettings, RetiredSetting
 from dataplane_agent.state import AgentState
@@ -182,6 +183,7 @@ async def _run(
                 credential=agent_credential,
                 instance_id=uuid.uuid4().hex,
                 drivers=(driver.name,),
+                isolation=offered(settings.driver, settings.sandbox_runtime),
                 engines=tuple(engines[kind].manifest for kind in sorted(engines)),
                 capacity=settings.capacity,
                 root_certificates=_controlplane_ca(settings),
@@ -313,7 +315,11 @@ def _make_layers(
         from dataplane_agent.environments.docker_layers import DockerLayers
 
         builder: LayerBuilder = DockerLayers(
-            settings.state_dir / "layers", settings.image, build_timeout=settings.layer_build_timeout, network=network
+            settings.state_dir / "layers",
+            settings.image,
+            build_timeout=settings.layer_build_timeout,
+            network=network,
+            runtime=settings.sandbox_runtime,
         )
     elif settings.driver == "local":
         builder = LocalLayers(settings.state_dir / "layers", driver, agent_id, network, settings.layer_build_timeout)
@@ -323,6 +329,8 @@ def _make_layers(
 
 
 def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | None) -> SandboxDriver:
+    if why := check_runtime(settings.driver, settings.sandbox_runtime):
+        raise AgentError(why)
     if settings.driver == "local":
         from dataplane_agent.sandboxes.host_user import HostUser
         from dataplane_agent.sandboxes.limits import LocalLimits
@@ -349,6 +357,7 @@ def _make_driver(settings: AgentSettings, agent_id: str, disk: WorkspaceDisk | N
                 programs=[_cli(settings)],
                 disk=disk,
                 host_uid=settings.sandbox_host_uid,
+                runtime=settings.sandbox_runtime,
             )
         except SandboxError as exc:
             raise AgentError(str(exc)) from exc

@@ -214,6 +214,18 @@ class AgentSettings:
             help="installation id the docker driver labels its containers with (env %(env)s; default %(default)s)",
         ),
     )
+    # The OCI runtime of the docker driver's containers (sandboxes.isolation): runsc puts gVisor's kernel
+    # between the sandbox and the host's, and the agent then offers environments with `isolation: gvisor`.
+    sandbox_runtime: str = field(
+        default="runc",
+        metadata=option(
+            "--sandbox-runtime",
+            env="ASTRABOX_SANDBOX_RUNTIME",
+            choices=("runc", "runsc"),
+            help="OCI runtime of the docker driver's sandboxes: runc, or runsc (gVisor, registered with dockerd"
+            " under that name; environments with isolation: gvisor need it) (env %(env)s; default %(default)s)",
+        ),
+    )
     # Each sandbox's CPUs, memory and tasks (sandbox_pids, below), whichever the driver; 0: unlimited.
     sandbox_cpus: float = field(
         default=1.0,

@@ -14,6 +14,7 @@ only through `validation.echo`. The bounds are the ones environment.proto docume
   library of the project's would take the sandbox's traffic or programs around what the agent
   enforces), values at most 4 KiB without NUL;
 - limits 0 (the agent's default) or more;
+- isolation empty or "gvisor" (placed only on agents whose sandboxes run under gVisor);
 - the network policy's patterns through `serverkit.host_patterns` (the egress proxy matches with
   the same code), allowed_hosts only with LIMITED, at most 256;
 - credential bindings: a credential's name, 1-64 host patterns without a port, a port 0 (443) to
@@ -53,6 +54,8 @@ MAX_VARIABLE_VALUE_BYTES = 4096
 MAX_ALLOWED_HOSTS = 256
 MAX_CREDENTIALS = 64
 MAX_BINDING_HOSTS = 64
+# What an environment's sessions may require of their agent's sandboxes (empty: any).
+ISOLATIONS = ("", "gvisor")
 
 # Debian: a package name, optionally `=version` (epoch, upstream, revision).
 _APT = re.compile(r"[a-z0-9][a-z0-9+.-]{0,127}(=[A-Za-z0-9][A-Za-z0-9.+~:-]{0,127})?")
@@ -128,6 +131,8 @@ def check(spec: epb.EnvironmentSpec, field: str = "spec") -> None:
         raise refused(f"{field}.credentials", f"{field}.credentials may have at most {MAX_CREDENTIALS} entries")
     for index, binding in enumerate(spec.credentials):
         _binding(f"{field}.credentials[{index}]", binding)
+    if spec.isolation not in ISOLATIONS:
+        raise refused(f"{field}.isolation", f"{field}.isolation must be empty or gvisor, got {echo(spec.isolation)}")
 
 
 def _packages(field: str, manager: str, entries: Sequence[str]) -> None:

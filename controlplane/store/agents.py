@@ -27,6 +27,7 @@ async def register(
     instance_id: str,
     version: str = "",
     project_id: uuid.UUID | None = None,
+    isolation: str = "",
 ) -> asyncpg.Record:
     """Insert the agent or renew its row with a new lease generation: generation, lease_expires_at.
     A cordon or drain stays as it is: reconnecting does not lift it. A new row is dedicated to
@@ -34,13 +35,13 @@ async def register(
     its dedication, whatever an operator made it since."""
     return await db.fetchrow(
         "INSERT INTO agents (agent_id, generation, lease_expires_at, drivers, engines, engine_manifests, capacity,"
-        " instance_id, agent_version, heartbeat_at, project_id) VALUES ($1, 1, now() + $2, $3, $4, $5, $6, $7, $8,"
-        " now(), $9)"
+        " instance_id, agent_version, heartbeat_at, project_id, isolation) VALUES ($1, 1, now() + $2, $3, $4, $5, $6,"
+        " $7, $8, now(), $9, $10)"
         " ON CONFLICT (agent_id) DO UPDATE SET generation = agents.generation + 1,"
         "  lease_expires_at = EXCLUDED.lease_expires_at, drivers = EXCLUDED.drivers,"
         "  engines = EXCLUDED.engines, engine_manifests = EXCLUDED.engine_manifests, capacity = EXCLUDED.capacity,"
         "  instance_id = EXCLUDED.instance_id, connected_at = now(), agent_version = EXCLUDED.agent_version,"
-        "  heartbeat_at = now()"
+        "  heartbeat_at = now(), isolation = EXCLUDED.isolation"
         " RETURNING generation, lease_expires_at",
         agent_id,
         lease_ttl,
@@ -51,6 +52,7 @@ async def register(
         instance_id,
         version,
         project_id,
+        isolation,
     )
 
 
@@ -134,19 +136,23 @@ OCCUPYING = (
 )
 
 # The live agents that could run engine $1 for project $2 (their own, or the shared pool's unless $3:
-# the project's own only), each with the number of sessions occupying it (o.live); _ELIGIBLE those of
-# them not cordoned.
+# the project's own only) whose sandboxes have the isolation $4 (empty: any), each with the number of
+# sessions occupying it (o.live); _ELIGIBLE those of them not cordoned.
 _RUNNING = (
     " FROM agents a, LATERAL (SELECT count(*) AS live FROM sessions s WHERE s.agent_id = a.agent_id AND "
     + OCCUPYING
     + ") o WHERE a.lease_expires_at > now() AND $1 = ANY(a.engines)"
-    " AND (a.project_id = $2 OR (a.project_id IS NULL AND NOT $3))"
+    " AND (a.project_id = $2 OR (a.project_id IS NULL AND NOT $3)) AND ($4 = '' OR a.isolation = $4)"
 )
 _ELIGIBLE = _RUNNING + " AND a.cordoned_at IS NULL"
 
 
 async def pick_for(
-    db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None, dedicated_only: bool = False
+    db: asyncpg.Connection | asyncpg.Pool,
+    engine: str,
+    project_id: uuid.UUID | None,
+    dedicated_only: bool = False,
+    isolation: str = "",
 ) -> str | None:
     """The live agent that runs `engine` for the project with the most free capacity: one dedicated to
     the project first, else (unless `dedicated_only`) one of the shared pool, never another
@@ -158,12 +164,17 @@ async def pick_for(
         engine,
         project_id,
         dedicated_only,
+        isolation,
     )
     return agent_id
 
 
 async def fleet_load(
-    db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None, dedicated_only: bool = False
+    db: asyncpg.Connection | asyncpg.Pool,
+    engine: str,
+    project_id: uuid.UUID | None,
+    dedicated_only: bool = False,
+    isolation: str = "",
 ) -> tuple[int, int, int]:
     """Of the live agents that may run `engine` for the project: how many, their capacity and the
     sessions occupying them, all summed."""
@@ -173,17 +184,22 @@ async def fleet_load(
         engine,
         project_id,
         dedicated_only,
+        isolation,
     )
     assert row is not None
     return row["agents"], row["capacity"], row["live"]
 
 
 async def cordoned_count(
-    db: asyncpg.Connection | asyncpg.Pool, engine: str, project_id: uuid.UUID | None, dedicated_only: bool = False
+    db: asyncpg.Connection | asyncpg.Pool,
+    engine: str,
+    project_id: uuid.UUID | None,
+    dedicated_only: bool = False,
+    isolation: str = "",
 ) -> int:
     """How many live agents that could run `engine` for the project are cordoned (or draining)."""
     count: int = await db.fetchval(
-        "SELECT count(*)" + _RUNNING + " AND a.cordoned_at IS NOT NULL", engine, project_id, dedicated_only
+        "SELECT count(*)" + _RUNNING + " AND a.cordoned_at IS NOT NULL", engine, project_id, dedicated_only, isolation
     )
     return count
 

@@ -16,7 +16,8 @@ container then has the proxy's socket at /run/astrabox/egress.sock (and the agen
 where it has one), relayed to 127.0.0.1:41801 inside as a session's sandbox has it, and the proxy
 variables; it keeps no network of its own. The install steps run with those variables unset (apt
 installs only the downloaded files); a package's maintainer script, run as root in the container,
-could still read them: it would then go out as the setup script may, under the same policy."""
+could still read them: it would then go out as the setup script may, under the same policy.
+The build container runs under the agent's sandbox runtime (runc, or runsc: gVisor)."""
 
 from __future__ import annotations
 
@@ -95,8 +96,12 @@ class DockerLayers:
         timeout: float = 60.0,
         build_timeout: float = STEP_TIMEOUT,
         network: BuildNetwork | None = None,
+        runtime: str = "runc",
     ) -> None:
         self._root = Path(root)
+        # The sandboxes' OCI runtime (sandboxes.isolation): maintainer and setup scripts are run as
+        # a session's programs are, under gVisor on an agent whose sandboxes are.
+        self._runtime = runtime
         self._build_timeout = build_timeout
         self._base = base_image
         self._engine = DockerEngine(timeout)
@@ -211,6 +216,7 @@ class DockerLayers:
                 "NetworkMode": "none",
                 "Mounts": mounts,
                 "LogConfig": {"Type": "json-file"},
+                "Runtime": self._runtime,
             },
         }
         async with DockerEngine(self._build_timeout).client("build an environment image") as docker:

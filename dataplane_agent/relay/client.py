@@ -61,6 +61,8 @@ class RelayConfig:
     # A join token that admits the agent at once (AdminService.CreateJoinToken); empty: none.
     join_token: str = field(default="", repr=False)
     drivers: tuple[str, ...] = ()
+    # How its sandboxes are isolated (`sandboxes.isolation.offered`): placement reads it.
+    isolation: str = ""
     # The manifest of each engine this agent runs, declared in its Hello.
     engines: tuple[EngineManifest, ...] = ()
     capacity: int = 0
@@ -274,6 +276,7 @@ class RelayClient:
             engine_manifests=[engine_manifest_proto(m) for m in cfg.engines],
             agent_version=versions.VERSION,
             join_token=cfg.join_token,
+            isolation=cfg.isolation,
         )
         async with asyncio.timeout(cfg.connect_timeout):
             try:

@@ -43,6 +43,7 @@ from dataplane_agent.sandboxes.base import (
     SandboxLimits,
     SandboxSpec,
 )
+from dataplane_agent.sandboxes.isolation import RUNC, isolation_refusal, offered
 from dataplane_agent.turns.engine_calls import close_quietly, describe
 from serverkit.waits import bounded
 
@@ -147,6 +148,13 @@ class Launcher:
             limits=environment.limits if environment else SandboxLimits(),
             variables=environment.variables if environment else {},
         )
+
+    def isolation_refusal(self, runtime_environment: bytes) -> str:
+        """Why this agent's sandboxes cannot give the isolation the session's environment asks for
+        (a serialized RuntimeEnvironment); empty when they can. The control plane places such a
+        session only on an agent offering it: this catches an agent restarted with another runtime."""
+        wanted = pb.RuntimeEnvironment.FromString(runtime_environment).spec.isolation if runtime_environment else ""
+        return isolation_refusal(wanted, offered(self._driver.name, getattr(self._driver, "runtime", RUNC)))
 
     async def environment(self, runtime_environment: bytes) -> SessionEnvironment | None:
         """The session's environment (a serialized RuntimeEnvironment; empty: the built-in one), its

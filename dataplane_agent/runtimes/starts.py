@@ -80,6 +80,12 @@ class RuntimeStarts:
             return
         resume = req.resume_engine_session_id or (existing.engine_session_id if existing else "")
         pinned = req.environment.SerializeToString() if req.HasField("environment") else b""
+        if refusal := self._held.launcher.isolation_refusal(pinned):
+            await self._start_failed(session_id, refusal, receipt)
+            if existing is None:
+                self._held.placements.released(session_id)
+                self._held.launcher.forget(session_id)
+            return
         self._held.launcher.register_egress(session_id, pinned, req.config.SerializeToString())
         began = time.monotonic()
         # When each phase began, for its span (the environment's, the sandbox's and ready's: `began`).

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import aiodocker
 import structlog
+from aiodocker.execs import Exec
 
 from dataplane_agent.sandboxes.base import (
     AGENT_LABEL,
@@ -59,6 +60,7 @@ from dataplane_agent.sandboxes.docker_container import (
 from dataplane_agent.sandboxes.docker_directory import HostDirectory
 from dataplane_agent.sandboxes.docker_engine import DockerEngine
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
+from dataplane_agent.sandboxes.isolation import RUNC, RUNSC, check_registered, check_runtime
 from dataplane_agent.sandboxes.layer_mount import layer_env
 from dataplane_agent.sandboxes.usage import SandboxUsage, from_docker_stats
 from dataplane_agent.settings import DEFAULT_IMAGE
@@ -73,6 +75,21 @@ _REMOVE_TIMEOUT = 30.0
 # Seconds `docker stop` lets the container's init end before it kills it (see `stop`).
 _STOP_GRACE = 2
 _END_ATTEMPTS = 20
+# Kills, in bash builtins, every process of the container but init (pid 1), its `sleep infinity`
+# and the script itself, three rounds (what forked meanwhile is caught by the next).
+_KILL_PROGRAMS = r"""
+for round in 1 2 3; do
+  for entry in /proc/[0-9]*; do
+    pid=${entry#/proc/}
+    [[ $pid == 1 || $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    read -r _ comm _ ppid _ 2>/dev/null < "$entry/stat" || continue
+    [[ $ppid == 1 && $comm == "(sleep)" ]] && continue
+    kill -KILL "$pid" 2>/dev/null
+  done
+done
+:"""
+# Polls, 0.1 s apart, for the Engine to see a gVisor sandbox's programs end before its stop.
+_EXEC_END_POLLS = 50
 # util-linux's setpriv sets the parent-death signal and execs the rest (kept across exec).
 _DIE_WITH_PARENT = (shutil.which("setpriv") or "/usr/bin/setpriv", "--pdeathsig", "KILL", "--")
 # What is read of the pids an end reports (a fork bomb's can be many).
@@ -97,9 +114,13 @@ class DockerSandboxDriver:
         timeout: float = 30.0,
         disk: WorkspaceDisk | None = None,
         host_uid: int = DEFAULT_HOST_UID,
+        runtime: str = RUNC,
     ) -> None:
         if not _ID.match(installation):
             raise SandboxError(f"installation id {installation!r} cannot name containers")
+        if why := check_runtime(self.name, runtime):
+            raise SandboxError(why)
+        self.runtime = runtime
         self._root = Path(root).resolve()
         self._image = image
         self._installation = installation
@@ -117,7 +138,7 @@ class DockerSandboxDriver:
         files = tuple(dict.fromkeys(Path(p).resolve() for p in programs))
         if len({inner_program(p) for p in files}) < len(files):
             raise SandboxError(f"programs {[str(p) for p in files]} would be mounted at the same path (same name)")
-        self._recipe = ContainerRecipe(image, self._uid, self._gid, limits, files)
+        self._recipe = ContainerRecipe(image, self._uid, self._gid, limits, files, runtime)
 
     # -- the contract ----------------------------------------------------------
 
@@ -135,6 +156,8 @@ class DockerSandboxDriver:
         except OSError as error:
             raise SandboxError(f"the sandbox root {self._root} cannot be created: {error.strerror}") from error
         async with self._engine.client("answer") as docker:
+            if self.runtime != RUNC:
+                check_registered(self.runtime, await docker.system.info())
             try:
                 await docker.images.inspect(self._image)
             except aiodocker.DockerError as error:
@@ -275,6 +298,25 @@ class DockerSandboxDriver:
         log.warning("sandbox_end_processes_failed", sandbox_id=sandbox.sandbox_id, what=what)
         return ended
 
+    async def _execs_ended(self, container_id: str) -> None:
+        """Wait (a few seconds at most) until the Engine saw every `docker exec` of the container end:
+        under gVisor an exit it has not seen yet when the container stops is never reported."""
+        for _ in range(_EXEC_END_POLLS):
+            try:
+                async with self._engine.client("read the sandbox's programs") as docker:
+                    info = await docker.containers.container(container_id).show()
+                    running = [
+                        exec_id
+                        for exec_id in info.get("ExecIDs") or []
+                        if (await Exec(docker, exec_id).inspect()).get("Running")
+                    ]
+            except SandboxError:  # an exec (or the container) gone meanwhile: look again
+                running = ["?"]
+            if not running:
+                return
+            await asyncio.sleep(0.1)
+        log.warning("sandbox_execs_still_running", container=container_id[:12])
+
     async def stop(self, sandbox: Sandbox) -> None:
         directory = self._directory(sandbox)
         async with self._engine.client("stop the sandbox") as docker:
@@ -285,6 +327,14 @@ class DockerSandboxDriver:
                 raise SandboxError(f"container {found.name} is not the sandbox to stop: {refusal}")
             if not found.running:
                 return
+        if found.runtime == RUNSC:
+            # Under gVisor a `docker exec` whose container stops is never told its process ended: its
+            # client would wait forever. Every program is killed from inside first (exits the Engine
+            # does report), but init and its `sleep infinity`, whose end would stop the container
+            # under this very exec; then the container is stopped.
+            await self._end(sandbox, "end every program before the stop", _KILL_PROGRAMS)
+            await self._execs_ended(found.id)
+        async with self._engine.client("stop the sandbox") as docker:
             # The SIGTERM reaches the container's init, which passes it to `sleep infinity` alone:
             # what `docker exec` started (the CLI, already closed by the caller, and whatever it
             # left behind) is killed with the PID namespace when init ends, whatever the grace.

@@ -18,6 +18,9 @@ flag). Either way it gets a network namespace of its own holding a loopback
 alone; disabled, Docker leaves making it to the runtime instead of joining the
 container to its "none" network, which costs about as much as all the rest of
 a start. Docker then writes no /etc/hosts, hence the directory's.
+
+The runtime is the driver's (`sandboxes.isolation`): runc, the host kernel's
+namespaces and cgroups, or runsc, gVisor's own kernel in front of the host's.
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ class ContainerRecipe:
     limits: ContainerLimits
     # Host files of the programs launchers run (the engine's CLI), mounted read-only in PROGRAMS_INNER.
     programs: Sequence[Path]
+    # The OCI runtime the Engine runs it with (`sandboxes.isolation`): runc, or runsc (gVisor).
+    runtime: str = "runc"
 
     async def make(
         self,
@@ -132,6 +137,7 @@ class ContainerRecipe:
             "Mounts": mounts,
             "Tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.limits.tmp_mb or 512}m,mode=1777"},
             "IpcMode": "private",
+            "Runtime": self.runtime,
             "RestartPolicy": {"Name": "no"},
             "LogConfig": {"Type": "none"},
         }
@@ -173,6 +179,9 @@ class Container:
     user: str = ""
     # Its bind mounts: host path -> path inside.
     mounts: Mapping[str, str] = field(default_factory=dict)
+    # The OCI runtime it was made with (an inspect's; empty from a listing): a sandbox made before the
+    # agent's runtime changed keeps its own until it is destroyed.
+    runtime: str = ""
 
     def inner_path(self, program: str) -> str:
         """Where the host file `program` is inside: the program mounted there by itself, or in a
@@ -226,6 +235,7 @@ async def inspect(docker: aiodocker.Docker, name: str) -> Container | None:
         created_at=_timestamp(str(info.get("Created", ""))),
         user=str((info.get("Config") or {}).get("User") or ""),
         mounts=_binds(mounts),
+        runtime=str((info.get("HostConfig") or {}).get("Runtime") or ""),
     )
 
 

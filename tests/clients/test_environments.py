@@ -115,6 +115,7 @@ def test_a_complete_file_reads_into_the_spec_it_says() -> None:
         ("name: x\npackage: {pip: [a]}\n", "f:2: environment: unknown key 'package'; did you mean 'packages'?"),
         ("name: x\npackages: {pip: a}\n", "f:2: packages.pip: must be a list"),
         ("name: x\nnetwork: {mode: open}\n", "f:2: network.mode: unknown value 'open'; valid: none, limited"),
+        ("name: x\nisolation: kata\n", "f:2: isolation: unknown value 'kata'; valid: gvisor"),
         ("name: x\nlimits:\n  memory: lots\n", "f:3: limits.memory: 'lots' is not a size"),
         ("name: x\nlimits: {cpus: -1}\n", "f:2: limits.cpus: -1 is not a number of cores"),
         ("name: x\ncredentials: [{hosts: [a]}]\n", "f:2: credentials[0]: 'credential' is required"),
@@ -177,6 +178,22 @@ async def test_apply_twice_makes_one_version_show_round_trips_and_a_session_pins
     listed = await astrabox(running, "environments", "list", "--all")
     assert listed.out.split()[0] == "python-ci" and listed.out.rstrip().endswith("archived")
     assert (await astrabox(running, "environments", "list")).out == ""
+
+
+async def test_an_environment_asking_for_gvisor_round_trips_and_without_such_a_host_its_session_is_refused(
+    running, tmp_path: Path
+) -> None:
+    (tmp_path / "sealed.yaml").write_text("name: sealed\nisolation: gvisor\n")
+    [sealed] = environment_files.load(tmp_path / "sealed.yaml")
+    assert sealed.spec == epb.EnvironmentSpec(isolation="gvisor")
+    assert environment_files.parse(environment_files.dump("sealed", sealed.spec))[0].spec == sealed.spec
+    assert (await astrabox(running, "environments", "apply", "sealed.yaml", cwd=tmp_path)).code == 0
+
+    # The only host here runs bubblewrap sandboxes: the session is refused, saying what to start.
+    created = await astrabox(running, "session", "create", "--environment", "sealed")
+
+    assert created.code == 1 and "FAILED_PRECONDITION ISOLATION_UNAVAILABLE" in created.err
+    assert "--sandbox-runtime runsc" in created.err
 
 
 async def test_a_bad_file_is_refused_with_its_line_and_nothing_is_applied(running, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.routes.model import ModelRoute, Upstream
-from tests.support.containers import containers  # noqa: F401 - fixture
+from tests.support.containers import containers, sandbox_runtime  # noqa: F401 - fixtures
 
 
 @pytest.fixture

@@ -19,17 +19,19 @@ from dataplane_agent.routes.egress.policy import EgressPolicy
 from dataplane_agent.routes.egress.proxy import EgressProxy
 from dataplane_agent.sandboxes.base import AGENT_LABEL, EGRESS_PORT, SESSION_LABEL, SandboxSpec
 from dataplane_agent.sandboxes.docker import ContainerLimits, DockerSandboxDriver
-from tests.support.containers import Containers
+from tests.support.containers import Containers, memory_mb, pids
 
 
 @pytest.fixture
-def driver(containers: Containers, sandbox_root: Path) -> DockerSandboxDriver:
+def driver(containers: Containers, sandbox_root: Path, sandbox_runtime: str) -> DockerSandboxDriver:
+    """Under runc and under runsc (gVisor, whose relays reach the proxy's socket by --host-uds=open)."""
     return DockerSandboxDriver(
         sandbox_root,
         installation=containers.installation,
         agent_id="agent-1",
-        limits=ContainerLimits(cpus=0.5, memory_mb=256, pids=128),
+        limits=ContainerLimits(cpus=0.5, memory_mb=memory_mb(sandbox_runtime), pids=pids(sandbox_runtime)),
         programs=[BUNDLED_CLI],
+        runtime=sandbox_runtime,
     )
 
 

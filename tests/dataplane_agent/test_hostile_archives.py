@@ -25,7 +25,7 @@ from dataplane_agent.sandboxes.local import LocalSandboxDriver
 from dataplane_agent.workspace.archives import UnpackLimits
 from dataplane_agent.workspace.service import WorkspaceService
 from tests.dataplane_agent.test_workspace import Client, error_reason
-from tests.support.containers import Containers, new_installation, require_docker
+from tests.support.containers import Containers, new_installation, require_docker, require_runtime
 
 Member = tuple[tarfile.TarInfo, bytes | None]
 
@@ -213,10 +213,15 @@ SPEC = SandboxSpec(session_id="s1", agent_id="a1", labels={SESSION_LABEL: "s1", 
 async def sandbox_of(
     kind: str, sandbox_root: Path, bwrap: str, spec: SandboxSpec = SPEC, **options: object
 ) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
-    """A sandbox of the `kind` driver made from `spec` (docker: skips without a Docker daemon),
-    destroyed afterwards."""
+    """A sandbox of the `kind` driver made from `spec` (docker: skips without a Docker daemon;
+    "docker-runsc": under gVisor, skipping without runsc registered), destroyed afterwards."""
     driver: SandboxDriver
     containers = None
+    kind, _, runtime = kind.partition("-")
+    if runtime:
+        await require_docker()
+        await require_runtime(runtime)
+        options = {**options, "runtime": runtime}
     if kind == "local":
         driver = LocalSandboxDriver(sandbox_root, bwrap=bwrap, **options)  # type: ignore[arg-type]
     else:
@@ -239,11 +244,11 @@ async def sandbox_of(
             await containers.remove_all()
 
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=["local", "docker", "docker-runsc"])
 async def box(
     request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str
 ) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
-    """A sandbox of each driver."""
+    """A sandbox of each driver, the docker driver's under runc and under runsc (gVisor)."""
     async with sandbox_of(request.param, sandbox_root, bwrap) as made:
         yield made
 

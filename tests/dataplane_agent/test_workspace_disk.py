@@ -28,7 +28,7 @@ from tests.dataplane_agent.test_workspace import error_reason
 DISK = WorkspaceDisk(size_mb=32)
 
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=["local", "docker", "docker-runsc"])
 async def limited(
     request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str
 ) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:
@@ -87,7 +87,7 @@ async def test_an_environments_disk_limit_sizes_its_workspace_image(kind: str, s
 MEASURED_MB = 4
 
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=["local", "docker", "docker-runsc"])
 async def unlimited(
     request: pytest.FixtureRequest, sandbox_root: Path, bwrap: str
 ) -> AsyncIterator[tuple[SandboxDriver, Sandbox]]:

@@ -1,6 +1,7 @@
 """End to end with the docker driver: the foundation's session test and the workspace round trip,
 unchanged, with the real CLI inside a container; a warm pool's container taken by a session; and
-what a running session's container is made of.
+what a running session's container is made of. The warm pool, the idle stop and the hardened
+session run under runc and under runsc (gVisor; `sandbox_runtime`).
 
 The agent is a separate process started with `--driver docker` and a
 test-only installation id; every container of that installation is removed
@@ -13,14 +14,18 @@ import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from astrabox.client import AstraBoxClient
+from astrabox.environments.v1 import environment_pb2 as epb
+from astrabox.errors import AstraBoxError
 from astrabox.sessionkernel.v1 import session_pb2
 from dataplane_agent.offline_model import OfflineModel
 from dataplane_agent.sandboxes.base import AGENT_LABEL, INSTALLATION_LABEL, SESSION_LABEL
 from dataplane_agent.sandboxes.host_user import DEFAULT_HOST_UID
+from dataplane_agent.sandboxes.isolation import RUNC, RUNSC
 from tests.e2e.test_session_end_to_end import (  # noqa: F401 - the foundation's test, run here with docker
     collect_turn,
     test_real_cli_runs_bash_in_the_sandbox_and_the_stream_shows_the_whole_turn,
@@ -51,14 +56,18 @@ async def upstream() -> AsyncIterator[OfflineModel]:
 
 
 @pytest.fixture
-def keyed_stack(docker_stacks: StartDockerStack, upstream: OfflineModel) -> Stack:
-    """An agent with a real-looking API key and a model upstream of its own (the offline model)."""
-    return docker_stacks(env={"ANTHROPIC_API_KEY": API_KEY, "ASTRABOX_MODEL_BASE_URL": upstream.base_url})
+def keyed_stack(docker_stacks: StartDockerStack, upstream: OfflineModel, sandbox_runtime: str) -> Stack:
+    """An agent with a real-looking API key and a model upstream of its own (the offline model), its
+    sandboxes under each runtime in turn (runc, runsc: gVisor)."""
+    return docker_stacks(
+        args=("--sandbox-runtime", sandbox_runtime),
+        env={"ANTHROPIC_API_KEY": API_KEY, "ASTRABOX_MODEL_BASE_URL": upstream.base_url},
+    )
 
 
 @pytest.fixture
-def pooled_stack(docker_stacks: StartDockerStack) -> Stack:
-    return docker_stacks(args=("--warm-pool", "2"))
+def pooled_stack(docker_stacks: StartDockerStack, sandbox_runtime: str) -> Stack:
+    return docker_stacks(args=("--warm-pool", "2", "--sandbox-runtime", sandbox_runtime))
 
 
 @pytest.fixture
@@ -67,8 +76,8 @@ def reconciling_stack(docker_stacks: StartDockerStack) -> Stack:
 
 
 @pytest.fixture
-def hibernating_stack(docker_stacks: StartDockerStack) -> Stack:
-    return docker_stacks(controlplane_args=("--idle-stop-after", "2"))
+def hibernating_stack(docker_stacks: StartDockerStack, sandbox_runtime: str) -> Stack:
+    return docker_stacks(args=("--sandbox-runtime", sandbox_runtime), controlplane_args=("--idle-stop-after", "2"))
 
 
 async def test_a_session_takes_a_warm_container_and_the_pool_refills(
@@ -101,7 +110,7 @@ async def test_a_session_takes_a_warm_container_and_the_pool_refills(
 
 
 async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key(
-    keyed_stack: Stack, containers: Containers
+    keyed_stack: Stack, containers: Containers, sandbox_runtime: str
 ) -> None:
     async with AstraBoxClient.connect(keyed_stack.address) as client:
         session = await client.create_session(request_id="docker-hardened")
@@ -120,7 +129,12 @@ async def test_a_sessions_container_is_hardened_labelled_and_never_holds_the_key
         assert host["NanoCpus"] == 1_000_000_000 and host["Memory"] == 2048 * 1024 * 1024 and host["PidsLimit"] == 512
         assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd") and not host["Privileged"]
         assert host["ReadonlyRootfs"] is True and "no-new-privileges" in host["SecurityOpt"]
-        assert host["NetworkMode"] == "none"
+        assert host["NetworkMode"] == "none" and host["Runtime"] == sandbox_runtime
+        # Under runsc the session's programs meet gVisor's kernel, not the host's.
+        kernel = await docker_exec(listed["Id"], "dmesg 2>&1 | head -n 3; cat /proc/version")
+        assert ("Starting gVisor" in kernel.stdout) == (sandbox_runtime == RUNSC), kernel.stdout
+        if sandbox_runtime == RUNC:
+            assert Path("/proc/version").read_text().strip() in kernel.stdout
         assert config["User"] == f"{DEFAULT_HOST_UID}:{DEFAULT_HOST_UID}"  # a uid of its own, not the image's 1000
         labels = config["Labels"]
         assert labels[SESSION_LABEL] == session.session_id and labels[AGENT_LABEL] == "e2e-agent"
@@ -220,3 +234,32 @@ async def test_an_idle_sessions_container_is_stopped_and_the_next_message_starts
         restarted = await containers.inspect(name)
         assert restarted is not None and restarted["State"]["Running"] and restarted["Id"] == running["Id"]
         assert not (await client.get_session(sid)).runtime_stopped
+
+
+@pytest.fixture
+def gvisor_stack(docker_stacks: StartDockerStack, sandbox_runtime: str) -> Stack:
+    return docker_stacks(args=("--sandbox-runtime", sandbox_runtime))
+
+
+async def test_an_environment_asking_for_gvisor_runs_only_on_an_agent_under_runsc(
+    gvisor_stack: Stack, containers: Containers, sandbox_runtime: str
+) -> None:
+    """`isolation: gvisor`: on an agent under runsc its session runs there (and says gVisor inside);
+    on one under runc it is refused, and nothing is made."""
+    async with AstraBoxClient.connect(gvisor_stack.address) as client:
+        await client.environments.apply("sealed", epb.EnvironmentSpec(isolation="gvisor"))
+        if sandbox_runtime == RUNC:
+            with pytest.raises(AstraBoxError) as refused:
+                await client.create_session(request_id="sealed-1", environment="sealed")
+            assert refused.value.reason == "ISOLATION_UNAVAILABLE" and "--sandbox-runtime runsc" in str(refused.value)
+            assert await containers.list() == []
+            return
+        session = await client.create_session(request_id="sealed-1", environment="sealed")
+        await client.wait_for_state(session.session_id, ["READY"], timeout=120)
+        accepted = await client.send_message(session.session_id, "run: dmesg | head -n 1", client_message_id="m1")
+        events = await collect_turn(client, session.session_id, accepted.turn_id)
+        assert events[-1].WhichOneof("payload") == "turn_completed"
+        assert "Starting gVisor" in events[-1].turn_completed.result
+        [listed] = await containers.list()
+        info = await containers.inspect(listed["Id"])
+        assert info is not None and info["HostConfig"]["Runtime"] == RUNSC

@@ -5,6 +5,10 @@ sandbox image is missing (`./scripts/test` builds it as root when a daemon answe
 which builds the image whenever a daemon answers, a missing image fails the test instead.
 `Containers` lists and removes what one test installation left, so a failing
 test leaks nothing; the `containers` fixture gives each test its own.
+
+`sandbox_runtime` runs a test once per OCI runtime (runc, runsc: gVisor); without runsc registered
+with dockerd its runsc run skips, saying how to register it, and under CI (whose scripts register it:
+`ensure_runsc`) it fails.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import aiodocker
 import pytest
 
 from dataplane_agent.sandboxes.base import INSTALLATION_LABEL
+from dataplane_agent.sandboxes.isolation import RUNC, RUNSC, RUNTIMES
 from dataplane_agent.settings import DEFAULT_IMAGE
 
 _TIMEOUT = 30.0
@@ -45,6 +50,23 @@ async def require_docker(image: str = DEFAULT_IMAGE) -> None:
             if os.environ.get("CI"):
                 pytest.fail(f"the sandbox image {image} is missing: .ci/run builds it before the tests")
             pytest.skip(_image_missing(image))
+
+
+async def require_runtime(runtime: str) -> None:
+    """Skips the calling test (fails it under CI) when dockerd does not know `runtime`."""
+    if runtime == RUNC:
+        return
+    async with asyncio.timeout(_TIMEOUT), aiodocker.Docker() as docker:
+        known = (await docker.system.info()).get("Runtimes") or {}
+    if runtime in known:
+        return
+    why = (
+        f"the Docker daemon has no runtime {runtime!r} (it has: {', '.join(sorted(known))}): `apt-get install runsc`"
+        " and register it (scripts/test's ensure_runsc: `source scripts/test && ensure_runsc`, as root)"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(f"{why}; .ci/run registers it before the tests")
+    pytest.skip(why)
 
 
 def _image_missing(image: str) -> str:
@@ -100,3 +122,24 @@ async def containers() -> AsyncIterator[Containers]:
         yield containers
     finally:
         await containers.remove_all()
+
+
+def memory_mb(runtime: str) -> int:
+    """A small sandbox's memory limit under `runtime`: under runsc it also holds gVisor's own kernel and
+    page cache (about 100 MB here), and a sandbox at 256 MB was killed whole by the host's OOM killer."""
+    return 512 if runtime == RUNSC else 256
+
+
+def pids(runtime: str) -> int:
+    """A small sandbox's pids limit under `runtime`: under runsc it counts gVisor's host threads and the
+    ptrace platform's stub processes, and at 128 a few relays and shells made gVisor fail whole."""
+    return 512 if runtime == RUNSC else 128
+
+
+@pytest.fixture(params=RUNTIMES)
+async def sandbox_runtime(request: pytest.FixtureRequest) -> str:
+    """Each OCI runtime in turn (`require_runtime`): a test taking it runs under runc and under gVisor."""
+    runtime: str = request.param
+    await require_docker()
+    await require_runtime(runtime)
+    return runtime

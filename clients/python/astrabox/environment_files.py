@@ -10,6 +10,7 @@ and written by `astrabox environments show`.
       git config --global init.defaultBranch main
     variables: {APP_MODE: test}                     # not secrets: see credentials
     limits: {cpus: "1.5", memory: 2GiB, pids: 256, disk: 10GiB}
+    isolation: gvisor                               # only agents whose sandboxes run under gVisor
     network:
       mode: limited                                 # none | limited | unrestricted
       allowed_hosts: [api.github.com, "*.corp.example:443"]
@@ -71,7 +72,9 @@ _SCHEMES = {
     "basic": epb.CREDENTIAL_SCHEME_BASIC,
     "header": epb.CREDENTIAL_SCHEME_HEADER,
 }
-_TOP = ("name", "packages", "setup", "variables", "limits", "network", "credentials")
+_TOP = ("name", "packages", "setup", "variables", "limits", "isolation", "network", "credentials")
+# What `isolation` may ask of an agent's sandboxes (absent: any agent's).
+_ISOLATIONS = {"gvisor": "gvisor"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,8 @@ class _Reader:
                 spec.variables[key] = self._variable(value, f"variables.{key}")
         if "limits" in fields:
             self._limits(fields["limits"], spec.limits)
+        if "isolation" in fields:
+            spec.isolation = self._choice(fields["isolation"], "isolation", _ISOLATIONS)
         if "network" in fields:
             self._network(fields["network"], spec.network)
         if "credentials" in fields:
@@ -242,6 +247,8 @@ def dump(name: str, spec: epb.EnvironmentSpec) -> str:
     }
     if limits:
         document["limits"] = limits
+    if spec.isolation:
+        document["isolation"] = spec.isolation
     if spec.HasField("network"):
         network: dict[str, Any] = {}
         modes = {v: k for k, v in _MODES.items()}

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*astrabox/environments/v1/environment.proto\x12\x18\x61strabox.environments.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd3\x01\n\x0b\x45nvironment\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nproject_id\x18\x03 \x01(\t\x12\x16\n\x0elatest_version\x18\x04 \x01(\x05\x12\x10\n\x08\x61rchived\x18\x05 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xd2\x01\n\x12\x45nvironmentVersion\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x37\n\x04spec\x18\x03 \x01(\x0b\x32).astrabox.environments.v1.EnvironmentSpec\x12\x13\n\x0bspec_digest\x18\x04 \x01(\t\x12\x14\n\x0c\x62uild_digest\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x92\x03\n\x0f\x45nvironmentSpec\x12\x34\n\x08packages\x18\x01 \x01(\x0b\x32\".astrabox.environments.v1.Packages\x12\x14\n\x0csetup_script\x18\x02 \x01(\t\x12K\n\tvariables\x18\x03 \x03(\x0b\x32\x38.astrabox.environments.v1.EnvironmentSpec.VariablesEntry\x12\x38\n\x06limits\x18\x04 \x01(\x0b\x32(.astrabox.environments.v1.ResourceLimits\x12\x38\n\x07network\x18\x05 \x01(\x0b\x32\'.astrabox.environments.v1.NetworkPolicy\x12@\n\x0b\x63redentials\x18\x06 \x03(\x0b\x32+.astrabox.environments.v1.CredentialBinding\x1a\x30\n\x0eVariablesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x08Packages\x12\x0b\n\x03\x61pt\x18\x01 \x03(\t\x12\x0b\n\x03pip\x18\x02 \x03(\t\x12\x0b\n\x03npm\x18\x03 \x03(\t\"\\\n\x0eResourceLimits\x12\x12\n\ncpu_millis\x18\x01 \x01(\x03\x12\x14\n\x0cmemory_bytes\x18\x02 \x01(\x03\x12\x0c\n\x04pids\x18\x03 \x01(\x03\x12\x12\n\ndisk_bytes\x18\x04 \x01(\x03\"\x98\x01\n\rNetworkPolicy\x12\x33\n\x04mode\x18\x01 \x01(\x0e\x32%.astrabox.environments.v1.NetworkMode\x12\x15\n\rallowed_hosts\x18\x02 \x03(\t\x12 \n\x18\x61llow_package_registries\x18\x03 \x01(\x08\x12\x19\n\x11\x61llow_mcp_servers\x18\x04 \x01(\x08\"\xaa\x01\n\x11\x43redentialBinding\x12\x12\n\ncredential\x18\x01 \x01(\t\x12\r\n\x05hosts\x18\x02 \x03(\t\x12:\n\x06scheme\x18\x03 \x01(\x0e\x32*.astrabox.environments.v1.CredentialScheme\x12\x0e\n\x06header\x18\x04 \x01(\t\x12\x0c\n\x04port\x18\x05 \x01(\x05\x12\x18\n\x10\x61llow_plain_http\x18\x06 \x01(\x08\"\xd6\x01\n\rBuildProgress\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x14\n\x0c\x62uild_digest\x18\x02 \x01(\t\x12\x33\n\x05state\x18\x03 \x01(\x0e\x32$.astrabox.environments.v1.BuildState\x12\r\n\x05phase\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x0f\n\x07percent\x18\x06 \x01(\x05\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12(\n\x04time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\tGitSource\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\x11\n\tdirectory\x18\x03 \x01(\t*{\n\x0bNetworkMode\x12\x1c\n\x18NETWORK_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11NETWORK_MODE_NONE\x10\x01\x12\x18\n\x14NETWORK_MODE_LIMITED\x10\x02\x12\x1d\n\x19NETWORK_MODE_UNRESTRICTED\x10\x03*\x8e\x01\n\x10\x43redentialScheme\x12!\n\x1d\x43REDENTIAL_SCHEME_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43REDENTIAL_SCHEME_BEARER\x10\x01\x12\x1b\n\x17\x43REDENTIAL_SCHEME_BASIC\x10\x02\x12\x1c\n\x18\x43REDENTIAL_SCHEME_HEADER\x10\x03*r\n\nBuildState\x12\x1b\n\x17\x42UILD_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42UILD_STATE_BUILDING\x10\x01\x12\x15\n\x11\x42UILD_STATE_READY\x10\x02\x12\x16\n\x12\x42UILD_STATE_FAILED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*astrabox/environments/v1/environment.proto\x12\x18\x61strabox.environments.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd3\x01\n\x0b\x45nvironment\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nproject_id\x18\x03 \x01(\t\x12\x16\n\x0elatest_version\x18\x04 \x01(\x05\x12\x10\n\x08\x61rchived\x18\x05 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xd2\x01\n\x12\x45nvironmentVersion\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x37\n\x04spec\x18\x03 \x01(\x0b\x32).astrabox.environments.v1.EnvironmentSpec\x12\x13\n\x0bspec_digest\x18\x04 \x01(\t\x12\x14\n\x0c\x62uild_digest\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa6\x03\n\x0f\x45nvironmentSpec\x12\x34\n\x08packages\x18\x01 \x01(\x0b\x32\".astrabox.environments.v1.Packages\x12\x14\n\x0csetup_script\x18\x02 \x01(\t\x12K\n\tvariables\x18\x03 \x03(\x0b\x32\x38.astrabox.environments.v1.EnvironmentSpec.VariablesEntry\x12\x38\n\x06limits\x18\x04 \x01(\x0b\x32(.astrabox.environments.v1.ResourceLimits\x12\x38\n\x07network\x18\x05 \x01(\x0b\x32\'.astrabox.environments.v1.NetworkPolicy\x12@\n\x0b\x63redentials\x18\x06 \x03(\x0b\x32+.astrabox.environments.v1.CredentialBinding\x12\x12\n\tisolation\x18\xa0\x01 \x01(\t\x1a\x30\n\x0eVariablesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x08Packages\x12\x0b\n\x03\x61pt\x18\x01 \x03(\t\x12\x0b\n\x03pip\x18\x02 \x03(\t\x12\x0b\n\x03npm\x18\x03 \x03(\t\"\\\n\x0eResourceLimits\x12\x12\n\ncpu_millis\x18\x01 \x01(\x03\x12\x14\n\x0cmemory_bytes\x18\x02 \x01(\x03\x12\x0c\n\x04pids\x18\x03 \x01(\x03\x12\x12\n\ndisk_bytes\x18\x04 \x01(\x03\"\x98\x01\n\rNetworkPolicy\x12\x33\n\x04mode\x18\x01 \x01(\x0e\x32%.astrabox.environments.v1.NetworkMode\x12\x15\n\rallowed_hosts\x18\x02 \x03(\t\x12 \n\x18\x61llow_package_registries\x18\x03 \x01(\x08\x12\x19\n\x11\x61llow_mcp_servers\x18\x04 \x01(\x08\"\xaa\x01\n\x11\x43redentialBinding\x12\x12\n\ncredential\x18\x01 \x01(\t\x12\r\n\x05hosts\x18\x02 \x03(\t\x12:\n\x06scheme\x18\x03 \x01(\x0e\x32*.astrabox.environments.v1.CredentialScheme\x12\x0e\n\x06header\x18\x04 \x01(\t\x12\x0c\n\x04port\x18\x05 \x01(\x05\x12\x18\n\x10\x61llow_plain_http\x18\x06 \x01(\x08\"\xd6\x01\n\rBuildProgress\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x14\n\x0c\x62uild_digest\x18\x02 \x01(\t\x12\x33\n\x05state\x18\x03 \x01(\x0e\x32$.astrabox.environments.v1.BuildState\x12\r\n\x05phase\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x0f\n\x07percent\x18\x06 \x01(\x05\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12(\n\x04time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\tGitSource\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\x11\n\tdirectory\x18\x03 \x01(\t*{\n\x0bNetworkMode\x12\x1c\n\x18NETWORK_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11NETWORK_MODE_NONE\x10\x01\x12\x18\n\x14NETWORK_MODE_LIMITED\x10\x02\x12\x1d\n\x19NETWORK_MODE_UNRESTRICTED\x10\x03*\x8e\x01\n\x10\x43redentialScheme\x12!\n\x1d\x43REDENTIAL_SCHEME_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43REDENTIAL_SCHEME_BEARER\x10\x01\x12\x1b\n\x17\x43REDENTIAL_SCHEME_BASIC\x10\x02\x12\x1c\n\x18\x43REDENTIAL_SCHEME_HEADER\x10\x03*r\n\nBuildState\x12\x1b\n\x17\x42UILD_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42UILD_STATE_BUILDING\x10\x01\x12\x15\n\x11\x42UILD_STATE_READY\x10\x02\x12\x16\n\x12\x42UILD_STATE_FAILED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,30 +34,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ENVIRONMENTSPEC_VARIABLESENTRY']._loaded_options = None
   _globals['_ENVIRONMENTSPEC_VARIABLESENTRY']._serialized_options = b'8\001'
-  _globals['_NETWORKMODE']._serialized_start=1685
-  _globals['_NETWORKMODE']._serialized_end=1808
-  _globals['_CREDENTIALSCHEME']._serialized_start=1811
-  _globals['_CREDENTIALSCHEME']._serialized_end=1953
-  _globals['_BUILDSTATE']._serialized_start=1955
-  _globals['_BUILDSTATE']._serialized_end=2069
+  _globals['_NETWORKMODE']._serialized_start=1705
+  _globals['_NETWORKMODE']._serialized_end=1828
+  _globals['_CREDENTIALSCHEME']._serialized_start=1831
+  _globals['_CREDENTIALSCHEME']._serialized_end=1973
+  _globals['_BUILDSTATE']._serialized_start=1975
+  _globals['_BUILDSTATE']._serialized_end=2089
   _globals['_ENVIRONMENT']._serialized_start=106
   _globals['_ENVIRONMENT']._serialized_end=317
   _globals['_ENVIRONMENTVERSION']._serialized_start=320
   _globals['_ENVIRONMENTVERSION']._serialized_end=530
   _globals['_ENVIRONMENTSPEC']._serialized_start=533
-  _globals['_ENVIRONMENTSPEC']._serialized_end=935
-  _globals['_ENVIRONMENTSPEC_VARIABLESENTRY']._serialized_start=887
-  _globals['_ENVIRONMENTSPEC_VARIABLESENTRY']._serialized_end=935
-  _globals['_PACKAGES']._serialized_start=937
-  _globals['_PACKAGES']._serialized_end=986
-  _globals['_RESOURCELIMITS']._serialized_start=988
-  _globals['_RESOURCELIMITS']._serialized_end=1080
-  _globals['_NETWORKPOLICY']._serialized_start=1083
-  _globals['_NETWORKPOLICY']._serialized_end=1235
-  _globals['_CREDENTIALBINDING']._serialized_start=1238
-  _globals['_CREDENTIALBINDING']._serialized_end=1408
-  _globals['_BUILDPROGRESS']._serialized_start=1411
-  _globals['_BUILDPROGRESS']._serialized_end=1625
-  _globals['_GITSOURCE']._serialized_start=1627
-  _globals['_GITSOURCE']._serialized_end=1683
+  _globals['_ENVIRONMENTSPEC']._serialized_end=955
+  _globals['_ENVIRONMENTSPEC_VARIABLESENTRY']._serialized_start=907
+  _globals['_ENVIRONMENTSPEC_VARIABLESENTRY']._serialized_end=955
+  _globals['_PACKAGES']._serialized_start=957
+  _globals['_PACKAGES']._serialized_end=1006
+  _globals['_RESOURCELIMITS']._serialized_start=1008
+  _globals['_RESOURCELIMITS']._serialized_end=1100
+  _globals['_NETWORKPOLICY']._serialized_start=1103
+  _globals['_NETWORKPOLICY']._serialized_end=1255
+  _globals['_CREDENTIALBINDING']._serialized_start=1258
+  _globals['_CREDENTIALBINDING']._serialized_end=1428
+  _globals['_BUILDPROGRESS']._serialized_start=1431
+  _globals['_BUILDPROGRESS']._serialized_end=1645
+  _globals['_GITSOURCE']._serialized_start=1647
+  _globals['_GITSOURCE']._serialized_end=1703
 # @@protoc_insertion_point(module_scope)

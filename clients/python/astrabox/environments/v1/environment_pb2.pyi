@@ -78,7 +78,7 @@ class EnvironmentVersion(_message.Message):
     def __init__(self, environment_id: _Optional[str] = ..., version: _Optional[int] = ..., spec: _Optional[_Union[EnvironmentSpec, _Mapping]] = ..., spec_digest: _Optional[str] = ..., build_digest: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class EnvironmentSpec(_message.Message):
-    __slots__ = ("packages", "setup_script", "variables", "limits", "network", "credentials")
+    __slots__ = ("packages", "setup_script", "variables", "limits", "network", "credentials", "isolation")
     class VariablesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -92,13 +92,15 @@ class EnvironmentSpec(_message.Message):
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
     packages: Packages
     setup_script: str
     variables: _containers.ScalarMap[str, str]
     limits: ResourceLimits
     network: NetworkPolicy
     credentials: _containers.RepeatedCompositeFieldContainer[CredentialBinding]
-    def __init__(self, packages: _Optional[_Union[Packages, _Mapping]] = ..., setup_script: _Optional[str] = ..., variables: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., credentials: _Optional[_Iterable[_Union[CredentialBinding, _Mapping]]] = ...) -> None: ...
+    isolation: str
+    def __init__(self, packages: _Optional[_Union[Packages, _Mapping]] = ..., setup_script: _Optional[str] = ..., variables: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., credentials: _Optional[_Iterable[_Union[CredentialBinding, _Mapping]]] = ..., isolation: _Optional[str] = ...) -> None: ...
 
 class Packages(_message.Message):
     __slots__ = ("apt", "pip", "npm")

@@ -70,7 +70,7 @@ class ConnectResponse(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., output_ack: _Optional[_Union[OutputAck, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., workspace_request: _Optional[_Union[WorkspaceRequest, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("agent_id", "enrollment_token", "drivers", "engines", "capacity", "sessions", "instance_id", "engine_manifests", "agent_credential", "agent_version", "join_token")
+    __slots__ = ("agent_id", "enrollment_token", "drivers", "engines", "capacity", "sessions", "instance_id", "engine_manifests", "agent_credential", "agent_version", "join_token", "isolation")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     ENROLLMENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     DRIVERS_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,7 @@ class Hello(_message.Message):
     AGENT_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     JOIN_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     enrollment_token: str
     drivers: _containers.RepeatedScalarFieldContainer[str]
@@ -93,7 +94,8 @@ class Hello(_message.Message):
     agent_credential: str
     agent_version: str
     join_token: str
-    def __init__(self, agent_id: _Optional[str] = ..., enrollment_token: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., engines: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., instance_id: _Optional[str] = ..., engine_manifests: _Optional[_Iterable[_Union[EngineManifest, _Mapping]]] = ..., agent_credential: _Optional[str] = ..., agent_version: _Optional[str] = ..., join_token: _Optional[str] = ...) -> None: ...
+    isolation: str
+    def __init__(self, agent_id: _Optional[str] = ..., enrollment_token: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., engines: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionCursor, _Mapping]]] = ..., instance_id: _Optional[str] = ..., engine_manifests: _Optional[_Iterable[_Union[EngineManifest, _Mapping]]] = ..., agent_credential: _Optional[str] = ..., agent_version: _Optional[str] = ..., join_token: _Optional[str] = ..., isolation: _Optional[str] = ...) -> None: ...
 
 class EngineManifest(_message.Message):
     __slots__ = ("kind", "permission_modes", "default_permission_mode", "supports_interactions", "supports_background_tasks", "supports_server_info", "tools")

@@ -87,6 +87,10 @@ class SessionKernelServiceStub:
     waits for input or has messages queued: its files
     are changing. Fork it when it is READY
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    ISOLATION_UNAVAILABLE    (FAILED_PRECONDITION) the session's environment asks
+    for isolation "gvisor" and no live agent that can run
+    it offers that (`astrabox agent --driver docker
+    --sandbox-runtime runsc`); metadata "isolation"
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
     allows; nothing was done. Metadata "agents", "capacity"
@@ -358,6 +362,10 @@ class SessionKernelServiceServicer:
     waits for input or has messages queued: its files
     are changing. Fork it when it is READY
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    ISOLATION_UNAVAILABLE    (FAILED_PRECONDITION) the session's environment asks
+    for isolation "gvisor" and no live agent that can run
+    it offers that (`astrabox agent --driver docker
+    --sandbox-runtime runsc`); metadata "isolation"
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
     allows; nothing was done. Metadata "agents", "capacity"
@@ -796,6 +804,10 @@ class SessionKernelService:
     waits for input or has messages queued: its files
     are changing. Fork it when it is READY
     NO_AGENT_AVAILABLE       (UNAVAILABLE) no live data-plane agent can run the session
+    ISOLATION_UNAVAILABLE    (FAILED_PRECONDITION) the session's environment asks
+    for isolation "gvisor" and no live agent that can run
+    it offers that (`astrabox agent --driver docker
+    --sandbox-runtime runsc`); metadata "isolation"
     CAPACITY_EXHAUSTED       (RESOURCE_EXHAUSTED) live agents can run the session
     but each runs as many live runtimes as its capacity
     allows; nothing was done. Metadata "agents", "capacity"
