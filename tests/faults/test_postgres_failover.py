@@ -97,11 +97,15 @@ async def burst_through(
                 for event in streaming:
                     await event.wait()
                 await asyncio.to_thread(move)
+                at_move = [sum(len(STEP.findall(e.engine_message.payload_json)) for e in events) for events in seen]
                 await asyncio.gather(*watchers)
         finally:
             for watcher in watchers:
                 watcher.cancel()
             await asyncio.gather(*watchers, return_exceptions=True)
+
+        # The database moved mid-burst: steps were still to come when the new primary served.
+        assert min(at_move) < STEPS, at_move
 
         # The sessions take messages again, on the new primary.
         for session_id in ids:

@@ -8,7 +8,8 @@ lost): etcd's leader key expires after `TTL` seconds and Patroni promotes the sy
 `switchover()` is the planned move, through Patroni's REST API (what `patronictl switchover` calls).
 
 Run as root, Patroni (and so PostgreSQL, which refuses root) runs as the `postgres` user through
-`setpriv`, and the directory is made searchable by it; etcd runs as the test's user.
+`setpriv`, and the directory is made searchable by it; etcd runs as the test's user. Logs go to
+`<root>/logs/` (removed by `stop()`); PATRONI_TEST_LOG=DEBUG makes Patroni's verbose.
 """
 
 from __future__ import annotations
@@ -251,7 +252,6 @@ class PatroniCluster:
                             "synchronous_commit": "on",
                             "wal_log_hints": "on",
                             "max_connections": 200,
-                            "fsync": "on",
                         },
                     },
                 },
