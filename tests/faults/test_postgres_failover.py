@@ -1,9 +1,9 @@
 """The PostgreSQL primary lost (and moved on purpose) under a running stack, on a real HA stack.
 
 etcd and two Patroni nodes (`tests.support.patroni_cluster`): a primary and a synchronous standby.
-A control plane and an agent run as separate processes, the control plane given the multi-host URL
-(`target_session_attrs=read-write`). Two sessions stream `steps: N` turns with a client watching
-each; mid-burst the primary's Patroni and PostgreSQL are SIGKILLed (a machine lost), or Patroni is
+Two control-plane replicas and an agent run as separate processes, the replicas given the multi-host URL
+(`target_session_attrs=read-write`). Two sessions stream `steps: N` turns, a client watching
+each on the replica the agent is not on; mid-burst the primary's Patroni and PostgreSQL are SIGKILLed (a machine lost), or Patroni is
 asked to switch over. Patroni promotes the standby, the control plane's pool, live tail and lease
 connection find the new primary on their own, the agent's relay resends what was not acknowledged,
 and the journal and the watchers hold every step the model produced exactly once, in order; the
@@ -16,6 +16,7 @@ import asyncio
 import os
 import re
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -50,27 +51,44 @@ async def cluster() -> AsyncIterator[PatroniCluster]:
         await asyncio.to_thread(cluster.stop)
 
 
+@dataclass(frozen=True)
+class Replicas:
+    """Two control-plane replicas on the multi-host URL: the agent dials `a`, the watchers `b` (whose
+    live tail hears `a`'s commits by NOTIFY, so it must LISTEN again on the new primary)."""
+
+    a: str
+    b: str
+
+
 @pytest_asyncio.fixture
-async def stack(cluster: PatroniCluster, tmp_path: Path, api_key: str) -> AsyncIterator[str]:
+async def stack(cluster: PatroniCluster, tmp_path: Path, api_key: str) -> AsyncIterator[Replicas]:
     started: list[Process] = []
     try:
         # An agent's lease outlasts the failover (Patroni's TTL and a promotion): see README's
         # "PostgreSQL high availability".
-        controlplane, address = start_controlplane(cluster.dsn, tmp_path, args=("--lease-ttl", str(LEASE_TTL)))
-        started.append(controlplane)
-        started.append(start_agent(address, tmp_path / "agent-state", tmp_path))
-        yield address
+        addresses = []
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            process, address = start_controlplane(cluster.dsn, tmp_path / name, args=("--lease-ttl", str(LEASE_TTL)))
+            started.append(process)
+            addresses.append(address)
+        started.append(start_agent(addresses[0], tmp_path / "agent-state", tmp_path))
+        yield Replicas(*addresses)
     finally:
         for process in reversed(started):
             process.stop()
 
 
 async def burst_through(
-    address: str, move: Callable[[], object]
+    replicas: Replicas, move: Callable[[], object]
 ) -> tuple[list[list[events_pb2.SessionEvent]], list[str]]:
     """Start a `steps` turn on each session with a watcher on each; `move` the database once every
     watcher has seen a few steps; return what each watcher saw up to its turn's end, and the ids."""
-    async with AstraBoxClient.connect(address, reconnect=Backoff(initial=0.1, maximum=1.0), timeout=60) as client:
+    reconnect = Backoff(initial=0.1, maximum=1.0)
+    async with (
+        AstraBoxClient.connect(replicas.a, reconnect=reconnect, timeout=60) as client,
+        AstraBoxClient.connect(replicas.b, reconnect=reconnect, timeout=60) as watching,
+    ):
         ids = []
         for n in range(SESSIONS):
             session = await client.create_session(request_id=f"failover-{n}")
@@ -80,7 +98,7 @@ async def burst_through(
         streaming = [asyncio.Event() for _ in ids]
 
         async def watch(index: int, turn_id: str) -> None:
-            async for event in client.watch(ids[index]):
+            async for event in watching.watch(ids[index]):
                 seen[index].append(event)
                 if (
                     sum(bool(STEP.search(e.engine_message.payload_json)) for e in seen[index][-1:])
@@ -143,7 +161,9 @@ async def assert_nothing_lost_or_duplicated(
         await conn.close(timeout=10)
 
 
-async def test_the_primary_lost_mid_burst_loses_and_duplicates_no_event(cluster: PatroniCluster, stack: str) -> None:
+async def test_the_primary_lost_mid_burst_loses_and_duplicates_no_event(
+    cluster: PatroniCluster, stack: Replicas
+) -> None:
     crashed: list[str] = []
 
     def crash() -> None:
@@ -155,7 +175,7 @@ async def test_the_primary_lost_mid_burst_loses_and_duplicates_no_event(cluster:
     await assert_nothing_lost_or_duplicated(cluster, seen, ids)
 
 
-async def test_a_switchover_mid_burst_loses_and_duplicates_no_event(cluster: PatroniCluster, stack: str) -> None:
+async def test_a_switchover_mid_burst_loses_and_duplicates_no_event(cluster: PatroniCluster, stack: Replicas) -> None:
     before = cluster.leader()
     seen, ids = await burst_through(stack, cluster.switchover)
     assert cluster.leader() not in (None, before)
