@@ -1,13 +1,13 @@
 """The PostgreSQL primary lost (and moved on purpose) under a running stack, on a real HA stack.
 
 etcd and two Patroni nodes (`tests.support.patroni_cluster`): a primary and a synchronous standby.
-Two control-plane replicas and an agent run as separate processes, the replicas given the multi-host URL
-(`target_session_attrs=read-write`). Two sessions stream `steps: N` turns, a client watching
-each on the replica the agent is not on; mid-burst the primary's Patroni and PostgreSQL are SIGKILLed (a machine lost), or Patroni is
-asked to switch over. Patroni promotes the standby, the control plane's pool, live tail and lease
-connection find the new primary on their own, the agent's relay resends what was not acknowledged,
-and the journal and the watchers hold every step the model produced exactly once, in order; the
-sessions then take new messages.
+Two control-plane replicas and an agent run as separate processes, the replicas given the
+multi-host URL (`target_session_attrs=read-write`). Two sessions stream `steps: N` turns, a client
+watching each on the replica the agent is not on; mid-burst the primary's Patroni and PostgreSQL
+are SIGKILLed (a machine lost), or Patroni is asked to switch over. Patroni promotes the standby;
+the replicas' pools, live tails and lease connections find the new primary on their own, the
+agent's relay resends what was not acknowledged, and the journal and the watchers hold every step
+the model produced exactly once, in order; the sessions then take new messages.
 """
 
 from __future__ import annotations
