@@ -28,13 +28,34 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
+class ServerNotWritable(ConnectionError):
+    """The server a pooled connection reached can no longer take writes: it is (or became) a
+    standby, or it was made read-only. The connection is dropped; the next one, made with the URL's
+    `target_session_attrs=read-write`, reaches the primary, whichever server that is now."""
+
+
+def _writable(conn: asyncpg.Connection) -> bool:
+    """What the server last reported (PostgreSQL sends these when they change: no round trip)."""
+    settings = conn.get_settings()
+    return (
+        getattr(settings, "in_hot_standby", "off") != "on"
+        and getattr(settings, "default_transaction_read_only", "off") != "on"
+    )
+
+
 async def _end_of_lease(conn: asyncpg.Connection) -> None:
     """Nothing to undo when a connection goes back to the pool (asyncpg still ends an open
     transaction first): the pool's connections keep no session state. They LISTEN to nothing (the
     live tail has its own connection), SET nothing, take advisory locks for a transaction only
     (the migration's session lock is released by `migrate` itself), and leave no cursor open past a
     transaction. So asyncpg's default reset query, a round trip before every connection could serve
-    again, is skipped."""
+    again, is skipped.
+
+    A connection to a server that can no longer write (a demoted primary) is not given back:
+    raising here makes asyncpg terminate it, and the caller is told UNAVAILABLE (ServerNotWritable
+    is an OSError) as for any lost connection."""
+    if not _writable(conn):
+        raise ServerNotWritable("the database server is no longer the primary")
 
 
 # What asyncpg and the network raise when the database cannot serve a statement right now: the
@@ -48,6 +69,9 @@ UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.exceptions.OperatorInterventionError,  # 57xxx: shutting down, starting up, crashed, cancelled
     asyncpg.exceptions.InsufficientResourcesError,  # 53xxx: too many connections, disk or memory full
     asyncpg.exceptions.PostgresSystemError,  # 58xxx: an I/O error on the server
+    # 25006: a write reached a server that is a standby now (a failover demoted it). Nothing was
+    # written; the connection is dropped (`_end_of_lease`) and the next one reaches the new primary.
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
 )
 # A transaction PostgreSQL rolled back because of another one (40xxx: serialization failure, deadlock):
 # nothing was done, and the same request may succeed once the caller has read the new state.
