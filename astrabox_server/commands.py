@@ -5,6 +5,7 @@
     astrabox controlplane  the control-plane process
     astrabox agent         the data-plane agent process
     astrabox image build   build the docker driver's sandbox image offline (debootstrap)
+                           (--server: the control plane's and agent's image)
     astrabox db status|migrate  the control plane's schema: migrations applied and pending, applying them
 
 `astrabox --help` imports this module to list them, so it stays cheap: each
@@ -105,6 +106,7 @@ def _agent(argv: Sequence[str]) -> None:
 
 
 def _image(argv: Sequence[str]) -> int:
+    from astrabox_server.server_image import DEFAULT_SERVER_IMAGE, build_server_image
     from dataplane_agent.sandboxes.images import ImageBuildError, build_image
     from dataplane_agent.settings import DEFAULT_IMAGE
 
@@ -114,15 +116,25 @@ def _image(argv: Sequence[str]) -> int:
         "build", help="build the sandbox image offline (debootstrap + docker import; needs root)"
     )
     build.add_argument(
+        "--server",
+        action="store_true",
+        help=f"build the server image instead (control plane, agent and PostgreSQL; default tag {DEFAULT_SERVER_IMAGE})",
+    )
+    build.add_argument(
         "--tag",
-        default=os.environ.get("ASTRABOX_SANDBOX_IMAGE", DEFAULT_IMAGE),
-        help="image tag (env ASTRABOX_SANDBOX_IMAGE; default %(default)s)",
+        default="",
+        help=f"image tag (env ASTRABOX_SANDBOX_IMAGE; default {DEFAULT_IMAGE}, or {DEFAULT_SERVER_IMAGE} with --server)",
     )
     build.add_argument("--rebuild", action="store_true", help="build even when the tag exists")
     build.add_argument("--mirror", default="", help="Debian mirror URL (default: the host's apt source for bookworm)")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(build_image(args.tag, rebuild=args.rebuild, mirror=args.mirror, progress=_progress))
+        if args.server:
+            tag = args.tag or DEFAULT_SERVER_IMAGE
+            asyncio.run(build_server_image(tag, rebuild=args.rebuild, mirror=args.mirror, progress=_progress))
+        else:
+            tag = args.tag or os.environ.get("ASTRABOX_SANDBOX_IMAGE", DEFAULT_IMAGE)
+            asyncio.run(build_image(tag, rebuild=args.rebuild, mirror=args.mirror, progress=_progress))
     except ImageBuildError as error:
         print(f"astrabox image build: {error}", file=sys.stderr)
         return 1

@@ -96,16 +96,16 @@ async def build_image(
     if not rebuild and (existing := await image_id(tag)):
         progress(f"{tag} exists ({existing[:19]}); keeping it (--rebuild builds it again)")
         return ImageBuild(tag, existing, built=False, seconds=time.monotonic() - began)
-    debootstrap = _debootstrap()
+    debootstrap = debootstrap_path()
     docker = shutil.which("docker")
     if docker is None:
         raise ImageBuildError("the docker CLI was not found: install it (apt-get install docker.io)")
-    source = _choose_source(mirror, suite)
+    source = choose_source(mirror, suite)
     work = Path(tempfile.mkdtemp(prefix="astrabox-image-"))
     try:
         rootfs = work / "rootfs"
         progress(f"debootstrap {suite} (minbase + {', '.join(PACKAGES)}) from {source.uri}")
-        await _run_debootstrap(debootstrap, rootfs, suite, source, progress)
+        await run_debootstrap(debootstrap, rootfs, suite, source, progress)
         progress(
             f"root file system ready after {time.monotonic() - began:.0f}s; adding user {SANDBOX_USER} (uid {SANDBOX_UID})"
         )
@@ -190,7 +190,7 @@ def prepare_rootfs(rootfs: Path) -> None:
             (rootfs / "etc" / name).unlink()
 
 
-def _debootstrap() -> str:
+def debootstrap_path() -> str:
     path = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
     if path is None:
         raise ImageBuildError("debootstrap was not found: install it (apt-get install debootstrap)")
@@ -199,7 +199,7 @@ def _debootstrap() -> str:
     return path
 
 
-def _choose_source(mirror: str, suite: str) -> AptSource:
+def choose_source(mirror: str, suite: str) -> AptSource:
     if mirror:
         return AptSource(mirror, (suite,))
     return choose_mirror(apt_sources(), suite)
@@ -209,8 +209,16 @@ def _has_keyring(source: AptSource) -> bool:
     return bool(source.keyring) and Path(source.keyring).is_file()
 
 
-async def _run_debootstrap(debootstrap: str, rootfs: Path, suite: str, source: AptSource, progress: Progress) -> None:
-    args = [debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}", "--components=main"]
+async def run_debootstrap(
+    debootstrap: str,
+    rootfs: Path,
+    suite: str,
+    source: AptSource,
+    progress: Progress,
+    packages: Sequence[str] = PACKAGES,
+) -> None:
+    """A minbase root file system of `suite` with `packages`, in `rootfs`."""
+    args = [debootstrap, "--variant=minbase", f"--include={','.join(packages)}", "--components=main"]
     if _has_keyring(source):
         args.append(f"--keyring={source.keyring}")
     args += [suite, str(rootfs), source.uri]
@@ -240,14 +248,19 @@ async def _run_debootstrap(debootstrap: str, rootfs: Path, suite: str, source: A
 
 
 async def _import(docker: str, rootfs: Path, tag: str, suite: str) -> str:
-    changes = [
+    changes = (
         f"ENV PATH={_SYSTEM_PATH}",
         f"ENV HOME=/home/{SANDBOX_USER}",
         f"USER {SANDBOX_UID}:{SANDBOX_UID}",
         "WORKDIR /workspace",
         'CMD ["sleep", "infinity"]',
         f"LABEL {IMAGE_LABEL}=sandbox {IMAGE_LABEL}.suite={suite}",
-    ]
+    )
+    return await import_rootfs(docker, rootfs, tag, changes)
+
+
+async def import_rootfs(docker: str, rootfs: Path, tag: str, changes: Sequence[str]) -> str:
+    """`docker import` the tree `rootfs` as `tag` with Dockerfile `changes`; its image id."""
     command = [docker, "import", *(arg for change in changes for arg in ("--change", change))]
     command += ["--message", "astrabox image build", "-", tag]
     tar = ["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", "-", "."]
