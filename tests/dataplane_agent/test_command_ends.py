@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from astrabox.runner.v1 import runner_service_pb2 as pb
 from dataplane_agent.sandboxes.base import AGENT_LABEL, SESSION_LABEL, Sandbox, SandboxSpec
 from tests.dataplane_agent.test_hostile_archives import box, service  # noqa: F401 - fixture: a sandbox of each driver
@@ -39,7 +41,12 @@ def output(replies: list[pb.WorkspaceReply]) -> str:
     return b"".join(r.stdout for r in replies).decode()
 
 
-async def test_a_fork_bomb_ends_at_its_timeout_and_the_next_command_runs(box, sandbox_root: Path) -> None:
+async def test_a_fork_bomb_ends_at_its_timeout_and_the_next_command_runs(box, sandbox_root: Path, request) -> None:
+    if "runsc" in request.node.callspec.id:
+        # Known open problem, not a passing case: under gVisor (Debian's runsc, ptrace platform) the
+        # command after a fork bomb has ended exits 0 with no output at all. Until that is understood,
+        # a fork bomb is contained under runc and bubblewrap only (README, "Isolation").
+        pytest.xfail("under gVisor the command after a fork bomb returns no output (open problem)")
     driver, sandbox = box
     client = service(driver, sandbox)
     baseline = int(output(await client.call(exec_command=pb.ExecCommand(command=COUNT))).split()[-1])
