@@ -38,7 +38,11 @@ async def running(workspace, wanted: set[str]) -> set[str]:
     return {p for p in await asyncio.to_thread(sandbox_processes, workspace) if p in wanted}
 
 
-async def test_an_engine_left_by_a_dead_agent_is_ended(box) -> None:
+async def test_an_engine_left_by_a_dead_agent_is_ended(box, request) -> None:
+    if "runsc" in request.node.callspec.id:
+        # This test watches the engine's processes in the host's /proc; a gVisor sandbox's processes
+        # live in gVisor's own kernel and are not there. Under runsc this is not checked yet.
+        pytest.skip("the leftovers are looked for in the host's /proc, where gVisor's processes are not")
     driver, sandbox = box
     launcher = await driver.launcher(sandbox, ["/bin/sh", "-c", ENGINE], {ENGINE_MARKER: "e1"})
     # The "agent": the launcher's parent, SIGKILLed alone once the engine's tools run.
