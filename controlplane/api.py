@@ -15,6 +15,7 @@ import grpc
 import structlog
 
 from astrabox.client import WATCH_ADMITTED
+from astrabox.runner.v1 import runner_service_pb2 as runner_pb2
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as pb
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as pb_grpc
 from astrabox.sessionkernel.v1 import session_pb2
@@ -37,7 +38,7 @@ from controlplane.kernel import CreateSession, SessionKernel
 from controlplane.listing import SessionFilter, session_filter
 from controlplane.status import maps_errors, to_status
 from controlplane.tool_grants import GrantScope
-from controlplane.workspace import WorkspaceFiles, drain
+from controlplane.workspace import TerminalStart, WorkspaceFiles, drain
 
 log = structlog.get_logger(__name__)
 
@@ -276,6 +277,30 @@ class SessionKernelServicer(pb_grpc.SessionKernelServiceServicer):
         try:
             async for chunk in self._workspace.download(request.session_id, request.path):
                 yield pb.DownloadWorkspaceArchiveResponse(chunk=chunk)
+        except KernelError as error:
+            await context.abort_with_status(to_status(error))
+
+    async def OpenTerminal(
+        self, request_iterator: AsyncIterator[pb.OpenTerminalRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.OpenTerminalResponse]:
+        try:
+            first = await anext(request_iterator, None)
+            if first is None or not first.session_id:
+                raise InvalidArgument("session_id", "the first message of a terminal names the session")
+            start = TerminalStart(first.session_id, first.command, first.term, first.size.rows, first.size.columns)
+
+            async def inputs() -> AsyncIterator[runner_pb2.TerminalInput]:
+                yield runner_pb2.TerminalInput(data=first.input)
+                async for message in request_iterator:
+                    yield runner_pb2.TerminalInput(
+                        data=message.input, rows=message.size.rows, columns=message.size.columns
+                    )
+
+            async for output in self._workspace.terminal(start, inputs()):
+                if output.exit_code is not None:
+                    yield pb.OpenTerminalResponse(exit_code=output.exit_code)
+                else:
+                    yield pb.OpenTerminalResponse(output=output.stdout)
         except KernelError as error:
             await context.abort_with_status(to_status(error))
 

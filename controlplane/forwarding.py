@@ -32,6 +32,7 @@ from controlplane.identity import callers
 from controlplane.settings import MAX_GRPC_MESSAGE_BYTES
 from controlplane.status import error_info, to_status
 from controlplane.workspace import WorkspaceRouter, WorkspaceTimeouts, drain
+from serverkit.waits import beside
 
 log = structlog.get_logger(__name__)
 
@@ -99,11 +100,11 @@ class ReplicaLinks:
         caller = callers.current()
         metadata = (*self._metadata, (PROJECT_METADATA, str(caller.project_id)), (CALLER_METADATA, caller.who))
         call = _runner_stub(channel).ForwardWorkspace(metadata=metadata)
+        # Requests go on while replies come back, as in `WorkspaceRouter.exchange_here`.
+        sending = asyncio.create_task(_send(call, agent_id, session_id, requests, self._silence))
         try:
-            await _send(call, agent_id, session_id, requests, self._silence)
             while True:
-                async with asyncio.timeout(self._silence):
-                    response = await call.read()
+                response = await beside(call.read(), sending, self._silence)
                 if response is grpc.aio.EOF:
                     return
                 yield response.reply
@@ -117,6 +118,10 @@ class ReplicaLinks:
                 await self._forget(address)  # a new channel next time, not gRPC's reconnect backoff
             raise _failure(error, info, agent_id, address) from error
         finally:
+            sending.cancel()
+            await asyncio.wait((sending,))
+            if not sending.cancelled():
+                sending.exception()  # raised above already, or of no matter now: retrieved, not logged
             # A no-op once the call ended; otherwise (the caller went away, an upload
             # failed midway) the far replica cancels the request on the agent.
             call.cancel()

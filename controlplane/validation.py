@@ -38,6 +38,7 @@ PAGE_TOKEN_INVALID = "PAGE_TOKEN_INVALID"
 
 _CLIENT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _MODEL = re.compile(r"[A-Za-z0-9._:/@+\[\]-]*")
+_TERM = re.compile(r"[A-Za-z0-9._+-]{1,64}")
 _LABEL_KEY = re.compile(r"[A-Za-z0-9._:/-]+")
 _PAGE_TOKEN = re.compile(r"[A-Za-z0-9_=.-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -176,6 +177,11 @@ def _secret(field: str, value: object) -> None:
         )
 
 
+# A terminal's rows and columns, and the keystrokes one OpenTerminal message carries.
+MAX_TERMINAL_CELLS = 1000
+MAX_TERMINAL_INPUT_BYTES = 64 * 1024
+
+
 # Every field of a SessionKernelService or AdminService request, by name (a name means the same in every request).
 # Each bounds a value that is set; which fields a call requires, the kernel says.
 FIELDS: dict[str, Check] = {
@@ -215,6 +221,11 @@ FIELDS: dict[str, Check] = {
     "chunk": _bytes(MAX_CHUNK_BYTES),
     "command": _string(64 * 1024),
     "timeout_ms": _range(0, MAX_TIMEOUT_MS),
+    # OpenTerminal: TERM, the size (0: unchanged), and keystrokes.
+    "term": _string(64, _TERM, "1-64 characters of [A-Za-z0-9._+-]"),
+    "rows": _range(0, MAX_TERMINAL_CELLS),
+    "columns": _range(0, MAX_TERMINAL_CELLS),
+    "input": _bytes(MAX_TERMINAL_INPUT_BYTES),
     # AdminService (its own meaning is checked in controlplane.identity.admin).
     "name": _string(128, printable=True),
     "project_id": _string(64, printable=True),

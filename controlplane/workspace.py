@@ -35,7 +35,7 @@ from controlplane.errors import (
 from controlplane.kernel import SessionKernel
 from controlplane.quotas import Quotas
 from controlplane.session import SessionRecord
-from serverkit.waits import bounded
+from serverkit.waits import beside, bounded
 
 Send = Callable[[runner_pb2.ConnectResponse], Awaitable[None]]
 
@@ -59,6 +59,22 @@ class CommandOutput:
     stdout: bytes = b""
     stderr: bytes = b""
     exit_code: int | None = None
+
+
+# A terminal opened without saying otherwise.
+DEFAULT_TERM = "xterm-256color"
+DEFAULT_ROWS, DEFAULT_COLUMNS = 24, 80
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalStart:
+    """What the first message of OpenTerminal asks for (0 and empty: the defaults)."""
+
+    session_id: str
+    command: str = ""
+    term: str = ""
+    rows: int = 0
+    columns: int = 0
 
 
 class Replicas(Protocol):
@@ -132,13 +148,19 @@ class WorkspaceRouter:
         queue: asyncio.Queue[runner_pb2.WorkspaceReply] = asyncio.Queue(_REPLIES_BUFFERED)
         self._pending[request_id] = queue
         finished = False
-        try:
+
+        async def send_all() -> None:
             async for request in requests:
                 request.request_id, request.session_id = request_id, session_id
                 await send(runner_pb2.ConnectResponse(workspace_request=request))
+
+        # Requests go on while replies come back (a terminal's keystrokes and its output); one
+        # the client's side refuses (an upload over its quota) fails the exchange.
+        sending = asyncio.create_task(send_all(), name=f"workspace-send-{request_id}")
+        try:
             while True:
                 try:
-                    reply = await bounded(queue.get(), self._timeouts.reply)
+                    reply = await beside(queue.get(), sending, self._timeouts.reply)
                 except TimeoutError:
                     raise _silent(agent_id, self._timeouts.reply) from None
                 if reply.WhichOneof("body") == "error":
@@ -149,6 +171,10 @@ class WorkspaceRouter:
                     finished = True
                     return
         finally:
+            sending.cancel()
+            await asyncio.wait((sending,))
+            if not sending.cancelled():
+                sending.exception()  # raised above already, or of no matter now: retrieved, not logged
             self._pending.pop(request_id, None)
             if not finished and self._streams.get(agent_id) is send:
                 cancel = runner_pb2.WorkspaceRequest(
@@ -256,6 +282,36 @@ class WorkspaceFiles:
                         yield CommandOutput(exit_code=reply.exit_code)
                     elif body in ("stdout", "stderr"):
                         yield CommandOutput(**{body: getattr(reply, body)})
+
+    async def terminal(
+        self, first: TerminalStart, inputs: AsyncIterator[runner_pb2.TerminalInput]
+    ) -> AsyncIterator[CommandOutput]:
+        """A program on a terminal in the session's sandbox: its output (as stdout) and then its exit
+        code, while `inputs` (keystrokes, sizes) go to it. Counts as a running command."""
+        session = await self._running(first.session_id)
+        assert session.project_id is not None
+        opening = runner_pb2.OpenTerminal(
+            command=first.command,
+            term=first.term or DEFAULT_TERM,
+            rows=first.rows or DEFAULT_ROWS,
+            columns=first.columns or DEFAULT_COLUMNS,
+        )
+
+        async def requests() -> AsyncIterator[runner_pb2.WorkspaceRequest]:
+            yield runner_pb2.WorkspaceRequest(open_terminal=opening)
+            async for given in inputs:
+                if given.data or (given.rows and given.columns):
+                    yield runner_pb2.WorkspaceRequest(terminal_input=given)
+
+        async with self._quotas.running_command(session.project_id, session.session_id):
+            replies = self._router.exchange(session.agent_id, session.session_id, requests())
+            async with contextlib.aclosing(replies):
+                async for reply in replies:
+                    body = reply.WhichOneof("body")
+                    if body == "exit_code":
+                        yield CommandOutput(exit_code=reply.exit_code)
+                    elif body == "stdout":
+                        yield CommandOutput(stdout=reply.stdout)
 
     async def upload(self, first: tuple[str, str], chunks: AsyncIterator[bytes]) -> runner_pb2.ArchiveWritten:
         """Unpack the archive in `chunks` into `first` = (session_id, path)."""

@@ -34,3 +34,21 @@ def keep_cancellation(error: BaseException) -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError from error
+
+
+async def beside(call: Awaitable[T], companion: asyncio.Task[None], seconds: float | None) -> T:
+    """Await `call` for at most `seconds` (TimeoutError after that) while `companion` runs beside it:
+    should the companion fail first, its error is raised instead (and `call` dropped). A companion
+    that ends well is simply no longer watched. For a stream's reader and the task writing its
+    other side (a terminal's keystrokes, an upload's chunks)."""
+    waiting = asyncio.ensure_future(call)
+    try:
+        async with asyncio.timeout(seconds):
+            while not companion.done():
+                await asyncio.wait((waiting, companion), return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    return waiting.result()
+            companion.result()  # raises its error, if any
+            return await asyncio.shield(waiting)
+    finally:
+        waiting.cancel()

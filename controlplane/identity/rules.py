@@ -75,6 +75,7 @@ _KERNEL_RULES = {
     "ListWorkspace": _READ_FILES,
     "DownloadWorkspaceArchive": _READ_FILES,
     "RunCommand": _DRIVE,
+    "OpenTerminal": _DRIVE,
     # A fork reads the source's files into a new session: whoever may create sessions and read files.
     "ForkSession": _DRIVE,
 }

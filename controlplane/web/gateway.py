@@ -174,7 +174,17 @@ class Gateway:
         error: dict[str, Any] | None = None
         call: Any = None
         try:
-            if route.client_streaming:
+            if route.client_streaming and route.server_streaming:
+                # Both ways (OpenTerminal): the body's messages go on as they arrive while the
+                # answers stream back; what a browser can send in one body over HTTP/1.1 is
+                # all it sends (half-duplex, as Connect has it without HTTP/2).
+                both_ways = self._channel.stream_stream(
+                    route.path, request_serializer=_serialize, response_deserializer=route.response_type.FromString
+                )
+                call = both_ways(body.messages(), timeout=timeout, metadata=metadata)
+                async for message in call:
+                    await response.write(connect.envelope(connect.encode(codec, message)))
+            elif route.client_streaming:
                 unary_response = self._channel.stream_unary(
                     route.path, request_serializer=_serialize, response_deserializer=route.response_type.FromString
                 )

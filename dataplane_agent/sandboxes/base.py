@@ -165,6 +165,9 @@ class SandboxDriver(Protocol):
     """Creates, enters, stops and destroys sandboxes."""
 
     name: str
+    # A terminal launcher (`launcher(..., terminal=True)`) relays the agent's pseudo-terminal to one
+    # of the sandbox's own (`docker exec -t`): the agent's then carries bytes only, in raw mode.
+    relays_terminal: bool
 
     async def probe(self) -> None:
         """Raise SandboxError with an actionable message if the driver cannot run here."""
@@ -172,10 +175,18 @@ class SandboxDriver(Protocol):
     async def create(self, spec: SandboxSpec) -> Sandbox:
         """Create (or re-open, if it already exists) the session's sandbox."""
 
-    async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
+    async def launcher(
+        self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str], *, terminal: bool = False
+    ) -> Path:
         """Write an executable on the host that runs `program` (plus its own
         arguments) inside the sandbox with exactly `env` as its environment, with
-        stdin/stdout/stderr connected. The SDK spawns it as the CLI."""
+        stdin/stdout/stderr connected. The SDK spawns it as the CLI.
+
+        `terminal`: stdin, stdout and stderr will be the agent's pseudo-terminal (`workspace.terminal`),
+        which the program inside gets as its controlling terminal, or as one of its own that the
+        driver relays; either way a size the agent sets on it, followed by SIGWINCH to the
+        launcher's process group, reaches the program. Such a launcher is kept apart from the
+        plain one of the same program."""
 
     async def end_processes(self, sandbox: Sandbox, marker: str, variable: str = RUN_MARKER) -> None:
         """End every process of the sandbox that was started with `variable`=`marker` in its

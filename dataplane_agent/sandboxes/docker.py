@@ -100,6 +100,7 @@ class DockerSandboxDriver:
     """Sandboxes as containers of one Docker Engine, one host directory each under `root`."""
 
     name = "docker"
+    relays_terminal = True
 
     def __init__(
         self,
@@ -226,7 +227,9 @@ class DockerSandboxDriver:
         log.debug("sandbox_rebound", sandbox_id=name, was=sandbox.sandbox_id)
         return self._sandbox(name, spec.session_id, directory)
 
-    async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
+    async def launcher(
+        self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str], *, terminal: bool = False
+    ) -> Path:
         if not program:
             raise SandboxError("launcher needs a program to run")
         directory = self._directory(sandbox)
@@ -238,7 +241,7 @@ class DockerSandboxDriver:
             raise SandboxError(f"sandbox {sandbox.sandbox_id} is not running ({found.status})")
         spec_env = await asyncio.to_thread(directory.read_env)
         merged = {"PATH": DEFAULT_PATH, **spec_env, **env, "HOME": INNER_HOME}
-        stem = Path(program[0]).name or "program"
+        stem = (Path(program[0]).name or "program") + ("-terminal" if terminal else "")
         # The environment (credentials included) reaches `docker exec` in a private file: not on
         # a command line, not in the container's configuration.
         program = [found.inner_path(program[0]), *program[1:]]
@@ -248,6 +251,8 @@ class DockerSandboxDriver:
         # clients would otherwise linger on the host, and what they run in the container is ended
         # by the next agent (`end_leftovers`).
         command = [*_DIE_WITH_PARENT, self._cli() or self._docker_cli, "exec", "-i"]
+        # A terminal: the container gets one of its own, which the CLI relays and resizes (on SIGWINCH).
+        command += ["-t"] if terminal else []
         command += ["--env-file", str(directory.launcher_env(stem))]
         command += ["--workdir", INNER_WORKSPACE, "--user", self._user(found), found.id, *inner]
         purpose = f"Runs {program[0]} inside the AstraBox sandbox {sandbox.sandbox_id}."

@@ -79,6 +79,8 @@ _PROBE_TIMEOUT = 10.0
 _DESTROY_TIMEOUT = 30.0
 _STOP_TIMEOUT = 30.0
 _KILL_WAIT = 5.0
+# util-linux's, from the host's /usr that every sandbox sees.
+_SETSID = shutil.which("setsid") or "/usr/bin/setsid"
 _NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try")
 _USER_NAMESPACE = ("--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID))
 # The strongest first; the last one is the floor: without it the driver refuses to run.
@@ -107,6 +109,8 @@ class LocalSandboxDriver:
     """Sandboxes made with bubblewrap, one directory per session under `root`."""
 
     name = "local"
+    # The agent's pseudo-terminal is the program's own.
+    relays_terminal = False
 
     def __init__(
         self,
@@ -287,7 +291,9 @@ class LocalSandboxDriver:
             for part in ("workspace", "home", "tmp"):
                 host_user.hand_over(directory / part)
 
-    async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
+    async def launcher(
+        self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str], *, terminal: bool = False
+    ) -> Path:
         if not program:
             raise SandboxError("launcher needs a program to run")
         directory = self._directory(sandbox)
@@ -315,7 +321,7 @@ class LocalSandboxDriver:
             options += ["--setenv", name, value]
         if any("\0" in option for option in options):
             raise SandboxError("sandbox environment values cannot contain NUL characters")
-        stem = directory / "run" / (Path(program[0]).name or "program")
+        stem = directory / "run" / ((Path(program[0]).name or "program") + ("-terminal" if terminal else ""))
         # The options (environment and credentials included) reach bubblewrap through a private
         # file on fd 3, so they never show in a process listing, inside the sandbox or out.
         options_file = write_private(
@@ -323,6 +329,10 @@ class LocalSandboxDriver:
         )
         # `env -i`: bubblewrap's first process inside is a copy of the launcher, and its
         # /proc/1/environ would show the agent's whole environment to the sandbox.
+        if terminal:
+            # bubblewrap's --new-session leaves the program no controlling terminal (so that it cannot
+            # push input into one of the host's); a session of its own inside takes the agent's.
+            program = [_SETSID, "--wait", "--ctty", *program]
         command = [isolation.bwrap, "--args", "3", "--", *_relayed(program, model_socket, egress_socket)]
         opens = ""
         if isolation.host_user is not None:

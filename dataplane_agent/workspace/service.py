@@ -37,6 +37,7 @@ from dataplane_agent.sandboxes.base import END_MARKED, RUN_MARKER, Sandbox, Sand
 from dataplane_agent.sandboxes.confined import ConfinedRoot, PathRefused, Refusal, split
 from dataplane_agent.workspace import archives
 from dataplane_agent.workspace.archives import ArchiveRefused, UnpackLimits
+from dataplane_agent.workspace.terminal import Terminal, TerminalOverflow
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +52,8 @@ _STDERR_BYTES = 2048
 _RUN = f'/usr/bin/env {RUN_MARKER}="$1" /bin/bash -lc "$2"\ncode=$?\n{END_MARKED}\nend_marked "$1"\nexit $code\n'
 # tar inside the sandbox, as its user: $1 is the marker, $2 where it unpacks or packs from, $3 what it packs.
 _UNPACK = f'export {RUN_MARKER}="$1"; mkdir -p -- "$2" && cd -- "$2" && exec tar -x -f - --no-same-owner --no-same-permissions --no-overwrite-dir'
+# A terminal's program when the client names none: an interactive shell (`_RUN` made it a login one).
+_SHELL = "exec /bin/bash -i"
 _PACK = f'export {RUN_MARKER}="$1"; cd -- "$2" && exec tar -c -f - --format=pax -- "$3"'
 
 Reply = Callable[[pb.WorkspaceReply], Awaitable[None]]
@@ -148,15 +151,25 @@ class WorkspaceService:
         self._room = room or _free_bytes
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._uploads: dict[str, _Upload] = {}
+        self._terminals: dict[str, Terminal] = {}
 
     def submit(self, request: pb.WorkspaceRequest, reply: Reply) -> None:
         """Start (or continue, for uploads; or cancel) a request; replies go to `reply`."""
         op = request.WhichOneof("op")
         if op == "cancel":
             self._cancel(request.request_id)
+        elif op == "terminal_input":
+            if terminal := self._terminals.get(request.request_id):  # else it ended: nothing to give it to
+                terminal.feed(request.terminal_input)
         elif op == "write_archive" and not request.write_archive.last:
             self._spool(request)
         else:
+            if op == "open_terminal" and request.request_id not in self._terminals:
+                # Made now, not in the task: the first keystrokes may follow right behind.
+                opening = request.open_terminal
+                self._terminals[request.request_id] = Terminal(
+                    opening.rows or 24, opening.columns or 80, raw=self._driver.relays_terminal
+                )
             task = asyncio.create_task(self._serve(request, reply), name=f"workspace-{op}")
             self._tasks[request.request_id] = task
             task.add_done_callback(functools.partial(self._forget, request.request_id))
@@ -171,6 +184,9 @@ class WorkspaceService:
         for upload in self._uploads.values():
             upload.spool.close()
         self._uploads.clear()
+        for terminal in self._terminals.values():
+            terminal.close()
+        self._terminals.clear()
 
     def _cancel(self, request_id: str) -> None:
         if task := self._tasks.get(request_id):
@@ -207,6 +223,8 @@ class WorkspaceService:
                 await reply(pb.WorkspaceReply(request_id=rid, last=True, written=written))
             elif op == "exec_command":
                 await self._exec(sandbox, request.exec_command, rid, reply)
+            elif op == "open_terminal":
+                await self._terminal(sandbox, request.open_terminal, rid, reply)
             else:
                 raise WorkspaceError(
                     grpc.StatusCode.UNIMPLEMENTED,
@@ -238,6 +256,8 @@ class WorkspaceService:
         finally:
             if upload := self._uploads.pop(rid, None):
                 upload.spool.close()
+            if terminal := self._terminals.pop(rid, None):
+                terminal.close()
 
     async def _download(self, sandbox: Sandbox, path: str, rid: str, reply: Reply) -> None:
         parts = await asyncio.to_thread(locate, sandbox, path)
@@ -333,25 +353,57 @@ class WorkspaceService:
             code = -signal.SIGKILL
         await reply(pb.WorkspaceReply(request_id=rid, last=True, exit_code=code))
 
+    async def _terminal(self, sandbox: Sandbox, opening: pb.OpenTerminal, rid: str, reply: Reply) -> None:
+        if "\0" in opening.command:
+            raise WorkspaceError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "command must not contain NUL")
+        terminal = self._terminals[rid]
+
+        async def send(chunk: bytes) -> None:
+            await reply(pb.WorkspaceReply(request_id=rid, stdout=chunk))
+
+        async def keepalive() -> None:
+            await reply(pb.WorkspaceReply(request_id=rid))
+
+        log.info("terminal_opened", request_id=rid, session_id=sandbox.session_id)
+        try:
+            async with self._in_sandbox(
+                sandbox,
+                ["/bin/bash", "-c", _RUN, "astrabox-terminal"],
+                rid,
+                opening.command or _SHELL,
+                terminal=terminal,
+                term=opening.term or "xterm-256color",
+            ) as process:
+                code = await terminal.serve(process, send, keepalive)
+        except TerminalOverflow as overflow:
+            raise WorkspaceError(overflow.code, overflow.reason, str(overflow)) from None
+        log.info("terminal_closed", request_id=rid, session_id=sandbox.session_id, exit_code=code)
+        await reply(pb.WorkspaceReply(request_id=rid, last=True, exit_code=code))
+
     @contextlib.asynccontextmanager
     async def _in_sandbox(
-        self, sandbox: Sandbox, argv: list[str], rid: str, *args: str, stdin: int = asyncio.subprocess.DEVNULL
+        self,
+        sandbox: Sandbox,
+        argv: list[str],
+        rid: str,
+        *args: str,
+        stdin: int = asyncio.subprocess.DEVNULL,
+        terminal: Terminal | None = None,
+        term: str = "dumb",
     ) -> AsyncIterator[asyncio.subprocess.Process]:
         """`argv` running inside the sandbox as its user, given a fresh marker and then `args`; one
-        that does not end by itself is ended with every process it started."""
+        that does not end by itself is ended with every process it started. On `terminal`, when
+        given (its stdin, stdout and stderr), else on pipes."""
         marker = uuid.uuid4().hex
-        env = {**self._network_env(sandbox.session_id), "PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
-        launcher = await self._driver.launcher(sandbox, argv[:1], env)
+        env = {**self._network_env(sandbox.session_id), "PATH": _EXEC_PATH, "LANG": "C.UTF-8", "TERM": term}
+        launcher = await self._driver.launcher(sandbox, argv[:1], env, terminal=terminal is not None)
+        pipe = asyncio.subprocess.PIPE
+        inward, outward, errors = (stdin, pipe, pipe) if terminal is None else (terminal.terminal_fd,) * 3
         process = await asyncio.create_subprocess_exec(
-            str(launcher),
-            *argv[1:],
-            marker,
-            *args,
-            stdin=stdin,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
+            str(launcher), *argv[1:], marker, *args, stdin=inward, stdout=outward, stderr=errors, start_new_session=True
         )
+        if terminal is not None:
+            terminal.started(process.pid)
         try:
             yield process
         finally:

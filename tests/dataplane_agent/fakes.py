@@ -63,6 +63,7 @@ class DirectorySandboxDriver:
     """Sandboxes are directories under `root`; no isolation."""
 
     name = "fake"
+    relays_terminal = False
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -88,7 +89,9 @@ class DirectorySandboxDriver:
             home=base / "home",
         )
 
-    async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
+    async def launcher(
+        self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str], *, terminal: bool = False
+    ) -> Path:
         raise NotImplementedError
 
     async def end_processes(self, sandbox: Sandbox, marker: str, variable: str = "") -> None:

@@ -39,6 +39,7 @@ class TimedDriver:
     def __init__(self, root: Path) -> None:
         self.inner = LocalSandboxDriver(root)
         self.name = self.inner.name
+        self.relays_terminal = self.inner.relays_terminal
         self.creates: list[float] = []
         self.rebinds: list[float] = []
 
@@ -57,7 +58,9 @@ class TimedDriver:
         self.rebinds.append(time.perf_counter() - began)
         return sandbox
 
-    async def launcher(self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str]) -> Path:
+    async def launcher(
+        self, sandbox: Sandbox, program: Sequence[str], env: Mapping[str, str], *, terminal: bool = False
+    ) -> Path:
         return await self.inner.launcher(sandbox, program, env)
 
     async def end_processes(self, sandbox: Sandbox, marker: str, variable: str = "") -> None:

@@ -21,6 +21,7 @@ import pwd
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -150,11 +151,37 @@ class PatroniCluster:
             # system's Python of the same version, with this environment's packages.
             system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
             python = str(system) if system.exists() else sys.executable
-            spec = importlib.util.find_spec("patroni")
-            assert spec is not None and spec.origin is not None, missing()
-            env = {"HOME": str(node.data_dir.parent), "PYTHONPATH": str(Path(spec.origin).parents[1])}
+            env = {"HOME": str(node.data_dir.parent), "PYTHONPATH": str(self._patroni_packages())}
         argv = [*drop, python, *(["-S"] if self._as_postgres else []), "-m", "patroni", str(node.config)]
         node.process = Process(node.name, argv, self.root / "logs" / f"{node.name}.log", env)
+
+    def _patroni_packages(self) -> Path:
+        """A copy of Patroni and the packages it imports, where `postgres` can read them: the tests'
+        environment may live where it cannot (a clone in a 0700 directory, a venv under /root)."""
+        site = self.root / "site-packages"
+        if site.exists():
+            return site
+        spec = importlib.util.find_spec("patroni")
+        assert spec is not None and spec.origin is not None, missing()
+        packages = Path(spec.origin).parents[1]
+        probe = (
+            "import sys, patroni.__main__, patroni.api, patroni.ctl, patroni.dcs.etcd3, patroni.postgresql.bootstrap, "
+            "patroni.postgresql.rewind\n"
+            f"root = {str(packages)!r} + '/'\n"
+            "print('\\n'.join(sorted({m.__file__[len(root):].split('/')[0] for m in list(sys.modules.values())"
+            " if (getattr(m, '__file__', None) or '').startswith(root)})))"
+        )
+        found = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+        tops = set(found.split()) | {"six.py", "wcwidth"}  # imported lazily, by dateutil and prettytable
+        tops |= {entry.name for entry in packages.iterdir() if entry.name.endswith(".libs")}  # psycopg2's libpq
+        site.mkdir()
+        for name in sorted(tops):
+            source = packages / name
+            if source.is_dir():
+                shutil.copytree(source, site / name, ignore=shutil.ignore_patterns("__pycache__"))
+            elif source.exists():
+                shutil.copy2(source, site / name)
+        return site
 
     def members(self) -> list[dict[str, Any]]:
         for node in self.nodes:

@@ -57,6 +57,7 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 from astrabox.sessionkernel.v1 import session_kernel_service_pb2_grpc as api_grpc
 from astrabox.sessions import SessionHandle
 from astrabox.stored_credentials import Credentials
+from astrabox.terminals import Terminal
 from astrabox.trace_context import trace_interceptors
 from astrabox.webhook_subscriptions import Webhooks
 
@@ -425,6 +426,16 @@ class AstraBoxClient:
         if code is None:
             raise AstraBoxError(grpc.StatusCode.UNAVAILABLE, "the command's stream ended without an exit code")
         return CommandResult(bytes(stdout), bytes(stderr), code)
+
+    def open_terminal(
+        self, session_id: str, *, command: str = "", term: str = "", rows: int = 24, columns: int = 80
+    ) -> Terminal:
+        """An interactive program (a login shell unless `command` says) on a terminal in the session's
+        sandbox; use it as an async context manager (`astrabox.terminals`). Not retried: input
+        cannot be sent twice. `term`: TERM for the program ("" for xterm-256color)."""
+        call = self._stub.OpenTerminal(metadata=self._metadata)
+        size = api.TerminalSize(rows=rows, columns=columns)
+        return Terminal(call, api.OpenTerminalRequest(session_id=session_id, command=command, term=term, size=size))
 
     async def delete_session(self, session_id: str, request_id: str | None = None) -> Session:
         """Deletes the session and its sandbox."""

@@ -10,6 +10,7 @@ astrabox session grants ID               the session's tool grants
 astrabox session revoke-grant ID GRANT_ID
 astrabox session mode ID MODE
 astrabox session fork ID [--at SEQ] [--label K=V]   a new session from ID's conversation and files
+astrabox session shell ID [--command CMD]          a terminal in the session's sandbox
 astrabox session interrupt | archive | delete ID
 """
 
@@ -31,6 +32,7 @@ from astrabox.render import LiveText, grant_scope, render
 from astrabox.run_command import add_session_options, label, session_options
 from astrabox.session_view import describe, grant_line, list_line, pins, state_label
 from astrabox.sessionkernel.v1 import session_pb2
+from astrabox.shell_command import shell
 
 __all__ = ["add_parser", "run"]
 
@@ -148,6 +150,10 @@ def add_parser(sub: Any, connection: argparse.ArgumentParser, func: Callable[[ar
     fork.add_argument(
         "--label", action="append", type=label, metavar="KEY=VALUE", help="the new session's labels (default: ID's)"
     )
+    shell = _with_session(
+        actions.add_parser("shell", help="an interactive terminal in the session's sandbox (a login shell)")
+    )
+    shell.add_argument("--command", default="", metavar="CMD", help="run CMD (with bash -lc) instead of a shell")
     _with_session(actions.add_parser("interrupt", help="interrupt the running turn (what it did is kept)"))
     _with_session(actions.add_parser("archive", help="release the sandbox and keep the history readable"))
     _with_session(actions.add_parser("delete", help="destroy the sandbox and hide the session"))
@@ -236,6 +242,8 @@ async def run(args: argparse.Namespace, client: AstraBoxClient, default_target: 
         print(
             f"{forked.session_id} (forked from {origin.session_id} at seq {origin.through_seq}; {state_label(forked)})"
         )
+    elif args.action == "shell":
+        return await shell(client, args.session_id, args.command)
     elif args.action == "archive":
         print(f"archived {(await client.archive_session(args.session_id)).session_id}")
     elif args.action == "send":

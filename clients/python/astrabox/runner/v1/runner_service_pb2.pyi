@@ -625,7 +625,7 @@ class HeartbeatAck(_message.Message):
     def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., heartbeat_send_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class WorkspaceRequest(_message.Message):
-    __slots__ = ("request_id", "session_id", "list_directory", "read_archive", "write_archive", "exec_command", "cancel")
+    __slots__ = ("request_id", "session_id", "list_directory", "read_archive", "write_archive", "exec_command", "cancel", "open_terminal", "terminal_input")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LIST_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
@@ -633,6 +633,8 @@ class WorkspaceRequest(_message.Message):
     WRITE_ARCHIVE_FIELD_NUMBER: _ClassVar[int]
     EXEC_COMMAND_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    OPEN_TERMINAL_FIELD_NUMBER: _ClassVar[int]
+    TERMINAL_INPUT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     session_id: str
     list_directory: ListDirectory
@@ -640,7 +642,31 @@ class WorkspaceRequest(_message.Message):
     write_archive: WriteArchive
     exec_command: ExecCommand
     cancel: CancelWorkspaceRequest
-    def __init__(self, request_id: _Optional[str] = ..., session_id: _Optional[str] = ..., list_directory: _Optional[_Union[ListDirectory, _Mapping]] = ..., read_archive: _Optional[_Union[ReadArchive, _Mapping]] = ..., write_archive: _Optional[_Union[WriteArchive, _Mapping]] = ..., exec_command: _Optional[_Union[ExecCommand, _Mapping]] = ..., cancel: _Optional[_Union[CancelWorkspaceRequest, _Mapping]] = ...) -> None: ...
+    open_terminal: OpenTerminal
+    terminal_input: TerminalInput
+    def __init__(self, request_id: _Optional[str] = ..., session_id: _Optional[str] = ..., list_directory: _Optional[_Union[ListDirectory, _Mapping]] = ..., read_archive: _Optional[_Union[ReadArchive, _Mapping]] = ..., write_archive: _Optional[_Union[WriteArchive, _Mapping]] = ..., exec_command: _Optional[_Union[ExecCommand, _Mapping]] = ..., cancel: _Optional[_Union[CancelWorkspaceRequest, _Mapping]] = ..., open_terminal: _Optional[_Union[OpenTerminal, _Mapping]] = ..., terminal_input: _Optional[_Union[TerminalInput, _Mapping]] = ...) -> None: ...
+
+class OpenTerminal(_message.Message):
+    __slots__ = ("command", "term", "rows", "columns")
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    command: str
+    term: str
+    rows: int
+    columns: int
+    def __init__(self, command: _Optional[str] = ..., term: _Optional[str] = ..., rows: _Optional[int] = ..., columns: _Optional[int] = ...) -> None: ...
+
+class TerminalInput(_message.Message):
+    __slots__ = ("data", "rows", "columns")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    rows: int
+    columns: int
+    def __init__(self, data: _Optional[bytes] = ..., rows: _Optional[int] = ..., columns: _Optional[int] = ...) -> None: ...
 
 class ListDirectory(_message.Message):
     __slots__ = ("path",)

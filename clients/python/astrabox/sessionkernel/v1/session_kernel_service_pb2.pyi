@@ -25,6 +25,36 @@ SESSION_DELTA_KIND_TEXT: SessionDeltaKind
 SESSION_DELTA_KIND_TOOL_INPUT: SessionDeltaKind
 SESSION_DELTA_KIND_THINKING: SessionDeltaKind
 
+class OpenTerminalRequest(_message.Message):
+    __slots__ = ("session_id", "command", "term", "size", "input")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    command: str
+    term: str
+    size: TerminalSize
+    input: bytes
+    def __init__(self, session_id: _Optional[str] = ..., command: _Optional[str] = ..., term: _Optional[str] = ..., size: _Optional[_Union[TerminalSize, _Mapping]] = ..., input: _Optional[bytes] = ...) -> None: ...
+
+class TerminalSize(_message.Message):
+    __slots__ = ("rows", "columns")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    rows: int
+    columns: int
+    def __init__(self, rows: _Optional[int] = ..., columns: _Optional[int] = ...) -> None: ...
+
+class OpenTerminalResponse(_message.Message):
+    __slots__ = ("output", "exit_code")
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    output: bytes
+    exit_code: int
+    def __init__(self, output: _Optional[bytes] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
 class ForkSessionRequest(_message.Message):
     __slots__ = ("session_id", "request_id", "through_seq", "labels")
     class LabelsEntry(_message.Message):

@@ -123,6 +123,9 @@ class SessionKernelServiceStub:
     control plane's --workspace-reply-timeout; it was cancelled
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
+    TERMINAL_INPUT_OVERFLOW  (RESOURCE_EXHAUSTED) OpenTerminal: more than 1 MiB of
+    input waited for the program to read it; the terminal
+    was closed
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
     (links are read as the sandbox sees them); or an
@@ -298,6 +301,11 @@ class SessionKernelServiceStub:
                 request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionRequest.SerializeToString,
                 response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionResponse.FromString,
                 _registered_method=True)
+        self.OpenTerminal = channel.stream_stream(
+                '/astrabox.sessionkernel.v1.SessionKernelService/OpenTerminal',
+                request_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.OpenTerminalRequest.SerializeToString,
+                response_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.OpenTerminalResponse.FromString,
+                _registered_method=True)
 
 
 class SessionKernelServiceServicer:
@@ -398,6 +406,9 @@ class SessionKernelServiceServicer:
     control plane's --workspace-reply-timeout; it was cancelled
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
+    TERMINAL_INPUT_OVERFLOW  (RESOURCE_EXHAUSTED) OpenTerminal: more than 1 MiB of
+    input waited for the program to read it; the terminal
+    was closed
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
     (links are read as the sandbox sees them); or an
@@ -641,6 +652,28 @@ class SessionKernelServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenTerminal(self, request_iterator, context):
+        """Opens an interactive terminal in the session's sandbox: a program (a
+        login shell unless `command` says otherwise) on a pseudo-terminal, as the
+        sandbox's user in the workspace, with the environment a RunCommand has.
+        The client streams keystrokes and size changes; the server streams what
+        the program writes, then its exit code as the last message.
+
+        The first message names the session (and may carry the program, TERM and
+        the initial size; 24x80 unless given); later ones carry input or a new
+        size only. A client that half-closes its side leaves the program running
+        until it exits; a client that cancels the call ends it, with everything it
+        started, as does the sandbox stopping. A terminal counts as a running
+        command against the project's concurrent_commands quota, is audited as a
+        RunCommand is, and is closed after 30 minutes with neither input nor
+        output (exit code -1). Over the web API (Connect, HTTP/1.1) it is
+        half-duplex: the request body's messages reach the program as they
+        arrive, and its output streams back meanwhile.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionKernelServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -733,6 +766,11 @@ def add_SessionKernelServiceServicer_to_server(servicer, server):
                     servicer.ForkSession,
                     request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionRequest.FromString,
                     response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionResponse.SerializeToString,
+            ),
+            'OpenTerminal': grpc.stream_stream_rpc_method_handler(
+                    servicer.OpenTerminal,
+                    request_deserializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.OpenTerminalRequest.FromString,
+                    response_serializer=astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.OpenTerminalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -840,6 +878,9 @@ class SessionKernelService:
     control plane's --workspace-reply-timeout; it was cancelled
     RUNTIME_NOT_AVAILABLE    (FAILED_PRECONDITION) the session has no sandbox now
     (send a message to bring it back)
+    TERMINAL_INPUT_OVERFLOW  (RESOURCE_EXHAUSTED) OpenTerminal: more than 1 MiB of
+    input waited for the program to read it; the terminal
+    was closed
     PATH_OUTSIDE_WORKSPACE   (INVALID_ARGUMENT, PERMISSION_DENIED) a path climbs
     out with ".." or resolves outside through a symlink
     (links are read as the sandbox sees them); or an
@@ -1395,6 +1436,33 @@ class SessionKernelService:
             '/astrabox.sessionkernel.v1.SessionKernelService/ForkSession',
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionRequest.SerializeToString,
             astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.ForkSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenTerminal(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/astrabox.sessionkernel.v1.SessionKernelService/OpenTerminal',
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.OpenTerminalRequest.SerializeToString,
+            astrabox_dot_sessionkernel_dot_v1_dot_session__kernel__service__pb2.OpenTerminalResponse.FromString,
             options,
             channel_credentials,
             insecure,
