@@ -117,6 +117,13 @@ class Seen:
             self.problems.append(f"{where}: echoes 100 characters of input or more")
 
 
+def more_of(rpc: str, values: Values) -> Message:
+    """A later message of a client stream: an upload's chunk, a terminal's keystrokes or size."""
+    if rpc == "OpenTerminal":
+        return pb.OpenTerminalRequest(input=values.chunk(), size=values.rng.choice([None, values.terminal_size()]))
+    return pb.UploadWorkspaceArchiveRequest(chunk=values.chunk())
+
+
 async def read_some(call: grpc.aio.UnaryStreamCall, quiet: float | None) -> None:
     """Read a streaming answer until it ends, or stays `quiet` that long (a watch follows live
     events forever); a call the server ended with an error raises it from `read`."""
@@ -144,7 +151,10 @@ async def exchange(
     serialize = None if raw else type(request).SerializeToString
     output = getattr(pb, method.output_type.name)
     deserialize = None if raw else output.FromString
-    if method.client_streaming:
+    if method.client_streaming and method.server_streaming:  # OpenTerminal
+        both = channel.stream_stream(path, request_serializer=serialize, response_deserializer=deserialize)
+        await read_some(both(iter([request, *(more or [])])), None)
+    elif method.client_streaming:
         call = channel.stream_unary(path, request_serializer=serialize, response_deserializer=deserialize)
         await call(iter([request, *(more or [])]))
     elif method.server_streaming:
@@ -233,7 +243,7 @@ async def test_every_rpc_answers_generated_input_with_a_documented_status(contro
             request = request_for(method.name, values)
             more: list[bytes | Message] = []
             if method.client_streaming:
-                more = [pb.UploadWorkspaceArchiveRequest(chunk=values.chunk()) for _ in range(rng.randrange(3))]
+                more = [more_of(method.name, values) for _ in range(rng.randrange(3))]
             jobs.append((method.name, request, more))
         for _ in range(RAW_REQUESTS_PER_RPC):
             valid = request_for(method.name, values).SerializeToString()

@@ -72,6 +72,16 @@ class Curl:
         return json.loads(text)
 
 
+def stream_envelopes(body: bytes) -> list[tuple[int, Any]]:
+    """(flags, JSON) of each envelope of a Connect streaming answer."""
+    found, at = [], 0
+    while at < len(body):
+        flags, length = struct.unpack(">BI", body[at : at + 5])
+        found.append((flags, json.loads(body[at + 5 : at + 5 + length])))
+        at += 5 + length
+    return found
+
+
 def envelope(message: dict[str, Any]) -> bytes:
     data = json.dumps(message).encode()
     return struct.pack(">BI", 0, len(data)) + data
@@ -182,6 +192,23 @@ def test_curl_creates_a_session_watches_answers_and_lists_the_workspace(
 
     listing = api.call(f"{KERNEL}/ListWorkspace", {"sessionId": session["sessionId"], "path": "notes"})
     assert [entry["name"] for entry in listing["entries"]] == ["from-curl.txt"]
+
+    # A terminal, half-duplex as HTTP/1.1 has it: keystrokes in the body, output and exit code back.
+    keys = base64.b64encode(b"cat notes/from-curl.txt; exit 3\n").decode()
+    terminal = tmp_path / "terminal-body"
+    terminal.write_bytes(
+        envelope({"sessionId": session["sessionId"], "size": {"rows": 10, "columns": 40}, "input": keys})
+    )
+    result = subprocess.run(
+        api.command(f"{KERNEL}/OpenTerminal", "application/connect+json", f"@{terminal}"),
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    *pieces, (end_flags, end) = stream_envelopes(result.stdout)
+    assert (end_flags, end) == (2, {}), result.stdout[-500:]
+    output = b"".join(base64.b64decode(piece["output"]) for _, piece in pieces if "output" in piece)
+    assert b"uploaded by curl" in output and pieces[-1][1] == {"exitCode": 3}
 
 
 def test_curl_without_a_key_or_with_a_forged_origin_is_refused(stacks: StartStack, curl: str, tmp_path: Path) -> None:

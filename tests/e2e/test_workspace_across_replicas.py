@@ -116,6 +116,21 @@ async def test_a_replica_serves_the_workspace_of_an_agent_connected_to_another(r
     assert await refusal(client, sid, "missing") == (grpc.StatusCode.NOT_FOUND, "PATH_NOT_FOUND")
 
 
+async def test_a_terminal_works_through_a_replica_the_agent_is_not_connected_to(replicas, via_a):
+    client, sid = via_a
+    async with client.open_terminal(sid, rows=33, columns=99) as terminal:
+        # Each line answered before the next is typed: keystrokes and output cross both replicas both ways.
+        await terminal.write(b"stty size\n")
+        seen = b""
+        async for chunk in terminal:
+            seen += chunk
+            if b"33 99" in seen and b"second" not in seen:
+                await terminal.resize(20, 70)
+                await terminal.write(b"echo second; stty size; exit 6\n")
+    assert terminal.exit_code == 6
+    assert b"33 99" in seen and b"\nsecond" in seen.replace(b"\r", b"\n") and b"20 70" in seen
+
+
 async def test_forwarding_without_the_cluster_secret_is_refused_and_reaches_no_agent(replicas, via_a):
     client, sid = via_a
     connection = await asyncpg.connect(replicas.database_url)

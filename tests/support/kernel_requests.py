@@ -97,6 +97,10 @@ class Values:
     def small_int(self) -> int:
         return self.rng.choice([0, 1, 5, -1, 2**31 - 1, -(2**31), 499, 500, 501, 1000, 1001])
 
+    def terminal_size(self) -> pb.TerminalSize:
+        cells = [0, 1, 24, 80, 1000, 1001, 2**32 - 1]
+        return pb.TerminalSize(rows=self.rng.choice(cells), columns=self.rng.choice(cells))
+
     def big_int(self) -> int:
         return self.rng.choice([0, 1, 3, -1, 2**63 - 1, -(2**63), 86_400_000, 86_400_001, 10**12])
 
@@ -205,6 +209,15 @@ def request_for(rpc: str, v: Values) -> Message:
         return pb.DownloadWorkspaceArchiveRequest(session_id=v.session_id(), path=v.path())
     if rpc == "RunCommand":
         return pb.RunCommandRequest(session_id=v.session_id(), command=v.text(), timeout_ms=v.big_int())
+    if rpc == "OpenTerminal":
+        size = rng.choice([None, v.terminal_size()])
+        return pb.OpenTerminalRequest(
+            session_id=v.session_id(),
+            command=v.either(lambda: rng.choice(["", "exit 3", "top"])),
+            term=v.either(lambda: rng.choice(["", "xterm-256color", "dumb", "vt100 ", "x" * 65])),
+            size=size,
+            input=v.chunk(),
+        )
     if rpc == "ForkSession":
         return pb.ForkSessionRequest(
             session_id=v.session_id(), request_id=v.client_id(), through_seq=v.big_int(), labels=v.labels()
