@@ -27,8 +27,8 @@ from astrabox.sessionkernel.v1 import session_kernel_service_pb2 as api
 
 __all__ = ["MAX_INPUT_BYTES", "Terminal"]
 
-# The most input one message carries (the server's bound); longer writes are split.
 MAX_INPUT_BYTES = 64 * 1024
+"""The most input one message carries (the server's bound): `Terminal.write` splits longer input."""
 
 
 class Terminal:
