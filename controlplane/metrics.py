@@ -114,7 +114,8 @@ class ControlPlaneMetrics:
         )
         self.schedule_runs = Counter(
             "astrabox_schedule_runs",
-            "Schedule runs ended, by outcome: started (the session took the prompt), failed",
+            "Schedule runs by outcome: started (the session took the prompt), failed, or retried (a refusal"
+            " the schedule's retry policy tries again, each time)",
             ["outcome"],
             registry=r,
         )

@@ -22,7 +22,7 @@ from controlplane.agent_definitions.definitions import AgentDefinitions
 from controlplane.environments.definitions import EnvironmentDefinitions
 from controlplane.errors import InvalidArgument, ScheduleExists, ScheduleLimitReached, ScheduleNotFound
 from controlplane.page_tokens import PageTokens
-from controlplane.schedules.timing import INVALID_SCHEDULE, MAX_CATCH_UP, Cron, MissedTicks
+from controlplane.schedules.timing import INVALID_SCHEDULE, MAX_CATCH_UP, MAX_RETRY_REFUSALS_S, Cron, MissedTicks
 
 MAX_PROMPT_BYTES = 32 * 1024
 DEFAULT_PAGE_SIZE = 50
@@ -147,6 +147,11 @@ class ScheduleDefinitions:
         if spec.missed_ticks not in {policy.value for policy in MissedTicks}:
             raise _invalid(
                 "missed_ticks", "missed_ticks must be MISSED_TICKS_SKIP, MISSED_TICKS_RUN_ONCE or MISSED_TICKS_RUN_EACH"
+            )
+        if not 0 <= spec.retry_refusals_seconds <= MAX_RETRY_REFUSALS_S:
+            raise _invalid(
+                "retry_refusals_seconds",
+                f"retry_refusals_seconds must be 0 to {MAX_RETRY_REFUSALS_S}, got {spec.retry_refusals_seconds}",
             )
         if not 0 <= spec.max_catch_up <= MAX_CATCH_UP:
             raise _invalid("max_catch_up", f"max_catch_up must be 0 (10) to {MAX_CATCH_UP}, got {spec.max_catch_up}")

@@ -13,7 +13,8 @@ A pass does two things.
   replica killed mid-run leaves a run that another finishes: neither a second session nor a lost
   tick. Every run has a deadline (`deadline_at`): one still not started by then fails with
   STARTUP_DEADLINE_EXCEEDED. A refusal (quota exceeded, no agent available, …) fails the run
-  with the kernel's reason; a database fault leaves it to the next lease.
+  with the kernel's reason, unless the schedule's retry policy (`retry_refusals_seconds`) says to
+  try again one that waiting can clear (`retried`); a database fault leaves it to the next lease.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
+import grpc
 import structlog
 
 from astrabox.schedules.v1 import schedule_service_pb2 as pb
@@ -36,6 +38,7 @@ from controlplane.metrics import ControlPlaneMetrics
 from controlplane.schedules.definitions import Clock, SystemClock
 from controlplane.schedules.timing import DEFAULT_CATCH_UP, Cron, MissedTicks, claim
 from controlplane.session import SessionState
+from controlplane.status import code_for
 
 log = structlog.get_logger(__name__)
 
@@ -45,6 +48,11 @@ SESSION_FAILED = "SESSION_FAILED"
 STARTUP_DEADLINE_EXCEEDED = "STARTUP_DEADLINE_EXCEEDED"
 _TAKES_MESSAGES = (SessionState.READY, SessionState.RUNNING, SessionState.WAITING_FOR_INPUT, SessionState.INTERRUPTING)
 _GONE = (SessionState.FAILED, SessionState.ARCHIVED, SessionState.DELETED)
+# Refusals that waiting can clear (a quota, the fleet's capacity, no agent connected), which a
+# schedule's retry policy tries again: the first after RETRY_FIRST, doubling up to RETRY_LONGEST.
+_WAITING_HELPS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE)
+RETRY_FIRST = timedelta(seconds=2)
+RETRY_LONGEST = timedelta(seconds=60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +153,7 @@ class Scheduler:
                     run.tick,
                     run.missed,
                     now + self._settings.lease,
-                    now + self._settings.run_deadline,
+                    now + self._settings.run_deadline + timedelta(seconds=spec.retry_refusals_seconds),
                 ):
                     inserted.append((schedule_id, run.tick))
             await store.schedules.advance(conn, schedule_id, outcome.next_tick, outcome.skipped)
@@ -190,7 +198,8 @@ class Scheduler:
                 )
             )
         except KernelError as error:
-            await self._fail(row, error.reason, error.message)
+            if not await self._retried(row, spec, error):
+                await self._fail(row, error.reason, error.message)
             return ""
         await store.schedule_runs.created(self._pool, schedule_id, tick, session.session_id, self._clock.now())
         log.info("schedule_session_created", schedule_id=str(schedule_id), session_id=session.session_id)
@@ -212,11 +221,31 @@ class Scheduler:
         try:
             await self._conversation.send_message(SendMessage(session_id, prompt_message_id(tick), spec.prompt))
         except KernelError as error:
-            await self._fail(row, error.reason, error.message)
+            if not await self._retried(row, spec, error):
+                await self._fail(row, error.reason, error.message)
             return
         if await store.schedule_runs.finish(self._pool, schedule_id, tick, store.schedule_runs.STARTED):
             self._metrics.schedule_runs.labels("started").inc()
             log.info("schedule_run_started", schedule_id=str(schedule_id), session_id=session_id)
+
+    async def _retried(self, row: asyncpg.Record, spec: pb.ScheduleSpec, error: KernelError) -> bool:
+        """Whether the schedule's retry policy tries the refused run again (and it is let go until then):
+        a refusal that waiting can clear, within `retry_refusals_seconds` of the tick and before the
+        run's deadline. The run shows the refusal meanwhile."""
+        code = code_for(error)
+        if not spec.retry_refusals_seconds or code not in _WAITING_HELPS:
+            return False
+        now, tick = self._clock.now(), row["tick_at"]
+        backoff = min(RETRY_FIRST * 2 ** max(0, row["attempts"] - 1), RETRY_LONGEST)
+        again = now + max(backoff, error.retry_after or timedelta(0))
+        if again > tick + timedelta(seconds=spec.retry_refusals_seconds) or again >= row["deadline_at"]:
+            return False
+        await store.schedule_runs.retry_after_refusal(
+            self._pool, row["schedule_id"], tick, again, error.reason, error.message
+        )
+        self._metrics.schedule_runs.labels("retried").inc()
+        log.info("schedule_run_refused_retrying", schedule_id=str(row["schedule_id"]), reason=error.reason, at=again)
+        return True
 
     async def _fail(self, row: asyncpg.Record, reason: str, message: str) -> None:
         schedule_id, tick = row["schedule_id"], row["tick_at"]

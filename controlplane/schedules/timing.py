@@ -19,6 +19,8 @@ from controlplane.validation import echo
 INVALID_SCHEDULE = "INVALID_SCHEDULE"
 # RUN_EACH runs at most this many missed ticks at once; 0 in the spec means the default.
 MAX_CATCH_UP = 100
+# The longest a refused tick is retried (ScheduleSpec.retry_refusals_seconds; the scheduler retries).
+MAX_RETRY_REFUSALS_S = 3600
 DEFAULT_CATCH_UP = 10
 # Due ticks are counted at most this far (a seconds-level schedule down for a day has 86,400):
 # past it the count of missed ticks is a lower bound.

@@ -97,6 +97,26 @@ async def look_again(
     )
 
 
+async def retry_after_refusal(
+    db: asyncpg.Connection | asyncpg.Pool,
+    schedule_id: uuid.UUID,
+    tick_at: datetime,
+    look_at: datetime,
+    reason: str,
+    message: str,
+) -> None:
+    """Let go of a run the kernel refused, to be tried again from `look_at`; it shows the refusal meanwhile."""
+    await db.execute(
+        "UPDATE schedule_runs SET leased_until = $3, error_reason = $4, error_message = $5, updated_at = now()"
+        " WHERE schedule_id = $1 AND tick_at = $2 AND state IN ('creating', 'starting')",
+        schedule_id,
+        tick_at,
+        look_at,
+        reason,
+        message,
+    )
+
+
 async def finish(
     db: asyncpg.Connection | asyncpg.Pool,
     schedule_id: uuid.UUID,

@@ -153,6 +153,41 @@ async def test_history_shows_a_refused_tick_with_its_reason(plane: Plane, runnin
         assert (await refused(client.schedules.get("over-quota"))).reason == "SCHEDULE_NOT_FOUND"
 
 
+async def test_a_refused_tick_is_retried_by_its_policy_and_starts_once_room_is_made(
+    plane: Plane, running: RunningControlPlane
+) -> None:
+    _, developer, _ = await team(running.address, "patient", live_sessions=1)
+    async with AstraBoxClient.connect(running.address, api_key=developer) as client:
+        invalid = await refused(client.schedules.create("too-patient", "0 3 * * *", "hi", retry_refusals_seconds=3601))
+        assert (invalid.code, invalid.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEDULE")
+
+        blocker = await client.create_session(request_id="takes-the-only-slot")
+        # One tick only, a few seconds from now: the run that starts is the one that was refused.
+        at = datetime.now(UTC) + timedelta(seconds=4)
+        await client.schedules.create(
+            "patient", f"{at.second} {at.minute} {at.hour} * * *", "hi", retry_refusals_seconds=600
+        )
+        waiting = await _until(lambda: _retrying(client, "patient"))
+        assert waiting.error_reason == "QUOTA_EXCEEDED" and "live sessions" in waiting.error_message
+        retried = running.metrics.registry.get_sample_value("astrabox_schedule_runs_total", {"outcome": "retried"})
+        assert retried is not None and retried >= 1
+        assert await _failed(client, "patient") is None, "a refusal the policy retries failed the tick"
+
+        await client.delete_session(blocker.session_id)
+
+        async def started() -> ScheduleRun | None:
+            await _start_sessions(plane, client, "patient")
+            return next((r for r in await _runs(client, "patient") if r.state == "started"), None)
+
+        run = await _until(started, timeout=60)
+        assert run.session_id and run.tick_time == waiting.tick_time
+        await client.schedules.delete("patient")
+
+
+async def _retrying(client: AstraBoxClient, name: str) -> ScheduleRun | None:
+    return next((r for r in await _runs(client, name) if r.state == "creating" and r.error_reason), None)
+
+
 async def _failed(client: AstraBoxClient, name: str) -> ScheduleRun | None:
     return next((r for r in await _runs(client, name) if r.state == "failed"), None)
 

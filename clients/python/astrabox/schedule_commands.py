@@ -2,6 +2,7 @@
 
 astrabox schedules create NAME --cron "0 3 * * *" --prompt TEXT [--agent A] [--environment E]
                                [--time-zone Europe/Paris] [--missed-ticks skip|run-once|run-each]
+                               [--retry-refusals SECONDS]   retry a tick refused for a quota or capacity
 astrabox schedules list | show NAME | delete NAME | pause NAME | resume NAME
 astrabox schedules update NAME [--cron …] [--prompt …] …   the options given replace the spec's
 astrabox schedules runs NAME [--limit N]                      its history, newest tick first
@@ -40,6 +41,13 @@ def _spec_options(parser: argparse.ArgumentParser, required: bool) -> None:
     )
     parser.add_argument(
         "--max-catch-up", type=int, help="with run-each: the most missed ticks run at once, 1-100 (default 10)"
+    )
+    parser.add_argument(
+        "--retry-refusals",
+        type=int,
+        metavar="SECONDS",
+        help="retry a tick refused for a quota or capacity for up to SECONDS after it, backing off (0-3600;"
+        " default 0: it fails at once)",
     )
 
 
@@ -85,6 +93,9 @@ def _describe(schedule: Schedule) -> str:
         f"  cron          {s.cron}  ({s.time_zone or 'UTC'})",
         f"  next tick     {schedule.next_tick_time.isoformat(timespec='seconds')}",
         f"  missed ticks  {schedule.missed_ticks}" + (f" (up to {s.max_catch_up})" if s.max_catch_up else ""),
+        f"  refusals      retried for {s.retry_refusals_seconds} s"
+        if s.retry_refusals_seconds
+        else "  refusals      fail the tick",
         f"  agent         {s.agent or '-'}{f'@{s.agent_version}' if s.agent_version else ''}",
         f"  environment   {s.environment or '-'}{f'@{s.environment_version}' if s.environment_version else ''}",
         f"  prompt        {s.prompt}",
@@ -110,6 +121,8 @@ def _apply(args: argparse.Namespace, base: Any) -> Any:
         made.missed_ticks = MISSED_TICKS[args.missed_ticks]
     if args.max_catch_up is not None:
         made.max_catch_up = args.max_catch_up
+    if args.retry_refusals is not None:
+        made.retry_refusals_seconds = args.retry_refusals
     return made
 
 

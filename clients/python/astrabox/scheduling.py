@@ -52,8 +52,10 @@ def spec(
     environment_version: int = 0,
     missed_ticks: str = "skip",
     max_catch_up: int = 0,
+    retry_refusals_seconds: int = 0,
 ) -> api.ScheduleSpec:
-    """A ScheduleSpec; `missed_ticks` is "skip", "run-once" or "run-each"."""
+    """A ScheduleSpec; `missed_ticks` is "skip", "run-once" or "run-each". `retry_refusals_seconds`: how
+    long after its tick a refusal that waiting can clear (a quota, capacity) is tried again (0: never)."""
     return api.ScheduleSpec(
         cron=cron,
         prompt=prompt,
@@ -64,6 +66,7 @@ def spec(
         environment_version=environment_version,
         missed_ticks=MISSED_TICKS[missed_ticks],
         max_catch_up=max_catch_up,
+        retry_refusals_seconds=retry_refusals_seconds,
     )
 
 

@@ -25,55 +25,55 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,astrabox/schedules/v1/schedule_service.proto\x12\x15\x61strabox.schedules.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x01\n\x0cScheduleSpec\x12\x0c\n\x04\x63ron\x18\x01 \x01(\t\x12\x11\n\ttime_zone\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x15\n\ragent_version\x18\x04 \x01(\x05\x12\x13\n\x0b\x65nvironment\x18\x05 \x01(\t\x12\x1b\n\x13\x65nvironment_version\x18\x06 \x01(\x05\x12\x0e\n\x06prompt\x18\x07 \x01(\t\x12\x38\n\x0cmissed_ticks\x18\x08 \x01(\x0e\x32\".astrabox.schedules.v1.MissedTicks\x12\x14\n\x0cmax_catch_up\x18\t \x01(\x05\"\x9a\x02\n\x08Schedule\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nproject_id\x18\x03 \x01(\t\x12\x31\n\x04spec\x18\x04 \x01(\x0b\x32#.astrabox.schedules.v1.ScheduleSpec\x12\x0e\n\x06paused\x18\x05 \x01(\x08\x12\x32\n\x0enext_tick_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xba\x02\n\x0bScheduleRun\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12-\n\ttick_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x05state\x18\x03 \x01(\x0e\x32\x1f.astrabox.schedules.v1.RunState\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12\x14\n\x0c\x65rror_reason\x18\x05 \x01(\t\x12\x15\n\rerror_message\x18\x06 \x01(\t\x12\x14\n\x0cmissed_ticks\x18\x07 \x01(\x05\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"|\n\x15\x43reateScheduleRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x31\n\x04spec\x18\x03 \x01(\x0b\x32#.astrabox.schedules.v1.ScheduleSpec\x12\x0e\n\x06paused\x18\x04 \x01(\x08\"K\n\x16\x43reateScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\"&\n\x12GetScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\"H\n\x13GetScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\"=\n\x14ListSchedulesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"d\n\x15ListSchedulesResponse\x12\x32\n\tschedules\x18\x01 \x03(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\\\n\x15UpdateScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\x12\x31\n\x04spec\x18\x02 \x01(\x0b\x32#.astrabox.schedules.v1.ScheduleSpec\"K\n\x16UpdateScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\")\n\x15\x44\x65leteScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\"K\n\x16\x44\x65leteScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\"(\n\x14PauseScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\"J\n\x15PauseScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\")\n\x15ResumeScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\"K\n\x16ResumeScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\"R\n\x17ListScheduleRunsRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"e\n\x18ListScheduleRunsResponse\x12\x30\n\x04runs\x18\x01 \x03(\x0b\x32\".astrabox.schedules.v1.ScheduleRun\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*x\n\x0bMissedTicks\x12\x1c\n\x18MISSED_TICKS_UNSPECIFIED\x10\x00\x12\x15\n\x11MISSED_TICKS_SKIP\x10\x01\x12\x19\n\x15MISSED_TICKS_RUN_ONCE\x10\x02\x12\x19\n\x15MISSED_TICKS_RUN_EACH\x10\x03*\x82\x01\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_STATE_CREATING\x10\x01\x12\x16\n\x12RUN_STATE_STARTING\x10\x02\x12\x15\n\x11RUN_STATE_STARTED\x10\x03\x12\x14\n\x10RUN_STATE_FAILED\x10\x04\x32\x80\x07\n\x0fScheduleService\x12m\n\x0e\x43reateSchedule\x12,.astrabox.schedules.v1.CreateScheduleRequest\x1a-.astrabox.schedules.v1.CreateScheduleResponse\x12\x64\n\x0bGetSchedule\x12).astrabox.schedules.v1.GetScheduleRequest\x1a*.astrabox.schedules.v1.GetScheduleResponse\x12j\n\rListSchedules\x12+.astrabox.schedules.v1.ListSchedulesRequest\x1a,.astrabox.schedules.v1.ListSchedulesResponse\x12m\n\x0eUpdateSchedule\x12,.astrabox.schedules.v1.UpdateScheduleRequest\x1a-.astrabox.schedules.v1.UpdateScheduleResponse\x12m\n\x0e\x44\x65leteSchedule\x12,.astrabox.schedules.v1.DeleteScheduleRequest\x1a-.astrabox.schedules.v1.DeleteScheduleResponse\x12j\n\rPauseSchedule\x12+.astrabox.schedules.v1.PauseScheduleRequest\x1a,.astrabox.schedules.v1.PauseScheduleResponse\x12m\n\x0eResumeSchedule\x12,.astrabox.schedules.v1.ResumeScheduleRequest\x1a-.astrabox.schedules.v1.ResumeScheduleResponse\x12s\n\x10ListScheduleRuns\x12..astrabox.schedules.v1.ListScheduleRunsRequest\x1a/.astrabox.schedules.v1.ListScheduleRunsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,astrabox/schedules/v1/schedule_service.proto\x12\x15\x61strabox.schedules.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x02\n\x0cScheduleSpec\x12\x0c\n\x04\x63ron\x18\x01 \x01(\t\x12\x11\n\ttime_zone\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x15\n\ragent_version\x18\x04 \x01(\x05\x12\x13\n\x0b\x65nvironment\x18\x05 \x01(\t\x12\x1b\n\x13\x65nvironment_version\x18\x06 \x01(\x05\x12\x0e\n\x06prompt\x18\x07 \x01(\t\x12\x38\n\x0cmissed_ticks\x18\x08 \x01(\x0e\x32\".astrabox.schedules.v1.MissedTicks\x12\x14\n\x0cmax_catch_up\x18\t \x01(\x05\x12\x1e\n\x16retry_refusals_seconds\x18\n \x01(\x05\"\x9a\x02\n\x08Schedule\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nproject_id\x18\x03 \x01(\t\x12\x31\n\x04spec\x18\x04 \x01(\x0b\x32#.astrabox.schedules.v1.ScheduleSpec\x12\x0e\n\x06paused\x18\x05 \x01(\x08\x12\x32\n\x0enext_tick_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xba\x02\n\x0bScheduleRun\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12-\n\ttick_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x05state\x18\x03 \x01(\x0e\x32\x1f.astrabox.schedules.v1.RunState\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12\x14\n\x0c\x65rror_reason\x18\x05 \x01(\t\x12\x15\n\rerror_message\x18\x06 \x01(\t\x12\x14\n\x0cmissed_ticks\x18\x07 \x01(\x05\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"|\n\x15\x43reateScheduleRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x31\n\x04spec\x18\x03 \x01(\x0b\x32#.astrabox.schedules.v1.ScheduleSpec\x12\x0e\n\x06paused\x18\x04 \x01(\x08\"K\n\x16\x43reateScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\"&\n\x12GetScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\"H\n\x13GetScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\"=\n\x14ListSchedulesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"d\n\x15ListSchedulesResponse\x12\x32\n\tschedules\x18\x01 \x03(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\\\n\x15UpdateScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\x12\x31\n\x04spec\x18\x02 \x01(\x0b\x32#.astrabox.schedules.v1.ScheduleSpec\"K\n\x16UpdateScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\")\n\x15\x44\x65leteScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\"K\n\x16\x44\x65leteScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\"(\n\x14PauseScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\"J\n\x15PauseScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\")\n\x15ResumeScheduleRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\"K\n\x16ResumeScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.astrabox.schedules.v1.Schedule\"R\n\x17ListScheduleRunsRequest\x12\x10\n\x08schedule\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"e\n\x18ListScheduleRunsResponse\x12\x30\n\x04runs\x18\x01 \x03(\x0b\x32\".astrabox.schedules.v1.ScheduleRun\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*x\n\x0bMissedTicks\x12\x1c\n\x18MISSED_TICKS_UNSPECIFIED\x10\x00\x12\x15\n\x11MISSED_TICKS_SKIP\x10\x01\x12\x19\n\x15MISSED_TICKS_RUN_ONCE\x10\x02\x12\x19\n\x15MISSED_TICKS_RUN_EACH\x10\x03*\x82\x01\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_STATE_CREATING\x10\x01\x12\x16\n\x12RUN_STATE_STARTING\x10\x02\x12\x15\n\x11RUN_STATE_STARTED\x10\x03\x12\x14\n\x10RUN_STATE_FAILED\x10\x04\x32\x80\x07\n\x0fScheduleService\x12m\n\x0e\x43reateSchedule\x12,.astrabox.schedules.v1.CreateScheduleRequest\x1a-.astrabox.schedules.v1.CreateScheduleResponse\x12\x64\n\x0bGetSchedule\x12).astrabox.schedules.v1.GetScheduleRequest\x1a*.astrabox.schedules.v1.GetScheduleResponse\x12j\n\rListSchedules\x12+.astrabox.schedules.v1.ListSchedulesRequest\x1a,.astrabox.schedules.v1.ListSchedulesResponse\x12m\n\x0eUpdateSchedule\x12,.astrabox.schedules.v1.UpdateScheduleRequest\x1a-.astrabox.schedules.v1.UpdateScheduleResponse\x12m\n\x0e\x44\x65leteSchedule\x12,.astrabox.schedules.v1.DeleteScheduleRequest\x1a-.astrabox.schedules.v1.DeleteScheduleResponse\x12j\n\rPauseSchedule\x12+.astrabox.schedules.v1.PauseScheduleRequest\x1a,.astrabox.schedules.v1.PauseScheduleResponse\x12m\n\x0eResumeSchedule\x12,.astrabox.schedules.v1.ResumeScheduleRequest\x1a-.astrabox.schedules.v1.ResumeScheduleResponse\x12s\n\x10ListScheduleRuns\x12..astrabox.schedules.v1.ListScheduleRunsRequest\x1a/.astrabox.schedules.v1.ListScheduleRunsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'astrabox.schedules.v1.schedule_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MISSEDTICKS']._serialized_start=2138
-  _globals['_MISSEDTICKS']._serialized_end=2258
-  _globals['_RUNSTATE']._serialized_start=2261
-  _globals['_RUNSTATE']._serialized_end=2391
+  _globals['_MISSEDTICKS']._serialized_start=2170
+  _globals['_MISSEDTICKS']._serialized_end=2290
+  _globals['_RUNSTATE']._serialized_start=2293
+  _globals['_RUNSTATE']._serialized_end=2423
   _globals['_SCHEDULESPEC']._serialized_start=105
-  _globals['_SCHEDULESPEC']._serialized_end=336
-  _globals['_SCHEDULE']._serialized_start=339
-  _globals['_SCHEDULE']._serialized_end=621
-  _globals['_SCHEDULERUN']._serialized_start=624
-  _globals['_SCHEDULERUN']._serialized_end=938
-  _globals['_CREATESCHEDULEREQUEST']._serialized_start=940
-  _globals['_CREATESCHEDULEREQUEST']._serialized_end=1064
-  _globals['_CREATESCHEDULERESPONSE']._serialized_start=1066
-  _globals['_CREATESCHEDULERESPONSE']._serialized_end=1141
-  _globals['_GETSCHEDULEREQUEST']._serialized_start=1143
-  _globals['_GETSCHEDULEREQUEST']._serialized_end=1181
-  _globals['_GETSCHEDULERESPONSE']._serialized_start=1183
-  _globals['_GETSCHEDULERESPONSE']._serialized_end=1255
-  _globals['_LISTSCHEDULESREQUEST']._serialized_start=1257
-  _globals['_LISTSCHEDULESREQUEST']._serialized_end=1318
-  _globals['_LISTSCHEDULESRESPONSE']._serialized_start=1320
-  _globals['_LISTSCHEDULESRESPONSE']._serialized_end=1420
-  _globals['_UPDATESCHEDULEREQUEST']._serialized_start=1422
-  _globals['_UPDATESCHEDULEREQUEST']._serialized_end=1514
-  _globals['_UPDATESCHEDULERESPONSE']._serialized_start=1516
-  _globals['_UPDATESCHEDULERESPONSE']._serialized_end=1591
-  _globals['_DELETESCHEDULEREQUEST']._serialized_start=1593
-  _globals['_DELETESCHEDULEREQUEST']._serialized_end=1634
-  _globals['_DELETESCHEDULERESPONSE']._serialized_start=1636
-  _globals['_DELETESCHEDULERESPONSE']._serialized_end=1711
-  _globals['_PAUSESCHEDULEREQUEST']._serialized_start=1713
-  _globals['_PAUSESCHEDULEREQUEST']._serialized_end=1753
-  _globals['_PAUSESCHEDULERESPONSE']._serialized_start=1755
-  _globals['_PAUSESCHEDULERESPONSE']._serialized_end=1829
-  _globals['_RESUMESCHEDULEREQUEST']._serialized_start=1831
-  _globals['_RESUMESCHEDULEREQUEST']._serialized_end=1872
-  _globals['_RESUMESCHEDULERESPONSE']._serialized_start=1874
-  _globals['_RESUMESCHEDULERESPONSE']._serialized_end=1949
-  _globals['_LISTSCHEDULERUNSREQUEST']._serialized_start=1951
-  _globals['_LISTSCHEDULERUNSREQUEST']._serialized_end=2033
-  _globals['_LISTSCHEDULERUNSRESPONSE']._serialized_start=2035
-  _globals['_LISTSCHEDULERUNSRESPONSE']._serialized_end=2136
-  _globals['_SCHEDULESERVICE']._serialized_start=2394
-  _globals['_SCHEDULESERVICE']._serialized_end=3290
+  _globals['_SCHEDULESPEC']._serialized_end=368
+  _globals['_SCHEDULE']._serialized_start=371
+  _globals['_SCHEDULE']._serialized_end=653
+  _globals['_SCHEDULERUN']._serialized_start=656
+  _globals['_SCHEDULERUN']._serialized_end=970
+  _globals['_CREATESCHEDULEREQUEST']._serialized_start=972
+  _globals['_CREATESCHEDULEREQUEST']._serialized_end=1096
+  _globals['_CREATESCHEDULERESPONSE']._serialized_start=1098
+  _globals['_CREATESCHEDULERESPONSE']._serialized_end=1173
+  _globals['_GETSCHEDULEREQUEST']._serialized_start=1175
+  _globals['_GETSCHEDULEREQUEST']._serialized_end=1213
+  _globals['_GETSCHEDULERESPONSE']._serialized_start=1215
+  _globals['_GETSCHEDULERESPONSE']._serialized_end=1287
+  _globals['_LISTSCHEDULESREQUEST']._serialized_start=1289
+  _globals['_LISTSCHEDULESREQUEST']._serialized_end=1350
+  _globals['_LISTSCHEDULESRESPONSE']._serialized_start=1352
+  _globals['_LISTSCHEDULESRESPONSE']._serialized_end=1452
+  _globals['_UPDATESCHEDULEREQUEST']._serialized_start=1454
+  _globals['_UPDATESCHEDULEREQUEST']._serialized_end=1546
+  _globals['_UPDATESCHEDULERESPONSE']._serialized_start=1548
+  _globals['_UPDATESCHEDULERESPONSE']._serialized_end=1623
+  _globals['_DELETESCHEDULEREQUEST']._serialized_start=1625
+  _globals['_DELETESCHEDULEREQUEST']._serialized_end=1666
+  _globals['_DELETESCHEDULERESPONSE']._serialized_start=1668
+  _globals['_DELETESCHEDULERESPONSE']._serialized_end=1743
+  _globals['_PAUSESCHEDULEREQUEST']._serialized_start=1745
+  _globals['_PAUSESCHEDULEREQUEST']._serialized_end=1785
+  _globals['_PAUSESCHEDULERESPONSE']._serialized_start=1787
+  _globals['_PAUSESCHEDULERESPONSE']._serialized_end=1861
+  _globals['_RESUMESCHEDULEREQUEST']._serialized_start=1863
+  _globals['_RESUMESCHEDULEREQUEST']._serialized_end=1904
+  _globals['_RESUMESCHEDULERESPONSE']._serialized_start=1906
+  _globals['_RESUMESCHEDULERESPONSE']._serialized_end=1981
+  _globals['_LISTSCHEDULERUNSREQUEST']._serialized_start=1983
+  _globals['_LISTSCHEDULERUNSREQUEST']._serialized_end=2065
+  _globals['_LISTSCHEDULERUNSRESPONSE']._serialized_start=2067
+  _globals['_LISTSCHEDULERUNSRESPONSE']._serialized_end=2168
+  _globals['_SCHEDULESERVICE']._serialized_start=2426
+  _globals['_SCHEDULESERVICE']._serialized_end=3322
 # @@protoc_insertion_point(module_scope)

@@ -35,7 +35,7 @@ RUN_STATE_STARTED: RunState
 RUN_STATE_FAILED: RunState
 
 class ScheduleSpec(_message.Message):
-    __slots__ = ("cron", "time_zone", "agent", "agent_version", "environment", "environment_version", "prompt", "missed_ticks", "max_catch_up")
+    __slots__ = ("cron", "time_zone", "agent", "agent_version", "environment", "environment_version", "prompt", "missed_ticks", "max_catch_up", "retry_refusals_seconds")
     CRON_FIELD_NUMBER: _ClassVar[int]
     TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class ScheduleSpec(_message.Message):
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     MISSED_TICKS_FIELD_NUMBER: _ClassVar[int]
     MAX_CATCH_UP_FIELD_NUMBER: _ClassVar[int]
+    RETRY_REFUSALS_SECONDS_FIELD_NUMBER: _ClassVar[int]
     cron: str
     time_zone: str
     agent: str
@@ -54,7 +55,8 @@ class ScheduleSpec(_message.Message):
     prompt: str
     missed_ticks: MissedTicks
     max_catch_up: int
-    def __init__(self, cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., agent: _Optional[str] = ..., agent_version: _Optional[int] = ..., environment: _Optional[str] = ..., environment_version: _Optional[int] = ..., prompt: _Optional[str] = ..., missed_ticks: _Optional[_Union[MissedTicks, str]] = ..., max_catch_up: _Optional[int] = ...) -> None: ...
+    retry_refusals_seconds: int
+    def __init__(self, cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., agent: _Optional[str] = ..., agent_version: _Optional[int] = ..., environment: _Optional[str] = ..., environment_version: _Optional[int] = ..., prompt: _Optional[str] = ..., missed_ticks: _Optional[_Union[MissedTicks, str]] = ..., max_catch_up: _Optional[int] = ..., retry_refusals_seconds: _Optional[int] = ...) -> None: ...
 
 class Schedule(_message.Message):
     __slots__ = ("schedule_id", "name", "project_id", "spec", "paused", "next_tick_time", "create_time", "update_time")
