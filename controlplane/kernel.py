@@ -244,7 +244,8 @@ class SessionKernel:
             )
         if request.git_source is not None:
             await store.sessions.set_git_source(tx.conn, session_id, request.git_source.SerializeToString())
-        attachments = await memory.resolve(tx.conn, request.project_id, request.memory)
+        # The request's stores, else those its agent names (AgentSpec.memory).
+        attachments = await memory.resolve(tx.conn, request.project_id, request.memory or config.memory)
         for attachment in attachments:
             await store.memory_stores.attach(tx.conn, session_id, attachment.store_id, attachment.read_write)
         mounts = await memory.mounts(tx.conn, session_id)

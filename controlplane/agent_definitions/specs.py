@@ -31,6 +31,7 @@ from typing import Any
 import jsonschema
 
 from astrabox.agents.v1 import agent_pb2
+from astrabox.memory.v1 import memory_service_pb2 as memory_pb2
 from controlplane import named_definitions, validation
 from controlplane.engines import DEFAULT_ENGINE, EngineManifest
 from controlplane.errors import InvalidArgument, NoAgentAvailable
@@ -63,6 +64,8 @@ MAX_CUSTOM_TOOL_SCHEMA_BYTES = 64 * 1024
 # The MCP server the data-plane agent serves an agent's custom tools as (`mcp__client__<name>`).
 CUSTOM_TOOLS_SERVER = "client"
 MAX_SUBAGENTS = 16
+# Memory stores an agent's sessions attach (controlplane.memory.sessions.MAX_ATTACHMENTS).
+MAX_MEMORY = 4
 SUBAGENTS_SERVER = "subagents"
 SKILL_FILE = "SKILL.md"
 # The prefix of the tools an MCP server offers (`mcp__<server>__<tool>`).
@@ -156,6 +159,20 @@ def check_shape(spec: agent_pb2.AgentSpec, field: str = "spec") -> None:
                     " name its own MCP server otherwise",
                 )
     _subagents(field, spec)
+    _memory(field, spec)
+
+
+def _memory(field: str, spec: agent_pb2.AgentSpec) -> None:
+    _count(f"{field}.memory", spec.memory, MAX_MEMORY)
+    for index, attachment in enumerate(spec.memory):
+        where = f"{field}.memory[{index}]"
+        try:
+            named_definitions.ref("memory store", attachment.store, f"{where}.store")
+        except InvalidArgument as error:
+            raise refused(f"{where}.store", error.message) from None
+        if attachment.mode not in (memory_pb2.MEMORY_MODE_READ_ONLY, memory_pb2.MEMORY_MODE_READ_WRITE):
+            raise refused(f"{where}.mode", f"{where}.mode must be MEMORY_MODE_READ_ONLY or MEMORY_MODE_READ_WRITE")
+    _unique(f"{field}.memory", [a.store for a in spec.memory], "the memory store")
 
 
 def _subagents(field: str, spec: agent_pb2.AgentSpec) -> None:

@@ -16,6 +16,7 @@ from google.protobuf import duration_pb2
 from astrabox import agent_files
 from astrabox.agents.v1 import agent_pb2
 from astrabox.errors import AgentFileError
+from astrabox.memory.v1 import memory_service_pb2 as memory_pb2
 
 REVIEWER = """\
 name: reviewer
@@ -45,6 +46,9 @@ custom_tools:
 subagents:
   - {agent: linter, version: 2, description: Lints a change}
   - agent: summarizer
+memory:
+  - {store: team-notes, mode: read-write}
+  - {store: house-rules, mode: read-only}
 """
 
 SKILL_MD = b"---\nname: release-notes\ndescription: Writes release notes\n---\nList the merged changes.\n"
@@ -119,6 +123,10 @@ def test_a_complete_file_reads_into_the_spec_it_says(folder: Path) -> None:
             agent_pb2.SubAgent(agent="linter", version=2, description="Lints a change"),
             agent_pb2.SubAgent(agent="summarizer"),
         ],
+        memory=[
+            memory_pb2.MemoryAttachment(store="team-notes", mode=memory_pb2.MEMORY_MODE_READ_WRITE),
+            memory_pb2.MemoryAttachment(store="house-rules", mode=memory_pb2.MEMORY_MODE_READ_ONLY),
+        ],
     )
     assert agent.spec == expected
 
@@ -175,7 +183,7 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
         (
             "name: x\nmodle: y\n",
             "agent.yaml:2: agent: unknown key 'modle'; did you mean 'model'? valid keys: name, description, engine, "
-            "model, permission_mode, system_prompt, tools, mcp_servers, skills, limits, custom_tools, subagents",
+            "model, permission_mode, system_prompt, tools, mcp_servers, skills, limits, custom_tools, subagents, memory",
         ),
         (
             "name: x\ntools:\n  enabled: [Bash]\n  policy: ask\n",
@@ -232,7 +240,7 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
         (
             "- name: x\n",
             "agent.yaml:1: agent: must be a mapping of name, description, engine, model, permission_mode, "
-            "system_prompt, tools, mcp_servers, skills, limits, custom_tools, subagents",
+            "system_prompt, tools, mcp_servers, skills, limits, custom_tools, subagents, memory",
         ),
         (
             "name: x\ntools: {enabled: [Bash\n",
@@ -262,6 +270,14 @@ def test_a_file_holds_one_agent_per_document_and_a_name_only_once() -> None:
         (
             "name: x\ncustom_tools:\n  - {name: t, input_schema: {type: object}}\n  - {name: t, input_schema: {}}\n",
             "agent.yaml:4: custom_tools: 't' is given twice",
+        ),
+        (
+            "name: x\nmemory:\n  - {store: notes, mode: rw}\n",
+            "agent.yaml:3: memory[0].mode: must be one of read-only, read-write, not 'rw'",
+        ),
+        (
+            "name: x\nmemory:\n  - {store: notes, mode: read-only}\n  - {store: notes, mode: read-write}\n",
+            "agent.yaml:4: memory: 'notes' is given twice",
         ),
     ],
 )

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import grpc
 import pytest
 
+from astrabox.agents.v1 import agent_pb2
 from astrabox.client import AstraBoxClient
 from astrabox.errors import AstraBoxError
 from astrabox.memory.v1 import memory_service_pb2 as memory_pb2
@@ -316,3 +317,46 @@ async def test_a_deleted_store_gets_nothing_back_and_its_session_goes_on(
         await client.memory.create("doomed")
         assert [d async for d in client.memory.documents("doomed")] == []
         assert (await client.get_session(session.session_id)).state == session_pb2.SESSION_STATE_READY
+
+
+async def test_an_agents_memory_is_attached_unless_the_session_names_its_own(
+    plane: Plane, running: RunningControlPlane
+) -> None:
+    read_write, read_only = memory_pb2.MEMORY_MODE_READ_WRITE, memory_pb2.MEMORY_MODE_READ_ONLY
+    async with AstraBoxClient.connect(running.address) as client:
+        notes = await client.memory.create("team-notes")
+        rules = await client.memory.create("house-rules")
+        spec = agent_pb2.AgentSpec(
+            memory=[
+                memory_pb2.MemoryAttachment(store="team-notes", mode=read_write),
+                memory_pb2.MemoryAttachment(store=rules.store_id, mode=read_only),
+            ]
+        )
+        await client.agents.create("remembers", spec)
+        from_agent = await client.create_session(agent="remembers")
+        own = await client.create_session(agent="remembers", memory=[attach("house-rules", "read-write")])
+
+        for bad, field in (
+            (memory_pb2.MemoryAttachment(store="team-notes"), "spec.memory[0].mode"),
+            (memory_pb2.MemoryAttachment(store="../x", mode=read_only), "spec.memory[0].store"),
+        ):
+            invalid = await refused(client.agents.create("bad-memory", agent_pb2.AgentSpec(memory=[bad])))
+            assert (invalid.code, invalid.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_AGENT_SPEC")
+            assert invalid.metadata.get("field") == field, invalid
+        twice = agent_pb2.AgentSpec(memory=[memory_pb2.MemoryAttachment(store="team-notes", mode=read_only)] * 2)
+        assert (await refused(client.agents.create("twice", twice))).reason == "INVALID_AGENT_SPEC"
+
+        await client.agents.create("forgetful", agent_pb2.AgentSpec(memory=[attach("gone-store", "read-only")]))
+        gone = await refused(client.create_session(agent="forgetful"))
+        assert gone.reason == "MEMORY_STORE_NOT_FOUND"
+
+        async def attached(session_id: str) -> list[tuple[str, int]]:
+            created = [e.session_created async for e in client.iter_events(session_id) if e.HasField("session_created")]
+            return sorted((a.store, a.mode) for a in created[0].memory)
+
+        assert await attached(from_agent.session_id) == sorted(
+            [(notes.store_id, read_write), (rules.store_id, read_only)]
+        )
+        assert await attached(own.session_id) == [(rules.store_id, read_write)]
+    [start] = [c.start_runtime for c in await commands(plane, from_agent.session_id) if c.HasField("start_runtime")]
+    assert {m.name: m.read_write for m in start.memory} == {"team-notes": True, "house-rules": False}

@@ -29,6 +29,8 @@ written by `astrabox agents show`.
         input_schema: {type: object, properties: {order_id: {type: string}}, required: [order_id]}
     subagents:                                      # agents it may call: mcp__subagents__<agent> {prompt}
       - {agent: linter, version: 2, description: Lints a change}   # version: 0 or absent, the newest
+    memory:                                         # stores its sessions attach, unless a session names its own
+      - {store: team-notes, mode: read-write}       # or read-only; /home/agent/memory/<store>/ in the sandbox
 
 A file holds one agent per YAML document (separated by `---`). Reading is strict, so that a typo is
 an error before anything reaches the server rather than a setting silently left out: an unknown or
@@ -59,6 +61,7 @@ from google.protobuf import duration_pb2
 from astrabox._yaml_nodes import Dumper, YamlNodes, parse_file, read_file
 from astrabox.agents.v1 import agent_pb2
 from astrabox.errors import AgentFileError
+from astrabox.memory.v1 import memory_service_pb2 as memory_pb2
 from astrabox.skill_directories import MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_PATH_BYTES, read_skill_directory
 
 __all__ = ["AgentFile", "dump", "load", "parse"]
@@ -79,6 +82,9 @@ MAX_ENV = 64
 MAX_SKILLS = 32
 MAX_CUSTOM_TOOLS = 32
 MAX_SUBAGENTS = 16
+MAX_MEMORY = 4
+# AgentSpec.memory's modes by the names an agent file gives them.
+MEMORY_MODES = {"read-only": memory_pb2.MEMORY_MODE_READ_ONLY, "read-write": memory_pb2.MEMORY_MODE_READ_WRITE}
 MAX_CUSTOM_TOOL_DESCRIPTION_BYTES = 4096
 MAX_CUSTOM_TOOL_SCHEMA_BYTES = 64 * 1024
 MAX_DURATION_SECONDS = 315_576_000_000  # google.protobuf.Duration's
@@ -106,6 +112,7 @@ _TOP = (
     "limits",
     "custom_tools",
     "subagents",
+    "memory",
 )
 
 
@@ -181,6 +188,11 @@ class _Reader:
             for i, sub in enumerate(subagents):
                 self._subagent(sub, f"subagents[{i}]", spec.subagents.add())
             self._nodes.unique(subagents, [s.agent for s in spec.subagents], "subagents")
+        if "memory" in fields:
+            stores = self._nodes.sequence(fields["memory"], "memory", most=MAX_MEMORY)
+            for i, attached in enumerate(stores):
+                self._memory(attached, f"memory[{i}]", spec.memory.add())
+            self._nodes.unique(stores, [m.store for m in spec.memory], "memory")
         if (size := spec.ByteSize()) > MAX_SPEC_BYTES:
             self._nodes.fail(node, name, f"the definition is {size} bytes, over the limit of {MAX_SPEC_BYTES} (1 MiB)")
         return AgentFile(name, spec, self._nodes.where(node))
@@ -262,6 +274,14 @@ class _Reader:
             sub.description = self._nodes.text(
                 fields["description"], f"{what}.description", most=MAX_CUSTOM_TOOL_DESCRIPTION_BYTES
             )
+
+    def _memory(self, node: yaml.Node, what: str, attachment: memory_pb2.MemoryAttachment) -> None:
+        fields = self._nodes.mapping(node, what, ("store", "mode"), required=("store", "mode"))
+        attachment.store = self._nodes.text(fields["store"], f"{what}.store", most=128, empty=False)
+        mode = self._nodes.text(fields["mode"], f"{what}.mode")
+        if mode not in MEMORY_MODES:
+            self._nodes.fail(fields["mode"], f"{what}.mode", f"must be one of {', '.join(MEMORY_MODES)}, not {mode!r}")
+        attachment.mode = MEMORY_MODES[mode]
 
     def _custom_tool(self, node: yaml.Node, what: str, tool: agent_pb2.CustomTool) -> None:
         fields = self._nodes.mapping(
@@ -442,6 +462,9 @@ def dump(name: str, spec: agent_pb2.AgentSpec) -> str:
             }
             for sub in spec.subagents
         ]
+    if spec.memory:
+        modes = {number: name for name, number in MEMORY_MODES.items()}
+        document["memory"] = [{"store": m.store, "mode": modes.get(m.mode, str(m.mode))} for m in spec.memory]
     return yaml.dump(document, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 

@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from astrabox.memory.v1 import memory_service_pb2 as astrabox_dot_memory_dot_v1_dot_memory__service__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x61strabox/agents/v1/agent.proto\x12\x12\x61strabox.agents.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x01\n\x05\x41gent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nproject_id\x18\x03 \x01(\t\x12\x16\n\x0elatest_version\x18\x04 \x01(\x05\x12\x10\n\x08\x61rchived\x18\x05 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa4\x01\n\x0c\x41gentVersion\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12+\n\x04spec\x18\x03 \x01(\x0b\x32\x1d.astrabox.agents.v1.AgentSpec\x12\x13\n\x0bspec_digest\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xae\x03\n\tAgentSpec\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12\x0e\n\x06\x65ngine\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x04 \x01(\t\x12\x37\n\rsystem_prompt\x18\x05 \x01(\x0b\x32 .astrabox.agents.v1.SystemPrompt\x12(\n\x05tools\x18\x06 \x01(\x0b\x32\x19.astrabox.agents.v1.Tools\x12\x32\n\x0bmcp_servers\x18\x07 \x03(\x0b\x32\x1d.astrabox.agents.v1.McpServer\x12)\n\x06skills\x18\x08 \x03(\x0b\x32\x19.astrabox.agents.v1.Skill\x12*\n\x06limits\x18\t \x01(\x0b\x32\x1a.astrabox.agents.v1.Limits\x12\x34\n\x0c\x63ustom_tools\x18\n \x03(\x0b\x32\x1e.astrabox.agents.v1.CustomTool\x12\x30\n\tsubagents\x18\xc8\x01 \x03(\x0b\x32\x1c.astrabox.agents.v1.SubAgent\"J\n\nCustomTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x19\n\x11input_schema_json\x18\x03 \x01(\t\"?\n\x08SubAgent\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\"=\n\x0cSystemPrompt\x12\x10\n\x06\x61ppend\x18\x01 \x01(\tH\x00\x12\x11\n\x07replace\x18\x02 \x01(\tH\x00\x42\x08\n\x06prompt\"}\n\x05Tools\x12\x0f\n\x07\x65nabled\x18\x01 \x03(\t\x12+\n\x05rules\x18\x02 \x03(\x0b\x32\x1c.astrabox.agents.v1.ToolRule\x12\x36\n\x0e\x64\x65\x66\x61ult_policy\x18\x03 \x01(\x0e\x32\x1e.astrabox.agents.v1.ToolPolicy\"H\n\x08ToolRule\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12.\n\x06policy\x18\x02 \x01(\x0e\x32\x1e.astrabox.agents.v1.ToolPolicy\"\xa5\x01\n\tMcpServer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x33\n\x05stdio\x18\x02 \x01(\x0b\x32\".astrabox.agents.v1.StdioMcpServerH\x00\x12\x31\n\x04http\x18\x04 \x01(\x0b\x32!.astrabox.agents.v1.HttpMcpServerH\x00\x12\x15\n\renabled_tools\x18\x03 \x03(\tB\x0b\n\ttransport\"\x95\x01\n\x0eStdioMcpServer\x12\x0f\n\x07\x63ommand\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x03(\t\x12\x38\n\x03\x65nv\x18\x03 \x03(\x0b\x32+.astrabox.agents.v1.StdioMcpServer.EnvEntry\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"@\n\rHttpMcpServer\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x12\n\ncredential\x18\x02 \x01(\t\x12\x0e\n\x06header\x18\x03 \x01(\t\"C\n\x05Skill\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x1d.astrabox.agents.v1.SkillFile\"*\n\tSkillFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"\x8d\x01\n\x06Limits\x12\x11\n\tmax_turns\x18\x01 \x01(\x05\x12\x1d\n\x15max_cost_usd_per_turn\x18\x02 \x01(\x01\x12 \n\x18max_cost_usd_per_session\x18\x03 \x01(\x01\x12/\n\x0cturn_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration*k\n\nToolPolicy\x12\x1b\n\x17TOOL_POLICY_UNSPECIFIED\x10\x00\x12\x15\n\x11TOOL_POLICY_ALLOW\x10\x01\x12\x13\n\x0fTOOL_POLICY_ASK\x10\x02\x12\x14\n\x10TOOL_POLICY_DENY\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x61strabox/agents/v1/agent.proto\x12\x12\x61strabox.agents.v1\x1a\'astrabox/memory/v1/memory_service.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x01\n\x05\x41gent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nproject_id\x18\x03 \x01(\t\x12\x16\n\x0elatest_version\x18\x04 \x01(\x05\x12\x10\n\x08\x61rchived\x18\x05 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa4\x01\n\x0c\x41gentVersion\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12+\n\x04spec\x18\x03 \x01(\x0b\x32\x1d.astrabox.agents.v1.AgentSpec\x12\x13\n\x0bspec_digest\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xe5\x03\n\tAgentSpec\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12\x0e\n\x06\x65ngine\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x17\n\x0fpermission_mode\x18\x04 \x01(\t\x12\x37\n\rsystem_prompt\x18\x05 \x01(\x0b\x32 .astrabox.agents.v1.SystemPrompt\x12(\n\x05tools\x18\x06 \x01(\x0b\x32\x19.astrabox.agents.v1.Tools\x12\x32\n\x0bmcp_servers\x18\x07 \x03(\x0b\x32\x1d.astrabox.agents.v1.McpServer\x12)\n\x06skills\x18\x08 \x03(\x0b\x32\x19.astrabox.agents.v1.Skill\x12*\n\x06limits\x18\t \x01(\x0b\x32\x1a.astrabox.agents.v1.Limits\x12\x34\n\x0c\x63ustom_tools\x18\n \x03(\x0b\x32\x1e.astrabox.agents.v1.CustomTool\x12\x30\n\tsubagents\x18\xc8\x01 \x03(\x0b\x32\x1c.astrabox.agents.v1.SubAgent\x12\x35\n\x06memory\x18\xc9\x01 \x03(\x0b\x32$.astrabox.memory.v1.MemoryAttachment\"J\n\nCustomTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x19\n\x11input_schema_json\x18\x03 \x01(\t\"?\n\x08SubAgent\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\"=\n\x0cSystemPrompt\x12\x10\n\x06\x61ppend\x18\x01 \x01(\tH\x00\x12\x11\n\x07replace\x18\x02 \x01(\tH\x00\x42\x08\n\x06prompt\"}\n\x05Tools\x12\x0f\n\x07\x65nabled\x18\x01 \x03(\t\x12+\n\x05rules\x18\x02 \x03(\x0b\x32\x1c.astrabox.agents.v1.ToolRule\x12\x36\n\x0e\x64\x65\x66\x61ult_policy\x18\x03 \x01(\x0e\x32\x1e.astrabox.agents.v1.ToolPolicy\"H\n\x08ToolRule\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12.\n\x06policy\x18\x02 \x01(\x0e\x32\x1e.astrabox.agents.v1.ToolPolicy\"\xa5\x01\n\tMcpServer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x33\n\x05stdio\x18\x02 \x01(\x0b\x32\".astrabox.agents.v1.StdioMcpServerH\x00\x12\x31\n\x04http\x18\x04 \x01(\x0b\x32!.astrabox.agents.v1.HttpMcpServerH\x00\x12\x15\n\renabled_tools\x18\x03 \x03(\tB\x0b\n\ttransport\"\x95\x01\n\x0eStdioMcpServer\x12\x0f\n\x07\x63ommand\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x03(\t\x12\x38\n\x03\x65nv\x18\x03 \x03(\x0b\x32+.astrabox.agents.v1.StdioMcpServer.EnvEntry\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"@\n\rHttpMcpServer\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x12\n\ncredential\x18\x02 \x01(\t\x12\x0e\n\x06header\x18\x03 \x01(\t\"C\n\x05Skill\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x1d.astrabox.agents.v1.SkillFile\"*\n\tSkillFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"\x8d\x01\n\x06Limits\x12\x11\n\tmax_turns\x18\x01 \x01(\x05\x12\x1d\n\x15max_cost_usd_per_turn\x18\x02 \x01(\x01\x12 \n\x18max_cost_usd_per_session\x18\x03 \x01(\x01\x12/\n\x0cturn_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration*k\n\nToolPolicy\x12\x1b\n\x17TOOL_POLICY_UNSPECIFIED\x10\x00\x12\x15\n\x11TOOL_POLICY_ALLOW\x10\x01\x12\x13\n\x0fTOOL_POLICY_ASK\x10\x02\x12\x14\n\x10TOOL_POLICY_DENY\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,36 +36,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_STDIOMCPSERVER_ENVENTRY']._loaded_options = None
   _globals['_STDIOMCPSERVER_ENVENTRY']._serialized_options = b'8\001'
-  _globals['_TOOLPOLICY']._serialized_start=1969
-  _globals['_TOOLPOLICY']._serialized_end=2076
-  _globals['_AGENT']._serialized_start=120
-  _globals['_AGENT']._serialized_end=319
-  _globals['_AGENTVERSION']._serialized_start=322
-  _globals['_AGENTVERSION']._serialized_end=486
-  _globals['_AGENTSPEC']._serialized_start=489
-  _globals['_AGENTSPEC']._serialized_end=919
-  _globals['_CUSTOMTOOL']._serialized_start=921
-  _globals['_CUSTOMTOOL']._serialized_end=995
-  _globals['_SUBAGENT']._serialized_start=997
-  _globals['_SUBAGENT']._serialized_end=1060
-  _globals['_SYSTEMPROMPT']._serialized_start=1062
-  _globals['_SYSTEMPROMPT']._serialized_end=1123
-  _globals['_TOOLS']._serialized_start=1125
-  _globals['_TOOLS']._serialized_end=1250
-  _globals['_TOOLRULE']._serialized_start=1252
-  _globals['_TOOLRULE']._serialized_end=1324
-  _globals['_MCPSERVER']._serialized_start=1327
-  _globals['_MCPSERVER']._serialized_end=1492
-  _globals['_STDIOMCPSERVER']._serialized_start=1495
-  _globals['_STDIOMCPSERVER']._serialized_end=1644
-  _globals['_STDIOMCPSERVER_ENVENTRY']._serialized_start=1602
-  _globals['_STDIOMCPSERVER_ENVENTRY']._serialized_end=1644
-  _globals['_HTTPMCPSERVER']._serialized_start=1646
-  _globals['_HTTPMCPSERVER']._serialized_end=1710
-  _globals['_SKILL']._serialized_start=1712
-  _globals['_SKILL']._serialized_end=1779
-  _globals['_SKILLFILE']._serialized_start=1781
-  _globals['_SKILLFILE']._serialized_end=1823
-  _globals['_LIMITS']._serialized_start=1826
-  _globals['_LIMITS']._serialized_end=1967
+  _globals['_TOOLPOLICY']._serialized_start=2065
+  _globals['_TOOLPOLICY']._serialized_end=2172
+  _globals['_AGENT']._serialized_start=161
+  _globals['_AGENT']._serialized_end=360
+  _globals['_AGENTVERSION']._serialized_start=363
+  _globals['_AGENTVERSION']._serialized_end=527
+  _globals['_AGENTSPEC']._serialized_start=530
+  _globals['_AGENTSPEC']._serialized_end=1015
+  _globals['_CUSTOMTOOL']._serialized_start=1017
+  _globals['_CUSTOMTOOL']._serialized_end=1091
+  _globals['_SUBAGENT']._serialized_start=1093
+  _globals['_SUBAGENT']._serialized_end=1156
+  _globals['_SYSTEMPROMPT']._serialized_start=1158
+  _globals['_SYSTEMPROMPT']._serialized_end=1219
+  _globals['_TOOLS']._serialized_start=1221
+  _globals['_TOOLS']._serialized_end=1346
+  _globals['_TOOLRULE']._serialized_start=1348
+  _globals['_TOOLRULE']._serialized_end=1420
+  _globals['_MCPSERVER']._serialized_start=1423
+  _globals['_MCPSERVER']._serialized_end=1588
+  _globals['_STDIOMCPSERVER']._serialized_start=1591
+  _globals['_STDIOMCPSERVER']._serialized_end=1740
+  _globals['_STDIOMCPSERVER_ENVENTRY']._serialized_start=1698
+  _globals['_STDIOMCPSERVER_ENVENTRY']._serialized_end=1740
+  _globals['_HTTPMCPSERVER']._serialized_start=1742
+  _globals['_HTTPMCPSERVER']._serialized_end=1806
+  _globals['_SKILL']._serialized_start=1808
+  _globals['_SKILL']._serialized_end=1875
+  _globals['_SKILLFILE']._serialized_start=1877
+  _globals['_SKILLFILE']._serialized_end=1919
+  _globals['_LIMITS']._serialized_start=1922
+  _globals['_LIMITS']._serialized_end=2063
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 import datetime
 
+from astrabox.memory.v1 import memory_service_pb2 as _memory_service_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -55,7 +56,7 @@ class AgentVersion(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., version: _Optional[int] = ..., spec: _Optional[_Union[AgentSpec, _Mapping]] = ..., spec_digest: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AgentSpec(_message.Message):
-    __slots__ = ("description", "engine", "model", "permission_mode", "system_prompt", "tools", "mcp_servers", "skills", "limits", "custom_tools", "subagents")
+    __slots__ = ("description", "engine", "model", "permission_mode", "system_prompt", "tools", "mcp_servers", "skills", "limits", "custom_tools", "subagents", "memory")
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +68,7 @@ class AgentSpec(_message.Message):
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_TOOLS_FIELD_NUMBER: _ClassVar[int]
     SUBAGENTS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
     description: str
     engine: str
     model: str
@@ -78,7 +80,8 @@ class AgentSpec(_message.Message):
     limits: Limits
     custom_tools: _containers.RepeatedCompositeFieldContainer[CustomTool]
     subagents: _containers.RepeatedCompositeFieldContainer[SubAgent]
-    def __init__(self, description: _Optional[str] = ..., engine: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., system_prompt: _Optional[_Union[SystemPrompt, _Mapping]] = ..., tools: _Optional[_Union[Tools, _Mapping]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., custom_tools: _Optional[_Iterable[_Union[CustomTool, _Mapping]]] = ..., subagents: _Optional[_Iterable[_Union[SubAgent, _Mapping]]] = ...) -> None: ...
+    memory: _containers.RepeatedCompositeFieldContainer[_memory_service_pb2.MemoryAttachment]
+    def __init__(self, description: _Optional[str] = ..., engine: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., system_prompt: _Optional[_Union[SystemPrompt, _Mapping]] = ..., tools: _Optional[_Union[Tools, _Mapping]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., custom_tools: _Optional[_Iterable[_Union[CustomTool, _Mapping]]] = ..., subagents: _Optional[_Iterable[_Union[SubAgent, _Mapping]]] = ..., memory: _Optional[_Iterable[_Union[_memory_service_pb2.MemoryAttachment, _Mapping]]] = ...) -> None: ...
 
 class CustomTool(_message.Message):
     __slots__ = ("name", "description", "input_schema_json")
