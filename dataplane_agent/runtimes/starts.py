@@ -103,9 +103,11 @@ class RuntimeStarts:
         if environment is not None and environment.layered:
             environment_phase = pb.StartupPhase(phase="environment", duration_ms=ms_since(began))
             await self._held.outbox.append(session_id, "", environment_phase)
-        # The agent version whose engine may have been started ahead, for a session new here.
-        # (Not with memory: an engine started ahead was not told where the session's memory is.)
-        warm = self._held.launcher.warm_agent(req) if existing is None and not req.memory else None
+        # The agent version whose engine may have been started ahead, for a session new here. With
+        # memory too: where the session's memory is, the engine is told by its configuration's system
+        # prompt (which the engine's key covers, so only an engine told the same is adopted), and the
+        # files are in place (below) before its first turn.
+        warm = self._held.launcher.warm_agent(req) if existing is None else None
         try:
             sandbox, claimed = await self._held.launcher.sandbox(
                 session_id, fresh=existing is None, environment=environment, agent=warm

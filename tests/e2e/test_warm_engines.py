@@ -13,6 +13,7 @@ import pytest
 
 from astrabox.agents.v1 import agent_pb2
 from astrabox.client import AstraBoxClient
+from astrabox.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.e2e.test_conversation_end_to_end import TIMEOUT, all_events, kind, new_session, turn_end, until
 from tests.support.stack import Stack, StartStack
 
@@ -125,3 +126,33 @@ async def test_a_later_session_of_an_agent_version_adopts_an_engine_started_for_
         )
         assert "checklist" in init["data"]["skills"]
         assert (stack.host_workspace(events) / "hello.txt").exists()
+
+
+async def test_a_session_with_memory_adopts_an_engine_started_for_its_agent_and_reads_its_memory(
+    stacks: StartStack,
+) -> None:
+    stack = stacks(args=("--warm-pool", "2"))
+    await pool_ready(stack, 2)
+    async with AstraBoxClient.connect(stack.address) as client:
+        await client.memory.create("team-notes")
+        await client.memory.write("team-notes", "facts.md", "the build needs make 4.3\n")
+        remembers = agent_pb2.AgentSpec()
+        remembers.CopyFrom(REVIEWER)
+        remembers.memory.add(store="team-notes", mode=memory_pb2.MEMORY_MODE_READ_WRITE)
+        await client.agents.apply("remembers", remembers)
+        first = await new_session(client, agent="remembers")
+        assert phases(await all_events(client, first.session_id))[-2:] == ["engine_connected", "ready"]
+        await agent_pool_ready(stack, 1)
+
+        second = await new_session(client, agent="remembers")
+        assert phases(await all_events(client, second.session_id))[-3:] == [
+            "sandbox_claimed",
+            "engine_adopted",
+            "ready",
+        ]
+        sent = await client.send_message(second.session_id, "run: cat /home/agent/memory/team-notes/facts.md")
+        done = await until(client, second.session_id, sent.seq, turn_end(sent.turn_id))
+        assert done[-1].WhichOneof("payload") == "turn_completed"
+        assert any(
+            "the build needs make 4.3" in e.engine_message.payload_json for e in done if e.HasField("engine_message")
+        )
