@@ -136,6 +136,17 @@ async def test_piped_input_runs_and_ends_with_the_programs_status(client: AstraB
     listed = {entry.name for entry in await client.list_workspace(session_id, "")}
     assert "from-the-shell.txt" in listed
 
+    # Without an `exit`: the end of the input is Ctrl-D, and the shell ends as it would for a person.
+    done = await asyncio.to_thread(
+        subprocess.run,
+        shell_command(stack, session_id),
+        input=b"echo done-$((1+1))\n",
+        capture_output=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"done-2" in done.stdout
+
 
 async def test_the_sdk_sees_output_and_exit_code_and_bad_input_is_refused(client: AstraBoxClient) -> None:
     session_id = await ready_session(client)

@@ -2,9 +2,9 @@
 
 Your terminal is put in raw mode while the program runs, so every key (Ctrl-C included) goes to
 the program, and restored afterwards; its size follows yours (SIGWINCH). Without a terminal
-(input from a pipe or a file) the input is sent as it is and the end of it closes the program's
-input side: `echo 'ls; exit' | astrabox session shell ID`. The exit status is the program's
-(128+N for one ended by signal N).
+(input from a pipe or a file) the input is sent as it is and its end as Ctrl-D, the end of input
+for a program reading the terminal (a shell exits), once the program waits for more: `echo ls | astrabox session shell ID`. The
+exit status is the program's (128+N for one ended by signal N).
 
 Your input is read with os.read on its descriptor, left blocking: stdin and stdout are often the
 same open terminal, and made non-blocking (as an asyncio pipe reader makes it) the output's writes
@@ -31,6 +31,10 @@ __all__ = ["shell"]
 
 _TERM = re.compile(r"[A-Za-z0-9._+-]{1,64}")
 _READ_BYTES = 64 * 1024
+# What the end of piped input is sent as: the terminal's end-of-file character (VEOF, Ctrl-D).
+_END_OF_INPUT = b"\x04"
+# How long the program's output is quiet before it counts as waiting for input.
+_QUIET_S = 0.3
 # What an exit code ended by signal N becomes, as a shell reports it.
 _SIGNALLED = 128
 
@@ -46,9 +50,11 @@ async def shell(client: AstraBoxClient, session_id: str, command: str = "") -> i
     )
     async with opened as terminal:
         with _raw(stdin, interactive), _following_size(terminal, stdout if os.isatty(stdout) else stdin):
-            sending = asyncio.create_task(_send_input(terminal, stdin))
+            quiet = _Quiet()
+            sending = asyncio.create_task(_send_input(terminal, stdin, quiet))
             try:
                 async for output in terminal:
+                    quiet.heard()
                     _write_all(stdout, output)
             finally:
                 sending.cancel()
@@ -61,7 +67,26 @@ async def shell(client: AstraBoxClient, session_id: str, command: str = "") -> i
     return code if code >= 0 else _SIGNALLED - code
 
 
-async def _send_input(terminal: Terminal, fd: int) -> None:
+class _Quiet:
+    """When the program last wrote something."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.last = self._loop.time()
+
+    def heard(self) -> None:
+        self.last = self._loop.time()
+
+    async def wait(self, seconds: float) -> None:
+        """Until the program has written nothing for `seconds`."""
+        while True:
+            left = self.last + seconds - self._loop.time()
+            if left <= 0:
+                return
+            await asyncio.sleep(left)  # a deadline that moves with the output, not an event
+
+
+async def _send_input(terminal: Terminal, fd: int, quiet: _Quiet) -> None:
     pollable = not stat.S_ISREG(os.fstat(fd).st_mode)  # epoll refuses regular files: those are read in a thread
     loop = asyncio.get_running_loop()
     while True:
@@ -70,8 +95,8 @@ async def _send_input(terminal: Terminal, fd: int) -> None:
             data = os.read(fd, _READ_BYTES)
         else:
             data = await asyncio.to_thread(os.read, fd, _READ_BYTES)
-        if not data:  # the end of a pipe or file: the program's input ends too
-            await terminal.close_input()
+        if not data:
+            await _end_of_input(terminal, quiet)
             return
         await terminal.write(data)
 
@@ -88,6 +113,17 @@ async def _readable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
         await ready
     finally:
         loop.remove_reader(fd)
+
+
+async def _end_of_input(terminal: Terminal, quiet: _Quiet) -> None:
+    """The end of piped input, as a person would end it: Ctrl-D once the program waits (its output
+    gone quiet), and again each time it waits again, until it ends. (Typed ahead while a command
+    runs, Ctrl-D would be lost: a terminal in line mode keeps it as an end of line without data,
+    which the shell's line editor then reads as nothing.)"""
+    while True:
+        await quiet.wait(_QUIET_S)
+        await terminal.write(_END_OF_INPUT)
+        quiet.heard()
 
 
 def _write_all(fd: int, data: bytes) -> None:
