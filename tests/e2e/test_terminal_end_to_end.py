@@ -176,3 +176,31 @@ async def test_the_sdk_sees_output_and_exit_code_and_bad_input_is_refused(client
             await terminal._send(api.OpenTerminalRequest(input=b"y" * (64 * 1024 + 1)))  # one message too large
             [chunk async for chunk in terminal]
     assert (refused.value.code, refused.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "FIELD_TOO_LONG")
+
+
+async def test_a_killed_cli_ends_its_terminals_program(client: AstraBoxClient, stack: Stack) -> None:
+    session_id = await ready_session(client)
+    screen = Screen(24, 80)
+    command = [*shell_command(stack, session_id), "--command", "echo started; exec sleep 4545"]
+    cli = subprocess.Popen(command, stdin=screen.terminal, stdout=screen.terminal, stderr=screen.terminal)
+    try:
+        await asyncio.to_thread(screen.expect, rb"started")
+        assert sleeping("sleep 4545")
+    finally:
+        cli.kill()
+        cli.wait()
+    async with asyncio.timeout(WAIT_S):  # the call is cancelled, the agent ends the program
+        while sleeping("sleep 4545"):
+            await asyncio.sleep(0.2)
+
+
+def sleeping(command: str) -> bool:
+    """Whether a process on this host (a sandbox's included: same kernel) runs `command`."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if cmdline.read().replace(b"\0", b" ").strip() == command.encode():
+                    return True
+        except OSError:
+            continue
+    return False

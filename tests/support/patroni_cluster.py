@@ -153,7 +153,9 @@ class PatroniCluster:
             python = str(system) if system.exists() else sys.executable
             env = {"HOME": str(node.data_dir.parent), "PYTHONPATH": str(self._patroni_packages())}
         argv = [*drop, python, *(["-S"] if self._as_postgres else []), "-m", "patroni", str(node.config)]
-        node.process = Process(node.name, argv, self.root / "logs" / f"{node.name}.log", env)
+        # Its working directory too must be one `postgres` can enter: initdb and PostgreSQL refuse to
+        # run where they cannot tell their current directory (a clone under a 0700 directory).
+        node.process = Process(node.name, argv, self.root / "logs" / f"{node.name}.log", env, cwd=node.data_dir.parent)
 
     def _patroni_packages(self) -> Path:
         """A copy of Patroni and the packages it imports, where `postgres` can read them: the tests'

@@ -25,7 +25,14 @@ ROOT = Path(__file__).resolve().parents[2]
 class Process:
     """A child process whose output is captured to a log file and scanned for a line."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path = ROOT,
+    ) -> None:
         self.name = name
         self.log_path = log_path
         self._lines: list[str] = []
@@ -37,7 +44,7 @@ class Process:
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-            cwd=ROOT,
+            cwd=cwd,
             start_new_session=True,
         )
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
