@@ -68,6 +68,8 @@ async def terminal_echoes(
             figures[ECHO].append((time.perf_counter() - started) * 1000)
             figures[HOST_PTY].append(host_pty_echo())
         await terminal.close()
+        async for _rest in output:  # up to the end the cancelled call gives
+            pass
 
 
 async def _until(output, key: bytes) -> None:  # type: ignore[no-untyped-def]

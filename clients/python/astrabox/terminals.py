@@ -37,6 +37,7 @@ class Terminal:
     def __init__(self, call: Any, first: api.OpenTerminalRequest) -> None:
         self._call = call
         self._first: api.OpenTerminalRequest | None = first
+        self._closed = False
         self.exit_code: int | None = None
         """The program's exit code (negative: ended by that signal; -1: closed for idleness)."""
 
@@ -70,7 +71,10 @@ class Terminal:
             raise AstraBoxError.from_rpc_error(error) from error
 
     async def close(self) -> None:
-        """End the program (and whatever it started) unless it has ended already."""
+        """End the program (and whatever it started) unless it has ended already; its output ends."""
+        if self._call.done():  # ended (cancelling a finished call upsets gRPC's interceptor tasks)
+            return
+        self._closed = True
         self._call.cancel()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
@@ -88,7 +92,13 @@ class Terminal:
                 elif which == "exit_code":
                     self.exit_code = response.exit_code
         except grpc.aio.AioRpcError as error:
+            if self._closed:
+                return
             raise AstraBoxError.from_rpc_error(error) from error
+        except asyncio.CancelledError:
+            if self._closed and not _cancelling():  # the call this terminal cancelled: its output is over
+                return
+            raise
         if self.exit_code is None:
             raise AstraBoxError(grpc.StatusCode.UNAVAILABLE, "the terminal's stream ended without an exit code")
 
@@ -99,3 +109,9 @@ class Terminal:
             raise AstraBoxError.from_rpc_error(error) from error
         except asyncio.InvalidStateError:
             pass  # the program ended and the call with it: the output says how
+
+
+def _cancelling() -> bool:
+    """Whether the running task itself is being cancelled (not only the call)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
