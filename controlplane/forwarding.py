@@ -32,7 +32,7 @@ from controlplane.identity import callers
 from controlplane.settings import MAX_GRPC_MESSAGE_BYTES
 from controlplane.status import error_info, to_status
 from controlplane.workspace import WorkspaceRouter, WorkspaceTimeouts, drain
-from serverkit.waits import beside
+from serverkit.waits import beside, stop
 
 log = structlog.get_logger(__name__)
 
@@ -118,10 +118,7 @@ class ReplicaLinks:
                 await self._forget(address)  # a new channel next time, not gRPC's reconnect backoff
             raise _failure(error, info, agent_id, address) from error
         finally:
-            sending.cancel()
-            await asyncio.wait((sending,))
-            if not sending.cancelled():
-                sending.exception()  # raised above already, or of no matter now: retrieved, not logged
+            await stop(sending)
             # A no-op once the call ended; otherwise (the caller went away, an upload
             # failed midway) the far replica cancels the request on the agent.
             call.cancel()

@@ -35,7 +35,7 @@ from controlplane.errors import (
 from controlplane.kernel import SessionKernel
 from controlplane.quotas import Quotas
 from controlplane.session import SessionRecord
-from serverkit.waits import beside, bounded
+from serverkit.waits import beside, bounded, stop
 
 Send = Callable[[runner_pb2.ConnectResponse], Awaitable[None]]
 
@@ -171,10 +171,7 @@ class WorkspaceRouter:
                     finished = True
                     return
         finally:
-            sending.cancel()
-            await asyncio.wait((sending,))
-            if not sending.cancelled():
-                sending.exception()  # raised above already, or of no matter now: retrieved, not logged
+            await stop(sending)
             self._pending.pop(request_id, None)
             if not finished and self._streams.get(agent_id) is send:
                 cancel = runner_pb2.WorkspaceRequest(

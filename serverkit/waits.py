@@ -36,6 +36,15 @@ def keep_cancellation(error: BaseException) -> None:
         raise asyncio.CancelledError from error
 
 
+async def stop(task: asyncio.Task[None]) -> None:
+    """Cancel `task` and wait until it has ended; its error, if any, is taken (the caller raised it
+    already, or it no longer matters) rather than logged as never retrieved."""
+    task.cancel()
+    await asyncio.wait((task,))
+    if not task.cancelled():
+        task.exception()
+
+
 async def beside(call: Awaitable[T], companion: asyncio.Task[None], seconds: float | None) -> T:
     """Await `call` for at most `seconds` (TimeoutError after that) while `companion` runs beside it:
     should the companion fail first, its error is raised instead (and `call` dropped). A companion

@@ -79,8 +79,7 @@ _PROBE_TIMEOUT = 10.0
 _DESTROY_TIMEOUT = 30.0
 _STOP_TIMEOUT = 30.0
 _KILL_WAIT = 5.0
-# util-linux's, from the host's /usr that every sandbox sees.
-_SETSID = shutil.which("setsid") or "/usr/bin/setsid"
+_SETSID = shutil.which("setsid") or "/usr/bin/setsid"  # util-linux's, in the host's /usr every sandbox sees
 _NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try")
 _USER_NAMESPACE = ("--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID))
 # The strongest first; the last one is the floor: without it the driver refuses to run.

@@ -168,7 +168,7 @@ class WorkspaceService:
                 # Made now, not in the task: the first keystrokes may follow right behind.
                 opening = request.open_terminal
                 self._terminals[request.request_id] = Terminal(
-                    opening.rows or 24, opening.columns or 80, raw=self._driver.relays_terminal
+                    opening.rows, opening.columns, raw=self._driver.relays_terminal
                 )
             task = asyncio.create_task(self._serve(request, reply), name=f"workspace-{op}")
             self._tasks[request.request_id] = task
@@ -372,7 +372,7 @@ class WorkspaceService:
                 rid,
                 opening.command or _SHELL,
                 terminal=terminal,
-                term=opening.term or "xterm-256color",
+                term=opening.term,  # the control plane's default when the client gave none
             ) as process:
                 code = await terminal.serve(process, send, keepalive)
         except TerminalOverflow as overflow:
